@@ -1,0 +1,21 @@
+module github.com/sentinel-coordination/sentinel/bench
+
+go 1.26.8
+
+require (
+	cirello.io/pglock v1.16.1
+	github.com/google/uuid v1.6.0
+	github.com/jackc/pgx/v5 v5.12.0
+	github.com/lib/pq v1.10.9
+	github.com/sentinel-coordination/sentinel v0.0.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
+
+replace github.com/sentinel-coordination/sentinel => ../

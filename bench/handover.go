@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"cirello.io/pglock"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// acquireProbe counts, per key, the completed acquire statements of one
+// Sentinel client (seen through its pool's tracer). A waiter whose first
+// attempt completed is subscribed to release notifications and waiting.
+type acquireProbe struct {
+	mu     sync.Mutex
+	counts map[string]int
+	wake   chan struct{} // closed and replaced on every count
+}
+
+type probeKey string
+
+func newAcquireProbe() *acquireProbe {
+	return &acquireProbe{counts: map[string]int{}, wake: make(chan struct{})}
+}
+
+func (p *acquireProbe) onStart(sql string, args []any) any {
+	if strings.Contains(sql, "INSERT INTO") && strings.Contains(sql, ".leases") && len(args) > 1 {
+		if k, ok := args[1].(string); ok {
+			return probeKey(k)
+		}
+	}
+	return nil
+}
+
+func (p *acquireProbe) onEnd(v any, _ error) {
+	p.mu.Lock()
+	p.counts[string(v.(probeKey))]++
+	close(p.wake)
+	p.wake = make(chan struct{})
+	p.mu.Unlock()
+}
+
+func (p *acquireProbe) count(key string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.counts[key]
+}
+
+func (p *acquireProbe) waitPast(ctx context.Context, key string, n int) error {
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		done, wake := p.counts[key] > n, p.wake
+		p.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-t.C:
+			return fmt.Errorf("no acquire statement for %q seen within 10s (probe no longer matches the library's SQL?)", key)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+type sentinelPair struct {
+	key     string
+	clients [2]*sentinel.Client
+	probes  [2]*acquireProbe
+	held    [2]*sentinel.Lease
+}
+
+func (p *sentinelPair) acquire(ctx context.Context, side int) error {
+	l, err := p.clients[side].Lease(ctx, p.key, sentinel.WithWait())
+	p.held[side] = l
+	return err
+}
+
+func (p *sentinelPair) release(ctx context.Context, side int) error {
+	l := p.held[side]
+	p.held[side] = nil
+	if l == nil {
+		return nil
+	}
+	return l.Release(ctx)
+}
+
+func (p *sentinelPair) prepareWait(side int) func(context.Context) error {
+	n := p.probes[side].count(p.key)
+	return func(ctx context.Context) error { return p.probes[side].waitPast(ctx, p.key, n) }
+}
+
+// sentinelHandover: two clients (two pools, two owners, each with its
+// listener), as two processes would be; pair i contends on key i.
+func (b *bench) sentinelHandover(ctx context.Context) (*handoverImpl, error) {
+	var clients [2]*sentinel.Client
+	var probes [2]*acquireProbe
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	for i := range clients {
+		probes[i] = newAcquireProbe()
+		tr := &tracer{onStart: probes[i].onStart, onEnd: probes[i].onEnd}
+		c, closeFn, err := b.newClient(ctx, b.schema, tr, sentinel.Config{})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		clients[i] = c
+		closers = append(closers, closeFn)
+	}
+	prefix := newKeyGen(1).prefix
+	return &handoverImpl{
+		name:   "sentinel Release → Lease(WithWait) (LISTEN/NOTIFY)",
+		warmup: 3,
+		newPair: func(_ context.Context, i int) (pair, error) {
+			return &sentinelPair{key: fmt.Sprintf("%shandover-%d", prefix, i), clients: clients, probes: probes}, nil
+		},
+		close: closeAll,
+	}, nil
+}
+
+type advisoryPair struct {
+	b     *bench
+	id    int64
+	conns [2]*pgx.Conn
+	pids  [2]uint32
+}
+
+func (p *advisoryPair) acquire(ctx context.Context, side int) error {
+	_, err := p.conns[side].Exec(ctx, "SELECT pg_advisory_lock($1)", p.id)
+	return err
+}
+
+func (p *advisoryPair) release(ctx context.Context, side int) error {
+	var ok bool
+	if err := p.conns[side].QueryRow(ctx, "SELECT pg_advisory_unlock($1)", p.id).Scan(&ok); err != nil || !ok {
+		return fmt.Errorf("advisory unlock: ok=%v err=%v", ok, err)
+	}
+	return nil
+}
+
+// prepareWait polls pg_locks until the waiter's backend waits for the lock.
+func (p *advisoryPair) prepareWait(side int) func(context.Context) error {
+	pid := p.pids[side]
+	return func(ctx context.Context) error {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			var waiting bool
+			if err := p.b.admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+				WHERE pid = $1 AND locktype = 'advisory' AND NOT granted)`, int64(pid)).Scan(&waiting); err != nil {
+				return err
+			}
+			if waiting {
+				return nil
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		return fmt.Errorf("backend %d never waited for the advisory lock", pid)
+	}
+}
+
+// advisoryHandover: each pair holds two dedicated connections; the waiter
+// blocks inside pg_advisory_lock and the server wakes it on unlock.
+func (b *bench) advisoryHandover(context.Context) (*handoverImpl, error) {
+	var mu sync.Mutex
+	var conns []*pgx.Conn
+	base := rand.Int64N(1 << 40)
+	return &handoverImpl{
+		name:   "pg_advisory_unlock → blocked pg_advisory_lock",
+		warmup: 3,
+		newPair: func(ctx context.Context, i int) (pair, error) {
+			p := &advisoryPair{b: b, id: advisoryKey(base, i)}
+			for s := range p.conns {
+				c, err := newConn(ctx, b.url, nil)
+				if err != nil {
+					return nil, err
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+				p.conns[s], p.pids[s] = c, c.PgConn().PID()
+			}
+			return p, nil
+		},
+		close: func() {
+			for _, c := range conns {
+				_ = c.Close(context.Background())
+			}
+		},
+	}, nil
+}
+
+type pglockPair struct {
+	key     string
+	clients [2]*pglock.Client
+	held    [2]*pglock.Lock
+	lease   time.Duration
+}
+
+func (p *pglockPair) acquire(ctx context.Context, side int) error {
+	l, err := p.clients[side].AcquireContext(ctx, p.key)
+	p.held[side] = l
+	return err
+}
+
+func (p *pglockPair) release(ctx context.Context, side int) error {
+	l := p.held[side]
+	p.held[side] = nil
+	if l == nil {
+		return nil
+	}
+	return p.clients[side].ReleaseContext(ctx, l)
+}
+
+// prepareWait: pglock's waiter cannot be observed from outside, and it
+// polls once per lease duration, so the release is placed at a random
+// phase of its polling: 20ms (its first attempt) plus uniform [0, lease).
+func (p *pglockPair) prepareWait(int) func(context.Context) error {
+	d := 20*time.Millisecond + rand.N(p.lease)
+	return func(ctx context.Context) error {
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// pglockHandover: two pglock clients (two owners) on one database/sql pool.
+func (b *bench) pglockHandover(context.Context) (*handoverImpl, error) {
+	db, err := b.openPglockDB()
+	if err != nil {
+		return nil, err
+	}
+	var clients [2]*pglock.Client
+	for i := range clients {
+		if clients[i], err = b.newPglock(db); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	if err := clients[0].TryCreateTable(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	prefix := newKeyGen(1).prefix
+	return &handoverImpl{
+		name: fmt.Sprintf("cirello.io/pglock Release → Acquire (polls every %s)", b.opts.pglockLease),
+		newPair: func(_ context.Context, i int) (pair, error) {
+			return &pglockPair{key: fmt.Sprintf("%shandover-%d", prefix, i), clients: clients, lease: b.opts.pglockLease}, nil
+		},
+		close: func() { db.Close() },
+		note:  "release placed at a random phase of the waiter's polling",
+	}, nil
+}

@@ -1,0 +1,236 @@
+// Command bench measures Sentinel against the floor (the library's own
+// statements issued by hand with pgx) and against its peers
+// (cirello.io/pglock, pg_advisory_lock), all against the same PostgreSQL in
+// one run, and prints a markdown report with absolute figures, ratios and
+// the targets of issue #4.
+//
+//	cd bench && go run . [-duration 5s] [-workers 1,8]
+//
+// It uses $DATABASE_URL when set, else a throwaway cluster started from the
+// local PostgreSQL binaries (internal/pgtemp). Progress goes to stderr, the
+// report to stdout. See docs/benchmarks.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// pglockVersion is the version pinned in go.mod.
+const pglockVersion = "v1.16.1"
+
+// Operations measured for throughput and latency.
+const (
+	opOnceFresh  = "Once, fresh key"
+	opOnceReplay = "Once, replay"
+	opLease      = "lease acquire + release"
+)
+
+type options struct {
+	duration        time.Duration // measured time per implementation and worker count
+	rounds          int           // interleaved rounds the duration is split into
+	warmup          time.Duration // unrecorded warm-up per implementation and worker count
+	workers         []int
+	leases          int           // leases held by one client
+	leaseTTL        time.Duration // their TTL (renewed every TTL/3)
+	rows            int           // completed executions for the large-table comparison
+	handoverMin     int           // minimum handovers per pair
+	pglockLease     time.Duration
+	pglockHeartbeat time.Duration
+	only            []string // sections to run; empty: all
+}
+
+// Sections of a run, for -only.
+var sections = []string{"throughput", "handover", "leases", "rows"}
+
+func (o options) want(section string) bool {
+	return len(o.only) == 0 || slices.Contains(o.only, section)
+}
+
+func parseFlags(args []string, errOut io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per implementation and worker count (split over -rounds)")
+	fs.IntVar(&o.rounds, "rounds", 5, "interleaved rounds per measurement (implementations alternate between rounds)")
+	fs.DurationVar(&o.warmup, "warmup", 300*time.Millisecond, "unrecorded warm-up per implementation and worker count")
+	workers := fs.String("workers", "1,8", "comma-separated worker counts (the first is the sequential case, the largest the parallel one)")
+	fs.IntVar(&o.leases, "leases", 10_000, "leases held by one client for the heartbeat/memory figures")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", 3*time.Second, "TTL of the held leases (Sentinel's default; renewed every TTL/3)")
+	fs.IntVar(&o.rows, "rows", 1_000_000, "completed executions bulk-inserted for the large-table comparison")
+	fs.IntVar(&o.handoverMin, "handover-min", 5, "minimum recorded handovers per pair")
+	fs.DurationVar(&o.pglockLease, "pglock-lease", 3*time.Second, "pglock lease duration (its waiters poll once per lease)")
+	fs.DurationVar(&o.pglockHeartbeat, "pglock-heartbeat", time.Second, "pglock heartbeat frequency")
+	only := fs.String("only", "", "comma-separated sections to run, of "+strings.Join(sections, ", ")+" (default all)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	for _, f := range strings.Split(*workers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 64 {
+			return o, fmt.Errorf("-workers: %q is not a count in 1..64", f)
+		}
+		if !slices.Contains(o.workers, n) {
+			o.workers = append(o.workers, n)
+		}
+	}
+	for _, f := range strings.Split(*only, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if !slices.Contains(sections, f) {
+			return o, fmt.Errorf("-only: unknown section %q (want %s)", f, strings.Join(sections, ", "))
+		}
+		o.only = append(o.only, f)
+	}
+	switch {
+	case o.duration <= 0 || o.warmup < 0:
+		return o, errors.New("-duration must be positive and -warmup not negative")
+	case o.rounds < 1:
+		return o, errors.New("-rounds must be at least 1")
+	case o.leases < 2 || o.rows < 0 || o.handoverMin < 1 || o.leaseTTL < 30*time.Millisecond:
+		return o, errors.New("-leases must be at least 2, -rows not negative, -handover-min at least 1, -lease-ttl at least 30ms")
+	case o.pglockHeartbeat <= 0 || o.pglockLease < 2*o.pglockHeartbeat:
+		return o, errors.New("-pglock-lease must be at least twice -pglock-heartbeat (pglock's own rule)")
+	}
+	return o, nil
+}
+
+func main() {
+	opts, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, opts, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// bench is one run.
+type bench struct {
+	opts         options
+	url          string
+	schema       string // Sentinel's tables for the main measurements
+	extraSchemas []string
+	admin        *pgxpool.Pool
+	maxConns     int // per pool
+	logw         io.Writer
+	start        time.Time
+}
+
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(b.logw, "[%6.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, opts options, out, logw io.Writer) error {
+	b := &bench{opts: opts, logw: logw, start: time.Now(), maxConns: slices.Max(opts.workers) + 2}
+	url, source, cleanup, err := database(ctx, b.progress)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	b.url = url
+	if b.admin, err = newPool(ctx, url, 4, nil); err != nil {
+		return err
+	}
+	defer b.admin.Close()
+	b.schema = "sentinel_bench_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		for _, s := range append([]string{b.schema}, b.extraSchemas...) {
+			if _, err := b.admin.Exec(dctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s}.Sanitize()+" CASCADE"); err != nil {
+				b.progress("dropping schema %s: %v", s, err)
+			}
+		}
+	}()
+	c, err := sentinel.New(b.admin, &sentinel.Config{Schema: b.schema})
+	if err != nil {
+		return err
+	}
+	err = c.Migrate(ctx)
+	c.Close()
+	if err != nil {
+		return err
+	}
+	r := &report{opts: opts}
+	if r.env, err = collectEnv(ctx, b.admin, source); err != nil {
+		return err
+	}
+	b.progress("PostgreSQL: %s; schema %s", r.env.server, b.schema)
+
+	for _, w := range opts.workers {
+		if !opts.want("throughput") {
+			break
+		}
+		for _, op := range []string{opOnceFresh, opOnceReplay, opLease} {
+			setups := []setupFunc{b.setupFloor, b.setupSentinel}
+			if op == opLease {
+				setups = append(setups, b.setupPglock, b.setupAdvisory)
+			}
+			g, err := b.runGroup(ctx, op, w, setups)
+			if err != nil {
+				return err
+			}
+			r.groups = append(r.groups, g)
+		}
+	}
+	for _, w := range opts.workers {
+		if !opts.want("handover") {
+			break
+		}
+		for _, mk := range []func(context.Context) (*handoverImpl, error){b.sentinelHandover, b.advisoryHandover, b.pglockHandover} {
+			h, err := mk(ctx)
+			if err != nil {
+				return err
+			}
+			b.progress("handover, %d pair(s): %s", w, h.name)
+			res, err := b.runHandover(ctx, h, w, opts.duration, opts.handoverMin)
+			h.close()
+			if err != nil {
+				return err
+			}
+			r.handovers = append(r.handovers, res)
+		}
+	}
+	if opts.want("leases") {
+		if r.scale, err = b.heldLeases(ctx); err != nil {
+			return fmt.Errorf("held leases: %w", err)
+		}
+	}
+	if opts.want("rows") {
+		if r.million, err = b.millionRows(ctx); err != nil {
+			return fmt.Errorf("large table: %w", err)
+		}
+	}
+	b.progress("done in %s", time.Since(b.start).Round(time.Second))
+	r.total = time.Since(b.start)
+	_, err = io.WriteString(out, r.String())
+	return err
+}

@@ -1,0 +1,354 @@
+package sentinel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// State is the state of a Once key. See the package documentation for the
+// state machine.
+type State string
+
+// Execution states.
+const (
+	StateClaimed     State = "claimed"     // claimed, not started: safe to run
+	StateExecuting   State = "executing"   // side effects may be in flight
+	StateCompleted   State = "completed"   // result stored and replayed
+	StateReconciling State = "reconciling" // an operator is establishing the truth
+)
+
+// Execution is the stored record of a Once key.
+type Execution struct {
+	Namespace      string
+	Key            string
+	State          State
+	Owner          string // the worker (or operator) that last claimed it
+	Host           string
+	PID            int
+	Token          int64     // fencing token of the current claim
+	CreatedAt      time.Time // database clock
+	UpdatedAt      time.Time // when State was entered
+	LeaseExpiresAt time.Time // zero when no lease (completed, reconciling)
+	HardExpiresAt  time.Time // zero when none
+	CompletedAt    time.Time // zero until completed
+	LeaseAlive     bool      // LeaseExpiresAt is in the future on the database clock
+	Result         []byte    // the encoded result, when completed
+	ResultError    string    // set when fn succeeded but its result could not be stored
+
+	remaining time.Duration // lease time left, per the database
+}
+
+// execCols are the columns scanned by scanExecution, over alias t.
+const execCols = `t.namespace, t.key, t.state, t.owner, t.host, t.pid, t.token, t.created_at, t.updated_at,
+    t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error,
+    coalesce(t.lease_expires_at > clock_timestamp(), false),
+    coalesce(t.lease_expires_at - statement_timestamp(), interval '0')`
+
+func scanExecution(row pgx.Row, prefix ...any) (*Execution, error) {
+	var e Execution
+	var lease, hard, done *time.Time
+	var resErr *string
+	dest := append(prefix, &e.Namespace, &e.Key, &e.State, &e.Owner, &e.Host, &e.PID, &e.Token, &e.CreatedAt, &e.UpdatedAt,
+		&lease, &hard, &done, &e.Result, &resErr, &e.LeaseAlive, &e.remaining)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	if lease != nil {
+		e.LeaseExpiresAt = *lease
+	}
+	if hard != nil {
+		e.HardExpiresAt = *hard
+	}
+	if done != nil {
+		e.CompletedAt = *done
+	}
+	if resErr != nil {
+		e.ResultError = *resErr
+	}
+	return &e, nil
+}
+
+// Event is one entry of a key's history.
+type Event struct {
+	ID        int64
+	Namespace string
+	Key       string
+	Event     string // claimed, started, completed, failed, retryable, rolled_back, reconciling, force_completed, reset, ...
+	State     State  // the state after the event
+	Token     int64
+	Owner     string
+	At        time.Time // database clock
+	Metadata  map[string]any
+}
+
+type execSQL struct {
+	read, claim, finish, operator, insertEvent, history, prune string
+}
+
+func newExecSQL(schema string) *execSQL {
+	r := strings.NewReplacer("{{schema}}", schema, "{{cols}}", execCols)
+	return &execSQL{
+		read:        r.Replace(sqlReadExecution),
+		claim:       r.Replace(sqlClaim),
+		finish:      r.Replace(sqlFinish),
+		operator:    r.Replace(sqlOperator),
+		insertEvent: r.Replace(sqlInsertEvent),
+		history:     r.Replace(sqlHistory),
+		prune:       r.Replace(sqlPrune),
+	}
+}
+
+const sqlReadExecution = `SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2`
+
+// sqlClaim claims a key in state $3 (executing for Once, claimed for
+// OnceTx), in the same shape as sqlAcquire: a claimed row whose lease
+// expired is locked SKIP LOCKED and taken over (a row locked by another
+// transaction is left alone and reported); a key with no row is inserted.
+// The token is minted after the row is locked or the insert is under way,
+// and the history is written by the same statement. When the claim fails
+// the current row is returned instead.
+// $1 ns, $2 key, $3 state, $4 owner, $5 host, $6 pid, $7 ttl µs,
+// $8 hard TTL µs, $9 metadata.
+const sqlClaim = `
+WITH lk AS (
+    SELECT t.namespace, t.key FROM {{schema}}.executions t
+    WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'claimed' AND t.lease_expires_at <= clock_timestamp()
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+up AS (
+    UPDATE {{schema}}.executions t SET
+        state = $3, owner = $4, token = nextval('{{schema}}.fencing_token'), host = $5, pid = $6,
+        updated_at = clock_timestamp(),
+        lease_expires_at = clock_timestamp() + $7::bigint * interval '1 microsecond',
+        hard_expires_at = clock_timestamp() + $8::bigint * interval '1 microsecond',
+        completed_at = NULL, result = NULL, result_error = NULL
+    FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
+    RETURNING {{cols}}
+),
+ins AS (
+    INSERT INTO {{schema}}.executions AS t
+        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at)
+    SELECT $1, $2, $3, $4, nextval('{{schema}}.fencing_token'), $5, $6, clock_timestamp(), clock_timestamp(),
+        clock_timestamp() + $7::bigint * interval '1 microsecond',
+        clock_timestamp() + $8::bigint * interval '1 microsecond'
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.executions WHERE namespace = $1 AND key = $2)
+    ON CONFLICT (namespace, key) DO UPDATE SET
+        state = excluded.state, owner = excluded.owner, token = nextval('{{schema}}.fencing_token'),
+        host = excluded.host, pid = excluded.pid, updated_at = clock_timestamp(),
+        lease_expires_at = clock_timestamp() + $7::bigint * interval '1 microsecond',
+        hard_expires_at = clock_timestamp() + $8::bigint * interval '1 microsecond',
+        completed_at = NULL, result = NULL, result_error = NULL
+    WHERE t.state = 'claimed' AND t.lease_expires_at <= clock_timestamp()
+    RETURNING {{cols}}
+),
+g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
+ev AS (
+    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
+    SELECT $1, $2, e.event, e.state, g.token, $4, $9::jsonb
+    FROM g, (VALUES (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
+    WHERE e.n = 1 OR $3 = 'executing'
+    ORDER BY e.n
+)
+SELECT true, g.* FROM g
+UNION ALL
+SELECT false, {{cols}} FROM {{schema}}.executions t
+WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
+
+// sqlFinish moves a claim held by ($3 owner, $4 token) from one of the
+// states $8 to state $5, guarded by owner, token and state, and by a live
+// lease when $9. Completion stores the result ($6, $7) and drops the lease;
+// any other target ends the lease now. $10 event, $11 metadata.
+const sqlFinish = `
+WITH u AS (
+    UPDATE {{schema}}.executions t SET
+        state = $5,
+        result = CASE WHEN $5 = 'completed' THEN $6::bytea ELSE t.result END,
+        result_error = CASE WHEN $5 = 'completed' THEN $7::text ELSE t.result_error END,
+        completed_at = CASE WHEN $5 = 'completed' THEN statement_timestamp() ELSE t.completed_at END,
+        lease_expires_at = CASE WHEN $5 = 'completed' THEN NULL ELSE least(t.lease_expires_at, statement_timestamp()) END,
+        updated_at = statement_timestamp()
+    WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4
+      AND t.state = ANY($8::text[]) AND (NOT $9::bool OR t.lease_expires_at > clock_timestamp())
+    RETURNING t.token, t.state
+),
+ev AS (
+    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
+    SELECT $1, $2, $10, u.state, u.token, $3, $11::jsonb FROM u
+)
+SELECT count(*) FROM u`
+
+// sqlOperator is an operator's transition ($3 from state -> $4 to state),
+// guarded by state (and, from executing, by an expired lease; by token $10
+// when not 0). $5 mints a new token; $6 owner; $7 result; $8 event;
+// $9 metadata. When the guard
+// fails, the current row is returned and nothing is written.
+const sqlOperator = `
+WITH u AS (
+    UPDATE {{schema}}.executions t SET
+        state = $4,
+        token = CASE WHEN $5::bool THEN nextval('{{schema}}.fencing_token') ELSE t.token END,
+        owner = $6,
+        result = CASE WHEN $4 = 'completed' THEN $7::bytea ELSE t.result END,
+        result_error = CASE WHEN $4 = 'completed' THEN NULL ELSE t.result_error END,
+        completed_at = CASE WHEN $4 = 'completed' THEN statement_timestamp() ELSE NULL END,
+        lease_expires_at = CASE WHEN $4 = 'claimed' THEN statement_timestamp() ELSE NULL END,
+        updated_at = statement_timestamp()
+    WHERE t.namespace = $1 AND t.key = $2 AND t.state = $3
+      AND ($3 <> 'executing' OR t.lease_expires_at <= clock_timestamp())
+      AND ($10::bigint = 0 OR t.token = $10)
+    RETURNING {{cols}}
+),
+ev AS (
+    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
+    SELECT $1, $2, $8, u.state, u.token, $6, $9::jsonb FROM u
+)
+SELECT true, u.* FROM u
+UNION ALL
+SELECT false, {{cols}} FROM {{schema}}.executions t
+WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM u)`
+
+const sqlInsertEvent = `
+INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
+VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)`
+
+const sqlHistory = `
+SELECT id, namespace, key, event, state, token, owner, at, metadata
+FROM {{schema}}.events WHERE namespace = $1 AND key = $2 ORDER BY id`
+
+// sqlPrune deletes completed executions and history events older than $1
+// (µs), and lease rows expired for longer than $1 and at least an hour, in
+// one statement. The history of a
+// key that is not completed (uncertain, reconciling, in flight) is kept: an
+// operator needs it. $2 limits it to a
+// namespace (” = all).
+const sqlPrune = `
+WITH x AS (
+    DELETE FROM {{schema}}.executions t
+    WHERE t.state = 'completed' AND t.completed_at < statement_timestamp() - $1::bigint * interval '1 microsecond'
+      AND ($2 = '' OR t.namespace = $2)
+    RETURNING 1
+),
+e AS (
+    DELETE FROM {{schema}}.events t
+    WHERE t.at < statement_timestamp() - $1::bigint * interval '1 microsecond'
+      AND ($2 = '' OR t.namespace = $2)
+      AND NOT EXISTS (SELECT 1 FROM {{schema}}.executions k
+          WHERE k.namespace = t.namespace AND k.key = t.key AND k.state <> 'completed')
+    RETURNING 1
+),
+l AS (
+    DELETE FROM {{schema}}.leases t
+    WHERE t.expires_at < statement_timestamp() - greatest($1::bigint * interval '1 microsecond', interval '1 hour')
+      AND ($2 = '' OR t.namespace = $2)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM x), (SELECT count(*) FROM e), (SELECT count(*) FROM l)`
+
+// metadataJSON encodes event metadata as JSON text; no metadata is nil (SQL
+// NULL). Text, not []byte: without prepared statements (PgBouncer) pgx would
+// send a []byte as bytea, which is not valid JSON.
+func metadataJSON(base map[string]any, extra ...any) (any, error) {
+	if len(base) == 0 && len(extra) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]any, len(base)+len(extra)/2)
+	for k, v := range base {
+		m[k] = v
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		m[fmt.Sprint(extra[i])] = extra[i+1]
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, invalid("metadata", "cannot be encoded as JSON: %v", err)
+	}
+	return string(b), nil
+}
+
+// Inspect returns the execution record of key, or an error matching
+// ErrNotFound. Options: WithNamespace.
+func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*Execution, error) {
+	o, err := c.resolve(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.readExecution(ctx, o.namespace, key)
+}
+
+func (c *Client) readExecution(ctx context.Context, ns, key string) (*Execution, error) {
+	e, err := scanExecution(c.pool.QueryRow(ctx, c.exe.read, ns, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("sentinel: execution %q/%q: %w", ns, key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sentinel: read execution %q/%q: %w", ns, key, err)
+	}
+	return e, nil
+}
+
+// History returns key's events, oldest first. Options: WithNamespace.
+func (c *Client) History(ctx context.Context, key string, opts ...Option) ([]Event, error) {
+	o, err := c.resolve(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.pool.Query(ctx, c.exe.history, o.namespace, key)
+	if err != nil {
+		return nil, fmt.Errorf("sentinel: history %q/%q: %w", o.namespace, key, err)
+	}
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
+		err := r.Scan(&e.ID, &e.Namespace, &e.Key, &e.Event, &e.State, &e.Token, &e.Owner, &e.At, &e.Metadata)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sentinel: history %q/%q: %w", o.namespace, key, err)
+	}
+	return evs, nil
+}
+
+// PruneResult counts what Prune deleted.
+type PruneResult struct {
+	Executions int64 // completed executions
+	Events     int64 // history events
+	Leases     int64 // expired lease rows
+}
+
+// Prune deletes, in one statement: completed executions whose completion is
+// older than olderThan; history events older than olderThan, except those of
+// keys not yet completed; and lease rows expired for longer than olderThan
+// and at least an hour (a key's row is what makes each grant mint its token
+// under a row lock; the hour keeps any statement still in flight from seeing
+// the key as new). Executions in any other state are never pruned: an
+// uncertain key stays until an operator resolves it. Sentinel prunes nothing
+// by itself; call Prune periodically (for example daily with olderThan = 7
+// days, a key's replay window). WithNamespace limits it to one namespace;
+// without it every namespace is pruned.
+func (c *Client) Prune(ctx context.Context, olderThan time.Duration, opts ...Option) (PruneResult, error) {
+	var res PruneResult
+	if olderThan < 0 {
+		return res, invalid("olderThan", "must not be negative, got %s", olderThan)
+	}
+	var o callOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.namespace != "" {
+		if err := checkNamespace(o.namespace); err != nil {
+			return res, err
+		}
+	}
+	err := c.pool.QueryRow(ctx, c.exe.prune, us(olderThan), o.namespace).Scan(&res.Executions, &res.Events, &res.Leases)
+	if err != nil {
+		return res, fmt.Errorf("sentinel: prune: %w", err)
+	}
+	return res, nil
+}

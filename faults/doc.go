@@ -1,0 +1,15 @@
+// Package faults is Sentinel's fault-injection suite. It holds tests only:
+// they run Once and leases against a throwaway PostgreSQL cluster while
+// killing (SIGKILL) and pausing (SIGSTOP) worker processes, restarting the
+// server in immediate mode, injecting network latency, resets and a
+// blackhole through a TCP proxy, and running behind PgBouncer in
+// transaction pooling mode; lease histories are checked with the porcupine
+// linearizability checker against a model of a fenced lease.
+//
+// The default (CI) profile runs with `go test ./...`. The long profile:
+//
+//	go test -race -timeout 60m ./faults -long
+//	SENTINEL_FAULTS=long go test -race -timeout 60m ./faults
+//
+// docs/reliability.md describes each scenario and its results.
+package faults

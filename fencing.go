@@ -1,0 +1,65 @@
+package sentinel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// VerifyToken checks, inside the caller's own transaction, that token is the
+// current, unexpired fencing token of key's lease, and returns a
+// *StaleTokenError (matching ErrStaleToken) otherwise. It locks the lease row
+// FOR SHARE until the transaction ends, so no takeover or release can commit
+// before the caller's guarded writes do:
+//
+//	tx, _ := pool.Begin(ctx)
+//	if err := client.VerifyToken(ctx, tx, "invoice-123", lease.Token()); err != nil {
+//		tx.Rollback(ctx) // a newer holder exists: write nothing
+//		return err
+//	}
+//	tx.Exec(ctx, "UPDATE invoices SET ...")
+//	tx.Commit(ctx)
+//
+// q is usually a pgx.Tx; on a pool or bare connection the lock is released
+// as soon as the check returns. Options: WithNamespace.
+func (c *Client) VerifyToken(ctx context.Context, q Querier, key string, token int64, opts ...Option) error {
+	return c.verify(ctx, q, c.sql.verify, key, token, opts)
+}
+
+// VerifyExecutionToken is VerifyToken for the token of a running Once (see
+// TokenFromContext): it checks that the execution is still claimed or
+// executing under token with a live lease.
+func (c *Client) VerifyExecutionToken(ctx context.Context, q Querier, key string, token int64, opts ...Option) error {
+	return c.verify(ctx, q, c.sql.verifyExe, key, token, opts)
+}
+
+func (c *Client) verify(ctx context.Context, q Querier, sql, key string, token int64, opts []Option) error {
+	if q == nil {
+		return invalid("querier", "must not be nil")
+	}
+	o, err := c.resolve(key, opts)
+	if err != nil {
+		return err
+	}
+	if token <= 0 {
+		return invalid("token", "must be positive, got %d", token)
+	}
+	var current int64
+	var alive bool
+	err = q.QueryRow(ctx, sql, o.namespace, key).Scan(&current, &alive)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return &StaleTokenError{Namespace: o.namespace, Key: key, Token: token}
+	}
+	if err != nil {
+		return fmt.Errorf("sentinel: verify token %q/%q: %w", o.namespace, key, err)
+	}
+	if current != token || !alive {
+		if !alive {
+			current = 0
+		}
+		return &StaleTokenError{Namespace: o.namespace, Key: key, Token: token, Current: current}
+	}
+	return nil
+}

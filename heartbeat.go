@@ -1,0 +1,318 @@
+package sentinel
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// heartbeater renews every lease and execution lease of one client from a
+// single goroutine, in one statement per tick however many are held. Loss
+// detection does not depend on it: each lease carries its own deadline timer
+// (a runtime timer, not a goroutine), so a heartbeat stuck on a dead
+// connection cannot delay a lease's Done past its deadline.
+type heartbeater struct {
+	c *Client
+
+	mu      sync.Mutex
+	held    map[*Lease]struct{}
+	wake    chan struct{}
+	quit    chan struct{}
+	ctx     context.Context // cancelled by stop: aborts a renewal in flight
+	cancel  context.CancelFunc
+	stopped chan struct{}
+	started bool
+	// wakeAt is when the loop will next wake by itself (zero: it is busy
+	// renewing, or about to). A new lease pokes the loop only when it falls
+	// due before that: waking a goroutine per grant costs a thread switch
+	// that competes with the database on small machines.
+	wakeAt time.Time
+}
+
+func newHeartbeater(c *Client) *heartbeater {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &heartbeater{
+		ctx:     ctx,
+		cancel:  cancel,
+		c:       c,
+		held:    make(map[*Lease]struct{}),
+		wake:    make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+}
+
+// add registers a freshly granted lease. sent is the local time the grant
+// statement was sent; remaining is the time left on the lease as computed
+// by the database.
+func (h *heartbeater) add(l *Lease, sent time.Time, remaining time.Duration, expiresAt, hardAt time.Time) {
+	l.mu.Lock()
+	l.expiresAt, l.hardAt = expiresAt, hardAt
+	l.capped = !hardAt.IsZero() && !expiresAt.Before(hardAt)
+	l.deadline = sent.Add(remaining - l.margin)
+	l.nextDue = sent.Add(l.renewEvery)
+	capped, due := l.capped, l.nextDue
+	l.mu.Unlock()
+
+	// Register before arming the deadline timer: a deadline already past
+	// fires at once, and its end() must find the lease to remove it. (h.mu
+	// is never taken while holding l.mu: due() nests them the other way.)
+	h.mu.Lock()
+	h.held[l] = struct{}{}
+	poke := !capped && !h.wakeAt.IsZero() && due.Before(h.wakeAt)
+	if !h.started {
+		h.started, poke = true, false
+		h.wakeAt = time.Time{}
+		go h.loop()
+	}
+	h.mu.Unlock()
+
+	l.mu.Lock()
+	if l.err == nil {
+		l.timer = time.AfterFunc(max(time.Until(l.deadline), 0), l.checkDeadline)
+	}
+	l.mu.Unlock()
+	if poke {
+		h.poke()
+	}
+}
+
+func (h *heartbeater) registered(l *Lease) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.held[l]
+	return ok
+}
+
+func (h *heartbeater) remove(l *Lease) {
+	h.mu.Lock()
+	delete(h.held, l)
+	h.mu.Unlock()
+}
+
+func (h *heartbeater) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the loop and returns the leases still held.
+func (h *heartbeater) stop() []*Lease {
+	h.mu.Lock()
+	started := h.started
+	h.started = true // no loop may start after stop
+	close(h.quit)
+	h.cancel()
+	held := make([]*Lease, 0, len(h.held))
+	for l := range h.held {
+		held = append(held, l)
+	}
+	h.mu.Unlock()
+	if started {
+		<-h.stopped
+	}
+	return held
+}
+
+func (h *heartbeater) loop() {
+	defer close(h.stopped)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		due, next := h.due(time.Now())
+		if len(due) > 0 {
+			_ = h.renew(h.ctx, due)
+			continue
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(time.Until(next), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-h.quit:
+			return
+		case <-h.wake:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// due returns the leases to renew now, and the earliest due time of the
+// rest. Leases that would fall due within half their renewal interval are
+// renewed with the batch, so leases acquired at different moments converge
+// on the same tick.
+func (h *heartbeater) due(now time.Time) ([]*Lease, time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-h.quit:
+		return nil, time.Time{}
+	default:
+	}
+	var due []*Lease
+	var next time.Time
+	for l := range h.held {
+		l.mu.Lock()
+		capped, nd, every := l.capped, l.nextDue, l.renewEvery
+		l.mu.Unlock()
+		if capped {
+			continue // nothing to extend; the deadline timer ends it
+		}
+		if !nd.After(now.Add(every / 2)) {
+			due = append(due, l)
+			continue
+		}
+		if next.IsZero() || nd.Before(next) {
+			next = nd
+		}
+	}
+	switch {
+	case len(due) > 0:
+		h.wakeAt = time.Time{}
+	case next.IsZero():
+		h.wakeAt = now.Add(time.Hour)
+	default:
+		h.wakeAt = next
+	}
+	return due, next
+}
+
+type renewal struct {
+	ns, key   string
+	exec      bool
+	status    string // renewed, busy, lost
+	remaining time.Duration
+	capped    bool
+	expiresAt time.Time
+}
+
+func scanRenewals(rows pgx.Rows) ([]renewal, error) {
+	var out []renewal
+	for rows.Next() {
+		var r renewal
+		var exp *time.Time
+		if err := rows.Scan(&r.ns, &r.key, &r.exec, &r.status, &r.remaining, &r.capped, &exp); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if exp != nil {
+			r.expiresAt = *exp
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// renew renews leases in one statement. On a transport or server error every
+// lease keeps its deadline and is retried soon; a lease whose guard no
+// longer matches is ended at once.
+func (h *heartbeater) renew(ctx context.Context, ls []*Lease) error {
+	n := len(ls)
+	nss, keys := make([]string, n), make([]string, n)
+	tokens, ttls := make([]int64, n), make([]int64, n)
+	execs := make([]bool, n)
+	type id struct {
+		ns, key string
+		exec    bool
+	}
+	byID := make(map[id]*Lease, n)
+	earliest := time.Time{}
+	every := time.Duration(0)
+	for i, l := range ls {
+		nss[i], keys[i], tokens[i], ttls[i], execs[i] = l.ns, l.key, l.token, us(l.ttl), l.kind == kindExecution
+		byID[id{l.ns, l.key, execs[i]}] = l
+		if d := l.Deadline(); earliest.IsZero() || d.Before(earliest) {
+			earliest = d
+		}
+		if every == 0 || l.renewEvery < every {
+			every = l.renewEvery
+		}
+	}
+	// Do not wait past the earliest deadline (by then that lease is lost
+	// anyway and the rest need a fresh attempt), but give the statement at
+	// least a retry interval so one doomed lease cannot starve the others.
+	ctx, cancel := context.WithDeadline(ctx, later(earliest, time.Now().Add(retryDelay(every))))
+	defer cancel()
+	sent := time.Now()
+	rows, err := h.c.pool.Query(ctx, h.c.sql.renew, nss, keys, tokens, ttls, execs, h.c.cfg.Owner)
+	var res []renewal
+	if err == nil {
+		res, err = scanRenewals(rows)
+	}
+	if err != nil {
+		err = fmt.Errorf("sentinel: heartbeat: %w", err)
+		h.c.cfg.Logger.Warn("sentinel: heartbeat failed; retrying until the lease deadlines", "leases", n, "err", err)
+		for _, l := range ls {
+			l.mu.Lock()
+			l.lastErr = err
+			l.nextDue = time.Now().Add(retryDelay(l.renewEvery))
+			l.mu.Unlock()
+		}
+		return err
+	}
+	var firstLost error
+	for _, r := range res {
+		l := byID[id{r.ns, r.key, r.exec}]
+		if l == nil {
+			continue
+		}
+		switch r.status {
+		case "renewed":
+			l.mu.Lock()
+			if l.err == nil {
+				l.deadline = sent.Add(r.remaining - l.margin)
+				l.nextDue = sent.Add(l.renewEvery)
+				l.expiresAt = r.expiresAt
+				l.capped = r.capped
+				l.lastErr = nil
+				if l.timer != nil { // nil only until add arms it, with this deadline
+					l.timer.Reset(max(time.Until(l.deadline), 0))
+				}
+			}
+			l.mu.Unlock()
+		case "busy":
+			l.mu.Lock()
+			l.nextDue = time.Now().Add(retryDelay(l.renewEvery))
+			l.mu.Unlock()
+		default:
+			if !h.registered(l) {
+				continue // being released or finished: not a loss
+			}
+			lost := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "taken over, released or expired",
+				Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}
+			l.mu.Lock()
+			if l.capped || (!l.hardAt.IsZero() && !time.Now().Before(l.deadline)) {
+				lost.Reason, lost.Cause = "hard TTL reached", ErrHardTTL
+			}
+			l.mu.Unlock()
+			l.end(lost)
+			if firstLost == nil {
+				firstLost = lost
+			}
+		}
+	}
+	return firstLost
+}
+
+// retryDelay is the pause before retrying a failed or skipped renewal.
+func retryDelay(every time.Duration) time.Duration {
+	return max(min(every/4, 250*time.Millisecond), time.Millisecond)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,469 @@
+package sentinel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+type leaseKind uint8
+
+const (
+	kindLease     leaseKind = iota // a row in leases
+	kindExecution                  // the lease columns of a row in executions (Once)
+)
+
+// Lease is a held, fenced lease on one key. The client renews it in the
+// background until Release, loss, hard TTL or Close. Watch Done to learn of
+// a loss: it closes before the database could grant the key to anyone else.
+// A Lease is safe for concurrent use.
+type Lease struct {
+	c          *Client
+	kind       leaseKind
+	ns, key    string
+	owner      string
+	token      int64
+	ttl        time.Duration
+	margin     time.Duration
+	renewEvery time.Duration
+	acquiredAt time.Time // database clock
+	done       chan struct{}
+
+	mu        sync.Mutex
+	err       error     // why the lease ended; nil while held
+	deadline  time.Time // local (monotonic) time after which the lease is not trusted
+	nextDue   time.Time // when the heartbeater should renew next
+	expiresAt time.Time // database clock, as of the last renewal
+	hardAt    time.Time // database clock; zero when there is no hard TTL
+	capped    bool      // the expiry reached the hard TTL: no renewal can extend it
+	lastErr   error     // the last renewal error, reported if the deadline passes
+	timer     *time.Timer
+	onEnd     func(error) // set before the lease is shared; called once, outside mu
+}
+
+// Key returns the lease's key.
+func (l *Lease) Key() string { return l.key }
+
+// Namespace returns the lease's namespace.
+func (l *Lease) Namespace() string { return l.ns }
+
+// Owner returns the owner identity that holds the lease.
+func (l *Lease) Owner() string { return l.owner }
+
+// Token returns the lease's fencing token: larger than every token granted
+// for any key before it. Pass it to downstream writes (see VerifyToken).
+func (l *Lease) Token() int64 { return l.token }
+
+// Done returns a channel that is closed when the lease ends: released, lost,
+// or past its hard TTL. Err says which.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while the lease is held; afterwards ErrReleased, or an
+// error matching ErrLeaseLost (and ErrHardTTL when the hard TTL ended it).
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// ExpiresAt returns the lease's expiry on the database clock as of its last
+// successful renewal.
+func (l *Lease) ExpiresAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expiresAt
+}
+
+// Deadline returns the local time (monotonic clock) until which the holder
+// may trust the lease; it moves forward with every renewal. Work guarded by
+// the lease must stop by then.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Context returns a copy of parent that is cancelled, with the loss as its
+// cause, when the lease ends.
+func (l *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	go func() {
+		select {
+		case <-l.done:
+			cancel(l.Err())
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
+
+// LeaseHandle identifies a granted lease by plain values, so one process
+// can acquire a lease and another renew or release it (for example a
+// dispatcher and its worker). It encodes to JSON as is.
+type LeaseHandle struct {
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+	Owner     string `json:"owner"`
+	Token     int64  `json:"token"`
+}
+
+// Handle returns the lease's plain-value handle.
+func (l *Lease) Handle() LeaseHandle {
+	return LeaseHandle{Namespace: l.ns, Key: l.key, Owner: l.owner, Token: l.token}
+}
+
+// Lease acquires the lease on key for this client, in one statement: it
+// inserts the row, or takes over a row whose lease expired by the database
+// clock, and mints the fencing token in the same statement.
+//
+// When another owner holds the key Lease returns a *HeldError (matching
+// ErrNotAcquired) naming the holder, unless WithWait was given: then it
+// blocks until the lease is acquired or ctx ends, riding out a database that
+// is unreachable for a while (restart, network fault). WithTTL, WithHardTTL,
+// WithNamespace and WithForce apply.
+//
+// The lease is renewed in the background until Release, Close, its hard TTL,
+// or a loss (see Done).
+func (c *Client) Lease(ctx context.Context, key string, opts ...Option) (*Lease, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	o, err := c.resolve(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.codec != nil || o.metadata != nil || o.token != 0 {
+		return nil, invalid("option", "WithCodec, WithMetadata and WithToken do not apply to Lease")
+	}
+	if !o.wait {
+		l, held, err := c.tryAcquire(ctx, key, o)
+		if err != nil {
+			return nil, err
+		}
+		if l == nil {
+			return nil, held
+		}
+		return l, nil
+	}
+	return c.waitAcquire(ctx, key, o)
+}
+
+func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (*Lease, error) {
+	var lastHeld *HeldError
+	// Subscribe once, before the first attempt, so a release between an
+	// attempt and the wait is not missed and the waiter keeps its place.
+	wake, listening := c.ln.subscribe(ctx, o.namespace, key)
+	defer c.ln.unsubscribe(o.namespace, key, wake)
+	for {
+		if err := c.checkOpen(); err != nil {
+			return nil, err
+		}
+		l, held, err := c.tryAcquire(ctx, key, o)
+		if err != nil && transient(err) && ctx.Err() == nil {
+			// The database is unreachable for now (restarting, network):
+			// a waiter keeps waiting, re-checking every WaitRecheck.
+			c.cfg.Logger.Warn("sentinel: waiting for lease: database unreachable; retrying", "key", key, "err", err)
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last error: %w)", o.namespace, key, context.Cause(ctx), err)
+			case <-time.After(c.cfg.WaitRecheck):
+			}
+			continue
+		}
+		if err != nil || l != nil {
+			return l, err
+		}
+		lastHeld = held
+		// Re-check at the holder's expiry as the database computed it; a
+		// notification may wake us sooner. Without a listener, re-check
+		// at least every WaitRecheck.
+		delay := time.Millisecond
+		if held.Holder != nil {
+			delay = time.Until(held.Holder.localExpiry) + time.Millisecond
+		}
+		if !listening || held.Holder == nil {
+			delay = min(delay, c.cfg.WaitRecheck)
+		}
+		// A holder whose expiry already passed means the row is locked by
+		// another transaction (a competing grant, a fencing check): back
+		// off a little instead of spinning.
+		delay = max(delay, 10*time.Millisecond)
+		t := time.NewTimer(delay)
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last holder: %w)", o.namespace, key, context.Cause(ctx), lastHeld)
+		}
+		t.Stop()
+		listening = c.ln.listening()
+	}
+}
+
+// tryAcquire runs the acquire statement once. It returns the lease, or the
+// holder when the key is held elsewhere.
+func (c *Client) tryAcquire(ctx context.Context, key string, o callOptions) (*Lease, *HeldError, error) {
+	sent := time.Now()
+	var (
+		acquired  bool
+		h         Holder
+		hard      *time.Time
+		remaining time.Duration
+	)
+	err := c.pool.QueryRow(ctx, c.sql.acquire, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
+		us(o.ttl), us(o.hardTTL), o.force).
+		Scan(&acquired, &h.Owner, &h.Host, &h.PID, &h.Token, &h.AcquiredAt, &h.ExpiresAt, &hard, &remaining)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The holder changed between the insert attempt and the read of
+		// the statement's snapshot; report it held without details.
+		return nil, &HeldError{Namespace: o.namespace, Key: key}, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("sentinel: acquire lease %q/%q: %w", o.namespace, key, err)
+	}
+	if hard != nil {
+		h.HardExpiresAt = *hard
+	}
+	h.Namespace, h.Key = o.namespace, key
+	if !acquired {
+		h.localExpiry = sent.Add(remaining)
+		return nil, &HeldError{Namespace: o.namespace, Key: key, Holder: &h}, nil
+	}
+	l := c.newLease(kindLease, o.namespace, key, h.Token, o.ttl)
+	l.acquiredAt = h.AcquiredAt
+	c.hb.add(l, sent, remaining, h.ExpiresAt, h.HardExpiresAt)
+	c.cfg.Logger.Debug("sentinel: lease acquired", "namespace", o.namespace, "key", key, "token", h.Token)
+	return l, nil, nil
+}
+
+func (c *Client) newLease(kind leaseKind, ns, key string, token int64, ttl time.Duration) *Lease {
+	return &Lease{
+		c: c, kind: kind, ns: ns, key: key, owner: c.cfg.Owner, token: token,
+		ttl: ttl, margin: c.margin(ttl), renewEvery: c.renewEvery(ttl),
+		done: make(chan struct{}),
+	}
+}
+
+// Release gives the lease up in one statement guarded by owner and token,
+// and wakes waiters. It is idempotent, and works from a defer after the
+// work's context was cancelled: a done ctx is replaced by one bounded by
+// Config.ReleaseTimeout.
+//
+// It returns nil when it released the lease or the lease had already been
+// released, and an error matching ErrLeaseLost when the lease had been lost
+// (the guarded work may have overlapped another holder). When the release
+// statement itself fails (database unreachable) the lease is no longer
+// renewed either: it ends, and its row expires after at most one TTL.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	prior := l.err
+	l.mu.Unlock()
+	if errors.Is(prior, ErrReleased) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.c.cfg.ReleaseTimeout)
+		defer cancel()
+	}
+	// Stop renewing first, so an in-flight renewal that finds the row gone
+	// is not mistaken for a loss.
+	l.c.hb.remove(l)
+	n, err := l.c.releaseRow(ctx, l.ns, l.key, l.owner, l.token)
+	if err != nil {
+		// The caller is done with the lease: stop renewing it and let the
+		// row expire by itself rather than keep the key held for as long
+		// as this client lives.
+		l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "release failed; the lease is left to expire", Cause: err})
+		return err
+	}
+	if n == 1 {
+		if prior == nil {
+			l.end(ErrReleased)
+			return nil
+		}
+		return prior // freed early, but the lease had been lost locally
+	}
+	if prior == nil {
+		prior = &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "expired or taken over before release",
+			Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}
+		l.end(prior)
+	}
+	return prior
+}
+
+func (c *Client) releaseRow(ctx context.Context, ns, key, owner string, token int64) (int64, error) {
+	var n int64
+	if err := c.pool.QueryRow(ctx, c.sql.release, ns, key, owner, token, c.sql.channel).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sentinel: release lease %q/%q: %w", ns, key, err)
+	}
+	return n, nil
+}
+
+// Heartbeat renews the lease now, in one statement, instead of waiting for
+// the background heartbeat. It returns an error matching ErrLeaseLost (and
+// ErrStaleToken when the lease was taken over) if the lease is gone.
+func (l *Lease) Heartbeat(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	return l.c.hb.renew(ctx, []*Lease{l})
+}
+
+// end marks the lease ended with err (first reason wins), closes Done and
+// removes it from the heartbeater.
+func (l *Lease) end(err error) {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.err = err
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	onEnd := l.onEnd
+	close(l.done)
+	l.mu.Unlock()
+	l.c.hb.remove(l)
+	if !errors.Is(err, ErrReleased) {
+		l.c.cfg.Logger.Warn("sentinel: lease ended", "namespace", l.ns, "key", l.key, "token", l.token, "err", err)
+	}
+	if onEnd != nil {
+		onEnd(err)
+	}
+}
+
+// checkDeadline runs when the local deadline timer fires.
+func (l *Lease) checkDeadline() {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	if left := time.Until(l.deadline); left > 0 { // renewed meanwhile
+		l.timer.Reset(left)
+		l.mu.Unlock()
+		return
+	}
+	lost := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "renewal deadline passed", Cause: l.lastErr}
+	if l.capped {
+		lost.Reason, lost.Cause = "hard TTL reached", ErrHardTTL
+	}
+	l.mu.Unlock()
+	l.end(lost)
+}
+
+// RenewHandle renews a lease by its plain values (see LeaseHandle), for the
+// process that did not acquire it. It returns the new expiry on the database
+// clock, or an error matching ErrStaleToken when the handle is no longer the
+// current grant. ttl 0 means Config.DefaultTTL.
+func (c *Client) RenewHandle(ctx context.Context, h LeaseHandle, ttl time.Duration) (time.Time, error) {
+	if err := c.checkHandle(h); err != nil {
+		return time.Time{}, err
+	}
+	if ttl == 0 {
+		ttl = c.cfg.DefaultTTL
+	}
+	if ttl < time.Millisecond {
+		return time.Time{}, invalid("TTL", "must be at least 1ms, got %s", ttl)
+	}
+	rows, err := c.pool.Query(ctx, c.sql.renew, []string{h.Namespace}, []string{h.Key}, []int64{h.Token},
+		[]int64{us(ttl)}, []bool{false}, h.Owner)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("sentinel: renew lease %q/%q: %w", h.Namespace, h.Key, err)
+	}
+	res, err := scanRenewals(rows)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("sentinel: renew lease %q/%q: %w", h.Namespace, h.Key, err)
+	}
+	if len(res) != 1 || res[0].status != "renewed" {
+		if len(res) == 1 && res[0].status == "busy" {
+			return time.Time{}, fmt.Errorf("sentinel: renew lease %q/%q: row locked by another transaction, try again", h.Namespace, h.Key)
+		}
+		return time.Time{}, &StaleTokenError{Namespace: h.Namespace, Key: h.Key, Token: h.Token}
+	}
+	return res[0].expiresAt, nil
+}
+
+// ReleaseHandle releases a lease by its plain values. It returns an error
+// matching ErrStaleToken when the handle is no longer the current grant
+// (already released, or taken over after expiry).
+func (c *Client) ReleaseHandle(ctx context.Context, h LeaseHandle) error {
+	if err := c.checkHandle(h); err != nil {
+		return err
+	}
+	n, err := c.releaseRow(ctx, h.Namespace, h.Key, h.Owner, h.Token)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return &StaleTokenError{Namespace: h.Namespace, Key: h.Key, Token: h.Token}
+	}
+	return nil
+}
+
+func (c *Client) checkHandle(h LeaseHandle) error {
+	if err := checkKey(h.Key); err != nil {
+		return err
+	}
+	if err := checkNamespace(h.Namespace); err != nil {
+		return err
+	}
+	if err := checkName("owner", h.Owner, MaxOwnerLen); err != nil {
+		return err
+	}
+	if h.Token <= 0 {
+		return invalid("token", "must be positive, got %d", h.Token)
+	}
+	return nil
+}
+
+// Holder returns the current holder of key's lease, or an error matching
+// ErrNotFound when nobody holds it (free or expired). Options: WithNamespace.
+func (c *Client) Holder(ctx context.Context, key string, opts ...Option) (*Holder, error) {
+	o, err := c.resolve(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	h := Holder{Namespace: o.namespace, Key: key}
+	var hard *time.Time
+	err = c.pool.QueryRow(ctx, c.sql.holder, o.namespace, key).
+		Scan(&h.Owner, &h.Host, &h.PID, &h.Token, &h.AcquiredAt, &h.ExpiresAt, &hard)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("sentinel: lease %q/%q is not held: %w", o.namespace, key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sentinel: read lease %q/%q: %w", o.namespace, key, err)
+	}
+	if hard != nil {
+		h.HardExpiresAt = *hard
+	}
+	return &h, nil
+}
+
+// IsHeld reports whether anyone holds key's lease now (database clock).
+func (c *Client) IsHeld(ctx context.Context, key string, opts ...Option) (bool, error) {
+	_, err := c.Holder(ctx, key, opts...)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Holds reports whether this client holds key's lease now (database clock).
+func (c *Client) Holds(ctx context.Context, key string, opts ...Option) (bool, error) {
+	h, err := c.Holder(ctx, key, opts...)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return h.Owner == c.cfg.Owner, nil
+}

@@ -1,0 +1,551 @@
+package sentinel_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+func TestLeaseAcquireReleaseAndHolder(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	a, b := e.client(nil), e.client(nil)
+
+	l, err := a.Lease(ctx, "invoice-123")
+	require.NoError(t, err)
+	require.Positive(t, l.Token())
+	require.Nil(t, l.Err())
+
+	_, err = b.Lease(ctx, "invoice-123")
+	require.ErrorIs(t, err, sentinel.ErrNotAcquired)
+	var held *sentinel.HeldError
+	require.ErrorAs(t, err, &held)
+	require.NotNil(t, held.Holder)
+	require.Equal(t, a.Owner(), held.Holder.Owner)
+	require.Equal(t, l.Token(), held.Holder.Token)
+	require.Equal(t, a.Config().PID, held.Holder.PID)
+	require.Contains(t, err.Error(), a.Owner())
+
+	h, err := b.Holder(ctx, "invoice-123")
+	require.NoError(t, err)
+	require.Equal(t, a.Owner(), h.Owner)
+	ok, err := a.Holds(ctx, "invoice-123")
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = b.Holds(ctx, "invoice-123")
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	require.NoError(t, l.Release(ctx))
+	require.ErrorIs(t, l.Err(), sentinel.ErrReleased)
+	<-l.Done()
+	require.NoError(t, l.Release(ctx), "release is idempotent")
+	held2, err := b.IsHeld(ctx, "invoice-123")
+	require.NoError(t, err)
+	require.False(t, held2)
+	_, err = b.Holder(ctx, "invoice-123")
+	require.ErrorIs(t, err, sentinel.ErrNotFound)
+
+	l2, err := b.Lease(ctx, "invoice-123")
+	require.NoError(t, err)
+	require.Greater(t, l2.Token(), l.Token())
+}
+
+func TestLeaseReleaseAfterContextCancelled(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	work, cancel := context.WithCancel(ctxT(t))
+	l, err := c.Lease(work, "job")
+	require.NoError(t, err)
+	cancel()
+	require.NoError(t, l.Release(work))
+	require.Equal(t, 0, e.count("leases", "expires_at > clock_timestamp()"))
+}
+
+// 100 goroutines race for one key, 50 times: exactly one wins each round.
+func TestLeaseExactlyOneWinner(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	p := e.pool(func(c *pgxpool.Config) { c.MaxConns = 20 })
+	clients := make([]*sentinel.Client, 10)
+	for i := range clients {
+		clients[i] = e.clientOn(p, nil)
+	}
+	for round := range 50 {
+		key := "race-" + string(rune('a'+round%26)) + strings.Repeat("x", round)
+		var wins atomic.Int32
+		var winner atomic.Pointer[sentinel.Lease]
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for g := range 100 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				l, err := clients[g%len(clients)].Lease(ctx, key)
+				if err == nil {
+					wins.Add(1)
+					winner.Store(l)
+					return
+				}
+				if !errors.Is(err, sentinel.ErrNotAcquired) {
+					t.Errorf("unexpected error: %v", err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		require.EqualValues(t, 1, wins.Load(), "round %d", round)
+		require.NoError(t, winner.Load().Release(ctx))
+	}
+}
+
+// 1,000 grants through releases, expiries, forced and ordinary takeovers:
+// every token is larger than the one before.
+func TestLeaseTokensStrictlyIncrease(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	a, b := e.client(nil), e.client(nil)
+	var last int64
+	check := func(l *sentinel.Lease) {
+		t.Helper()
+		require.Greater(t, l.Token(), last)
+		last = l.Token()
+	}
+	for i := 0; i < 1000; i++ {
+		c := a
+		if i%2 == 1 {
+			c = b
+		}
+		key := "k" + string(rune('0'+i%3))
+		switch i % 4 {
+		case 0: // grant and release
+			l, err := c.Lease(ctx, key)
+			require.NoError(t, err)
+			check(l)
+			require.NoError(t, l.Release(ctx))
+		case 1: // same owner again
+			l, err := c.Lease(ctx, key)
+			require.NoError(t, err)
+			check(l)
+			require.NoError(t, l.Release(ctx))
+		case 2: // forced takeover of a held lease
+			l, err := c.Lease(ctx, key)
+			require.NoError(t, err)
+			check(l)
+			other := a
+			if c == a {
+				other = b
+			}
+			f, err := other.Lease(ctx, key, sentinel.WithForce())
+			require.NoError(t, err)
+			check(f)
+			require.NoError(t, f.Release(ctx))
+			require.Error(t, l.Release(ctx))
+		case 3: // takeover after expiry
+			if i%40 != 3 {
+				l, err := c.Lease(ctx, key)
+				require.NoError(t, err)
+				check(l)
+				require.NoError(t, l.Release(ctx))
+				continue
+			}
+			_, err := admin.Exec(ctx, "INSERT INTO "+e.table("leases")+
+				` (namespace, key, owner, token, acquired_at, renewed_at, expires_at, hard_expires_at)
+				VALUES ('default', $1, 'ghost', nextval('`+e.schema+`.fencing_token'), now(), now(), now() - interval '1s', now())
+				ON CONFLICT DO NOTHING`, key)
+			require.NoError(t, err)
+			l, err := c.Lease(ctx, key)
+			require.NoError(t, err)
+			check(l)
+			require.NoError(t, l.Release(ctx))
+		}
+	}
+}
+
+func TestLeaseStaleTokenRefused(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	a, b := e.client(nil), e.client(nil)
+	old, err := a.Lease(ctx, "acct")
+	require.NoError(t, err)
+	oldHandle := old.Handle()
+	cur, err := b.Lease(ctx, "acct", sentinel.WithForce())
+	require.NoError(t, err)
+
+	// The fencing helper refuses the stale token and accepts the current one.
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	err = a.VerifyToken(ctx, tx, "acct", old.Token())
+	require.ErrorIs(t, err, sentinel.ErrStaleToken)
+	var stale *sentinel.StaleTokenError
+	require.ErrorAs(t, err, &stale)
+	require.Equal(t, cur.Token(), stale.Current)
+	require.NoError(t, b.VerifyToken(ctx, tx, "acct", cur.Token()))
+	require.NoError(t, tx.Rollback(ctx))
+
+	// Heartbeat and release by the stale holder are refused.
+	err = old.Heartbeat(ctx)
+	require.ErrorIs(t, err, sentinel.ErrLeaseLost)
+	require.ErrorIs(t, err, sentinel.ErrStaleToken)
+	<-old.Done()
+	_, err = a.RenewHandle(ctx, oldHandle, 0)
+	require.ErrorIs(t, err, sentinel.ErrStaleToken)
+	require.ErrorIs(t, a.ReleaseHandle(ctx, oldHandle), sentinel.ErrStaleToken)
+	require.ErrorIs(t, old.Release(ctx), sentinel.ErrLeaseLost)
+
+	// The current holder is untouched by all of it.
+	h, err := a.Holder(ctx, "acct")
+	require.NoError(t, err)
+	require.Equal(t, cur.Token(), h.Token)
+	require.Nil(t, cur.Err())
+
+	// A handle carried to another process renews and releases.
+	hdl := cur.Handle()
+	exp, err := a.RenewHandle(ctx, hdl, 5*time.Second)
+	require.NoError(t, err)
+	require.True(t, exp.After(h.ExpiresAt))
+	require.NoError(t, a.ReleaseHandle(ctx, hdl))
+	require.ErrorIs(t, a.ReleaseHandle(ctx, hdl), sentinel.ErrStaleToken)
+}
+
+func TestVerifyTokenHoldsOffTakeoverUntilCommit(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	a, b := e.client(nil), e.client(nil)
+	l, err := a.Lease(ctx, "acct", sentinel.WithTTL(300*time.Millisecond))
+	require.NoError(t, err)
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	require.NoError(t, a.VerifyToken(ctx, tx, "acct", l.Token()))
+
+	// While the guarded transaction is open, even a forced takeover cannot
+	// be granted; a non-blocking one says so at once instead of waiting.
+	start := time.Now()
+	_, err = b.Lease(ctx, "acct", sentinel.WithForce())
+	require.ErrorIs(t, err, sentinel.ErrNotAcquired)
+	require.Less(t, time.Since(start), 2*time.Second, "a non-blocking Lease must not wait for the row lock")
+
+	got := make(chan error, 1)
+	go func() {
+		_, err := b.Lease(ctx, "acct", sentinel.WithForce(), sentinel.WithWait())
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("takeover did not wait for the fencing transaction: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-got)
+}
+
+// Heartbeats keep a lease alive well past its TTL, in one statement per
+// tick for many leases.
+func TestHeartbeatKeepsLeasesAlive(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: 300 * time.Millisecond})
+	var ls []*sentinel.Lease
+	for i := range 50 {
+		l, err := c.Lease(ctx, "hb-"+string(rune('A'+i)))
+		require.NoError(t, err)
+		ls = append(ls, l)
+	}
+	time.Sleep(time.Second) // > 3 TTLs
+	for _, l := range ls {
+		require.Nil(t, l.Err())
+	}
+	require.Equal(t, 50, e.count("leases", "expires_at > clock_timestamp()"))
+}
+
+// A hard TTL ends the lease however healthy the heartbeats.
+func TestLeaseHardTTL(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(&sentinel.Config{SafetyMargin: 100 * time.Millisecond})
+	start := time.Now()
+	l, err := c.Lease(ctxT(t), "bounded", sentinel.WithTTL(400*time.Millisecond), sentinel.WithHardTTL(1200*time.Millisecond))
+	require.NoError(t, err)
+	<-l.Done()
+	require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond, "heartbeats extended it past the TTL")
+	require.True(t, stillAlive(t, e, "bounded", l.Token()), "Done closed before the hard expiry on the database clock")
+	require.ErrorIs(t, l.Err(), sentinel.ErrLeaseLost)
+	require.ErrorIs(t, l.Err(), sentinel.ErrHardTTL)
+}
+
+// stillAlive reports whether the lease row is unexpired on the database clock.
+func stillAlive(t *testing.T, e *env, key string, token int64) bool {
+	var alive bool
+	err := admin.QueryRow(context.Background(), "SELECT expires_at > clock_timestamp() FROM "+e.table("leases")+
+		" WHERE key = $1 AND token = $2", key, token).Scan(&alive)
+	require.NoError(t, err)
+	return alive
+}
+
+// Heartbeats stop reaching the database because every connection of the
+// client is killed and no new one can be made: Done closes while the row is
+// still unexpired on the database clock; then another client acquires.
+func TestLeaseLostWhenConnectionsKilled(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var blocked atomic.Bool
+	p := e.pool(func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["application_name"] = "victim-" + e.schema
+		c.BeforeConnect = func(context.Context, *pgx.ConnConfig) error {
+			if blocked.Load() {
+				return errors.New("network down (test)")
+			}
+			return nil
+		}
+	})
+	victim := e.clientOn(p, &sentinel.Config{DefaultTTL: time.Second, SafetyMargin: 250 * time.Millisecond})
+	l, err := victim.Lease(ctx, "payments-cron")
+	require.NoError(t, err)
+
+	blocked.Store(true)
+	_, err = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", "victim-"+e.schema)
+	require.NoError(t, err)
+
+	select {
+	case <-l.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done did not close")
+	}
+	require.True(t, stillAlive(t, e, "payments-cron", l.Token()), "Done must close before the database expiry")
+	require.ErrorIs(t, l.Err(), sentinel.ErrLeaseLost)
+
+	other := e.client(nil)
+	l2, err := other.Lease(ctx, "payments-cron", sentinel.WithWait())
+	require.NoError(t, err)
+	require.Greater(t, l2.Token(), l.Token())
+}
+
+// The heartbeat is blocked (the row is locked by a long transaction): Done
+// closes before the database expiry, then another client acquires.
+func TestLeaseLostWhenHeartbeatBlocked(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	victim := e.client(&sentinel.Config{DefaultTTL: time.Second, SafetyMargin: 250 * time.Millisecond})
+	l, err := victim.Lease(ctx, "blocked")
+	require.NoError(t, err)
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+e.table("leases")+" WHERE key = 'blocked' FOR UPDATE")
+	require.NoError(t, err)
+	select {
+	case <-l.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done did not close")
+	}
+	require.True(t, stillAlive(t, e, "blocked", l.Token()), "Done must close before the database expiry")
+	require.NoError(t, tx.Rollback(ctx))
+	l2, err := e.client(nil).Lease(ctx, "blocked", sentinel.WithWait())
+	require.NoError(t, err)
+	require.Greater(t, l2.Token(), l.Token())
+}
+
+// A waiter wakes on the holder's release (NOTIFY), well before the TTL.
+func TestLeaseWaitWakesOnRelease(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	a, b := e.client(&sentinel.Config{DefaultTTL: 10 * time.Second}), e.client(nil)
+	l, err := a.Lease(ctx, "handover")
+	require.NoError(t, err)
+	got := make(chan *sentinel.Lease, 1)
+	go func() {
+		l2, err := b.Lease(ctx, "handover", sentinel.WithWait())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l2
+	}()
+	time.Sleep(200 * time.Millisecond)
+	released := time.Now()
+	require.NoError(t, l.Release(ctx))
+	select {
+	case l2 := <-got:
+		require.Less(t, time.Since(released), 2*time.Second)
+		require.Greater(t, l2.Token(), l.Token())
+	case <-time.After(8 * time.Second):
+		t.Fatal("waiter was not woken by the release")
+	}
+}
+
+// A waiter with a deadline gives up with the context's error and the holder.
+func TestLeaseWaitTimeout(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.client(nil), e.client(nil)
+	_, err := a.Lease(ctxT(t), "busy")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
+	defer cancel()
+	_, err = b.Lease(ctx, "busy", sentinel.WithWait())
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, sentinel.ErrNotAcquired)
+}
+
+// Statement counts: acquire 1, release 1, one heartbeat tick for N leases 1.
+func TestLeaseStatementCounts(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: time.Hour})
+	e.stmts.n.Store(0)
+	l, err := c.Lease(ctx, "one")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, e.stmts.n.Load(), "acquire")
+	e.stmts.n.Store(0)
+	require.NoError(t, l.Release(ctx))
+	require.EqualValues(t, 1, e.stmts.n.Load(), "release")
+
+	// N leases with a 300ms TTL renew every 100ms; over one tick window the
+	// batch must be one statement.
+	hc := e.client(&sentinel.Config{DefaultTTL: 600 * time.Millisecond})
+	for i := range 200 {
+		_, err := hc.Lease(ctx, "n-"+string(rune(0x100+i)))
+		require.NoError(t, err)
+	}
+	e.stmts.n.Store(0)
+	time.Sleep(1100 * time.Millisecond) // about five renewal intervals of 200ms
+	ticks := e.stmts.n.Load()
+	require.GreaterOrEqual(t, ticks, int64(3))
+	require.LessOrEqual(t, ticks, int64(7), "200 leases must renew in one statement per tick")
+}
+
+func TestBadInputWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	cases := []struct {
+		name string
+		key  string
+		opts []sentinel.Option
+	}{
+		{"empty key", "", nil},
+		{"oversized key", strings.Repeat("k", sentinel.MaxKeyLen+1), nil},
+		{"NUL in key", "a\x00b", nil},
+		{"invalid UTF-8", "\xff", nil},
+		{"negative TTL", "k", []sentinel.Option{sentinel.WithTTL(-time.Second)}},
+		{"hard TTL below TTL", "k", []sentinel.Option{sentinel.WithTTL(2 * time.Second), sentinel.WithHardTTL(time.Second)}},
+		{"bad namespace", "k", []sentinel.Option{sentinel.WithNamespace("bad\nns")}},
+		{"empty-ish namespace", "k", []sentinel.Option{sentinel.WithNamespace(strings.Repeat("n", 200))}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Lease(ctx, tc.key, tc.opts...)
+			require.ErrorIs(t, err, sentinel.ErrInvalid)
+			var ie *sentinel.InvalidError
+			require.ErrorAs(t, err, &ie)
+			_, err = sentinel.Once(ctx, c, tc.key, func(context.Context) (int, error) {
+				t.Fatal("fn must not run")
+				return 0, nil
+			}, tc.opts...)
+			require.ErrorIs(t, err, sentinel.ErrInvalid)
+		})
+	}
+	require.Equal(t, 0, e.count("leases", ""))
+	require.Equal(t, 0, e.count("executions", ""))
+	require.Equal(t, 0, e.count("events", ""))
+
+	_, err := sentinel.New(nil, nil)
+	require.ErrorIs(t, err, sentinel.ErrInvalid)
+	p := e.pool(nil)
+	for _, cfg := range []sentinel.Config{
+		{DefaultTTL: -1},
+		{DefaultTTL: time.Second, HeartbeatInterval: time.Second},
+		{Namespace: "a\tb"},
+		{Schema: strings.Repeat("s", 64)},
+		{DefaultTTL: time.Second, SafetyMargin: time.Second},
+	} {
+		_, err := sentinel.New(p, &cfg)
+		require.ErrorIs(t, err, sentinel.ErrInvalid, "%+v", cfg)
+	}
+}
+
+// Close releases every held lease in one statement and wakes waiters.
+func TestCloseReleasesAllInOneStatement(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: time.Hour})
+	var ls []*sentinel.Lease
+	for i := range 20 {
+		l, err := c.Lease(ctx, "close-"+string(rune('a'+i)))
+		require.NoError(t, err)
+		ls = append(ls, l)
+	}
+	waiter := make(chan error, 1)
+	go func() {
+		l, err := e.client(nil).Lease(ctx, "close-a", sentinel.WithWait())
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		waiter <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	e.stmts.n.Store(0)
+	c.Close()
+	require.LessOrEqual(t, e.stmts.n.Load(), int64(3), "one release statement (plus the waiter's attempts)")
+	for _, l := range ls {
+		require.ErrorIs(t, l.Err(), sentinel.ErrReleased)
+	}
+	select {
+	case err := <-waiter:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not woken by Close")
+	}
+	_, err := c.Lease(ctx, "x")
+	require.ErrorIs(t, err, sentinel.ErrClosed)
+}
+
+// Waiters in one process are woken one per release, oldest first, and all
+// of them get the lease in turn.
+func TestLeaseWaitersHandOverInTurn(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	holder := e.client(&sentinel.Config{DefaultTTL: time.Minute})
+	waiters := e.client(&sentinel.Config{DefaultTTL: time.Minute})
+	first, err := holder.Lease(ctx, "turns")
+	require.NoError(t, err)
+	const n = 8
+	got := make(chan *sentinel.Lease, n)
+	for range n {
+		go func() {
+			l, err := waiters.Lease(ctx, "turns", sentinel.WithWait())
+			if err != nil {
+				t.Error(err)
+				got <- nil
+				return
+			}
+			got <- l
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	e.stmts.n.Store(0)
+	require.NoError(t, first.Release(ctx))
+	last := first.Token()
+	for range n {
+		select {
+		case l := <-got:
+			require.NotNil(t, l)
+			require.Greater(t, l.Token(), last)
+			last = l.Token()
+			require.NoError(t, l.Release(ctx))
+		case <-time.After(20 * time.Second):
+			t.Fatal("a waiter never got the lease")
+		}
+	}
+	// One wake per release: about two statements per handover (release,
+	// acquire), not one per waiter per release.
+	require.Less(t, e.stmts.n.Load(), int64(4*n), "waiters stampeded")
+}

@@ -1,0 +1,213 @@
+package sentinel
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// listener holds one dedicated connection (outside the pool) that LISTENs
+// for lease releases and wakes the matching waiters. A notification is only
+// a hint to re-check: the grant is always decided by the acquire statement.
+// It starts with the first waiter and reconnects with backoff; while it is
+// down waiters fall back to re-checking every Config.WaitRecheck.
+type listener struct {
+	c *Client
+
+	mu      sync.Mutex
+	waiters map[waitKey][]chan struct{} // per key, oldest first
+	healthy bool                        // LISTEN is active on a live connection
+	ready   chan struct{}               // closed once the first LISTEN attempt finished
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+type waitKey struct{ ns, key string }
+
+func newListener(c *Client) *listener {
+	return &listener{c: c, waiters: make(map[waitKey][]chan struct{})}
+}
+
+// subscribe registers a waiter for (ns, key) and returns its wake channel and
+// whether a notification can currently arrive.
+func (ln *listener) subscribe(ctx context.Context, ns, key string) (chan struct{}, bool) {
+	ch := make(chan struct{}, 1)
+	ln.mu.Lock()
+	k := waitKey{ns, key}
+	ln.waiters[k] = append(ln.waiters[k], ch)
+	if ln.c.cfg.DisableListen || ln.c.closed.Load() {
+		ln.mu.Unlock()
+		return ch, false
+	}
+	if ln.ready == nil {
+		ln.ready = make(chan struct{})
+		lctx, cancel := context.WithCancel(context.Background())
+		ln.cancel, ln.done = cancel, make(chan struct{})
+		go ln.run(lctx)
+	}
+	ready := ln.ready
+	ln.mu.Unlock()
+	select { // wait for the first LISTEN so the caller's attempt is covered
+	case <-ready:
+	case <-ctx.Done():
+	}
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	return ch, ln.healthy
+}
+
+// unsubscribe removes a waiter. A waiter that leaves holding an unconsumed
+// wake-up (it gave up, or acquired by other means) passes it on to the next
+// one, so a release is never lost with it.
+func (ln *listener) unsubscribe(ns, key string, ch chan struct{}) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	k := waitKey{ns, key}
+	list := ln.waiters[k]
+	for i, c := range list {
+		if c == ch {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(ln.waiters, k)
+	} else {
+		ln.waiters[k] = list
+	}
+	select {
+	case <-ch:
+		ln.wakeOneLocked(k)
+	default:
+	}
+}
+
+// notify wakes the oldest waiter for k that is not already awake. One
+// release can grant one lease, so waking every waiter would only make them
+// race for it; FIFO also keeps a waiter from starving behind newcomers in
+// this process (the database still decides every grant).
+func (ln *listener) notify(k waitKey) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	ln.wakeOneLocked(k)
+}
+
+func (ln *listener) wakeOneLocked(k waitKey) {
+	for _, ch := range ln.waiters[k] {
+		select {
+		case ch <- struct{}{}:
+			return
+		default: // already awake; try the next
+		}
+	}
+}
+
+// wakeAll wakes every waiter so it re-checks (used when the connection
+// drops: notifications may have been missed).
+func (ln *listener) wakeAll() {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	for _, list := range ln.waiters {
+		for _, ch := range list {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// listening reports whether release notifications can currently arrive.
+func (ln *listener) listening() bool {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	return ln.healthy && !ln.c.cfg.DisableListen
+}
+
+func (ln *listener) setHealthy(h bool) {
+	ln.mu.Lock()
+	ln.healthy = h
+	ln.mu.Unlock()
+}
+
+func (ln *listener) run(ctx context.Context) {
+	defer close(ln.done)
+	first := true
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		conn, err := ln.connect(ctx)
+		if first {
+			first = false
+			close(ln.ready)
+		}
+		if err != nil {
+			ln.c.cfg.Logger.Warn("sentinel: listener connect failed; waiters re-check periodically", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		ln.wakeAll() // releases may have happened while we were down
+		for {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				break
+			}
+			if k, ok := parsePayload(n.Payload); ok {
+				ln.notify(k)
+			}
+		}
+		ln.setHealthy(false)
+		ln.wakeAll()
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(closeCtx)
+		cancel()
+	}
+}
+
+func (ln *listener) connect(ctx context.Context) (*pgx.Conn, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cfg := ln.c.pool.Config().ConnConfig.Copy()
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(cctx, "LISTEN "+pgx.Identifier{ln.c.sql.channel}.Sanitize()); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, err
+	}
+	ln.setHealthy(true)
+	return conn, nil
+}
+
+// parsePayload decodes "<len(namespace)>:<namespace><key>".
+func parsePayload(p string) (waitKey, bool) {
+	i := strings.IndexByte(p, ':')
+	if i < 0 {
+		return waitKey{}, false
+	}
+	n, err := strconv.Atoi(p[:i])
+	rest := p[i+1:]
+	if err != nil || n < 0 || n > len(rest) {
+		return waitKey{}, false
+	}
+	return waitKey{ns: rest[:n], key: rest[n:]}, true
+}
+
+func (ln *listener) close() {
+	ln.mu.Lock()
+	cancel, done := ln.cancel, ln.done
+	ln.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}

@@ -1,0 +1,93 @@
+package sentinel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Reconcile starts an operator's reconciliation of an uncertain key: it
+// moves it from executing with an expired lease to reconciling and mints a
+// new fencing token, so the worker that held it can no longer complete it.
+// While reconciling, Once callers get ErrReconciling. Finish with
+// ForceComplete (the work did happen) or ResetToClaimed (it did not).
+//
+// From any other state it writes nothing and returns an *ExecutionError
+// matching ErrWrongState with the current state (ErrNotFound when the key
+// has no execution). Options: WithNamespace, WithMetadata (recorded in the
+// history, e.g. who reconciled and why), WithToken (act only if the key is
+// still at that token, e.g. the one Inspect showed).
+func (c *Client) Reconcile(ctx context.Context, key string, opts ...Option) (*Execution, error) {
+	return c.operate(ctx, key, opts, StateExecuting, StateReconciling, true, nil, "reconciling")
+}
+
+// ForceComplete resolves a reconciling key as done with value as its
+// result (encoded with WithCodec, JSON by default); later Once callers get
+// value as a cached result. Only allowed from reconciling. Pass
+// WithToken(exec.Token) with the token Reconcile returned so that a second
+// operator's reconciliation cannot be resolved by mistake.
+func (c *Client) ForceComplete(ctx context.Context, key string, value any, opts ...Option) error {
+	o, err := c.resolve(key, opts)
+	if err != nil {
+		return err
+	}
+	codec := o.codec
+	if codec == nil {
+		codec = JSONCodec{}
+	}
+	data, err := codec.Encode(value)
+	if err != nil {
+		return fmt.Errorf("%w: encode forced result for %q/%q: %w", ErrResult, o.namespace, key, err)
+	}
+	if len(data) > c.cfg.MaxResultSize {
+		return invalid("value", "encodes to %d bytes, over MaxResultSize %d", len(data), c.cfg.MaxResultSize)
+	}
+	_, err = c.operate(ctx, key, opts, StateReconciling, StateCompleted, false, data, "force_completed")
+	return err
+}
+
+// ResetToClaimed resolves a reconciling key as not done: it becomes claimed
+// with an expired lease, so the next Once caller runs fn (with a new
+// token). Only allowed from reconciling; WithToken guards it as for
+// ForceComplete.
+func (c *Client) ResetToClaimed(ctx context.Context, key string, opts ...Option) error {
+	_, err := c.operate(ctx, key, opts, StateReconciling, StateClaimed, false, nil, "reset")
+	return err
+}
+
+func (c *Client) operate(ctx context.Context, key string, opts []Option, from, to State, mint bool, result []byte, event string) (*Execution, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	o, err := c.resolve(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadataJSON(o.metadata, "operator", c.cfg.Owner)
+	if err != nil {
+		return nil, err
+	}
+	var applied bool
+	ex, err := scanExecution(c.pool.QueryRow(ctx, c.exe.operator, o.namespace, key, string(from), string(to), mint, c.cfg.Owner,
+		result, event, meta, o.token), &applied)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("sentinel: %s %q/%q: %w", event, o.namespace, key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sentinel: %s %q/%q: %w", event, o.namespace, key, err)
+	}
+	if !applied {
+		cause := fmt.Errorf("%s requires state %s", event, from)
+		switch {
+		case ex.State == from && o.token != 0 && ex.Token != o.token:
+			cause = fmt.Errorf("%s expected token %d, the key is at token %d", event, o.token, ex.Token)
+		case from == StateExecuting && ex.State == StateExecuting:
+			cause = fmt.Errorf("%s requires an expired lease; the executor's lease is alive", event)
+		}
+		return ex, &ExecutionError{Kind: ErrWrongState, Namespace: ex.Namespace, Key: ex.Key, State: ex.State,
+			Owner: ex.Owner, Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.UpdatedAt, Cause: cause}
+	}
+	return ex, nil
+}

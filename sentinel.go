@@ -1,0 +1,409 @@
+package sentinel
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Limits on identifiers. Keys and namespaces are stored as text columns and
+// compared byte for byte.
+const (
+	MaxKeyLen       = 1024 // bytes
+	MaxNamespaceLen = 128  // bytes
+	MaxOwnerLen     = 256  // bytes
+	maxSchemaLen    = 63   // PostgreSQL's identifier limit (NAMEDATALEN-1)
+)
+
+// Config configures a Client. The zero value is valid: every field documents
+// its default, which New fills in before validating the result.
+type Config struct {
+	// Schema is the PostgreSQL schema holding Sentinel's tables. It is
+	// always quoted, so any name of up to 63 bytes works. Default "sentinel".
+	Schema string
+
+	// Namespace isolates keys of different systems sharing a database. It is
+	// stored in its own column, never as a key prefix. A call can override
+	// it with WithNamespace. Default "default".
+	Namespace string
+
+	// DefaultTTL is the lease time-to-live used when a call gives no
+	// WithTTL. Heartbeats extend a lease by this much at a time. Default 3s.
+	DefaultTTL time.Duration
+
+	// HeartbeatInterval is the longest time between two renewals of a
+	// lease. Each lease is renewed every min(HeartbeatInterval, TTL/3).
+	// Must be at most DefaultTTL/2. Default DefaultTTL/3.
+	HeartbeatInterval time.Duration
+
+	// SafetyMargin is subtracted from every local lease deadline: a holder
+	// stops trusting its lease at (send time of the last successful
+	// renewal + TTL - SafetyMargin), on Go's monotonic clock. It absorbs
+	// clock-rate differences and scheduling delay. Zero means TTL/10 of each
+	// lease. Must be below DefaultTTL/3.
+	SafetyMargin time.Duration
+
+	// Owner identifies this client in lease and execution rows. It must be
+	// unique among concurrently running clients. Default
+	// "<hostname>-<pid>-<random uuid>".
+	Owner string
+
+	// Host and PID are recorded with every grant so operators can find a
+	// holder. Default os.Hostname() and os.Getpid().
+	Host string
+	PID  int
+
+	// Logger receives diagnostics (renewal failures, lost leases, listener
+	// reconnects). Default: discard.
+	Logger *slog.Logger
+
+	// DisableListen turns off LISTEN/NOTIFY wake-ups for waiting acquirers;
+	// they then re-check every WaitRecheck and at the holder's expiry. Set it
+	// behind PgBouncer in transaction pooling mode. Default false.
+	DisableListen bool
+
+	// WaitRecheck bounds how long a waiting acquirer sleeps between two
+	// attempts when no notification can arrive (listener down or disabled).
+	// With a healthy listener a waiter sleeps until a release notification
+	// or the holder's expiry. Default 1s.
+	WaitRecheck time.Duration
+
+	// ReleaseTimeout bounds a Release whose context was already cancelled,
+	// and the releases done by Close. Default 5s.
+	ReleaseTimeout time.Duration
+
+	// MaxResultSize is the largest encoded Once result stored, in bytes.
+	// A larger result is treated like an encoding failure. Default 16 MiB.
+	MaxResultSize int
+
+	// RecordRejections writes a history event for every Once call that was
+	// rejected (in progress, uncertain, reconciling) or replayed from cache.
+	// Default false: such calls write nothing.
+	RecordRejections bool
+}
+
+// WithDefaults returns a copy of c with every unset field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Schema == "" {
+		c.Schema = "sentinel"
+	}
+	if c.Namespace == "" {
+		c.Namespace = "default"
+	}
+	if c.DefaultTTL == 0 {
+		c.DefaultTTL = 3 * time.Second
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = c.DefaultTTL / 3
+	}
+	if c.Host == "" {
+		c.Host, _ = os.Hostname()
+	}
+	if c.PID == 0 {
+		c.PID = os.Getpid()
+	}
+	if c.Owner == "" {
+		c.Owner = fmt.Sprintf("%s-%d-%s", c.Host, c.PID, uuid.NewString())
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.WaitRecheck == 0 {
+		c.WaitRecheck = time.Second
+	}
+	if c.ReleaseTimeout == 0 {
+		c.ReleaseTimeout = 5 * time.Second
+	}
+	if c.MaxResultSize == 0 {
+		c.MaxResultSize = 16 << 20
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Schema == "" || len(c.Schema) > maxSchemaLen || strings.ContainsRune(c.Schema, 0) || !utf8.ValidString(c.Schema) {
+		return invalid("Schema", "must be 1..%d bytes of UTF-8 without NUL, got %q", maxSchemaLen, c.Schema)
+	}
+	if err := checkNamespace(c.Namespace); err != nil {
+		return err
+	}
+	if err := checkName("Owner", c.Owner, MaxOwnerLen); err != nil {
+		return err
+	}
+	if c.DefaultTTL <= 0 {
+		return invalid("DefaultTTL", "must be positive, got %s", c.DefaultTTL)
+	}
+	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval > c.DefaultTTL/2 {
+		return invalid("HeartbeatInterval", "must be positive and at most DefaultTTL/2 (%s), got %s", c.DefaultTTL/2, c.HeartbeatInterval)
+	}
+	if c.SafetyMargin < 0 || c.SafetyMargin >= c.DefaultTTL/3 {
+		return invalid("SafetyMargin", "must be >= 0 and below DefaultTTL/3 (%s), got %s", c.DefaultTTL/3, c.SafetyMargin)
+	}
+	if c.WaitRecheck <= 0 {
+		return invalid("WaitRecheck", "must be positive, got %s", c.WaitRecheck)
+	}
+	if c.ReleaseTimeout <= 0 {
+		return invalid("ReleaseTimeout", "must be positive, got %s", c.ReleaseTimeout)
+	}
+	if c.MaxResultSize <= 0 || c.MaxResultSize > 1<<30-1 {
+		return invalid("MaxResultSize", "must be in 1..1GiB-1, got %d", c.MaxResultSize)
+	}
+	return nil
+}
+
+func checkName(field, s string, maxLen int) error {
+	switch {
+	case s == "":
+		return invalid(field, "must not be empty")
+	case len(s) > maxLen:
+		return invalid(field, "is %d bytes, the limit is %d", len(s), maxLen)
+	case !utf8.ValidString(s):
+		return invalid(field, "must be valid UTF-8")
+	case strings.ContainsRune(s, 0):
+		return invalid(field, "must not contain NUL bytes")
+	}
+	return nil
+}
+
+func checkKey(key string) error { return checkName("key", key, MaxKeyLen) }
+
+func checkNamespace(ns string) error {
+	if err := checkName("namespace", ns, MaxNamespaceLen); err != nil {
+		return err
+	}
+	for _, r := range ns {
+		if r < 0x20 || r == 0x7f {
+			return invalid("namespace", "must not contain control characters, got %q", ns)
+		}
+	}
+	return nil
+}
+
+// Client coordinates leases and executions for one owner. It is safe for
+// concurrent use. Create it with New and stop it with Close.
+type Client struct {
+	pool *pgxpool.Pool
+	cfg  Config
+	sql  *queries
+	exe  *execSQL
+
+	hb     *heartbeater
+	ln     *listener
+	closed atomic.Bool
+	once   sync.Once
+}
+
+// New returns a Client using pool. cfg may be nil for all defaults. New does
+// not touch the database; call Migrate once to create the schema.
+func New(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
+	if pool == nil {
+		return nil, invalid("pool", "must not be nil")
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c = c.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	cl := &Client{pool: pool, cfg: c, sql: newQueries(c.Schema)}
+	cl.exe = newExecSQL(cl.sql.schema)
+	cl.hb = newHeartbeater(cl)
+	cl.ln = newListener(cl)
+	return cl, nil
+}
+
+// Config returns the client's effective configuration (defaults filled in).
+func (c *Client) Config() Config { return c.cfg }
+
+// Owner returns the owner identity this client writes into rows it holds.
+func (c *Client) Owner() string { return c.cfg.Owner }
+
+// Pool returns the pool the client uses.
+func (c *Client) Pool() *pgxpool.Pool { return c.pool }
+
+// Close stops heartbeats, releases every lease the client still holds (an
+// execution lease held by a running Once ends, cancelling fn's context) and
+// closes the listener connection. It does not close the pool. Close is
+// idempotent; later calls on the client return ErrClosed.
+func (c *Client) Close() {
+	c.once.Do(func() {
+		c.closed.Store(true)
+		held := c.hb.stop()
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ReleaseTimeout)
+		defer cancel()
+		var leases []*Lease
+		for _, l := range held {
+			if l.kind == kindLease {
+				leases = append(leases, l)
+			} else {
+				l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "client closed", Cause: ErrClosed})
+			}
+		}
+		c.releaseAll(ctx, leases)
+		c.ln.close()
+	})
+}
+
+// releaseAll releases leases in one statement. Leases whose rows were gone
+// (lost) or that could not be released (database unreachable) end as lost;
+// their rows expire by themselves.
+func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
+	if len(leases) == 0 {
+		return
+	}
+	nss, keys, tokens := make([]string, len(leases)), make([]string, len(leases)), make([]int64, len(leases))
+	for i, l := range leases {
+		nss[i], keys[i], tokens[i] = l.ns, l.key, l.token
+	}
+	released := make(map[[2]string]bool, len(leases))
+	rows, err := c.pool.Query(ctx, c.sql.releaseN, nss, keys, tokens, c.cfg.Owner, c.sql.channel)
+	if err == nil {
+		for rows.Next() {
+			var ns, key string
+			if err = rows.Scan(&ns, &key); err != nil {
+				break
+			}
+			released[[2]string{ns, key}] = true
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	if err != nil {
+		c.cfg.Logger.Warn("sentinel: close: releasing leases failed; they expire by themselves", "leases", len(leases), "err", err)
+	}
+	for _, l := range leases {
+		if released[[2]string{l.ns, l.key}] {
+			l.end(ErrReleased)
+		} else {
+			l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "client closed", Cause: ErrClosed})
+		}
+	}
+}
+
+func (c *Client) checkOpen() error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Option adjusts one call (Lease, Once, OnceTx).
+type Option func(*callOptions)
+
+type callOptions struct {
+	ttl       time.Duration
+	hardTTL   time.Duration
+	namespace string
+	wait      bool
+	force     bool
+	codec     Codec
+	metadata  map[string]any
+	token     int64
+}
+
+// WithTTL sets the lease time-to-live of one call. Heartbeats extend the
+// lease by this much at a time. Default Config.DefaultTTL.
+func WithTTL(d time.Duration) Option { return func(o *callOptions) { o.ttl = d } }
+
+// WithHardTTL caps the lifetime of a lease or execution however healthy its
+// heartbeats are. For Once it defaults to the TTL (heartbeats then cannot
+// extend the execution); for Lease the default is no cap.
+func WithHardTTL(d time.Duration) Option { return func(o *callOptions) { o.hardTTL = d } }
+
+// WithNamespace overrides Config.Namespace for one call.
+func WithNamespace(ns string) Option { return func(o *callOptions) { o.namespace = ns } }
+
+// WithWait makes Lease block until the lease is acquired or ctx ends. A
+// waiter is woken by the holder's release (LISTEN/NOTIFY) and re-checks at
+// the holder's expiry as computed by the database. Use a ctx deadline for a
+// timeout.
+func WithWait() Option { return func(o *callOptions) { o.wait = true } }
+
+// WithForce makes Lease take the lease even when another owner holds it.
+// It is for operators: the previous holder learns of the loss only at its
+// next renewal, so two holders may overlap until then.
+func WithForce() Option { return func(o *callOptions) { o.force = true } }
+
+// WithCodec sets how Once encodes and decodes results. Default JSONCodec.
+func WithCodec(c Codec) Option { return func(o *callOptions) { o.codec = c } }
+
+// WithToken makes a reconciliation step (Reconcile, ForceComplete,
+// ResetToClaimed) act only while the key is at this fencing token: an
+// operator passes the token it inspected, so a concurrent change is
+// refused with ErrWrongState instead of being overwritten.
+func WithToken(token int64) Option { return func(o *callOptions) { o.token = token } }
+
+// WithMetadata attaches metadata (JSON-encodable) to the history events a
+// Once call or reconciliation writes.
+func WithMetadata(m map[string]any) Option { return func(o *callOptions) { o.metadata = m } }
+
+func (c *Client) resolve(key string, opts []Option) (callOptions, error) {
+	o := callOptions{namespace: c.cfg.Namespace}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if err := checkKey(key); err != nil {
+		return o, err
+	}
+	if err := checkNamespace(o.namespace); err != nil {
+		return o, err
+	}
+	if o.ttl == 0 {
+		o.ttl = c.cfg.DefaultTTL
+	}
+	if o.ttl < time.Millisecond {
+		return o, invalid("TTL", "must be at least 1ms, got %s", o.ttl)
+	}
+	if o.hardTTL < 0 {
+		return o, invalid("hard TTL", "must not be negative, got %s", o.hardTTL)
+	}
+	if o.hardTTL != 0 && o.hardTTL < o.ttl {
+		return o, invalid("hard TTL", "must be >= TTL (%s), got %s", o.ttl, o.hardTTL)
+	}
+	if o.token < 0 {
+		return o, invalid("token", "must not be negative, got %d", o.token)
+	}
+	if m := c.margin(o.ttl); m >= o.ttl/3 {
+		return o, invalid("TTL", "%s is too short for SafetyMargin %s: the TTL must exceed 3x the margin", o.ttl, m)
+	}
+	return o, nil
+}
+
+// margin is the safety margin applied to a lease of the given TTL.
+func (c *Client) margin(ttl time.Duration) time.Duration {
+	if c.cfg.SafetyMargin > 0 {
+		return c.cfg.SafetyMargin
+	}
+	return ttl / 10
+}
+
+// renewEvery is how often a lease of the given TTL is renewed.
+func (c *Client) renewEvery(ttl time.Duration) time.Duration {
+	return min(c.cfg.HeartbeatInterval, ttl/3)
+}
+
+// Querier is what a fencing check or a transactional Once needs: a pool, a
+// connection and a transaction all fit.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// us converts a duration to whole microseconds, the unit every TTL is sent in.
+func us(d time.Duration) int64 { return d.Microseconds() }

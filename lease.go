@@ -257,8 +257,10 @@ func (c *Client) newLease(kind leaseKind, ns, key string, token int64, ttl time.
 // It returns nil when it released the lease or the lease had already been
 // released, and an error matching ErrLeaseLost when the lease had been lost
 // (the guarded work may have overlapped another holder). When the release
-// statement itself fails (database unreachable) the lease is no longer
-// renewed either: it ends, and its row expires after at most one TTL.
+// statement itself fails (database unreachable, or the connection dropped
+// before the reply) the lease ends all the same: it is no longer renewed,
+// Done closes, and the key is free either at once (the statement committed
+// before the reply was lost) or when the row expires, within one TTL.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	prior := l.err
@@ -279,7 +281,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		// The caller is done with the lease: stop renewing it and let the
 		// row expire by itself rather than keep the key held for as long
 		// as this client lives.
-		l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "release failed; the lease is left to expire", Cause: err})
+		l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "release failed; the lease is no longer renewed and expires within its TTL unless the release committed", Cause: err})
 		return err
 	}
 	if n == 1 {

@@ -41,11 +41,13 @@ type grant struct {
 	acqCall, acqReturn time.Time // local
 	committed          time.Time // database clock: commit of the grant (zero if unknown)
 	released           bool
+	releaseUnknown     bool      // Release failed in transit: it may have committed
 	releaseCall        time.Time // local
 	deadline           time.Time // local: the lease's last Deadline
 	doneSeen           time.Time // local: when a watcher saw Done close
 	lastExpiry         time.Time // database clock: ExpiresAt as last renewed
 	lost               bool      // ended by a loss, not by Release
+	endErr             string    // why the lease ended (for diagnostics)
 }
 
 func newLeaseRun(admin *pgxpool.Pool) *leaseRun {
@@ -149,10 +151,19 @@ func (r *leaseRun) hold(ctx context.Context, a *actor, key string) {
 		}
 		r.rec.Add(rin, r.rec.At(g.releaseCall), out, r.rec.Now())
 		g.released = err == nil
+		// A Release whose reply was lost (the server crashed after its
+		// commit) may have freed the key: the holder gave the lease up
+		// when it called Release, so it is judged as released, not lost.
+		// A Release that found the lease already gone (stale token) is a
+		// loss the holder learned late, and stays judged as one.
+		g.releaseUnknown = err != nil && !errors.Is(err, sentinel.ErrStaleToken)
 	}
 	<-watched
 	g.deadline, g.lastExpiry = l.Deadline(), l.ExpiresAt()
-	g.lost = errors.Is(l.Err(), sentinel.ErrLeaseLost)
+	g.lost = errors.Is(l.Err(), sentinel.ErrLeaseLost) && !g.releaseUnknown
+	if l.Err() != nil {
+		g.endErr = l.Err().Error()
+	}
 	if g.lost {
 		// The holder trusted its lease until Done closed: sometime
 		// between its deadline (when the timer fires) and when the
@@ -207,9 +218,9 @@ func (r *leaseRun) commitTime(ctx context.Context, key string, token int64) time
 
 // leaseCheck is what check verified.
 type leaseCheck struct {
-	Ops, Grants, Lost, Released, GuardedWrites int
-	Result                                     porcupine.CheckResult
-	MinGapMs                                   float64 // smallest local gap between a lost holder's deadline and the next grant's return
+	Ops, Grants, Lost, Released, ReleaseUnknown, GuardedWrites int
+	Result                                                     porcupine.CheckResult
+	MinGapMs                                                   float64 // smallest local gap between a lost holder's deadline and the next grant's return
 }
 
 // check verifies the recorded history:
@@ -251,13 +262,14 @@ func (r *leaseRun) check(t testing.TB, ctx context.Context, v *violations) lease
 				v.add("key %s: token %d returned before token %d was requested", key, b.token, a.token)
 			}
 			if !a.lost {
-				if a.released && b.acqReturn.Before(a.releaseCall) {
+				if (a.released || a.releaseUnknown) && b.acqReturn.Before(a.releaseCall) {
 					v.add("key %s: token %d granted before holder %d released", key, b.token, a.token)
 				}
 				continue
 			}
 			if gap := b.acqReturn.Sub(a.deadline); gap < 0 {
-				v.add("key %s: token %d granted %s before holder %d's deadline", key, b.token, -gap, a.token)
+				v.add("key %s: token %d granted %s before holder %d's deadline (holder ended: %s; release called: %v)",
+					key, b.token, -gap, a.token, a.endErr, !a.releaseCall.IsZero())
 			} else if c.MinGapMs < 0 || float64(gap.Microseconds())/1000 < c.MinGapMs {
 				c.MinGapMs = float64(gap.Microseconds()) / 1000
 			}
@@ -276,6 +288,9 @@ func (r *leaseRun) check(t testing.TB, ctx context.Context, v *violations) lease
 			}
 			if g.released {
 				c.Released++
+			}
+			if g.releaseUnknown {
+				c.ReleaseUnknown++
 			}
 		}
 	}

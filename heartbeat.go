@@ -149,9 +149,12 @@ func (h *heartbeater) loop() {
 }
 
 // due returns the leases to renew now, and the earliest due time of the
-// rest. Leases that would fall due within half their renewal interval are
-// renewed with the batch, so leases acquired at different moments converge
-// on the same tick.
+// rest. A tick happens when some lease is due; it also takes every lease
+// that would fall due within half its renewal interval, so leases acquired
+// at different moments converge on the same tick, and a client makes at
+// most two renewal statements per interval however its leases are spread.
+// (Taking early leases without a lease actually due would chain: each
+// statement's duration moves the horizon over a few more leases.)
 func (h *heartbeater) due(now time.Time) ([]*Lease, time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -160,32 +163,41 @@ func (h *heartbeater) due(now time.Time) ([]*Lease, time.Time) {
 		return nil, time.Time{}
 	default:
 	}
-	var due []*Lease
-	var next time.Time
+	var due, early []*Lease
+	var next, nextEarly time.Time
 	for l := range h.held {
 		l.mu.Lock()
 		capped, nd, every := l.capped, l.nextDue, l.renewEvery
 		l.mu.Unlock()
-		if capped {
-			continue // nothing to extend; the deadline timer ends it
-		}
-		if !nd.After(now.Add(every / 2)) {
+		switch {
+		case capped:
+			// Nothing to extend; the deadline timer ends it.
+		case !nd.After(now):
 			due = append(due, l)
-			continue
-		}
-		if next.IsZero() || nd.Before(next) {
-			next = nd
+		case !nd.After(now.Add(every / 2)):
+			early = append(early, l)
+			if nextEarly.IsZero() || nd.Before(nextEarly) {
+				nextEarly = nd
+			}
+		default:
+			if next.IsZero() || nd.Before(next) {
+				next = nd
+			}
 		}
 	}
-	switch {
-	case len(due) > 0:
+	if len(due) > 0 {
 		h.wakeAt = time.Time{}
-	case next.IsZero():
+		return append(due, early...), time.Time{}
+	}
+	if !nextEarly.IsZero() {
+		next = nextEarly
+	}
+	if next.IsZero() {
 		h.wakeAt = now.Add(time.Hour)
-	default:
+	} else {
 		h.wakeAt = next
 	}
-	return due, next
+	return nil, next
 }
 
 type renewal struct {

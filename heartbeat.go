@@ -32,6 +32,9 @@ type heartbeater struct {
 	wakeAt time.Time
 }
 
+// cappedSlack is how close to its hard expiry a new lease counts as capped.
+const cappedSlack = time.Millisecond
+
 func newHeartbeater(c *Client) *heartbeater {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &heartbeater{
@@ -51,7 +54,11 @@ func newHeartbeater(c *Client) *heartbeater {
 func (h *heartbeater) add(l *Lease, sent time.Time, remaining time.Duration, expiresAt, hardAt time.Time) {
 	l.mu.Lock()
 	l.expiresAt, l.hardAt = expiresAt, hardAt
-	l.capped = !hardAt.IsZero() && !expiresAt.Before(hardAt)
+	// Capped: no renewal can extend the lease. The grant computes its
+	// expiry and its hard expiry from two clock reads, microseconds apart,
+	// so a hard TTL equal to the TTL (Once's default) leaves a sliver that
+	// renewals would extend by nothing worth a statement.
+	l.capped = !hardAt.IsZero() && hardAt.Sub(expiresAt) < cappedSlack
 	l.deadline = sent.Add(remaining - l.margin)
 	l.nextDue = sent.Add(l.renewEvery)
 	capped, due := l.capped, l.nextDue

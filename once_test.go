@@ -119,6 +119,33 @@ func TestOnceStatementCounts(t *testing.T) {
 	require.EqualValues(t, 1, e.stmts.n.Load(), "replay")
 }
 
+// With the default hard TTL (equal to the TTL) nothing can extend an
+// execution's lease, so the heartbeat leaves it alone: a fn that runs for
+// more than one renewal interval still costs three statements, not three plus
+// renewals that extend the expiry by the microseconds between two clock
+// reads.
+func TestOnceCappedLeaseIsNotRenewed(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	e.stmts.n.Store(0)
+	_, err := sentinel.Once(ctx, c, "capped", func(context.Context) (int, error) {
+		time.Sleep(220 * time.Millisecond) // over two renewal intervals, inside the TTL
+		return 1, nil
+	}, sentinel.WithTTL(300*time.Millisecond))
+	require.NoError(t, err)
+	require.EqualValues(t, 3, e.stmts.n.Load(), "read, claim, complete; no renewals")
+
+	// With room under the hard TTL the same call is renewed.
+	e.stmts.n.Store(0)
+	_, err = sentinel.Once(ctx, c, "renewed", func(context.Context) (int, error) {
+		time.Sleep(220 * time.Millisecond)
+		return 1, nil
+	}, sentinel.WithTTL(300*time.Millisecond), sentinel.WithHardTTL(time.Minute))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, e.stmts.n.Load(), int64(4), "read, claim, renewals, complete")
+}
+
 func TestOnceNamespacesAreSeparateColumns(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)

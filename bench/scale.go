@@ -33,9 +33,10 @@ type renewStart struct {
 // unnest of the lease arrays (the batch size is the length of the key
 // array, the second argument).
 type renewWatch struct {
-	mu    sync.Mutex
-	stats []renewStat
-	wake  chan struct{}
+	mu       sync.Mutex
+	stats    []renewStat
+	inFlight int // renewal statements started and not yet ended
+	wake     chan struct{}
 }
 
 func newRenewWatch() *renewWatch { return &renewWatch{wake: make(chan struct{})} }
@@ -50,6 +51,9 @@ func (r *renewWatch) onStart(sql string, args []any) any {
 			n = len(keys)
 		}
 	}
+	r.mu.Lock()
+	r.inFlight++
+	r.mu.Unlock()
 	return renewStart{at: time.Now(), leases: n}
 }
 
@@ -57,6 +61,7 @@ func (r *renewWatch) onEnd(v any, err error) {
 	s := v.(renewStart)
 	r.mu.Lock()
 	r.stats = append(r.stats, renewStat{start: s.at, dur: time.Since(s.at), leases: s.leases, err: err})
+	r.inFlight--
 	close(r.wake)
 	r.wake = make(chan struct{})
 	r.mu.Unlock()
@@ -84,6 +89,28 @@ func (r *renewWatch) waitFor(ctx context.Context, from int, timeout time.Duratio
 			return 0, fmt.Errorf("no matching renewal statement within %s", timeout)
 		case <-ctx.Done():
 			return 0, ctx.Err()
+		}
+	}
+}
+
+// settle blocks until no renewal statement is in flight, so a snapshot
+// holds every statement that started before the call.
+func (r *renewWatch) settle(ctx context.Context, timeout time.Duration) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		idle, wake := r.inFlight == 0, r.wake
+		r.mu.Unlock()
+		if idle {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-t.C:
+			return fmt.Errorf("a renewal statement was still running after %s", timeout)
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
@@ -276,6 +303,11 @@ func (b *bench) heldLeases(ctx context.Context) (*scaleResult, error) {
 	time.Sleep(res.window)
 	res.stmtsInWindow = tr.n.Load() - n0
 	w1 := time.Now()
+	// A renewal that started in the window may still be running: wait for
+	// it, or the window would count a statement without its renewal.
+	if err := rw.settle(ctx, 10*res.renewEvery); err != nil {
+		return nil, err
+	}
 	for _, r := range rw.snapshot() {
 		if !r.start.Before(w0) && r.start.Before(w1) {
 			res.renewStmts = append(res.renewStmts, r)

@@ -53,23 +53,15 @@ func (p *acquireProbe) count(key string) int {
 }
 
 func (p *acquireProbe) waitPast(ctx context.Context, key string, n int) error {
-	t := time.NewTimer(10 * time.Second)
-	defer t.Stop()
-	for {
+	err := waitUntil(ctx, 10*time.Second, func() (bool, <-chan struct{}) {
 		p.mu.Lock()
-		done, wake := p.counts[key] > n, p.wake
-		p.mu.Unlock()
-		if done {
-			return nil
-		}
-		select {
-		case <-wake:
-		case <-t.C:
-			return fmt.Errorf("no acquire statement for %q seen within 10s (probe no longer matches the library's SQL?)", key)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		defer p.mu.Unlock()
+		return p.counts[key] > n, p.wake
+	})
+	if err != nil {
+		return fmt.Errorf("no acquire statement for %q seen (probe no longer matches the library's SQL?): %w", key, err)
 	}
+	return nil
 }
 
 type sentinelPair struct {

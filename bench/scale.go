@@ -70,45 +70,53 @@ func (r *renewWatch) onEnd(v any, err error) {
 // waitFor blocks until a renewal statement that satisfies ok ends after
 // index from, and returns its index.
 func (r *renewWatch) waitFor(ctx context.Context, from int, timeout time.Duration, ok func(renewStat) bool) (int, error) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
+	found := -1
+	err := waitUntil(ctx, timeout, func() (bool, <-chan struct{}) {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		for i := from; i < len(r.stats); i++ {
 			if ok(r.stats[i]) {
-				r.mu.Unlock()
-				return i, nil
+				found = i
+				return true, nil
 			}
 		}
 		from = len(r.stats)
-		wake := r.wake
-		r.mu.Unlock()
-		select {
-		case <-wake:
-		case <-t.C:
-			return 0, fmt.Errorf("no matching renewal statement within %s", timeout)
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
+		return false, r.wake
+	})
+	if err != nil {
+		return 0, fmt.Errorf("no matching renewal statement: %w", err)
 	}
+	return found, nil
 }
 
 // settle blocks until no renewal statement is in flight, so a snapshot
 // holds every statement that started before the call.
 func (r *renewWatch) settle(ctx context.Context, timeout time.Duration) error {
+	err := waitUntil(ctx, timeout, func() (bool, <-chan struct{}) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.inFlight == 0, r.wake
+	})
+	if err != nil {
+		return fmt.Errorf("a renewal statement was still running: %w", err)
+	}
+	return nil
+}
+
+// waitUntil calls cond until it reports done, waiting between calls for the
+// channel it returned to close, for at most timeout.
+func waitUntil(ctx context.Context, timeout time.Duration, cond func() (done bool, wake <-chan struct{})) error {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
-		r.mu.Lock()
-		idle, wake := r.inFlight == 0, r.wake
-		r.mu.Unlock()
-		if idle {
+		done, wake := cond()
+		if done {
 			return nil
 		}
 		select {
 		case <-wake:
 		case <-t.C:
-			return fmt.Errorf("a renewal statement was still running after %s", timeout)
+			return fmt.Errorf("not within %s", timeout)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

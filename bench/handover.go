@@ -52,6 +52,7 @@ func (p *acquireProbe) count(key string) int {
 	return p.counts[key]
 }
 
+// waitPast blocks until more than n acquire statements for key were seen.
 func (p *acquireProbe) waitPast(ctx context.Context, key string, n int) error {
 	err := waitUntil(ctx, 10*time.Second, func() (bool, <-chan struct{}) {
 		p.mu.Lock()

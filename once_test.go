@@ -130,18 +130,18 @@ func TestOnceCappedLeaseIsNotRenewed(t *testing.T) {
 	c := e.client(nil)
 	e.stmts.n.Store(0)
 	_, err := sentinel.Once(ctx, c, "capped", func(context.Context) (int, error) {
-		time.Sleep(220 * time.Millisecond) // over two renewal intervals, inside the TTL
+		time.Sleep(300 * time.Millisecond) // past the first renewal (200ms), well inside the TTL
 		return 1, nil
-	}, sentinel.WithTTL(300*time.Millisecond))
+	}, sentinel.WithTTL(600*time.Millisecond))
 	require.NoError(t, err)
 	require.EqualValues(t, 3, e.stmts.n.Load(), "read, claim, complete; no renewals")
 
 	// With room under the hard TTL the same call is renewed.
 	e.stmts.n.Store(0)
 	_, err = sentinel.Once(ctx, c, "renewed", func(context.Context) (int, error) {
-		time.Sleep(220 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond)
 		return 1, nil
-	}, sentinel.WithTTL(300*time.Millisecond), sentinel.WithHardTTL(time.Minute))
+	}, sentinel.WithTTL(600*time.Millisecond), sentinel.WithHardTTL(time.Minute))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, e.stmts.n.Load(), int64(4), "read, claim, renewals, complete")
 }

@@ -40,3 +40,30 @@ type retryableError struct{ err error }
 
 func (e *retryableError) Error() string { return e.err.Error() }
 func (e *retryableError) Unwrap() error { return e.err }
+
+// Final marks an error returned by a Once fn as the outcome: fn is done and
+// err is its result (a card declined, an invalid account), not a doubt
+// about whether something happened. The key completes with err's message
+// stored; this call returns a *FinalError wrapping err, and every later
+// caller gets a *FinalError with the same message, matching ErrFinal,
+// without fn running again. fn may return a value along with it; the value
+// is stored and replayed too. Final(nil) is nil.
+//
+// In OnceTx, a Final outcome commits fn's writes with the completion.
+func Final(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &finalMark{err: err}
+}
+
+// IsFinal reports whether err was marked with Final.
+func IsFinal(err error) bool {
+	var f *finalMark
+	return errors.As(err, &f)
+}
+
+type finalMark struct{ err error }
+
+func (e *finalMark) Error() string { return e.err.Error() }
+func (e *finalMark) Unwrap() error { return e.err }

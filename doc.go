@@ -10,12 +10,16 @@
 //     crossing the execution boundary the key becomes uncertain, never
 //     silently re-run; an operator resolves it with [Client.Reconcile],
 //     [Client.ForceComplete] or [Client.ResetToClaimed].
+//     fn returns [Final] for an outcome that is not a doubt (a declined
+//     card), [Retryable] when nothing happened; [WithWait] makes concurrent
+//     callers wait for the first one's result.
 //   - [OnceTx] is Once for work inside the same database: fn's writes and the
 //     completion commit in one transaction, so it is exactly once.
 //   - [Client.Lease] grants a fenced, heartbeat-renewed lease on a key.
 //     [Lease.Done] closes when the lease is lost, before the database could
 //     grant the key to anyone else; [Lease.Token] is a fencing token for
-//     downstream writes ([Client.VerifyToken]).
+//     downstream writes ([Client.VerifyToken]). [Client.Do] runs a
+//     function while holding a lease.
 //
 // # Lease protocol
 //
@@ -59,6 +63,31 @@
 // executing, complete), each writing its history row in the same statement;
 // a replay is one. Nothing is written for a replay or a rejection unless
 // [Config].RecordRejections is set.
+//
+// # Leader election
+//
+// [Client.Elector] campaigns for a group's leadership; [Elector.Run] leads
+// and follows until its ctx ends. Leadership is a row of its own table,
+// taken in one statement that mints the term (a fencing token from the
+// same sequence; [Client.VerifyTerm] guards a leader's writes) and renewed
+// by the client's heartbeat in the same statement as its leases.
+//
+//	            campaign wins: row absent or expired by the database clock
+//	┌──────────┐ ─────────────────────────────────────▶ ┌─────────────┐ ──┐ heartbeat renews
+//	│ follower │                                         │ leader (T)  │   │ (owner+T guard)
+//	└──────────┘ ◀───────────────────────────────────── └─────────────┘ ◀─┘
+//	   │    ▲   OnElected's ctx ends; after it returned: release (NOTIFY) on
+//	   └────┘   Resign / Run's ctx / panic; on a loss the row expires by itself
+//	   sleeps until the release or the expiry the database reported
+//
+// OnElected's ctx ends at the leader's local deadline, before the row's
+// expiry, so no other elector is elected while it runs; a graceful handover
+// releases only after OnElected returned. Not guaranteed: a leader frozen
+// past its margin may act after its row expired (VerifyTerm refuses its
+// writes); a leader frozen inside a VerifyTerm transaction holds off the
+// next election until the server ends it (bounded to the TTL); OnElected
+// must honour its ctx; Members and Status are reports, the leader is read
+// only from the leaders row.
 //
 // # What is not guaranteed
 //

@@ -62,6 +62,21 @@ var (
 	// not hold. The error is an *ExecutionError with the current state.
 	ErrWrongState = errors.New("sentinel: execution is not in the required state")
 
+	// ErrFinal reports that a Once key completed with a final error: its fn
+	// returned Final(err). The error is a *FinalError carrying the stored
+	// message; fn is not run again.
+	ErrFinal = errors.New("sentinel: execution completed with a final error")
+
+	// ErrNotMigrated reports that the client's schema has no Sentinel
+	// tables (or is older than the library): call Client.Migrate, or apply
+	// MigrationFS with your migration tool.
+	ErrNotMigrated = errors.New("sentinel: schema not migrated: call Client.Migrate (or apply MigrationFS) first")
+
+	// ErrBusy reports that a row could not be changed now because another
+	// transaction holds its lock (a VerifyToken transaction, a completing
+	// OnceTx). Nothing was written; try again.
+	ErrBusy = errors.New("sentinel: row locked by another transaction")
+
 	// ErrResult reports that a result could not be encoded, decoded or
 	// stored. When encoding fails after fn succeeded the key is still
 	// recorded as completed (without a result).
@@ -100,20 +115,27 @@ type Holder struct {
 	localExpiry time.Time // ExpiresAt translated to the local monotonic clock
 }
 
-// HeldError reports a lease held by someone else. It matches ErrNotAcquired.
-// Holder is nil when the holder changed while the call ran.
+// HeldError reports a lease that is held. It matches ErrNotAcquired.
+// Holder is nil when the holder changed while the call ran. Self is true
+// when the holder is the calling client itself: leases are not re-entrant,
+// so a second Lease on a key the client holds is refused like any other.
 type HeldError struct {
 	Namespace string
 	Key       string
 	Holder    *Holder
+	Self      bool
 }
 
 func (e *HeldError) Error() string {
 	if e.Holder == nil {
 		return fmt.Sprintf("sentinel: lease %q/%q held by another owner", e.Namespace, e.Key)
 	}
-	return fmt.Sprintf("sentinel: lease %q/%q held by %s (host %s, pid %d, token %d) until %s",
-		e.Namespace, e.Key, e.Holder.Owner, e.Holder.Host, e.Holder.PID, e.Holder.Token,
+	who := "by " + e.Holder.Owner
+	if e.Self {
+		who = "by this client (" + e.Holder.Owner + "; leases are not re-entrant: use the Lease you hold)"
+	}
+	return fmt.Sprintf("sentinel: lease %q/%q held %s (host %s, pid %d, token %d) until %s",
+		e.Namespace, e.Key, who, e.Holder.Host, e.Holder.PID, e.Holder.Token,
 		e.Holder.ExpiresAt.UTC().Format(time.RFC3339Nano))
 }
 
@@ -126,8 +148,14 @@ type LostError struct {
 	Namespace string
 	Key       string
 	Token     int64
-	Reason    string // "renewal deadline passed", "taken over", "hard TTL reached"
-	Cause     error  // the last renewal error, or ErrHardTTL; may be nil
+	// Reason says why, one of: "renewal deadline passed" (no renewal
+	// reached the database in time; Cause is the last renewal error),
+	// "taken over, released or expired" (the row no longer carries this
+	// token; Cause is a *StaleTokenError), "hard TTL reached" (Cause is
+	// ErrHardTTL), "client closed" (Cause is ErrClosed), or "release
+	// failed; ..." (Cause is the release statement's error).
+	Reason string
+	Cause  error
 }
 
 func (e *LostError) Error() string {
@@ -191,7 +219,11 @@ type StaleTokenError struct {
 }
 
 func (e *StaleTokenError) Error() string {
-	return fmt.Sprintf("sentinel: stale fencing token %d for %q/%q (current %d)", e.Token, e.Namespace, e.Key, e.Current)
+	if e.Current == 0 {
+		return fmt.Sprintf("sentinel: stale fencing token %d for %q/%q: it is no longer the current grant (released, expired or taken over)",
+			e.Token, e.Namespace, e.Key)
+	}
+	return fmt.Sprintf("sentinel: stale fencing token %d for %q/%q: token %d holds the key now", e.Token, e.Namespace, e.Key, e.Current)
 }
 
 // Unwrap returns ErrStaleToken.
@@ -220,4 +252,72 @@ func transient(err error) bool {
 	var connErr *pgconn.ConnectError
 	return pgconn.SafeToRetry(err) || errors.As(err, &netErr) || errors.As(err, &connErr) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// BusyError reports a renewal skipped because another transaction held the
+// row's lock (for example a VerifyToken transaction). It matches ErrBusy.
+type BusyError struct {
+	Namespace string
+	Key       string
+	Token     int64
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("sentinel: lease %q/%q (token %d) not renewed: its row is locked by another transaction "+
+		"(a VerifyToken or OnceTx transaction still open); try again", e.Namespace, e.Key, e.Token)
+}
+
+// Unwrap returns ErrBusy.
+func (e *BusyError) Unwrap() error { return ErrBusy }
+
+// wrapErr wraps a database error of operation what, mapping a missing
+// schema or table to ErrNotMigrated.
+func (c *Client) wrapErr(what string, err error) error {
+	return fmt.Errorf("sentinel: %s: %w", what, mapDBErr(c.cfg.Schema, err))
+}
+
+// mapDBErr turns errors that mean "this schema was never migrated" into an
+// error matching ErrNotMigrated (and still the original, for errors.As).
+func mapDBErr(schema string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42P01", "3F000": // undefined_table, invalid_schema_name
+			return &notMigratedError{schema: schema, err: err}
+		}
+	}
+	return err
+}
+
+type notMigratedError struct {
+	schema string
+	err    error
+}
+
+func (e *notMigratedError) Error() string {
+	return fmt.Sprintf("schema %q is not migrated (%v): call Client.Migrate, or apply sentinel.MigrationFS with your migration tool", e.schema, e.err)
+}
+
+func (e *notMigratedError) Unwrap() []error { return []error{ErrNotMigrated, e.err} }
+
+// FinalError is the outcome of a Once whose fn returned Final(err). It
+// matches ErrFinal. Error returns the stored message as fn gave it. For the
+// call that ran fn, Err is fn's error (so errors.Is/As reach it); a replay
+// has only the message.
+type FinalError struct {
+	Namespace string
+	Key       string
+	Token     int64  // the execution that produced the outcome
+	Message   string // err.Error() of fn's error, as stored
+	Err       error  // fn's error; nil on a replay
+}
+
+func (e *FinalError) Error() string { return e.Message }
+
+// Unwrap returns ErrFinal and, for the call that ran fn, fn's error.
+func (e *FinalError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrFinal}
+	}
+	return []error{ErrFinal, e.Err}
 }

@@ -165,3 +165,73 @@ func ExampleOnceTx() {
 	// booked -1500 (cached: true)
 	// ledger rows: 1
 }
+
+// A declined card is an outcome, not a doubt: Final stores it, and every
+// redelivery gets the same answer without charging again.
+func ExampleFinal() {
+	client, done := exampleClient("example_final")
+	defer done()
+	ctx := context.Background()
+
+	charge := func(ctx context.Context) (string, error) {
+		fmt.Println("asking the card network")
+		return "", sentinel.Final(errors.New("card declined"))
+	}
+	for range 2 {
+		_, err := sentinel.Once(ctx, client, "payment-order-790", charge)
+		var fe *sentinel.FinalError
+		if errors.As(err, &fe) {
+			fmt.Println("final outcome:", fe.Message)
+		}
+	}
+	// Output:
+	// asking the card network
+	// final outcome: card declined
+	// final outcome: card declined
+}
+
+// Concurrent deliveries of one event wait for the first one's result
+// instead of failing with ErrInProgress.
+func ExampleWithWait_once() {
+	client, done := exampleClient("example_wait")
+	defer done()
+	ctx := context.Background()
+
+	results := make(chan sentinel.Result[string], 3)
+	for range 3 {
+		go func() {
+			res, err := sentinel.Once(ctx, client, "webhook-evt-1", func(ctx context.Context) (string, error) {
+				time.Sleep(100 * time.Millisecond)
+				return "processed", nil
+			}, sentinel.WithWait())
+			if err != nil {
+				panic(err)
+			}
+			results <- res
+		}()
+	}
+	cached := 0
+	for range 3 {
+		if (<-results).Cached {
+			cached++
+		}
+	}
+	fmt.Println("ran once, cached", cached)
+	// Output: ran once, cached 2
+}
+
+// Do holds a lease while fn runs, like pgx.BeginFunc for leases.
+func ExampleClient_Do() {
+	client, done := exampleClient("example_do")
+	defer done()
+	ctx := context.Background()
+
+	err := client.Do(ctx, "nightly-report", func(ctx context.Context, l *sentinel.Lease) error {
+		fmt.Println("building the report with token", l.Token())
+		return nil // ctx is cancelled if the lease is lost
+	}, sentinel.WithWait())
+	fmt.Println("err:", err)
+	// Output:
+	// building the report with token 1
+	// err: <nil>
+}

@@ -39,23 +39,24 @@ type Execution struct {
 	CompletedAt    time.Time // zero until completed
 	LeaseAlive     bool      // LeaseExpiresAt is in the future on the database clock
 	Result         []byte    // the encoded result, when completed
-	ResultError    string    // set when fn succeeded but its result could not be stored
+	ResultError    string    // set when fn succeeded but its result could not be stored (see SetResult)
+	FinalError     string    // set when fn returned Final(err): the outcome, replayed as ErrFinal
 
 	remaining time.Duration // lease time left, per the database
 }
 
 // execCols are the columns scanned by scanExecution, over alias t.
 const execCols = `t.namespace, t.key, t.state, t.owner, t.host, t.pid, t.token, t.created_at, t.updated_at,
-    t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error,
-    coalesce(t.lease_expires_at > clock_timestamp(), false),
-    coalesce(t.lease_expires_at - statement_timestamp(), interval '0')`
+    t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error, t.final_error,
+    coalesce(t.lease_expires_at > pg_catalog.clock_timestamp(), false),
+    coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0')`
 
 func scanExecution(row pgx.Row, prefix ...any) (*Execution, error) {
 	var e Execution
 	var lease, hard, done *time.Time
-	var resErr *string
+	var resErr, finalErr *string
 	dest := append(prefix, &e.Namespace, &e.Key, &e.State, &e.Owner, &e.Host, &e.PID, &e.Token, &e.CreatedAt, &e.UpdatedAt,
-		&lease, &hard, &done, &e.Result, &resErr, &e.LeaseAlive, &e.remaining)
+		&lease, &hard, &done, &e.Result, &resErr, &finalErr, &e.LeaseAlive, &e.remaining)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -71,6 +72,9 @@ func scanExecution(row pgx.Row, prefix ...any) (*Execution, error) {
 	if resErr != nil {
 		e.ResultError = *resErr
 	}
+	if finalErr != nil {
+		e.FinalError = *finalErr
+	}
 	return &e, nil
 }
 
@@ -79,7 +83,7 @@ type Event struct {
 	ID        int64
 	Namespace string
 	Key       string
-	Event     string // claimed, started, completed, failed, retryable, rolled_back, reconciling, force_completed, reset, ...
+	Type      string // what happened: claimed, started, completed, failed, retryable, rolled_back, reconciling, force_completed, reset, ...
 	State     State  // the state after the event
 	Token     int64
 	Owner     string
@@ -88,11 +92,11 @@ type Event struct {
 }
 
 type execSQL struct {
-	read, claim, finish, operator, insertEvent, history, prune string
+	read, claim, finish, operator, insertEvent, history, prune, watch, setResult string
 }
 
 func newExecSQL(schema string) *execSQL {
-	r := strings.NewReplacer("{{schema}}", schema, "{{cols}}", execCols)
+	r := strings.NewReplacer("{{schema}}", schema, "{{seq}}", seqLiteral(schema), "{{cols}}", execCols)
 	return &execSQL{
 		read:        r.Replace(sqlReadExecution),
 		claim:       r.Replace(sqlClaim),
@@ -101,6 +105,8 @@ func newExecSQL(schema string) *execSQL {
 		insertEvent: r.Replace(sqlInsertEvent),
 		history:     r.Replace(sqlHistory),
 		prune:       r.Replace(sqlPrune),
+		watch:       r.Replace(sqlWatch),
+		setResult:   r.Replace(sqlSetResult),
 	}
 }
 
@@ -118,33 +124,33 @@ const sqlReadExecution = `SELECT {{cols}} FROM {{schema}}.executions t WHERE t.n
 const sqlClaim = `
 WITH lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.executions t
-    WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'claimed' AND t.lease_expires_at <= clock_timestamp()
+    WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
     FOR NO KEY UPDATE SKIP LOCKED
 ),
 up AS (
     UPDATE {{schema}}.executions t SET
-        state = $3, owner = $4, token = nextval('{{schema}}.fencing_token'), host = $5, pid = $6,
-        updated_at = clock_timestamp(),
-        lease_expires_at = clock_timestamp() + $7::bigint * interval '1 microsecond',
-        hard_expires_at = clock_timestamp() + $8::bigint * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL
+        state = $3, owner = $4, token = pg_catalog.nextval({{seq}}), host = $5, pid = $6,
+        updated_at = pg_catalog.clock_timestamp(),
+        lease_expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
+        hard_expires_at = pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
+        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL
     FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
     RETURNING {{cols}}
 ),
 ins AS (
     INSERT INTO {{schema}}.executions AS t
         (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at)
-    SELECT $1, $2, $3, $4, nextval('{{schema}}.fencing_token'), $5, $6, clock_timestamp(), clock_timestamp(),
-        clock_timestamp() + $7::bigint * interval '1 microsecond',
-        clock_timestamp() + $8::bigint * interval '1 microsecond'
+    SELECT $1, $2, $3, $4, pg_catalog.nextval({{seq}}), $5, $6, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
+        pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
+        pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond'
     WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.executions WHERE namespace = $1 AND key = $2)
     ON CONFLICT (namespace, key) DO UPDATE SET
-        state = excluded.state, owner = excluded.owner, token = nextval('{{schema}}.fencing_token'),
-        host = excluded.host, pid = excluded.pid, updated_at = clock_timestamp(),
-        lease_expires_at = clock_timestamp() + $7::bigint * interval '1 microsecond',
-        hard_expires_at = clock_timestamp() + $8::bigint * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL
-    WHERE t.state = 'claimed' AND t.lease_expires_at <= clock_timestamp()
+        state = excluded.state, owner = excluded.owner, token = pg_catalog.nextval({{seq}}),
+        host = excluded.host, pid = excluded.pid, updated_at = pg_catalog.clock_timestamp(),
+        lease_expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
+        hard_expires_at = pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
+        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL
+    WHERE t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
     RETURNING {{cols}}
 ),
 g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
@@ -162,26 +168,60 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 
 // sqlFinish moves a claim held by ($3 owner, $4 token) from one of the
 // states $8 to state $5, guarded by owner, token and state, and by a live
-// lease when $9. Completion stores the result ($6, $7) and drops the lease;
-// any other target ends the lease now. $10 event, $11 metadata.
+// lease when $9. Completion stores the result ($6, $7, $12 final error) and
+// drops the lease; any other target ends the lease now. $10 event,
+// $11 metadata. When callers wait for the key (waiters > 0) it notifies
+// them on channel $13 in the same statement; otherwise no NOTIFY is sent.
 const sqlFinish = `
 WITH u AS (
     UPDATE {{schema}}.executions t SET
         state = $5,
         result = CASE WHEN $5 = 'completed' THEN $6::bytea ELSE t.result END,
         result_error = CASE WHEN $5 = 'completed' THEN $7::text ELSE t.result_error END,
-        completed_at = CASE WHEN $5 = 'completed' THEN statement_timestamp() ELSE t.completed_at END,
-        lease_expires_at = CASE WHEN $5 = 'completed' THEN NULL ELSE least(t.lease_expires_at, statement_timestamp()) END,
-        updated_at = statement_timestamp()
+        final_error = CASE WHEN $5 = 'completed' THEN $12::text ELSE t.final_error END,
+        completed_at = CASE WHEN $5 = 'completed' THEN pg_catalog.statement_timestamp() ELSE t.completed_at END,
+        lease_expires_at = CASE WHEN $5 = 'completed' THEN NULL ELSE least(t.lease_expires_at, pg_catalog.statement_timestamp()) END,
+        updated_at = pg_catalog.statement_timestamp()
     WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4
-      AND t.state = ANY($8::text[]) AND (NOT $9::bool OR t.lease_expires_at > clock_timestamp())
-    RETURNING t.token, t.state
+      AND t.state = ANY($8::text[]) AND (NOT $9::bool OR t.lease_expires_at > pg_catalog.clock_timestamp())
+    RETURNING t.token, t.state, CASE WHEN t.waiters > 0 THEN
+        pg_catalog.pg_notify($13, 'e' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
 ),
 ev AS (
     INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
     SELECT $1, $2, $10, u.state, u.token, $3, $11::jsonb FROM u
 )
-SELECT count(*) FROM u`
+SELECT pg_catalog.count(*) FROM u`
+
+// sqlWatch counts a caller in as waiting for an in-progress key's outcome
+// (see sqlFinish) and returns the row; no row when the key is not in
+// progress any more.
+const sqlWatch = `
+UPDATE {{schema}}.executions t SET waiters = t.waiters + 1
+WHERE t.namespace = $1 AND t.key = $2 AND t.state IN ('claimed', 'executing')
+RETURNING {{cols}}`
+
+// sqlSetResult stores an operator's result for a key that completed
+// without one (its result could not be encoded), guarded by state, by the
+// missing result and by token $4 when not 0. $3 result, $5 operator,
+// $6 metadata. When the guard fails the current row is returned and
+// nothing is written.
+const sqlSetResult = `
+WITH u AS (
+    UPDATE {{schema}}.executions t SET
+        result = $3::bytea, result_error = NULL, updated_at = pg_catalog.statement_timestamp()
+    WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'completed' AND t.result_error IS NOT NULL
+      AND ($4::bigint = 0 OR t.token = $4)
+    RETURNING {{cols}}
+),
+ev AS (
+    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
+    SELECT $1, $2, 'result_set', u.state, u.token, $5, $6::jsonb FROM u
+)
+SELECT true, u.* FROM u
+UNION ALL
+SELECT false, {{cols}} FROM {{schema}}.executions t
+WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM u)`
 
 // sqlOperator is an operator's transition ($3 from state -> $4 to state),
 // guarded by state (and, from executing, by an expired lease; by token $10
@@ -192,15 +232,16 @@ const sqlOperator = `
 WITH u AS (
     UPDATE {{schema}}.executions t SET
         state = $4,
-        token = CASE WHEN $5::bool THEN nextval('{{schema}}.fencing_token') ELSE t.token END,
+        token = CASE WHEN $5::bool THEN pg_catalog.nextval({{seq}}) ELSE t.token END,
         owner = $6,
         result = CASE WHEN $4 = 'completed' THEN $7::bytea ELSE t.result END,
         result_error = CASE WHEN $4 = 'completed' THEN NULL ELSE t.result_error END,
-        completed_at = CASE WHEN $4 = 'completed' THEN statement_timestamp() ELSE NULL END,
-        lease_expires_at = CASE WHEN $4 = 'claimed' THEN statement_timestamp() ELSE NULL END,
-        updated_at = statement_timestamp()
+        final_error = CASE WHEN $4 = 'completed' THEN NULL ELSE t.final_error END,
+        completed_at = CASE WHEN $4 = 'completed' THEN pg_catalog.statement_timestamp() ELSE NULL END,
+        lease_expires_at = CASE WHEN $4 = 'claimed' THEN pg_catalog.statement_timestamp() ELSE NULL END,
+        updated_at = pg_catalog.statement_timestamp()
     WHERE t.namespace = $1 AND t.key = $2 AND t.state = $3
-      AND ($3 <> 'executing' OR t.lease_expires_at <= clock_timestamp())
+      AND ($3 <> 'executing' OR t.lease_expires_at <= pg_catalog.clock_timestamp())
       AND ($10::bigint = 0 OR t.token = $10)
     RETURNING {{cols}}
 ),
@@ -230,13 +271,13 @@ FROM {{schema}}.events WHERE namespace = $1 AND key = $2 ORDER BY id`
 const sqlPrune = `
 WITH x AS (
     DELETE FROM {{schema}}.executions t
-    WHERE t.state = 'completed' AND t.completed_at < statement_timestamp() - $1::bigint * interval '1 microsecond'
+    WHERE t.state = 'completed' AND t.completed_at < pg_catalog.statement_timestamp() - $1::bigint * interval '1 microsecond'
       AND ($2 = '' OR t.namespace = $2)
     RETURNING 1
 ),
 e AS (
     DELETE FROM {{schema}}.events t
-    WHERE t.at < statement_timestamp() - $1::bigint * interval '1 microsecond'
+    WHERE t.at < pg_catalog.statement_timestamp() - $1::bigint * interval '1 microsecond'
       AND ($2 = '' OR t.namespace = $2)
       AND NOT EXISTS (SELECT 1 FROM {{schema}}.executions k
           WHERE k.namespace = t.namespace AND k.key = t.key AND k.state <> 'completed')
@@ -244,11 +285,11 @@ e AS (
 ),
 l AS (
     DELETE FROM {{schema}}.leases t
-    WHERE t.expires_at < statement_timestamp() - greatest($1::bigint * interval '1 microsecond', interval '1 hour')
+    WHERE t.expires_at < pg_catalog.statement_timestamp() - greatest($1::bigint * interval '1 microsecond', interval '1 hour')
       AND ($2 = '' OR t.namespace = $2)
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM x), (SELECT count(*) FROM e), (SELECT count(*) FROM l)`
+SELECT (SELECT pg_catalog.count(*) FROM x), (SELECT pg_catalog.count(*) FROM e), (SELECT pg_catalog.count(*) FROM l)`
 
 // metadataJSON encodes event metadata as JSON text; no metadata is nil (SQL
 // NULL). Text, not []byte: without prepared statements (PgBouncer) pgx would
@@ -287,7 +328,7 @@ func (c *Client) readExecution(ctx context.Context, ns, key string) (*Execution,
 		return nil, fmt.Errorf("sentinel: execution %q/%q: %w", ns, key, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sentinel: read execution %q/%q: %w", ns, key, err)
+		return nil, c.wrapErr(fmt.Sprintf("read execution %q/%q", ns, key), err)
 	}
 	return e, nil
 }
@@ -300,15 +341,15 @@ func (c *Client) History(ctx context.Context, key string, opts ...Option) ([]Eve
 	}
 	rows, err := c.pool.Query(ctx, c.exe.history, o.namespace, key)
 	if err != nil {
-		return nil, fmt.Errorf("sentinel: history %q/%q: %w", o.namespace, key, err)
+		return nil, c.wrapErr(fmt.Sprintf("history %q/%q", o.namespace, key), err)
 	}
 	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
 		var e Event
-		err := r.Scan(&e.ID, &e.Namespace, &e.Key, &e.Event, &e.State, &e.Token, &e.Owner, &e.At, &e.Metadata)
+		err := r.Scan(&e.ID, &e.Namespace, &e.Key, &e.Type, &e.State, &e.Token, &e.Owner, &e.At, &e.Metadata)
 		return e, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sentinel: history %q/%q: %w", o.namespace, key, err)
+		return nil, c.wrapErr(fmt.Sprintf("history %q/%q", o.namespace, key), err)
 	}
 	return evs, nil
 }
@@ -320,35 +361,57 @@ type PruneResult struct {
 	Leases     int64 // expired lease rows
 }
 
+// MinRetention is the shortest olderThan Prune accepts. Pruning a
+// completed key forgets that its work was done: a redelivered event for it
+// runs fn again. Keep completed keys for at least as long as an event can be
+// redelivered.
+const MinRetention = time.Hour
+
 // Prune deletes, in one statement: completed executions whose completion is
 // older than olderThan; history events older than olderThan, except those of
 // keys not yet completed; and lease rows expired for longer than olderThan
 // and at least an hour (a key's row is what makes each grant mint its token
 // under a row lock; the hour keeps any statement still in flight from seeing
 // the key as new). Executions in any other state are never pruned: an
-// uncertain key stays until an operator resolves it. Sentinel prunes nothing
-// by itself; call Prune periodically (for example daily with olderThan = 7
-// days, a key's replay window). WithNamespace limits it to one namespace;
-// without it every namespace is pruned.
+// uncertain key stays until an operator resolves it.
+//
+// A pruned key can run again: the next Once for it finds no record and runs
+// fn. Choose olderThan longer than any redelivery window (for example 7
+// days); it must be at least MinRetention, otherwise Prune returns ErrInvalid
+// and deletes nothing. Sentinel prunes nothing by itself; call Prune
+// periodically.
+//
+// Prune acts on the client's namespace, or the one given by WithNamespace;
+// every namespace only with WithAllNamespaces.
 func (c *Client) Prune(ctx context.Context, olderThan time.Duration, opts ...Option) (PruneResult, error) {
 	var res PruneResult
-	if olderThan < 0 {
-		return res, invalid("olderThan", "must not be negative, got %s", olderThan)
+	if err := c.checkOpen(); err != nil {
+		return res, err
 	}
-	var o callOptions
+	if olderThan < MinRetention {
+		return res, invalid("olderThan", "must be at least MinRetention (%s), got %s: pruning a completed key lets a redelivered event run again", MinRetention, olderThan)
+	}
+	o := callOptions{namespace: c.cfg.Namespace}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	if o.namespace != "" {
-		if err := checkNamespace(o.namespace); err != nil {
-			return res, err
-		}
+	if o.ttlSet || o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 {
+		return res, invalid("option", "only WithNamespace or WithAllNamespaces apply to Prune")
 	}
-	err := c.pool.QueryRow(ctx, c.exe.prune, us(olderThan), o.namespace).Scan(&res.Executions, &res.Events, &res.Leases)
+	ns := o.namespace
+	if o.allNamespaces {
+		if o.namespaceSet {
+			return res, invalid("option", "WithNamespace and WithAllNamespaces exclude each other")
+		}
+		ns = ""
+	} else if err := checkNamespace(ns); err != nil {
+		return res, err
+	}
+	err := c.pool.QueryRow(ctx, c.exe.prune, us(olderThan), ns).Scan(&res.Executions, &res.Events, &res.Leases)
 	if err != nil {
-		return res, fmt.Errorf("sentinel: prune: %w", err)
+		return res, c.wrapErr("prune", err)
 	}
 	return res, nil
 }

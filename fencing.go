@@ -50,16 +50,16 @@ func (c *Client) verify(ctx context.Context, q Querier, sql, key string, token i
 	var alive bool
 	err = q.QueryRow(ctx, sql, o.namespace, key).Scan(&current, &alive)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return &StaleTokenError{Namespace: o.namespace, Key: key, Token: token}
+		return c.fencingRefused(ctx, &StaleTokenError{Namespace: o.namespace, Key: key, Token: token})
 	}
 	if err != nil {
-		return fmt.Errorf("sentinel: verify token %q/%q: %w", o.namespace, key, err)
+		return c.wrapErr(fmt.Sprintf("verify token %q/%q", o.namespace, key), err)
 	}
 	if current != token || !alive {
 		if !alive {
 			current = 0
 		}
-		return &StaleTokenError{Namespace: o.namespace, Key: key, Token: token, Current: current}
+		return c.fencingRefused(ctx, &StaleTokenError{Namespace: o.namespace, Key: key, Token: token, Current: current})
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package sentinel
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -17,20 +16,29 @@ import (
 type heartbeater struct {
 	c *Client
 
-	mu      sync.Mutex
-	held    map[*Lease]struct{}
-	wake    chan struct{}
-	quit    chan struct{}
-	ctx     context.Context // cancelled by stop: aborts a renewal in flight
-	cancel  context.CancelFunc
-	stopped chan struct{}
-	started bool
+	mu       sync.Mutex
+	held     map[*Lease]struct{}
+	wake     chan struct{}
+	quit     chan struct{}
+	ctx      context.Context // cancelled by stop: aborts a renewal in flight
+	cancel   context.CancelFunc
+	stopped  chan struct{}
+	started  bool
+	stopping bool
 	// wakeAt is when the loop will next wake by itself (zero: it is busy
 	// renewing, or about to). A new lease pokes the loop only when it falls
 	// due before that: waking a goroutine per grant costs a thread switch
 	// that competes with the database on small machines.
 	wakeAt time.Time
+	// inflight counts renewal statements under way. The loop never waits
+	// for one: a statement stuck on a dead connection cannot delay the
+	// renewal of any other lease, which goes out on another connection.
+	inflight int
+	flights  sync.WaitGroup
 }
+
+// maxInflight bounds the renewal statements one client has under way.
+const maxInflight = 4
 
 // cappedSlack is how close to its hard expiry a new lease counts as capped.
 const cappedSlack = time.Millisecond
@@ -50,8 +58,9 @@ func newHeartbeater(c *Client) *heartbeater {
 
 // add registers a freshly granted lease. sent is the local time the grant
 // statement was sent; remaining is the time left on the lease as computed
-// by the database.
-func (h *heartbeater) add(l *Lease, sent time.Time, remaining time.Duration, expiresAt, hardAt time.Time) {
+// by the database. It returns false, registering nothing, once the client
+// is closing: the caller must give the grant back and report ErrClosed.
+func (h *heartbeater) add(l *Lease, sent time.Time, remaining time.Duration, expiresAt, hardAt time.Time) bool {
 	l.mu.Lock()
 	l.expiresAt, l.hardAt = expiresAt, hardAt
 	// Capped: no renewal can extend the lease. The grant computes its
@@ -68,6 +77,10 @@ func (h *heartbeater) add(l *Lease, sent time.Time, remaining time.Duration, exp
 	// fires at once, and its end() must find the lease to remove it. (h.mu
 	// is never taken while holding l.mu: due() nests them the other way.)
 	h.mu.Lock()
+	if h.stopping {
+		h.mu.Unlock()
+		return false
+	}
 	h.held[l] = struct{}{}
 	poke := !capped && !h.wakeAt.IsZero() && due.Before(h.wakeAt)
 	if !h.started {
@@ -85,6 +98,7 @@ func (h *heartbeater) add(l *Lease, sent time.Time, remaining time.Duration, exp
 	if poke {
 		h.poke()
 	}
+	return true
 }
 
 func (h *heartbeater) registered(l *Lease) bool {
@@ -111,7 +125,8 @@ func (h *heartbeater) poke() {
 func (h *heartbeater) stop() []*Lease {
 	h.mu.Lock()
 	started := h.started
-	h.started = true // no loop may start after stop
+	h.started = true  // no loop may start after stop
+	h.stopping = true // no lease may be added after stop
 	close(h.quit)
 	h.cancel()
 	held := make([]*Lease, 0, len(h.held))
@@ -127,12 +142,18 @@ func (h *heartbeater) stop() []*Lease {
 
 func (h *heartbeater) loop() {
 	defer close(h.stopped)
+	defer h.flights.Wait()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		due, next := h.due(time.Now())
 		if len(due) > 0 {
-			_ = h.renew(h.ctx, due)
+			h.flights.Add(1)
+			go func() {
+				defer h.flights.Done()
+				_ = h.renewBatch(h.ctx, due, false)
+				h.landed(due)
+			}()
 			continue
 		}
 		wait := time.Hour
@@ -155,6 +176,20 @@ func (h *heartbeater) loop() {
 	}
 }
 
+// landed marks a batch's renewal finished and wakes the loop to schedule
+// what falls due next.
+func (h *heartbeater) landed(ls []*Lease) {
+	for _, l := range ls {
+		l.mu.Lock()
+		l.renewing = false
+		l.mu.Unlock()
+	}
+	h.mu.Lock()
+	h.inflight--
+	h.mu.Unlock()
+	h.poke()
+}
+
 // due returns the leases to renew now, and the earliest due time of the
 // rest. A tick happens when some lease is due; it also takes every lease
 // that would fall due within half its renewal interval, so leases acquired
@@ -172,12 +207,18 @@ func (h *heartbeater) due(now time.Time) ([]*Lease, time.Time) {
 	}
 	var due, early []*Lease
 	var next, nextEarly time.Time
+	if h.inflight >= maxInflight {
+		// Every slot is taken by a statement under way; each is bounded
+		// (see renewBatch), and landing wakes the loop.
+		h.wakeAt = time.Time{}
+		return nil, time.Time{}
+	}
 	for l := range h.held {
 		l.mu.Lock()
-		capped, nd, every := l.capped, l.nextDue, l.renewEvery
+		capped, nd, every, renewing := l.capped, l.nextDue, l.renewEvery, l.renewing
 		l.mu.Unlock()
 		switch {
-		case capped:
+		case capped, renewing:
 			// Nothing to extend; the deadline timer ends it.
 		case !nd.After(now):
 			due = append(due, l)
@@ -194,7 +235,14 @@ func (h *heartbeater) due(now time.Time) ([]*Lease, time.Time) {
 	}
 	if len(due) > 0 {
 		h.wakeAt = time.Time{}
-		return append(due, early...), time.Time{}
+		h.inflight++
+		due = append(due, early...)
+		for _, l := range due {
+			l.mu.Lock()
+			l.renewing = true
+			l.mu.Unlock()
+		}
+		return due, time.Time{}
 	}
 	if !nextEarly.IsZero() {
 		next = nextEarly
@@ -209,7 +257,8 @@ func (h *heartbeater) due(now time.Time) ([]*Lease, time.Time) {
 
 type renewal struct {
 	ns, key   string
-	exec      bool
+	kind      leaseKind
+	token     int64
 	status    string // renewed, busy, lost
 	remaining time.Duration
 	capped    bool
@@ -221,7 +270,7 @@ func scanRenewals(rows pgx.Rows) ([]renewal, error) {
 	for rows.Next() {
 		var r renewal
 		var exp *time.Time
-		if err := rows.Scan(&r.ns, &r.key, &r.exec, &r.status, &r.remaining, &r.capped, &exp); err != nil {
+		if err := rows.Scan(&r.ns, &r.key, &r.kind, &r.token, &r.status, &r.remaining, &r.capped, &exp); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -233,24 +282,38 @@ func scanRenewals(rows pgx.Rows) ([]renewal, error) {
 	return out, rows.Err()
 }
 
-// renew renews leases in one statement. On a transport or server error every
-// lease keeps its deadline and is retried soon; a lease whose guard no
-// longer matches is ended at once.
+// renew renews leases in one statement now (Lease.Heartbeat).
 func (h *heartbeater) renew(ctx context.Context, ls []*Lease) error {
+	return h.renewBatch(ctx, ls, true)
+}
+
+// renewBatch renews leases in one statement. On a transport or server
+// error every lease keeps its deadline and is retried soon; a lease whose
+// guard no longer matches is ended at once. A lease whose row was skipped
+// because another transaction holds its lock is retried soon, and, when
+// strict (a manual Heartbeat), reported as not renewed.
+//
+// Every attempt is bounded by the shortest renewal interval of the batch
+// (at least retryDelay), and never outlives the earliest deadline by
+// more than that: a statement stuck on a black-holed connection is
+// abandoned in time for a retry on a fresh connection, and while it hangs
+// other leases are renewed by other statements (see loop).
+func (h *heartbeater) renewBatch(ctx context.Context, ls []*Lease, strict bool) error {
 	n := len(ls)
 	nss, keys := make([]string, n), make([]string, n)
 	tokens, ttls := make([]int64, n), make([]int64, n)
-	execs := make([]bool, n)
+	kinds := make([]int16, n)
 	type id struct {
 		ns, key string
-		exec    bool
+		kind    leaseKind
+		token   int64
 	}
 	byID := make(map[id]*Lease, n)
 	earliest := time.Time{}
 	every := time.Duration(0)
 	for i, l := range ls {
-		nss[i], keys[i], tokens[i], ttls[i], execs[i] = l.ns, l.key, l.token, us(l.ttl), l.kind == kindExecution
-		byID[id{l.ns, l.key, execs[i]}] = l
+		nss[i], keys[i], tokens[i], ttls[i], kinds[i] = l.ns, l.key, l.token, us(l.ttl), int16(l.kind)
+		byID[id{l.ns, l.key, l.kind, l.token}] = l
 		if d := l.Deadline(); earliest.IsZero() || d.Before(earliest) {
 			earliest = d
 		}
@@ -258,19 +321,24 @@ func (h *heartbeater) renew(ctx context.Context, ls []*Lease) error {
 			every = l.renewEvery
 		}
 	}
-	// Do not wait past the earliest deadline (by then that lease is lost
-	// anyway and the rest need a fresh attempt), but give the statement at
-	// least a retry interval so one doomed lease cannot starve the others.
-	ctx, cancel := context.WithDeadline(ctx, later(earliest, time.Now().Add(retryDelay(every))))
+	now := time.Now()
+	attempt := max(every, retryDelay(every))
+	if left := earliest.Sub(now); left > 0 && left < attempt {
+		attempt = max(left, retryDelay(every))
+	}
+	ctx, cancel := context.WithDeadline(ctx, now.Add(attempt))
 	defer cancel()
 	sent := time.Now()
-	rows, err := h.c.pool.Query(ctx, h.c.sql.renew, nss, keys, tokens, ttls, execs, h.c.cfg.Owner)
+	rows, err := h.c.pool.Query(ctx, h.c.sql.renew, h.c.cfg.Owner, nss, keys, tokens, ttls, kinds)
 	var res []renewal
 	if err == nil {
 		res, err = scanRenewals(rows)
 	}
+	if obs := h.c.observer(); obs != nil {
+		obs.heartbeat(n, time.Since(sent), err)
+	}
 	if err != nil {
-		err = fmt.Errorf("sentinel: heartbeat: %w", err)
+		err = h.c.wrapErr("heartbeat", err)
 		h.c.cfg.Logger.Warn("sentinel: heartbeat failed; retrying until the lease deadlines", "leases", n, "err", err)
 		for _, l := range ls {
 			l.mu.Lock()
@@ -280,9 +348,9 @@ func (h *heartbeater) renew(ctx context.Context, ls []*Lease) error {
 		}
 		return err
 	}
-	var firstLost error
+	var firstErr error
 	for _, r := range res {
-		l := byID[id{r.ns, r.key, r.exec}]
+		l := byID[id{r.ns, r.key, r.kind, r.token}]
 		if l == nil {
 			continue
 		}
@@ -304,6 +372,9 @@ func (h *heartbeater) renew(ctx context.Context, ls []*Lease) error {
 			l.mu.Lock()
 			l.nextDue = time.Now().Add(retryDelay(l.renewEvery))
 			l.mu.Unlock()
+			if strict && firstErr == nil {
+				firstErr = &BusyError{Namespace: l.ns, Key: l.key, Token: l.token}
+			}
 		default:
 			if !h.registered(l) {
 				continue // being released or finished: not a loss
@@ -316,22 +387,15 @@ func (h *heartbeater) renew(ctx context.Context, ls []*Lease) error {
 			}
 			l.mu.Unlock()
 			l.end(lost)
-			if firstLost == nil {
-				firstLost = lost
+			if firstErr == nil {
+				firstErr = lost
 			}
 		}
 	}
-	return firstLost
+	return firstErr
 }
 
 // retryDelay is the pause before retrying a failed or skipped renewal.
 func retryDelay(every time.Duration) time.Duration {
 	return max(min(every/4, 250*time.Millisecond), time.Millisecond)
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

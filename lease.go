@@ -41,8 +41,14 @@ type Lease struct {
 	hardAt    time.Time // database clock; zero when there is no hard TTL
 	capped    bool      // the expiry reached the hard TTL: no renewal can extend it
 	lastErr   error     // the last renewal error, reported if the deadline passes
+	renewing  bool      // a background renewal statement for it is under way
 	timer     *time.Timer
 	onEnd     func(error) // set before the lease is shared; called once, outside mu
+
+	// relMu serializes Release calls (and Close's release) on this lease,
+	// so a second caller sees the first one's outcome instead of a row
+	// that is already gone.
+	relMu sync.Mutex
 }
 
 // Key returns the lease's key.
@@ -128,9 +134,13 @@ func (l *Lease) Handle() LeaseHandle {
 //
 // The lease is renewed in the background until Release, Close, its hard TTL,
 // or a loss (see Done).
-func (c *Client) Lease(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	if err := c.checkOpen(); err != nil {
-		return nil, err
+func (c *Client) Lease(ctx context.Context, key string, opts ...Option) (l *Lease, err error) {
+	if ctx == nil {
+		return nil, invalid("ctx", "must not be nil (use context.Background())")
+	}
+	if obs := c.observer(); obs != nil { // metrics and tracing (observe.go)
+		ctx = obs.leaseStart(ctx, c, key, opts)
+		defer obs.leaseEnd(ctx, c, key, opts, time.Now(), &l, &err)
 	}
 	o, err := c.resolve(key, opts)
 	if err != nil {
@@ -156,8 +166,8 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (*L
 	var lastHeld *HeldError
 	// Subscribe once, before the first attempt, so a release between an
 	// attempt and the wait is not missed and the waiter keeps its place.
-	wake, listening := c.ln.subscribe(ctx, o.namespace, key)
-	defer c.ln.unsubscribe(o.namespace, key, wake)
+	wake, listening := c.ln.subscribe(ctx, notifyLease, o.namespace, key)
+	defer c.ln.unsubscribe(notifyLease, o.namespace, key, wake)
 	for {
 		if err := c.checkOpen(); err != nil {
 			return nil, err
@@ -224,7 +234,7 @@ func (c *Client) tryAcquire(ctx context.Context, key string, o callOptions) (*Le
 		return nil, &HeldError{Namespace: o.namespace, Key: key}, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("sentinel: acquire lease %q/%q: %w", o.namespace, key, err)
+		return nil, nil, c.wrapErr(fmt.Sprintf("acquire lease %q/%q", o.namespace, key), err)
 	}
 	if hard != nil {
 		h.HardExpiresAt = *hard
@@ -232,11 +242,19 @@ func (c *Client) tryAcquire(ctx context.Context, key string, o callOptions) (*Le
 	h.Namespace, h.Key = o.namespace, key
 	if !acquired {
 		h.localExpiry = sent.Add(remaining)
-		return nil, &HeldError{Namespace: o.namespace, Key: key, Holder: &h}, nil
+		return nil, &HeldError{Namespace: o.namespace, Key: key, Holder: &h, Self: h.Owner == c.cfg.Owner}, nil
 	}
 	l := c.newLease(kindLease, o.namespace, key, h.Token, o.ttl)
 	l.acquiredAt = h.AcquiredAt
-	c.hb.add(l, sent, remaining, h.ExpiresAt, h.HardExpiresAt)
+	if !c.hb.add(l, sent, remaining, h.ExpiresAt, h.HardExpiresAt) {
+		// Close began while the grant was in flight: nobody would renew
+		// or release it. Give it back now.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+		defer cancel()
+		_, _ = c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, h.Token)
+		l.end(ErrReleased)
+		return nil, nil, ErrClosed
+	}
 	c.cfg.Logger.Debug("sentinel: lease acquired", "namespace", o.namespace, "key", key, "token", h.Token)
 	return l, nil, nil
 }
@@ -262,6 +280,8 @@ func (c *Client) newLease(kind leaseKind, ns, key string, token int64, ttl time.
 // Done closes, and the key is free either at once (the statement committed
 // before the reply was lost) or when the row expires, within one TTL.
 func (l *Lease) Release(ctx context.Context) error {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
 	l.mu.Lock()
 	prior := l.err
 	l.mu.Unlock()
@@ -302,19 +322,41 @@ func (l *Lease) Release(ctx context.Context) error {
 func (c *Client) releaseRow(ctx context.Context, ns, key, owner string, token int64) (int64, error) {
 	var n int64
 	if err := c.pool.QueryRow(ctx, c.sql.release, ns, key, owner, token, c.sql.channel).Scan(&n); err != nil {
-		return 0, fmt.Errorf("sentinel: release lease %q/%q: %w", ns, key, err)
+		return 0, c.wrapErr(fmt.Sprintf("release lease %q/%q", ns, key), err)
 	}
 	return n, nil
 }
 
 // Heartbeat renews the lease now, in one statement, instead of waiting for
-// the background heartbeat. It returns an error matching ErrLeaseLost (and
-// ErrStaleToken when the lease was taken over) if the lease is gone.
+// the background heartbeat. It returns nil only when the lease was renewed.
+// It returns an error matching ErrLeaseLost (and ErrStaleToken when the
+// lease was taken over) if the lease is gone, and a *BusyError (ErrBusy)
+// when the lease row stayed locked by another transaction (an open
+// VerifyToken transaction) for a whole renewal interval or until ctx ended:
+// the lease is then still held but was not extended.
 func (l *Lease) Heartbeat(ctx context.Context) error {
-	if err := l.Err(); err != nil {
-		return err
+	giveUp := time.Now().Add(l.renewEvery)
+	var busy error // the last ErrBusy seen, if any
+	for {
+		if err := l.Err(); err != nil {
+			return err
+		}
+		err := l.c.hb.renew(ctx, []*Lease{l})
+		if busy != nil && err != nil && ctx.Err() != nil && !errors.Is(err, ErrLeaseLost) {
+			// ctx ended while a retry was in flight: the row was locked
+			// every time the statement could run, which is what to report.
+			return busy
+		}
+		if !errors.Is(err, ErrBusy) || time.Now().After(giveUp) {
+			return err
+		}
+		busy = err
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	return l.c.hb.renew(ctx, []*Lease{l})
 }
 
 // end marks the lease ended with err (first reason wins), closes Done and
@@ -335,6 +377,7 @@ func (l *Lease) end(err error) {
 	l.c.hb.remove(l)
 	if !errors.Is(err, ErrReleased) {
 		l.c.cfg.Logger.Warn("sentinel: lease ended", "namespace", l.ns, "key", l.key, "token", l.token, "err", err)
+		l.c.observer().lost(l, err)
 	}
 	if onEnd != nil {
 		onEnd(err)
@@ -364,29 +407,31 @@ func (l *Lease) checkDeadline() {
 // RenewHandle renews a lease by its plain values (see LeaseHandle), for the
 // process that did not acquire it. It returns the new expiry on the database
 // clock, or an error matching ErrStaleToken when the handle is no longer the
-// current grant. ttl 0 means Config.DefaultTTL.
+// current grant. ttl must be at least MinTTL. A renewal never moves the
+// expiry earlier than the one already granted: renewing with a TTL shorter
+// than the holder's cannot cut the lease its holder is trusting.
 func (c *Client) RenewHandle(ctx context.Context, h LeaseHandle, ttl time.Duration) (time.Time, error) {
+	if err := c.checkOpen(); err != nil {
+		return time.Time{}, err
+	}
 	if err := c.checkHandle(h); err != nil {
 		return time.Time{}, err
 	}
-	if ttl == 0 {
-		ttl = c.cfg.DefaultTTL
+	if ttl < MinTTL {
+		return time.Time{}, invalid("TTL", "must be at least MinTTL (%s), got %s", MinTTL, ttl)
 	}
-	if ttl < time.Millisecond {
-		return time.Time{}, invalid("TTL", "must be at least 1ms, got %s", ttl)
-	}
-	rows, err := c.pool.Query(ctx, c.sql.renew, []string{h.Namespace}, []string{h.Key}, []int64{h.Token},
-		[]int64{us(ttl)}, []bool{false}, h.Owner)
+	rows, err := c.pool.Query(ctx, c.sql.renew, h.Owner, []string{h.Namespace}, []string{h.Key}, []int64{h.Token},
+		[]int64{us(ttl)}, []int16{int16(kindLease)})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("sentinel: renew lease %q/%q: %w", h.Namespace, h.Key, err)
+		return time.Time{}, c.wrapErr(fmt.Sprintf("renew lease %q/%q", h.Namespace, h.Key), err)
 	}
 	res, err := scanRenewals(rows)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("sentinel: renew lease %q/%q: %w", h.Namespace, h.Key, err)
+		return time.Time{}, c.wrapErr(fmt.Sprintf("renew lease %q/%q", h.Namespace, h.Key), err)
 	}
 	if len(res) != 1 || res[0].status != "renewed" {
 		if len(res) == 1 && res[0].status == "busy" {
-			return time.Time{}, fmt.Errorf("sentinel: renew lease %q/%q: row locked by another transaction, try again", h.Namespace, h.Key)
+			return time.Time{}, &BusyError{Namespace: h.Namespace, Key: h.Key, Token: h.Token}
 		}
 		return time.Time{}, &StaleTokenError{Namespace: h.Namespace, Key: h.Key, Token: h.Token}
 	}
@@ -411,6 +456,9 @@ func (c *Client) ReleaseHandle(ctx context.Context, h LeaseHandle) error {
 }
 
 func (c *Client) checkHandle(h LeaseHandle) error {
+	if err := c.checkOpen(); err != nil {
+		return err
+	}
 	if err := checkKey(h.Key); err != nil {
 		return err
 	}
@@ -441,31 +489,10 @@ func (c *Client) Holder(ctx context.Context, key string, opts ...Option) (*Holde
 		return nil, fmt.Errorf("sentinel: lease %q/%q is not held: %w", o.namespace, key, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sentinel: read lease %q/%q: %w", o.namespace, key, err)
+		return nil, c.wrapErr(fmt.Sprintf("read lease %q/%q", o.namespace, key), err)
 	}
 	if hard != nil {
 		h.HardExpiresAt = *hard
 	}
 	return &h, nil
-}
-
-// IsHeld reports whether anyone holds key's lease now (database clock).
-func (c *Client) IsHeld(ctx context.Context, key string, opts ...Option) (bool, error) {
-	_, err := c.Holder(ctx, key, opts...)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// Holds reports whether this client holds key's lease now (database clock).
-func (c *Client) Holds(ctx context.Context, key string, opts ...Option) (bool, error) {
-	h, err := c.Holder(ctx, key, opts...)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return h.Owner == c.cfg.Owner, nil
 }

@@ -26,7 +26,29 @@ type listener struct {
 	done    chan struct{}
 }
 
-type waitKey struct{ ns, key string }
+// waitKey names what a waiter waits for: a kind of notification (see the
+// notify* constants) about one key of one namespace.
+type waitKey struct {
+	kind    byte
+	ns, key string
+}
+
+// Notification kinds, the first byte of a payload. A payload is
+// "<kind><octet_length(namespace)>:<namespace><key>"; the length is in
+// bytes, the unit the parser slices by, so any UTF-8 namespace and key
+// round-trip.
+const (
+	notifyLease     byte = 'l' // a lease was released: wake one waiter
+	notifyExecution byte = 'e' // a Once key finished: wake every waiter
+	notifyTurn      byte = 't' // a queue moved: the key is the one ticket that should re-check
+	notifyQueue     byte = 'q' // a queue event was recorded (key ""): wake every follower
+	// notifyElection ('g', election.go): a leader resigned.
+)
+
+// broadcast reports whether a notification of kind wakes every waiter of
+// its key (a result every waiter can use) rather than one (a grant only
+// one waiter can win).
+func broadcast(kind byte) bool { return kind == notifyExecution || kind == notifyQueue }
 
 func newListener(c *Client) *listener {
 	return &listener{c: c, waiters: make(map[waitKey][]chan struct{})}
@@ -34,10 +56,10 @@ func newListener(c *Client) *listener {
 
 // subscribe registers a waiter for (ns, key) and returns its wake channel and
 // whether a notification can currently arrive.
-func (ln *listener) subscribe(ctx context.Context, ns, key string) (chan struct{}, bool) {
+func (ln *listener) subscribe(ctx context.Context, kind byte, ns, key string) (chan struct{}, bool) {
 	ch := make(chan struct{}, 1)
 	ln.mu.Lock()
-	k := waitKey{ns, key}
+	k := waitKey{kind, ns, key}
 	ln.waiters[k] = append(ln.waiters[k], ch)
 	if ln.c.cfg.DisableListen || ln.c.closed.Load() {
 		ln.mu.Unlock()
@@ -63,10 +85,10 @@ func (ln *listener) subscribe(ctx context.Context, ns, key string) (chan struct{
 // unsubscribe removes a waiter. A waiter that leaves holding an unconsumed
 // wake-up (it gave up, or acquired by other means) passes it on to the next
 // one, so a release is never lost with it.
-func (ln *listener) unsubscribe(ns, key string, ch chan struct{}) {
+func (ln *listener) unsubscribe(kind byte, ns, key string, ch chan struct{}) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
-	k := waitKey{ns, key}
+	k := waitKey{kind, ns, key}
 	list := ln.waiters[k]
 	for i, c := range list {
 		if c == ch {
@@ -81,7 +103,9 @@ func (ln *listener) unsubscribe(ns, key string, ch chan struct{}) {
 	}
 	select {
 	case <-ch:
-		ln.wakeOneLocked(k)
+		if !broadcast(kind) {
+			ln.wakeOneLocked(k)
+		}
 	default:
 	}
 }
@@ -93,7 +117,16 @@ func (ln *listener) unsubscribe(ns, key string, ch chan struct{}) {
 func (ln *listener) notify(k waitKey) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
-	ln.wakeOneLocked(k)
+	if !broadcast(k.kind) {
+		ln.wakeOneLocked(k)
+		return
+	}
+	for _, ch := range ln.waiters[k] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (ln *listener) wakeOneLocked(k waitKey) {
@@ -188,8 +221,14 @@ func (ln *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// parsePayload decodes "<len(namespace)>:<namespace><key>".
+// parsePayload decodes "<kind><octet_length(namespace)>:<namespace><key>".
+// A payload that starts with a digit has no kind: it is a lease release
+// from an older client.
 func parsePayload(p string) (waitKey, bool) {
+	kind := notifyLease
+	if p != "" && (p[0] < '0' || p[0] > '9') {
+		kind, p = p[0], p[1:]
+	}
 	i := strings.IndexByte(p, ':')
 	if i < 0 {
 		return waitKey{}, false
@@ -199,7 +238,7 @@ func parsePayload(p string) (waitKey, bool) {
 	if err != nil || n < 0 || n > len(rest) {
 		return waitKey{}, false
 	}
-	return waitKey{ns: rest[:n], key: rest[n:]}, true
+	return waitKey{kind: kind, ns: rest[:n], key: rest[n:]}, true
 }
 
 func (ln *listener) close() {

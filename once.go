@@ -2,6 +2,8 @@ package sentinel
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -32,30 +34,37 @@ func TokenFromContext(ctx context.Context) (int64, bool) {
 //   - key absent (or claimed with an expired lease): claim it, mark it
 //     executing, run fn under a heartbeat-renewed lease, store the result.
 //   - key completed: return the stored result decoded into T, Cached true
-//     (one statement).
+//     (one statement); a Final outcome is returned as a *FinalError.
 //   - claimed or executing with a live lease: an *ExecutionError matching
-//     ErrInProgress.
+//     ErrInProgress; with WithWait, wait for the outcome instead (woken when
+//     the key finishes, re-checking at the holder's expiry as the database
+//     computes it) and return it, Cached.
 //   - executing with an expired lease (the executor crashed, failed or
 //     froze): ErrUncertain; fn is never run again until an operator
 //     reconciles the key (Client.Reconcile).
 //   - reconciling: ErrReconciling.
 //
-// fn's outcome: a nil error completes the key. An error marked with
-// Retryable puts the key back to claimed (lease ended) so the next caller
-// runs it, and is returned. Any other error, a panic, or a cancelled ctx ends
-// the lease but leaves the key executing: the call returns an error matching
-// ErrUncertain that wraps fn's error (a panic is re-raised after recording).
-// If the lease is lost while fn runs (heartbeats cannot reach the database,
-// or the hard TTL passes), fn's ctx is cancelled with the loss as its cause
-// and the completion is refused by the token guard: the caller gets
-// ErrUncertain.
+// fn's outcome: a nil error completes the key. An error marked with Final
+// completes it with that error as the outcome (see Final). An error marked
+// with Retryable puts the key back to claimed (lease ended) so the next
+// caller runs it, and is returned. Any other error, a panic, or a cancelled
+// ctx ends the lease but leaves the key executing: the call returns an error
+// matching ErrUncertain that wraps fn's error (a panic is re-raised after
+// recording). If the lease is lost while fn runs (heartbeats cannot reach
+// the database, or the hard TTL passes), fn's ctx is cancelled with the loss
+// as its cause and the completion is refused by the token guard: the caller
+// gets ErrUncertain, and the history records a completion_refused event
+// carrying fn's encoded result, so an operator can ForceComplete with it.
 //
-// Options: WithTTL, WithHardTTL (default: the TTL), WithNamespace,
-// WithCodec, WithMetadata. A fresh key costs three single-statement round
-// trips (read, claim, complete), each writing its history in the same
-// statement; a replay costs one.
-func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context) (T, error), opts ...Option) (Result[T], error) {
-	var res Result[T]
+// Options: WithTTL, WithHardTTL (default Config.OnceHardTTL, else the TTL),
+// WithNamespace, WithCodec, WithMetadata, WithWait. A fresh key costs three
+// single-statement round trips (read, claim, complete), each writing its
+// history in the same statement; a replay costs one.
+func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context) (T, error), opts ...Option) (res Result[T], err error) {
+	if obs := c.observer(); obs != nil { // metrics and tracing (observe.go)
+		ctx = obs.onceStart(ctx, c, key, opts)
+		defer obs.onceEnd(ctx, c, key, opts, time.Now(), &res.Cached, &res.Token, &err)
+	}
 	if fn == nil {
 		return res, invalid("fn", "must not be nil")
 	}
@@ -72,45 +81,117 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 
 	switch {
 	case panicked:
-		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", []State{StateExecuting}, false, "failed",
+		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateExecuting}, false, "failed",
 			"error", fmt.Sprintf("panic: %v", panicVal))
 		l.end(ErrReleased)
 		panic(panicVal)
+	case fnErr != nil && IsFinal(fnErr):
+		// Handled with the successful outcomes below.
 	case fnErr != nil && IsRetryable(fnErr):
-		_, ferr := c.finish(wctx, l, o, StateClaimed, nil, "", []State{StateExecuting}, false, "retryable", "error", fnErr.Error())
+		ok, ferr := c.finish(wctx, l, o, StateClaimed, nil, "", "", []State{StateExecuting}, false, "retryable", "error", fnErr.Error())
 		if ferr != nil {
 			return res, fmt.Errorf("%w (and releasing the claim failed: %v)", fnErr, ferr)
 		}
+		if !ok {
+			return res, c.movedOn(wctx, l, o, fnErr)
+		}
 		return res, fnErr
 	case fnErr != nil:
-		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", []State{StateExecuting}, false, "failed", "error", fnErr.Error())
+		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateExecuting}, false, "failed", "error", fnErr.Error())
 		return res, c.uncertain(l, o, fmt.Errorf("fn failed: %w", fnErr))
 	}
 
 	res.Value = value
-	data, encErr := o.codec.Encode(value)
-	if encErr == nil && len(data) > c.cfg.MaxResultSize {
-		encErr = fmt.Errorf("encoded result is %d bytes, over MaxResultSize %d", len(data), c.cfg.MaxResultSize)
-	}
-	resultErr := ""
+	data, encErr := c.encode(o, value)
+	resultErr, finalMsg := "", ""
 	if encErr != nil {
 		data, resultErr = nil, encErr.Error()
 	}
-	ok, err := c.finish(wctx, l, o, StateCompleted, data, resultErr, []State{StateExecuting}, true, "completed")
+	if fnErr != nil {
+		finalMsg = fnErr.Error()
+	}
+	ok, err := c.finish(wctx, l, o, StateCompleted, data, resultErr, finalMsg, []State{StateExecuting}, true, "completed")
 	if err != nil || !ok {
 		cause := l.Err()
 		if err != nil {
 			cause = err
 		}
 		if cause == nil {
-			cause = errors.New("completion refused: the claim is no longer current")
+			cause = errors.New("the claim is no longer current")
 		}
-		return res, c.uncertain(l, o, fmt.Errorf("fn succeeded but its completion was not recorded: %w", cause))
+		c.recordRefused(wctx, l, o, data, resultErr, finalMsg, cause)
+		return res, c.uncertain(l, o, fmt.Errorf("fn succeeded but its completion was refused (%w); "+
+			"fn's result is recorded in the key's history as a completion_refused event: "+
+			"Reconcile the key, then ForceComplete it with that result", cause))
+	}
+	if fnErr != nil {
+		return res, &FinalError{Namespace: o.namespace, Key: key, Token: l.token, Message: finalMsg, Err: fnErr}
 	}
 	if encErr != nil {
-		return res, fmt.Errorf("%w: key %q/%q is completed but its result was not stored: %w", ErrResult, o.namespace, key, encErr)
+		return res, fmt.Errorf("%w: key %q/%q is completed but its result was not stored (%w); "+
+			"an operator can store it with SetResult", ErrResult, o.namespace, key, encErr)
 	}
 	return res, nil
+}
+
+// encode encodes a result with the call's codec, within MaxResultSize.
+func (c *Client) encode(o callOptions, value any) ([]byte, error) {
+	data, err := o.codec.Encode(value)
+	if err == nil && len(data) > c.cfg.MaxResultSize {
+		err = fmt.Errorf("encoded result is %d bytes, over MaxResultSize %d", len(data), c.cfg.MaxResultSize)
+	}
+	return data, err
+}
+
+// recordRefused appends a completion_refused event with fn's encoded
+// result: the evidence an operator needs to tell "fn succeeded" from a
+// crash. It writes no state.
+func (c *Client) recordRefused(ctx context.Context, l *Lease, o callOptions, data []byte, resultErr, finalMsg string, cause error) {
+	extra := []any{"cause", cause.Error()}
+	switch {
+	case data != nil && json.Valid(data):
+		extra = append(extra, "result", json.RawMessage(data))
+	case data != nil:
+		extra = append(extra, "result_base64", base64.StdEncoding.EncodeToString(data))
+	}
+	if resultErr != "" {
+		extra = append(extra, "result_error", resultErr)
+	}
+	if finalMsg != "" {
+		extra = append(extra, "final_error", finalMsg)
+	}
+	meta, err := metadataJSON(o.metadata, extra...)
+	if err != nil {
+		meta, _ = metadataJSON(nil, "cause", cause.Error())
+	}
+	state := StateExecuting
+	if ex, err := c.readExecution(ctx, l.ns, l.key); err == nil {
+		state = ex.State
+	}
+	if _, err := c.pool.Exec(ctx, c.exe.insertEvent, l.ns, l.key, "completion_refused", string(state), l.token, l.owner, meta); err != nil {
+		c.cfg.Logger.Error("sentinel: could not record a refused completion; fn had succeeded",
+			"namespace", l.ns, "key", l.key, "token", l.token, "err", err)
+	}
+	c.cfg.Logger.Warn("sentinel: completion refused; the key is uncertain",
+		"namespace", l.ns, "key", l.key, "token", l.token, "cause", cause)
+}
+
+// movedOn explains a Retryable outcome that could not put the key back:
+// the key moved on while fn ran (an operator reconciled it, or it was
+// resolved).
+func (c *Client) movedOn(ctx context.Context, l *Lease, o callOptions, fnErr error) error {
+	ex, err := c.readExecution(ctx, l.ns, l.key)
+	if err != nil {
+		return fmt.Errorf("%w (and the key could not be released: it moved on; reading it failed: %v)", fnErr, err)
+	}
+	kind := ErrWrongState
+	if ex.State == StateReconciling {
+		kind = ErrReconciling
+	}
+	return &ExecutionError{Kind: kind, Namespace: ex.Namespace, Key: ex.Key, State: ex.State, Owner: ex.Owner,
+		Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.UpdatedAt,
+		Cause: fmt.Errorf("fn reported a retryable error, but the key moved on while fn ran (token %d, now %d), so it was not released for the next caller: %w",
+			l.token, ex.Token, fnErr)}
 }
 
 // OnceTx is Once for work that lives in the same PostgreSQL database: fn
@@ -119,15 +200,67 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 // and a crash inside fn leaves nothing behind: not fn's writes, not an
 // uncertain key (the claim stays "claimed" until commit, and an expired
 // claim is taken over by the next caller). Competing callers get
-// ErrInProgress while fn runs, and the cached result afterwards.
+// ErrInProgress while fn runs (or wait, with WithWait), and the cached
+// result afterwards.
 //
 // An error from fn (retryable or not) rolls the transaction back and frees
-// the key for the next caller. If the lease is lost before commit the
-// transaction is rolled back and an error matching ErrLeaseLost is returned.
+// the key for the next caller; Final(err) commits fn's writes with err as
+// the outcome. If the lease is lost before commit the transaction is rolled
+// back and an error matching ErrLeaseLost is returned. fn must not commit or
+// roll back tx itself: if it does, its writes may be committed without the
+// completion, so the key is left uncertain (ErrUncertain) for an operator.
+// When the commit's reply is lost, the row is read again to tell a commit
+// from a rollback; if even that fails the error matches ErrUncertain.
 func OnceTx[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context, tx pgx.Tx) (T, error), opts ...Option) (Result[T], error) {
-	var res Result[T]
 	if fn == nil {
-		return res, invalid("fn", "must not be nil")
+		return Result[T]{}, invalid("fn", "must not be nil")
+	}
+	var tx pgx.Tx
+	return onceInTx(ctx, c, key, opts, "OnceTx",
+		func(ctx context.Context) (txRunner, error) {
+			var err error
+			tx, err = c.pool.Begin(ctx)
+			return pgxTxRunner{tx}, err
+		},
+		func(ctx context.Context) (T, error) { return fn(ctx, tx) })
+}
+
+type pgxTxRunner struct{ tx pgx.Tx }
+
+func (r pgxTxRunner) completeScan(ctx context.Context, query string, args ...any) (int64, bool, error) {
+	var n int64
+	err := r.tx.QueryRow(ctx, query, args...).Scan(&n)
+	return n, errors.Is(err, pgx.ErrTxClosed), err
+}
+func (r pgxTxRunner) commit(ctx context.Context) error { return r.tx.Commit(ctx) }
+func (r pgxTxRunner) rollback(ctx context.Context) bool {
+	return errors.Is(r.tx.Rollback(ctx), pgx.ErrTxClosed)
+}
+
+// txRunner is the part of a transaction onceInTx drives.
+type txRunner interface {
+	// completeScan runs the guarded completion statement in the
+	// transaction and returns the count of rows it completed; closed
+	// reports that fn had already committed or rolled back the transaction.
+	completeScan(ctx context.Context, query string, args ...any) (n int64, closed bool, err error)
+	commit(ctx context.Context) error
+	// rollback rolls back and reports whether fn had closed the
+	// transaction already.
+	rollback(ctx context.Context) (closed bool)
+}
+
+// onceInTx is the OnceTx protocol over any transaction, kept step for step
+// in line with OnceTx: claim key in state claimed (through the pool), begin,
+// run fn, then run the completion statement (guarded by owner, token, state
+// and a live lease) inside the transaction and commit; fn's writes and the
+// completion commit or vanish together. On a failure before commit the
+// transaction is rolled back and the claim released for the next caller;
+// if fn closed the transaction itself the key is left uncertain.
+func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, what string,
+	begin func(ctx context.Context) (txRunner, error), fn func(ctx context.Context) (T, error)) (res Result[T], err error) {
+	if obs := c.observer(); obs != nil { // metrics and tracing (observe.go)
+		ctx = obs.onceStart(ctx, c, key, opts)
+		defer obs.onceEnd(ctx, c, key, opts, time.Now(), &res.Cached, &res.Token, &err)
 	}
 	o, ex, l, fnCtx, finishRun, err := c.start(ctx, key, opts, StateClaimed)
 	if err != nil || ex != nil {
@@ -138,46 +271,69 @@ func OnceTx[T any](ctx context.Context, c *Client, key string, fn func(ctx conte
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 	defer cancel()
 	release := func(event string, meta ...any) {
-		_, _ = c.finish(wctx, l, o, StateClaimed, nil, "", []State{StateClaimed}, false, event, meta...)
+		_, _ = c.finish(wctx, l, o, StateClaimed, nil, "", "", []State{StateClaimed}, false, event, meta...)
+	}
+	fnClosedTx := func(fnErr error) error {
+		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateClaimed}, false, "failed",
+			"error", "fn committed or rolled back the transaction itself")
+		cause := errors.New("fn committed or rolled back the transaction itself, so its writes may be committed " +
+			"without the completion; the key is left uncertain: check fn's writes, then Reconcile and ForceComplete or ResetToClaimed it")
+		if fnErr != nil {
+			cause = fmt.Errorf("%w (fn's error: %w)", cause, fnErr)
+		}
+		return c.uncertain(l, o, cause)
 	}
 
-	tx, err := c.pool.Begin(fnCtx)
+	tx, err := begin(fnCtx)
 	if err != nil {
 		release("rolled_back", "error", err.Error())
-		return res, fmt.Errorf("sentinel: OnceTx %q/%q: begin: %w", o.namespace, key, err)
+		return res, c.wrapErr(fmt.Sprintf("%s %q/%q: begin", what, o.namespace, key), err)
 	}
-	rollback := func() { _ = tx.Rollback(wctx) }
 
-	value, panicked, panicVal, fnErr := call(func() (T, error) { return fn(fnCtx, tx) })
+	value, panicked, panicVal, fnErr := call(func() (T, error) { return fn(fnCtx) })
 	switch {
 	case panicked:
-		rollback()
-		release("rolled_back", "error", fmt.Sprintf("panic: %v", panicVal))
+		if tx.rollback(wctx) {
+			_ = fnClosedTx(fmt.Errorf("panic: %v", panicVal))
+		} else {
+			release("rolled_back", "error", fmt.Sprintf("panic: %v", panicVal))
+		}
 		l.end(ErrReleased)
 		panic(panicVal)
-	case fnErr != nil:
-		rollback()
+	case fnErr != nil && !IsFinal(fnErr):
+		if tx.rollback(wctx) {
+			return res, fnClosedTx(fnErr)
+		}
 		release("rolled_back", "error", fnErr.Error())
 		return res, fnErr
 	}
-	data, encErr := o.codec.Encode(value)
-	if encErr == nil && len(data) > c.cfg.MaxResultSize {
-		encErr = fmt.Errorf("encoded result is %d bytes, over MaxResultSize %d", len(data), c.cfg.MaxResultSize)
-	}
+	data, encErr := c.encode(o, value)
 	if encErr != nil {
-		rollback()
+		if tx.rollback(wctx) {
+			return res, fnClosedTx(nil)
+		}
 		release("rolled_back", "error", encErr.Error())
-		return res, fmt.Errorf("%w: OnceTx %q/%q rolled back, nothing was committed: %w", ErrResult, o.namespace, key, encErr)
+		return res, fmt.Errorf("%w: %s %q/%q rolled back, nothing was committed: %w", ErrResult, what, o.namespace, key, encErr)
 	}
 	meta, err := metadataJSON(o.metadata)
 	if err != nil {
-		rollback()
+		if tx.rollback(wctx) {
+			return res, fnClosedTx(nil)
+		}
 		release("rolled_back")
 		return res, err
 	}
-	var n int64
-	err = tx.QueryRow(fnCtx, c.exe.finish, o.namespace, key, l.owner, l.token, string(StateCompleted), data, nil,
-		[]string{string(StateClaimed)}, true, "completed", meta).Scan(&n)
+	var finalMsg any
+	if fnErr != nil {
+		finalMsg = fnErr.Error()
+	}
+	// The from-states as an array literal: portable across database/sql
+	// drivers, which need not encode a []string.
+	n, closed, err := tx.completeScan(fnCtx, c.exe.finish, o.namespace, key, l.owner, l.token, string(StateCompleted), data, nil,
+		"{"+string(StateClaimed)+"}", true, "completed", meta, finalMsg, c.sql.channel)
+	if closed {
+		return res, fnClosedTx(fnErr)
+	}
 	if err == nil && n == 0 {
 		err = l.Err()
 		if err == nil {
@@ -185,22 +341,52 @@ func OnceTx[T any](ctx context.Context, c *Client, key string, fn func(ctx conte
 		}
 	}
 	if err != nil {
-		rollback()
+		tx.rollback(wctx)
 		release("rolled_back", "error", err.Error())
-		return res, fmt.Errorf("sentinel: OnceTx %q/%q: completion refused, nothing was committed: %w", o.namespace, key, err)
+		return res, fmt.Errorf("sentinel: %s %q/%q: completion refused, nothing was committed: %w", what, o.namespace, key, mapDBErr(c.cfg.Schema, err))
 	}
-	if err := tx.Commit(wctx); err != nil {
+	done := func() (Result[T], error) {
+		res.Value = value
+		if fnErr != nil {
+			return res, &FinalError{Namespace: o.namespace, Key: key, Token: l.token, Message: fnErr.Error(), Err: fnErr}
+		}
+		return res, nil
+	}
+	if cerr := tx.commit(wctx); cerr != nil {
 		// The commit's outcome is unknown: the row tells, since the
 		// completion and fn's writes commit or vanish together.
-		if ex, rerr := c.readExecution(wctx, o.namespace, key); rerr == nil && ex.State == StateCompleted && ex.Token == l.token {
-			res.Value = value
-			return res, nil
+		committed, rerr := c.committed(ctx, o.namespace, key, l.token)
+		switch {
+		case rerr != nil:
+			return res, c.uncertain(l, o, fmt.Errorf("commit failed (%v) and reading the key back failed too (%w): "+
+				"the key is either completed (fn's writes committed) or claimed (nothing committed); Inspect it", cerr, rerr))
+		case committed:
+			return done()
 		}
-		release("rolled_back", "error", err.Error())
-		return res, fmt.Errorf("sentinel: OnceTx %q/%q: commit: %w", o.namespace, key, err)
+		release("rolled_back", "error", cerr.Error())
+		return res, fmt.Errorf("sentinel: %s %q/%q: commit failed, nothing was committed: %w", what, o.namespace, key, cerr)
 	}
-	res.Value = value
-	return res, nil
+	return done()
+}
+
+// committed reads, on a fresh bounded context and retrying transient
+// errors, whether key is completed at token.
+func (c *Client) committed(ctx context.Context, ns, key string, token int64) (bool, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+	defer cancel()
+	for {
+		ex, err := c.readExecution(rctx, ns, key)
+		if err == nil {
+			return ex.State == StateCompleted && ex.Token == token, nil
+		}
+		if !transient(err) || rctx.Err() != nil {
+			return false, err
+		}
+		select {
+		case <-rctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // call runs f, turning a panic into panicked and its value.
@@ -221,6 +407,9 @@ func (c *Client) start(ctx context.Context, key string, opts []Option, state Sta
 	if c == nil {
 		return o, nil, nil, nil, nil, invalid("client", "must not be nil")
 	}
+	if ctx == nil {
+		return o, nil, nil, nil, nil, invalid("ctx", "must not be nil (use context.Background())")
+	}
 	if o, err = c.onceOptions(key, opts); err != nil {
 		return o, nil, nil, nil, nil, err
 	}
@@ -229,18 +418,15 @@ func (c *Client) start(ctx context.Context, key string, opts []Option, state Sta
 }
 
 func (c *Client) onceOptions(key string, opts []Option) (callOptions, error) {
-	if err := c.checkOpen(); err != nil {
-		return callOptions{}, err
-	}
 	o, err := c.resolve(key, opts)
 	if err != nil {
 		return o, err
 	}
-	if o.wait || o.force || o.token != 0 {
-		return o, invalid("option", "WithWait, WithForce and WithToken do not apply to Once")
+	if o.force || o.token != 0 {
+		return o, invalid("option", "WithForce and WithToken do not apply to Once")
 	}
-	if o.hardTTL == 0 {
-		o.hardTTL = o.ttl
+	if !o.hardSet {
+		o.hardTTL = max(c.cfg.OnceHardTTL, o.ttl)
 	}
 	if o.codec == nil {
 		o.codec = JSONCodec{}
@@ -253,9 +439,22 @@ func (c *Client) onceOptions(key string, opts []Option) (callOptions, error) {
 
 // begin reads the key and claims it when it may run. It returns either the
 // execution to replay or reject (ex, with err describing a rejection), or
-// a held execution lease with fn's context and a cleanup func.
+// a held execution lease with fn's context and a cleanup func. With
+// WithWait, a key in progress elsewhere is waited for.
 func (c *Client) begin(ctx context.Context, key string, o callOptions, state State) (
 	ex *Execution, l *Lease, fnCtx context.Context, cleanup func(), err error) {
+	var (
+		wake      chan struct{}
+		listening bool
+		watched   bool
+		locked    bool // the last claim found the row claimable but locked by a concurrent claim
+	)
+	if o.wait {
+		// Subscribe before the first read, so an outcome between the read
+		// and the wait is not missed.
+		wake, listening = c.ln.subscribe(ctx, notifyExecution, o.namespace, key)
+		defer c.ln.unsubscribe(notifyExecution, o.namespace, key, wake)
+	}
 	ex, err = c.readExecution(ctx, o.namespace, key)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, nil, nil, nil, err
@@ -264,18 +463,51 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	for attempt := 0; attempt < 5; attempt++ {
-		if ex != nil {
-			if !claimable(ex) {
+	for races := 0; ; {
+		if ex != nil && (!claimable(ex) || locked) {
+			locked = false
+			kind := rejection(ex)
+			if !o.wait || kind != ErrInProgress {
 				return ex, nil, nil, nil, c.reject(ctx, ex, o)
 			}
+			if !watched {
+				// Count in as a waiter, so the outcome notifies us.
+				var w *Execution
+				w, err = scanExecution(c.pool.QueryRow(ctx, c.exe.watch, o.namespace, key))
+				switch {
+				case errors.Is(err, pgx.ErrNoRows):
+					ex, err = c.readExecution(ctx, o.namespace, key)
+					if err != nil && !errors.Is(err, ErrNotFound) {
+						return nil, nil, nil, nil, err
+					}
+					continue // no longer in progress: look again
+				case err != nil:
+					return nil, nil, nil, nil, c.wrapErr(fmt.Sprintf("wait for %q/%q", o.namespace, key), err)
+				}
+				watched, ex = true, w
+				if claimable(ex) || rejection(ex) != ErrInProgress {
+					continue
+				}
+			}
+			if err = c.waitOutcome(ctx, ex, wake, listening); err != nil {
+				return nil, nil, nil, nil, err
+			}
+			listening = c.ln.listening()
+			ex, err = c.readExecution(ctx, o.namespace, key)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, nil, nil, nil, err
+			}
+			continue
 		}
 		sent := time.Now()
 		var claimed bool
 		ex, err = scanExecution(c.pool.QueryRow(ctx, c.exe.claim, o.namespace, key, string(state), c.cfg.Owner,
 			c.cfg.Host, c.cfg.PID, us(o.ttl), us(o.hardTTL), meta), &claimed)
 		if errors.Is(err, pgx.ErrNoRows) {
-			ex = nil // a concurrent claim committed after our snapshot: look again
+			// A concurrent claim committed after our snapshot: look again.
+			if races++; races > 5 {
+				return nil, nil, nil, nil, fmt.Errorf("sentinel: claim %q/%q: the key changed hands too often, try again", o.namespace, key)
+			}
 			ex, err = c.readExecution(ctx, o.namespace, key)
 			if err != nil && !errors.Is(err, ErrNotFound) {
 				return nil, nil, nil, nil, err
@@ -283,12 +515,13 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 			continue
 		}
 		if err != nil {
-			return nil, nil, nil, nil, fmt.Errorf("sentinel: claim %q/%q: %w", o.namespace, key, err)
+			return nil, nil, nil, nil, c.wrapErr(fmt.Sprintf("claim %q/%q", o.namespace, key), err)
 		}
 		if !claimed {
 			// The current row: completed, held, uncertain, or claimable but
 			// locked by a concurrent claim (reported as in progress).
-			return ex, nil, nil, nil, c.reject(ctx, ex, o)
+			locked = claimable(ex)
+			continue
 		}
 		l = c.newLease(kindExecution, o.namespace, key, ex.Token, o.ttl)
 		fctx, cancel := context.WithCancelCause(ctx)
@@ -297,11 +530,43 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 				cancel(err)
 			}
 		}
-		c.hb.add(l, sent, ex.remaining, ex.LeaseExpiresAt, ex.HardExpiresAt)
+		if !c.hb.add(l, sent, ex.remaining, ex.LeaseExpiresAt, ex.HardExpiresAt) {
+			// Close began while the claim was in flight: fn has not run,
+			// so give the key back for the next caller, now.
+			wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+			_, _ = c.finish(wctx, l, o, StateClaimed, nil, "", "", []State{state}, false, "released", "reason", "client closed")
+			wcancel()
+			l.end(ErrReleased)
+			cancel(ErrClosed)
+			return nil, nil, nil, nil, ErrClosed
+		}
 		fctx = context.WithValue(fctx, tokenKey{}, ex.Token)
 		return nil, l, fctx, func() { l.end(ErrReleased); cancel(context.Canceled) }, nil
 	}
-	return nil, nil, nil, nil, fmt.Errorf("sentinel: claim %q/%q: the key changed hands too often, try again", o.namespace, key)
+}
+
+// waitOutcome sleeps until the key in progress (ex) may have an outcome: a
+// notification from the statement that ends it, the holder's expiry as
+// the database computed it, or (without a listener) WaitRecheck.
+func (c *Client) waitOutcome(ctx context.Context, ex *Execution, wake chan struct{}, listening bool) error {
+	delay := ex.remaining + time.Millisecond
+	if !listening {
+		delay = min(delay, c.cfg.WaitRecheck)
+	}
+	// A claimed key whose lease already expired is locked by a concurrent
+	// claim: back off a little instead of spinning.
+	delay = max(delay, 10*time.Millisecond)
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-wake:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		e := c.reject(ctx, ex, callOptions{})
+		return fmt.Errorf("sentinel: waiting for %q/%q: %w (still: %w)", ex.Namespace, ex.Key, context.Cause(ctx), e)
+	}
 }
 
 // claimable reports whether a caller may claim ex now: only a claimed key
@@ -310,22 +575,27 @@ func claimable(ex *Execution) bool {
 	return ex.State == StateClaimed && !ex.LeaseAlive
 }
 
-// reject returns the error for a key this call may not run; nil for a
-// completed key (replay).
-func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions) error {
-	var kind error
+// rejection is why a caller may not run ex: nil for a completed key
+// (replay), else ErrInProgress, ErrUncertain or ErrReconciling.
+func rejection(ex *Execution) error {
 	switch {
 	case ex.State == StateCompleted:
-		kind = nil
+		return nil
 	case ex.State == StateReconciling:
-		kind = ErrReconciling
+		return ErrReconciling
 	case ex.LeaseAlive, ex.State == StateClaimed:
 		// A claimed key with an expired lease reaches here only when a
 		// concurrent claim holds its row: someone is taking it over now.
-		kind = ErrInProgress
+		return ErrInProgress
 	default:
-		kind = ErrUncertain // executing with an expired lease
+		return ErrUncertain // executing with an expired lease
 	}
+}
+
+// reject returns the error for a key this call may not run; nil for a
+// completed key (replay).
+func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions) error {
+	kind := rejection(ex)
 	if c.cfg.RecordRejections {
 		event := "replayed"
 		if kind != nil {
@@ -337,8 +607,16 @@ func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions) error
 	if kind == nil {
 		return nil
 	}
+	var cause error
+	switch kind {
+	case ErrUncertain:
+		cause = errors.New("its executor stopped without an outcome (crashed, failed, or lost its lease); " +
+			"an operator must Reconcile it (see its History for a completion_refused event)")
+	case ErrInProgress:
+		cause = errors.New("another worker is running it: retry later, or use WithWait")
+	}
 	return &ExecutionError{Kind: kind, Namespace: ex.Namespace, Key: ex.Key, State: ex.State, Owner: ex.Owner,
-		Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.UpdatedAt}
+		Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.UpdatedAt, Cause: cause}
 }
 
 func replayOr[T any](ex *Execution, o callOptions, err error) (Result[T], error) {
@@ -348,28 +626,38 @@ func replayOr[T any](ex *Execution, o callOptions, err error) (Result[T], error)
 	}
 	res.Cached, res.Token = true, ex.Token
 	if ex.ResultError != "" {
-		return res, fmt.Errorf("%w: key %q/%q completed but its result was not stored: %s", ErrResult, ex.Namespace, ex.Key, ex.ResultError)
+		return res, fmt.Errorf("%w: key %q/%q completed but its result was not stored: %s (an operator can store it with SetResult)",
+			ErrResult, ex.Namespace, ex.Key, ex.ResultError)
 	}
-	if err := o.codec.Decode(ex.Result, &res.Value); err != nil {
-		return res, fmt.Errorf("%w: decode stored result of %q/%q into %T: %w", ErrResult, ex.Namespace, ex.Key, res.Value, err)
+	if ex.Result != nil {
+		if err := o.codec.Decode(ex.Result, &res.Value); err != nil {
+			return res, fmt.Errorf("%w: decode stored result of %q/%q into %T: %w", ErrResult, ex.Namespace, ex.Key, res.Value, err)
+		}
+	}
+	if ex.FinalError != "" {
+		return res, &FinalError{Namespace: ex.Namespace, Key: ex.Key, Token: ex.Token, Message: ex.FinalError}
 	}
 	return res, nil
 }
 
 // finish moves the execution held by l to state `to`, retrying transient
 // errors until the lease's database expiry could have passed. It reports
-// whether the transition was applied; an ambiguous earlier attempt is
-// resolved by reading the row.
-func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, result []byte, resultErr string,
+// whether the transition was applied. When the outcome of the last attempt
+// is unknown (its reply was lost, or ctx ran out), the row is read back on
+// a fresh bounded context: a completion that landed is reported applied.
+func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, result []byte, resultErr, finalMsg string,
 	from []State, requireAlive bool, event string, meta ...any) (bool, error) {
 	c.hb.remove(l) // no renewal may race with the final transition
 	md, err := metadataJSON(o.metadata, meta...)
 	if err != nil {
 		md = nil
 	}
-	var resErr any
+	var resErr, finErr any
 	if resultErr != "" {
 		resErr = resultErr
+	}
+	if finalMsg != "" {
+		finErr = finalMsg
 	}
 	// Plain strings, not State: without prepared statements (PgBouncer)
 	// pgx cannot encode a named string type it has no OID for.
@@ -381,7 +669,7 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 	for {
 		var n int64
 		err = c.pool.QueryRow(ctx, c.exe.finish, l.ns, l.key, l.owner, l.token, string(to), result, resErr,
-			fromStates, requireAlive, event, md).Scan(&n)
+			fromStates, requireAlive, event, md, finErr, c.sql.channel).Scan(&n)
 		if err == nil {
 			if n == 1 {
 				return true, nil
@@ -391,7 +679,15 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 			return rerr == nil && ex.Token == l.token && ex.State == to && to == StateCompleted, nil
 		}
 		if !transient(err) || ctx.Err() != nil || time.Now().After(giveUp) {
-			return false, fmt.Errorf("sentinel: record %s for %q/%q: %w", event, l.ns, l.key, err)
+			err = c.wrapErr(fmt.Sprintf("record %s for %q/%q", event, l.ns, l.key), err)
+			if to == StateCompleted {
+				// Establish the truth on a fresh context: the statement
+				// may have committed before its reply was lost.
+				if done, rerr := c.committed(ctx, l.ns, l.key, l.token); rerr == nil && done {
+					return true, nil
+				}
+			}
+			return false, err
 		}
 		c.cfg.Logger.Warn("sentinel: recording outcome failed; retrying", "key", l.key, "event", event, "err", err)
 		select {
@@ -402,6 +698,8 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 }
 
 func (c *Client) uncertain(l *Lease, o callOptions, cause error) error {
+	c.cfg.Logger.Warn("sentinel: execution outcome uncertain; reconcile it", "namespace", o.namespace, "key", l.key,
+		"token", l.token, "cause", cause)
 	return &ExecutionError{Kind: ErrUncertain, Namespace: o.namespace, Key: l.key, State: StateExecuting,
 		Owner: l.owner, Token: l.token, Cause: cause}
 }

@@ -1,7 +1,11 @@
 package sentinel
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -26,28 +30,36 @@ type queries struct {
 
 func newQueries(schema string) *queries {
 	q := pgx.Identifier{schema}.Sanitize()
-	r := strings.NewReplacer("{{schema}}", q)
+	r := strings.NewReplacer("{{schema}}", q, "{{seq}}", seqLiteral(q))
 	return &queries{
 		schema:    q,
 		channel:   channelName(schema),
 		acquire:   r.Replace(sqlAcquire),
 		release:   r.Replace(sqlRelease),
 		releaseN:  r.Replace(sqlReleaseMany),
-		renew:     r.Replace(sqlRenew),
+		renew:     r.Replace(renewSQL()),
 		holder:    r.Replace(sqlHolder),
 		verify:    r.Replace(sqlVerify),
 		verifyExe: r.Replace(sqlVerifyExecution),
 	}
 }
 
-// channelName is the NOTIFY channel for a schema, shortened to fit
-// PostgreSQL's 63-byte identifier limit.
+// channelName is the NOTIFY channel for a schema. PostgreSQL cuts
+// identifiers at 63 bytes; a longer name is shortened on a UTF-8 boundary
+// and suffixed with a hash of the whole name, so it stays valid UTF-8 and
+// distinct schemas keep distinct channels.
 func channelName(schema string) string {
 	c := "sentinel_release." + schema
-	if len(c) > 63 {
-		c = c[:63]
+	if len(c) <= 63 {
+		return c
 	}
-	return c
+	sum := sha256.Sum256([]byte(schema))
+	suffix := "~" + hex.EncodeToString(sum[:4])
+	cut := 63 - len(suffix)
+	for cut > 0 && !utf8.RuneStart(c[cut]) {
+		cut--
+	}
+	return c[:cut] + suffix
 }
 
 // sqlAcquire grants a lease in one statement, without waiting on a row
@@ -70,44 +82,44 @@ func channelName(schema string) string {
 const sqlAcquire = `
 WITH lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.leases t
-    WHERE t.namespace = $1 AND t.key = $2 AND (t.expires_at <= clock_timestamp() OR $8::bool)
+    WHERE t.namespace = $1 AND t.key = $2 AND (t.expires_at <= pg_catalog.clock_timestamp() OR $8::bool)
     FOR NO KEY UPDATE SKIP LOCKED
 ),
 up AS (
     UPDATE {{schema}}.leases t SET
-        owner = $3, token = nextval('{{schema}}.fencing_token'), host = $4, pid = $5,
-        acquired_at = clock_timestamp(), renewed_at = clock_timestamp(),
-        expires_at = clock_timestamp() + $6::bigint * interval '1 microsecond',
-        hard_expires_at = CASE WHEN $7::bigint > 0 THEN clock_timestamp() + $7::bigint * interval '1 microsecond'
+        owner = $3, token = pg_catalog.nextval({{seq}}), host = $4, pid = $5,
+        acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
+        expires_at = pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
+        hard_expires_at = CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
                           ELSE 'infinity'::timestamptz END
     FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
     RETURNING t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
-        nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - statement_timestamp() AS remaining
+        nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
 ),
 ins AS (
     INSERT INTO {{schema}}.leases AS t
         (namespace, key, owner, token, host, pid, acquired_at, renewed_at, expires_at, hard_expires_at)
-    SELECT $1, $2, $3, nextval('{{schema}}.fencing_token'), $4, $5,
-        clock_timestamp(), clock_timestamp(),
-        clock_timestamp() + $6::bigint * interval '1 microsecond',
-        CASE WHEN $7::bigint > 0 THEN clock_timestamp() + $7::bigint * interval '1 microsecond'
+    SELECT $1, $2, $3, pg_catalog.nextval({{seq}}), $4, $5,
+        pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
+        pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
+        CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
              ELSE 'infinity'::timestamptz END
     WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.leases WHERE namespace = $1 AND key = $2)
     ON CONFLICT (namespace, key) DO UPDATE SET
-        owner = excluded.owner, token = nextval('{{schema}}.fencing_token'), host = excluded.host,
-        pid = excluded.pid, acquired_at = clock_timestamp(), renewed_at = clock_timestamp(),
-        expires_at = clock_timestamp() + $6::bigint * interval '1 microsecond',
-        hard_expires_at = CASE WHEN $7::bigint > 0 THEN clock_timestamp() + $7::bigint * interval '1 microsecond'
+        owner = excluded.owner, token = pg_catalog.nextval({{seq}}), host = excluded.host,
+        pid = excluded.pid, acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
+        expires_at = pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
+        hard_expires_at = CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
                           ELSE 'infinity'::timestamptz END
-    WHERE t.expires_at <= clock_timestamp() OR $8::bool
+    WHERE t.expires_at <= pg_catalog.clock_timestamp() OR $8::bool
     RETURNING t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
-        nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - statement_timestamp() AS remaining
+        nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
 ),
 g AS (SELECT * FROM up UNION ALL SELECT * FROM ins)
 SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining FROM g
 UNION ALL
 SELECT false, t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
-    nullif(t.hard_expires_at, 'infinity'), t.expires_at - clock_timestamp()
+    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp()
 FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 
@@ -119,99 +131,149 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 // $1 namespace, $2 key, $3 owner, $4 token, $5 channel.
 const sqlRelease = `
 WITH d AS (
-    UPDATE {{schema}}.leases t SET expires_at = clock_timestamp()
-    WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4 AND t.expires_at > clock_timestamp()
+    UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
+    WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4 AND t.expires_at > pg_catalog.clock_timestamp()
     RETURNING t.namespace, t.key
 )
-SELECT count(*) FROM d, LATERAL (SELECT pg_notify($5, length(d.namespace)::text || ':' || d.namespace || d.key)) AS n`
+SELECT pg_catalog.count(*) FROM d, LATERAL (SELECT pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(d.namespace)::text || ':' || d.namespace || d.key)) AS n`
 
 // sqlReleaseMany is sqlRelease for many leases of one owner (Close).
 // $1 namespaces, $2 keys, $3 tokens, $4 owner, $5 channel.
 const sqlReleaseMany = `
 WITH d AS (
-    UPDATE {{schema}}.leases t SET expires_at = clock_timestamp()
-    FROM unnest($1::text[], $2::text[], $3::bigint[]) AS v(ns, key, token)
+    UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
+    FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::bigint[])) AS v(ns, key, token)
     WHERE t.namespace = v.ns AND t.key = v.key AND t.token = v.token AND t.owner = $4
-      AND t.expires_at > clock_timestamp()
+      AND t.expires_at > pg_catalog.clock_timestamp()
     RETURNING t.namespace, t.key
 )
-SELECT d.namespace, d.key FROM d, LATERAL (SELECT pg_notify($5, length(d.namespace)::text || ':' || d.namespace || d.key)) AS n`
+SELECT d.namespace, d.key FROM d, LATERAL (SELECT pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(d.namespace)::text || ':' || d.namespace || d.key)) AS n`
 
-// sqlRenew renews a batch of leases and execution leases held by one owner
-// in one statement. Every row is guarded by owner, token and expiry (and
-// state for executions); rows locked by another transaction (a fencing
-// check, a completing OnceTx) are skipped this time rather than waited for.
-// For every input row it reports "renewed" (with the time left and whether
-// the hard TTL caps it), "busy" (locked; retry soon) or "lost".
-// $1 namespaces, $2 keys, $3 tokens, $4 TTLs µs, $5 is-execution flags,
-// $6 owner.
-const sqlRenew = `
-WITH v AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bool[])
-        AS v(ns, key, token, ttl, exec)
-),
-lc AS (
+// renewKind is one kind of row the heartbeat renews. Every kind adds a
+// lock+update step to the one renewal statement per tick (see renewSQL), so a
+// client renews its leases, executions and anything else it keeps alive in
+// one round trip however many it holds.
+type renewKind struct {
+	kind leaseKind
+	// cte defines CTEs for this kind over v (ns, key, token, ttl, kind) and
+	// $1 (the owner). Its last CTE, named by `name`, updates the rows it
+	// renews and returns (namespace, key, token, expires_at, hard_expires_at)
+	// with hard_expires_at 'infinity' when there is none. Rows locked by
+	// another transaction are skipped (SKIP LOCKED), never waited for.
+	cte  string
+	name string
+	// alive is a predicate over v and $1: the row of v is still held by
+	// this owner, at this token, unexpired. It tells a skipped (busy) row
+	// from a lost one.
+	alive string
+}
+
+// renewKinds are the kinds of rows the heartbeat renews, in a fixed order.
+var renewKinds = []renewKind{
+	{
+		kind: kindLease, name: "lu",
+		cte: `lc AS (
     SELECT t.namespace, t.key, v.ttl FROM {{schema}}.leases t
-    JOIN v ON NOT v.exec AND t.namespace = v.ns AND t.key = v.key AND t.token = v.token
-    WHERE t.owner = $6 AND t.expires_at > clock_timestamp()
+    JOIN v ON v.kind = 0 AND t.namespace = v.ns AND t.key = v.key AND t.token = v.token
+    WHERE t.owner = $1 AND t.expires_at > pg_catalog.clock_timestamp()
     FOR NO KEY UPDATE OF t SKIP LOCKED
 ),
 lu AS (
     UPDATE {{schema}}.leases t
-    SET expires_at = least(statement_timestamp() + lc.ttl * interval '1 microsecond', t.hard_expires_at),
-        renewed_at = statement_timestamp()
+    SET expires_at = greatest(t.expires_at,
+            least(pg_catalog.statement_timestamp() + lc.ttl * interval '1 microsecond', t.hard_expires_at)),
+        renewed_at = pg_catalog.statement_timestamp()
     FROM lc WHERE t.namespace = lc.namespace AND t.key = lc.key
-    RETURNING t.namespace, t.key, t.expires_at, t.hard_expires_at
-),
-ec AS (
+    RETURNING t.namespace, t.key, t.token, t.expires_at, t.hard_expires_at
+)`,
+		alive: `EXISTS (SELECT 1 FROM {{schema}}.leases t
+             WHERE t.namespace = v.ns AND t.key = v.key AND t.token = v.token AND t.owner = $1
+               AND t.expires_at > pg_catalog.clock_timestamp())`,
+	},
+	{
+		kind: kindExecution, name: "eu",
+		cte: `ec AS (
     SELECT t.namespace, t.key, v.ttl FROM {{schema}}.executions t
-    JOIN v ON v.exec AND t.namespace = v.ns AND t.key = v.key AND t.token = v.token
-    WHERE t.owner = $6 AND t.state IN ('claimed', 'executing') AND t.lease_expires_at > clock_timestamp()
+    JOIN v ON v.kind = 1 AND t.namespace = v.ns AND t.key = v.key AND t.token = v.token
+    WHERE t.owner = $1 AND t.state IN ('claimed', 'executing') AND t.lease_expires_at > pg_catalog.clock_timestamp()
     FOR NO KEY UPDATE OF t SKIP LOCKED
 ),
 eu AS (
     UPDATE {{schema}}.executions t
-    SET lease_expires_at = least(statement_timestamp() + ec.ttl * interval '1 microsecond', t.hard_expires_at)
+    SET lease_expires_at = greatest(t.lease_expires_at,
+            least(pg_catalog.statement_timestamp() + ec.ttl * interval '1 microsecond', t.hard_expires_at))
     FROM ec WHERE t.namespace = ec.namespace AND t.key = ec.key
-    RETURNING t.namespace, t.key, t.lease_expires_at AS expires_at, t.hard_expires_at
-),
-u AS (
-    SELECT namespace, key, false AS exec, expires_at, hard_expires_at FROM lu
-    UNION ALL
-    SELECT namespace, key, true, expires_at, hard_expires_at FROM eu
-)
-SELECT v.ns, v.key, v.exec,
-    CASE WHEN u.key IS NOT NULL THEN 'renewed'
-         WHEN NOT v.exec AND EXISTS (SELECT 1 FROM {{schema}}.leases t
-             WHERE t.namespace = v.ns AND t.key = v.key AND t.token = v.token AND t.owner = $6
-               AND t.expires_at > clock_timestamp()) THEN 'busy'
-         WHEN v.exec AND EXISTS (SELECT 1 FROM {{schema}}.executions t
-             WHERE t.namespace = v.ns AND t.key = v.key AND t.token = v.token AND t.owner = $6
-               AND t.state IN ('claimed', 'executing') AND t.lease_expires_at > clock_timestamp()) THEN 'busy'
+    RETURNING t.namespace, t.key, t.token, t.lease_expires_at AS expires_at, t.hard_expires_at
+)`,
+		alive: `EXISTS (SELECT 1 FROM {{schema}}.executions t
+             WHERE t.namespace = v.ns AND t.key = v.key AND t.token = v.token AND t.owner = $1
+               AND t.state IN ('claimed', 'executing') AND t.lease_expires_at > pg_catalog.clock_timestamp())`,
+	},
+}
+
+// renewSQL assembles the renewal statement from renewKinds. It renews a
+// batch of rows held by one owner; every row is guarded by owner, token and
+// expiry (and state where it matters), and no renewal ever moves an expiry
+// earlier than the one already granted (a handle renewed with a short TTL
+// must not cut a holder's promised lease). For every input row it reports
+// "renewed" (with the time left and whether the hard TTL caps it), "busy"
+// (locked by another transaction: a fencing check, a completing OnceTx;
+// retry soon) or "lost". Input rows are matched to results by (namespace,
+// key, kind, token).
+// $1 owner; the rows as parallel arrays: $2 namespaces, $3 keys, $4 tokens,
+// $5 TTLs µs, $6 kinds.
+func renewSQL() string {
+	var b strings.Builder
+	b.WriteString(`
+WITH v AS (
+    SELECT * FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
+        pg_catalog.unnest($4::bigint[]), pg_catalog.unnest($5::bigint[]), pg_catalog.unnest($6::int2[]))
+        AS v(ns, key, token, ttl, kind)
+)`)
+	for _, k := range renewKinds {
+		b.WriteString(",\n")
+		b.WriteString(k.cte)
+	}
+	b.WriteString(",\nu AS (\n")
+	for i, k := range renewKinds {
+		if i > 0 {
+			b.WriteString("    UNION ALL\n")
+		}
+		fmt.Fprintf(&b, "    SELECT namespace, key, %d::int2 AS kind, token, expires_at, hard_expires_at FROM %s\n", k.kind, k.name)
+	}
+	b.WriteString(`)
+SELECT v.ns, v.key, v.kind, v.token,
+    CASE WHEN u.key IS NOT NULL THEN 'renewed'`)
+	for _, k := range renewKinds {
+		fmt.Fprintf(&b, "\n         WHEN v.kind = %d AND %s THEN 'busy'", k.kind, k.alive)
+	}
+	b.WriteString(`
          ELSE 'lost' END,
-    coalesce(u.expires_at - statement_timestamp(), interval '0'),
+    coalesce(u.expires_at - pg_catalog.statement_timestamp(), interval '0'),
     coalesce(u.expires_at >= u.hard_expires_at, false),
     u.expires_at
-FROM v LEFT JOIN u ON u.namespace = v.ns AND u.key = v.key AND u.exec = v.exec`
+FROM v LEFT JOIN u ON u.namespace = v.ns AND u.key = v.key AND u.kind = v.kind AND u.token = v.token`)
+	return b.String()
+}
 
 // sqlHolder reads the current, unexpired holder of a lease.
 const sqlHolder = `
 SELECT owner, host, pid, token, acquired_at, expires_at, nullif(hard_expires_at, 'infinity')
 FROM {{schema}}.leases
-WHERE namespace = $1 AND key = $2 AND expires_at > clock_timestamp()`
+WHERE namespace = $1 AND key = $2 AND expires_at > pg_catalog.clock_timestamp()`
 
 // sqlVerify checks that a lease token is current and locks the lease row
 // (FOR SHARE) until the caller's transaction ends, so no takeover or release
 // can commit before the caller's guarded writes do.
 const sqlVerify = `
-SELECT token, expires_at > clock_timestamp()
+SELECT token, expires_at > pg_catalog.clock_timestamp()
 FROM {{schema}}.leases
 WHERE namespace = $1 AND key = $2
 FOR SHARE`
 
 // sqlVerifyExecution is sqlVerify for the token of a running Once.
 const sqlVerifyExecution = `
-SELECT token, state IN ('claimed', 'executing') AND lease_expires_at > clock_timestamp()
+SELECT token, state IN ('claimed', 'executing') AND lease_expires_at > pg_catalog.clock_timestamp()
 FROM {{schema}}.executions
 WHERE namespace = $1 AND key = $2
 FOR SHARE`

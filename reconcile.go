@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -29,20 +30,9 @@ func (c *Client) Reconcile(ctx context.Context, key string, opts ...Option) (*Ex
 // WithToken(exec.Token) with the token Reconcile returned so that a second
 // operator's reconciliation cannot be resolved by mistake.
 func (c *Client) ForceComplete(ctx context.Context, key string, value any, opts ...Option) error {
-	o, err := c.resolve(key, opts)
+	_, data, err := c.operatorValue(key, value, opts)
 	if err != nil {
 		return err
-	}
-	codec := o.codec
-	if codec == nil {
-		codec = JSONCodec{}
-	}
-	data, err := codec.Encode(value)
-	if err != nil {
-		return fmt.Errorf("%w: encode forced result for %q/%q: %w", ErrResult, o.namespace, key, err)
-	}
-	if len(data) > c.cfg.MaxResultSize {
-		return invalid("value", "encodes to %d bytes, over MaxResultSize %d", len(data), c.cfg.MaxResultSize)
 	}
 	_, err = c.operate(ctx, key, opts, StateReconciling, StateCompleted, false, data, "force_completed")
 	return err
@@ -73,21 +63,93 @@ func (c *Client) operate(ctx context.Context, key string, opts []Option, from, t
 	ex, err := scanExecution(c.pool.QueryRow(ctx, c.exe.operator, o.namespace, key, string(from), string(to), mint, c.cfg.Owner,
 		result, event, meta, o.token), &applied)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("sentinel: %s %q/%q: %w", event, o.namespace, key, ErrNotFound)
+		return nil, fmt.Errorf("sentinel: %s %q/%q: no such execution: %w", operatorMethods[event], o.namespace, key, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sentinel: %s %q/%q: %w", event, o.namespace, key, err)
+		return nil, c.wrapErr(fmt.Sprintf("%s %q/%q", operatorMethods[event], o.namespace, key), err)
 	}
 	if !applied {
-		cause := fmt.Errorf("%s requires state %s", event, from)
+		method := operatorMethods[event]
+		cause := fmt.Errorf("%s requires state %s, the key is %s", method, from, ex.State)
 		switch {
 		case ex.State == from && o.token != 0 && ex.Token != o.token:
-			cause = fmt.Errorf("%s expected token %d, the key is at token %d", event, o.token, ex.Token)
+			cause = fmt.Errorf("%s expected token %d, the key is at token %d: it moved on; Inspect it again", method, o.token, ex.Token)
 		case from == StateExecuting && ex.State == StateExecuting:
-			cause = fmt.Errorf("%s requires an expired lease; the executor's lease is alive", event)
+			cause = fmt.Errorf("%s requires an expired lease; the executor's lease is alive until %s: it may still finish",
+				method, ex.LeaseExpiresAt.UTC().Format(time.RFC3339Nano))
 		}
 		return ex, &ExecutionError{Kind: ErrWrongState, Namespace: ex.Namespace, Key: ex.Key, State: ex.State,
 			Owner: ex.Owner, Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.UpdatedAt, Cause: cause}
 	}
+	c.cfg.Logger.Info("sentinel: reconciliation step", "step", operatorMethods[event], "namespace", ex.Namespace,
+		"key", ex.Key, "token", ex.Token, "state", ex.State, "operator", c.cfg.Owner)
 	return ex, nil
+}
+
+// operatorMethods names the method behind each operator event, for errors.
+var operatorMethods = map[string]string{
+	"reconciling":     "Reconcile",
+	"force_completed": "ForceComplete",
+	"reset":           "ResetToClaimed",
+	"result_set":      "SetResult",
+}
+
+// SetResult stores value as the result of a key that completed without one:
+// fn succeeded but its result could not be encoded (or was over
+// MaxResultSize), so every caller got ErrResult. Afterwards callers get
+// value as the cached result. It is allowed only for such a key (completed,
+// with Execution.ResultError set); anything else is refused with
+// ErrWrongState and nothing is written. value is encoded with WithCodec
+// (JSON by default). WithToken pins it to the execution the operator
+// inspected; WithMetadata is recorded in the history (event result_set).
+func (c *Client) SetResult(ctx context.Context, key string, value any, opts ...Option) error {
+	o, data, err := c.operatorValue(key, value, opts)
+	if err != nil {
+		return err
+	}
+	meta, err := metadataJSON(o.metadata, "operator", c.cfg.Owner)
+	if err != nil {
+		return err
+	}
+	var applied bool
+	ex, err := scanExecution(c.pool.QueryRow(ctx, c.exe.setResult, o.namespace, key, data, o.token, c.cfg.Owner, meta), &applied)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("sentinel: SetResult %q/%q: no such execution: %w", o.namespace, key, ErrNotFound)
+	}
+	if err != nil {
+		return c.wrapErr(fmt.Sprintf("SetResult %q/%q", o.namespace, key), err)
+	}
+	if !applied {
+		cause := errors.New("SetResult requires a completed key whose result could not be stored")
+		if ex.State == StateCompleted && ex.ResultError == "" {
+			cause = errors.New("SetResult refused: the key already has its stored result")
+		} else if o.token != 0 && ex.Token != o.token {
+			cause = fmt.Errorf("SetResult expected token %d, the key is at token %d", o.token, ex.Token)
+		}
+		return &ExecutionError{Kind: ErrWrongState, Namespace: ex.Namespace, Key: ex.Key, State: ex.State,
+			Owner: ex.Owner, Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.UpdatedAt, Cause: cause}
+	}
+	c.cfg.Logger.Info("sentinel: operator set the result of a completed key", "namespace", o.namespace, "key", key, "token", ex.Token)
+	return nil
+}
+
+// operatorValue resolves an operator call that stores value, and encodes
+// value with the call's codec (JSON by default), within MaxResultSize.
+func (c *Client) operatorValue(key string, value any, opts []Option) (callOptions, []byte, error) {
+	o, err := c.resolve(key, opts)
+	if err != nil {
+		return o, nil, err
+	}
+	codec := o.codec
+	if codec == nil {
+		codec = JSONCodec{}
+	}
+	data, err := codec.Encode(value)
+	if err != nil {
+		return o, nil, fmt.Errorf("%w: encode the result for %q/%q: %w", ErrResult, o.namespace, key, err)
+	}
+	if len(data) > c.cfg.MaxResultSize {
+		return o, nil, invalid("value", "encodes to %d bytes, over MaxResultSize %d", len(data), c.cfg.MaxResultSize)
+	}
+	return o, data, nil
 }

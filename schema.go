@@ -90,6 +90,9 @@ const migrateLockID = 0x53454e54494e454c // "SENTINEL"
 // transaction lock, every pending migration runs in one transaction, and
 // applied versions are recorded in <schema>.schema_migrations.
 func (c *Client) Migrate(ctx context.Context) error {
+	if err := c.checkOpen(); err != nil {
+		return err
+	}
 	tx, err := c.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("sentinel: migrate: %w", err)
@@ -106,22 +109,41 @@ func (c *Client) Migrate(ctx context.Context) error {
 
 // MigrateTx applies pending migrations for schema inside tx, which the
 // caller commits. It is Migrate for callers that manage the transaction.
+//
+// When nothing is pending it only reads the applied version, so a role
+// limited to reading and writing Sentinel's tables (see the README's grants)
+// can call it on every start-up; schema changes need a role that may create
+// in the database.
 func MigrateTx(ctx context.Context, tx pgx.Tx, schema string) error {
+	if tx == nil {
+		return invalid("tx", "must not be nil")
+	}
+	if schema == "" {
+		return invalid("schema", "must not be empty (the default schema is %q)", "sentinel")
+	}
 	if err := (Config{Schema: schema}).WithDefaults().validate(); err != nil {
 		return err
 	}
 	q := pgx.Identifier{schema}.Sanitize()
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrateLockID)); err != nil {
+	latest := migrations[len(migrations)-1].Version
+	current, err := appliedVersion(ctx, tx, q)
+	if err != nil {
+		return err
+	}
+	if current >= latest {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_catalog.pg_advisory_xact_lock($1)", int64(migrateLockID)); err != nil {
 		return fmt.Errorf("sentinel: migrate: lock: %w", err)
 	}
 	stmts := "CREATE SCHEMA IF NOT EXISTS " + q + ";" +
-		"CREATE TABLE IF NOT EXISTS " + q + ".schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+		"CREATE TABLE IF NOT EXISTS " + q + ".schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT pg_catalog.now())"
 	if _, err := tx.Exec(ctx, stmts); err != nil {
 		return fmt.Errorf("sentinel: migrate: %w", err)
 	}
-	var current int
-	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+q+".schema_migrations").Scan(&current); err != nil {
-		return fmt.Errorf("sentinel: migrate: read version: %w", err)
+	// Read again under the lock: another caller may have migrated meanwhile.
+	if current, err = appliedVersion(ctx, tx, q); err != nil {
+		return err
 	}
 	for _, m := range Migrations(schema) {
 		if m.Version <= current {
@@ -135,4 +157,32 @@ func MigrateTx(ctx context.Context, tx pgx.Tx, schema string) error {
 		}
 	}
 	return nil
+}
+
+// appliedVersion returns the highest applied migration of the schema whose
+// quoted name is q, 0 when it has none, without writing anything.
+func appliedVersion(ctx context.Context, q Querier, quoted string) (int, error) {
+	var exists bool
+	if err := q.QueryRow(ctx, "SELECT pg_catalog.to_regclass($1) IS NOT NULL", quoted+".schema_migrations").Scan(&exists); err != nil {
+		return 0, fmt.Errorf("sentinel: migrate: read version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int
+	if err := q.QueryRow(ctx, "SELECT coalesce(pg_catalog.max(version), 0) FROM "+quoted+".schema_migrations").Scan(&v); err != nil {
+		return 0, fmt.Errorf("sentinel: migrate: read version: %w", err)
+	}
+	return v, nil
+}
+
+// seqLiteral is the fencing-token sequence of the schema whose quoted name
+// is quoted, as a regclass literal for pg_catalog.nextval. The name is
+// escaped for an E” literal, so any schema name New accepts stays inside
+// the literal (quotes, backslashes and all).
+func seqLiteral(quoted string) string {
+	name := quoted + ".fencing_token"
+	name = strings.ReplaceAll(name, `\`, `\\`)
+	name = strings.ReplaceAll(name, `'`, `''`)
+	return "E'" + name + "'::pg_catalog.regclass"
 }

@@ -26,6 +26,13 @@ const (
 	maxSchemaLen    = 63   // PostgreSQL's identifier limit (NAMEDATALEN-1)
 )
 
+// MinTTL is the shortest lease TTL accepted anywhere (WithTTL,
+// Config.DefaultTTL, RenewHandle). A lease is renewed every TTL/3 and
+// trusted until TTL minus a safety margin after each renewal was sent; below
+// 100 ms a renewal's own round trip on a busy machine eats that margin and
+// the lease would be lost while healthy.
+const MinTTL = 100 * time.Millisecond
+
 // Config configures a Client. The zero value is valid: every field documents
 // its default, which New fills in before validating the result.
 type Config struct {
@@ -41,6 +48,16 @@ type Config struct {
 	// DefaultTTL is the lease time-to-live used when a call gives no
 	// WithTTL. Heartbeats extend a lease by this much at a time. Default 3s.
 	DefaultTTL time.Duration
+
+	// OnceHardTTL is the default hard TTL of a Once execution: heartbeats
+	// keep fn's lease alive for at most this long, however healthy.
+	// Zero keeps the original rule: the hard TTL equals the call's TTL, so
+	// heartbeats cannot extend an execution at all, and fn must finish
+	// within its TTL or its completion is refused (the key is left
+	// uncertain). Set it to the longest your side effects may take (for a
+	// card charge, say 30s). WithHardTTL overrides it per call. A value
+	// below a call's TTL counts as that TTL.
+	OnceHardTTL time.Duration
 
 	// HeartbeatInterval is the longest time between two renewals of a
 	// lease. Each lease is renewed every min(HeartbeatInterval, TTL/3).
@@ -91,6 +108,10 @@ type Config struct {
 	// rejected (in progress, uncertain, reconciling) or replayed from cache.
 	// Default false: such calls write nothing.
 	RecordRejections bool
+
+	// Observer receives metrics and tracing hooks (see package otelsentinel).
+	// Default nil: no observer, and no cost on the hot paths.
+	Observer *Observer
 }
 
 // WithDefaults returns a copy of c with every unset field set to its default.
@@ -141,14 +162,17 @@ func (c Config) validate() error {
 	if err := checkName("Owner", c.Owner, MaxOwnerLen); err != nil {
 		return err
 	}
-	if c.DefaultTTL <= 0 {
-		return invalid("DefaultTTL", "must be positive, got %s", c.DefaultTTL)
+	if c.DefaultTTL < MinTTL {
+		return invalid("DefaultTTL", "must be at least MinTTL (%s), got %s", MinTTL, c.DefaultTTL)
 	}
 	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval > c.DefaultTTL/2 {
 		return invalid("HeartbeatInterval", "must be positive and at most DefaultTTL/2 (%s), got %s", c.DefaultTTL/2, c.HeartbeatInterval)
 	}
 	if c.SafetyMargin < 0 || c.SafetyMargin >= c.DefaultTTL/3 {
 		return invalid("SafetyMargin", "must be >= 0 and below DefaultTTL/3 (%s), got %s", c.DefaultTTL/3, c.SafetyMargin)
+	}
+	if c.OnceHardTTL < 0 {
+		return invalid("OnceHardTTL", "must not be negative, got %s", c.OnceHardTTL)
 	}
 	if c.WaitRecheck <= 0 {
 		return invalid("WaitRecheck", "must be positive, got %s", c.WaitRecheck)
@@ -247,7 +271,13 @@ func (c *Client) Close() {
 		var leases []*Lease
 		for _, l := range held {
 			if l.kind == kindLease {
-				leases = append(leases, l)
+				// Wait for a Release under way; release the rest below
+				// while holding their release locks.
+				l.relMu.Lock()
+				defer l.relMu.Unlock()
+				if l.Err() == nil {
+					leases = append(leases, l)
+				}
 			} else {
 				l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "client closed", Cause: ErrClosed})
 			}
@@ -302,36 +332,64 @@ func (c *Client) checkOpen() error {
 	return nil
 }
 
-// Option adjusts one call (Lease, Once, OnceTx).
+// Option adjusts one call (Lease, Do, Once, OnceTx, Turn, the operator
+// calls). Each function's documentation lists the options it takes; an
+// option that does not apply to a call is rejected with ErrInvalid before
+// anything is written.
 type Option func(*callOptions)
 
 type callOptions struct {
 	ttl       time.Duration
+	ttlSet    bool
 	hardTTL   time.Duration
+	hardSet   bool
 	namespace string
-	wait      bool
-	force     bool
-	codec     Codec
-	metadata  map[string]any
-	token     int64
+	// namespaceSet: WithNamespace was given; allNamespaces: WithAllNamespaces.
+	namespaceSet  bool
+	allNamespaces bool
+	wait          bool
+	force         bool
+	codec         Codec
+	metadata      map[string]any
+	token         int64
+	// label: WithLabel (Turn only); labelSet: it was given.
+	label    string
+	labelSet bool
 }
 
 // WithTTL sets the lease time-to-live of one call. Heartbeats extend the
 // lease by this much at a time. Default Config.DefaultTTL.
-func WithTTL(d time.Duration) Option { return func(o *callOptions) { o.ttl = d } }
+// It must be at least MinTTL: zero or a negative value is ErrInvalid.
+func WithTTL(d time.Duration) Option { return func(o *callOptions) { o.ttl, o.ttlSet = d, true } }
 
 // WithHardTTL caps the lifetime of a lease or execution however healthy its
 // heartbeats are. For Once it defaults to the TTL (heartbeats then cannot
-// extend the execution); for Lease the default is no cap.
-func WithHardTTL(d time.Duration) Option { return func(o *callOptions) { o.hardTTL = d } }
+// extend the execution, unless Config.OnceHardTTL is set); for Lease the
+// default is no cap. It must be at least the call's TTL.
+func WithHardTTL(d time.Duration) Option {
+	return func(o *callOptions) { o.hardTTL, o.hardSet = d, true }
+}
 
 // WithNamespace overrides Config.Namespace for one call.
-func WithNamespace(ns string) Option { return func(o *callOptions) { o.namespace = ns } }
+func WithNamespace(ns string) Option {
+	return func(o *callOptions) { o.namespace, o.namespaceSet = ns, true }
+}
+
+// WithAllNamespaces makes an operator call that reads or deletes many
+// records (Prune) act on every namespace instead of the client's. Nothing
+// spans namespaces without it.
+func WithAllNamespaces() Option { return func(o *callOptions) { o.allNamespaces = true } }
 
 // WithWait makes Lease block until the lease is acquired or ctx ends. A
 // waiter is woken by the holder's release (LISTEN/NOTIFY) and re-checks at
 // the holder's expiry as computed by the database. Use a ctx deadline for a
 // timeout.
+//
+// On Once and OnceTx, a caller that finds the key in progress elsewhere
+// waits for its outcome (woken by the statement that ends it, re-checking
+// at the holder's expiry) and returns the result, Cached; a key that is or
+// becomes uncertain or reconciling returns at once, and a key given back
+// (Retryable, expired claim) is run by the waiter.
 func WithWait() Option { return func(o *callOptions) { o.wait = true } }
 
 // WithForce makes Lease take the lease even when another owner holds it.
@@ -354,6 +412,9 @@ func WithMetadata(m map[string]any) Option { return func(o *callOptions) { o.met
 
 func (c *Client) resolve(key string, opts []Option) (callOptions, error) {
 	o := callOptions{namespace: c.cfg.Namespace}
+	if err := c.checkOpen(); err != nil {
+		return o, err
+	}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -362,17 +423,20 @@ func (c *Client) resolve(key string, opts []Option) (callOptions, error) {
 	if err := checkKey(key); err != nil {
 		return o, err
 	}
+	if o.allNamespaces {
+		return o, invalid("option", "WithAllNamespaces applies only to Prune; a call on a key acts in one namespace")
+	}
 	if err := checkNamespace(o.namespace); err != nil {
 		return o, err
 	}
-	if o.ttl == 0 {
+	if !o.ttlSet {
 		o.ttl = c.cfg.DefaultTTL
 	}
-	if o.ttl < time.Millisecond {
-		return o, invalid("TTL", "must be at least 1ms, got %s", o.ttl)
+	if o.ttl < MinTTL {
+		return o, invalid("TTL", "must be at least MinTTL (%s), got %s", MinTTL, o.ttl)
 	}
-	if o.hardTTL < 0 {
-		return o, invalid("hard TTL", "must not be negative, got %s", o.hardTTL)
+	if o.hardSet && o.hardTTL <= 0 {
+		return o, invalid("hard TTL", "must be positive, got %s", o.hardTTL)
 	}
 	if o.hardTTL != 0 && o.hardTTL < o.ttl {
 		return o, invalid("hard TTL", "must be >= TTL (%s), got %s", o.ttl, o.hardTTL)

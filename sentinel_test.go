@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"log"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -15,10 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/sentinel-coordination/sentinel"
-	"github.com/sentinel-coordination/sentinel/internal/testdb"
+	"github.com/sentinel-coordination/sentinel/internal/testmain"
 )
 
 // dbURL is the test database, shared by every test in the package; each
@@ -32,27 +30,7 @@ func TestMain(m *testing.M) {
 	if child := os.Getenv(childEnv); child != "" {
 		os.Exit(runChild(child))
 	}
-	ctx := context.Background()
-	url, cleanup, err := testdb.URL(ctx, log.Printf)
-	if err != nil {
-		log.Fatal(err)
-	}
-	dbURL = url
-	admin, err = pgxpool.New(ctx, url)
-	if err != nil {
-		cleanup()
-		log.Fatal(err)
-	}
-	code := m.Run()
-	admin.Close()
-	cleanup()
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
-			log.Printf("goleak: %v", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testmain.Run(m, &dbURL, &admin))
 }
 
 // counter is a pgx tracer that counts the statements a pool sends.

@@ -32,6 +32,8 @@ type profile struct {
 	Restarts                             int
 	NetTrials                            int // per fault kind
 	BouncerKeys                          int
+
+	ElectionTrials int // per fault kind (election_test.go)
 }
 
 var (
@@ -42,6 +44,8 @@ var (
 		Restarts:    6,
 		NetTrials:   3,
 		BouncerKeys: 300,
+
+		ElectionTrials: 2,
 	}
 	longProfile = profile{
 		Name:        "long",
@@ -50,6 +54,8 @@ var (
 		Restarts:    20,
 		NetTrials:   10,
 		BouncerKeys: 2000,
+
+		ElectionTrials: 8,
 	}
 )
 

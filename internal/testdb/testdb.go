@@ -121,6 +121,19 @@ func startTemp(ctx context.Context, binDir string, logf func(string, ...any)) (s
 	}, nil
 }
 
+// Docker starts PostgreSQL in a container (step 3 of URL alone), for tests
+// of the Docker fallback. The error matches ErrNoDocker when no engine is
+// reachable.
+func Docker(ctx context.Context, logf func(string, ...any)) (url string, cleanup func(), err error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	return startDocker(ctx, logf)
+}
+
+// ErrNoDocker reports that no Docker engine is reachable.
+var ErrNoDocker = errNoDocker
+
 // startDocker runs PostgreSQL in a container with the docker CLI.
 //
 // This deliberately does not use testcontainers-go: it would add the Docker

@@ -1,0 +1,41 @@
+package sentinel
+
+import (
+	"context"
+	"errors"
+)
+
+// Do runs fn while holding key's lease: it acquires the lease (Lease, with
+// the same options; WithWait blocks until it is free), runs fn with a
+// context that is cancelled, with the loss as its cause, when the lease is
+// lost, and releases the lease when fn returns or panics. It is
+// pgx.BeginFunc for leases.
+//
+// Do returns fn's error. If the lease was lost while fn ran, the error
+// also matches ErrLeaseLost (fn's work may have overlapped another holder:
+// guard its writes with l.Token(), see VerifyToken). A failed release is
+// reported only when fn succeeded. When the lease cannot be acquired, fn
+// does not run and Do returns Lease's error (ErrNotAcquired without
+// WithWait).
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, l *Lease) error, opts ...Option) (err error) {
+	if fn == nil {
+		return invalid("fn", "must not be nil")
+	}
+	l, err := c.Lease(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	work, cancel := l.Context(ctx)
+	defer func() {
+		cancel()
+		lost := l.Err()
+		rerr := l.Release(context.WithoutCancel(ctx))
+		switch {
+		case lost != nil && !errors.Is(lost, ErrReleased):
+			err = errors.Join(err, lost)
+		case err == nil && rerr != nil:
+			err = rerr
+		}
+	}()
+	return fn(work, l)
+}

@@ -1,0 +1,224 @@
+package sentinel
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits of Client.Executions.
+const (
+	DefaultExecutionsLimit = 100  // rows per page when ExecutionFilter.Limit is 0
+	MaxExecutionsLimit     = 1000 // the largest ExecutionFilter.Limit accepted
+)
+
+// ExecutionFilter selects the executions Client.Executions lists. The zero
+// value lists every execution of the client's namespace, a page of
+// DefaultExecutionsLimit at a time.
+type ExecutionFilter struct {
+	// State keeps only executions in this state. Empty: every state.
+	State State
+
+	// Uncertain keeps only uncertain executions: executing with a lease
+	// that expired on the database clock (their worker crashed, froze or
+	// failed). They need an operator (Client.Reconcile). State may be empty
+	// or StateExecuting.
+	Uncertain bool
+
+	// Namespace lists this namespace. Default: the client's namespace.
+	Namespace string
+
+	// AllNamespaces lists every namespace. It cannot be combined with
+	// Namespace.
+	AllNamespaces bool
+
+	// UpdatedBefore and UpdatedAfter keep executions whose state was
+	// entered (Execution.UpdatedAt) strictly before / strictly after the
+	// given time. Zero: no bound.
+	UpdatedBefore time.Time
+	UpdatedAfter  time.Time
+
+	// Limit is the page size: 1..MaxExecutionsLimit; 0 means
+	// DefaultExecutionsLimit.
+	Limit int
+
+	// After is the cursor returned with the previous page; empty for the
+	// first page. Use it with the same filter.
+	After string
+}
+
+// Executions lists executions matching f, oldest state change first
+// (ordered by Execution.UpdatedAt, then namespace, then key), one page at a
+// time. next is the cursor of the following page, empty on the last page.
+//
+// Paging is by keyset, never by offset: a page costs the same however deep
+// it is, and rows inserted or changed while paging do not shift the others.
+// An execution that changes state while an operator pages moves to the end
+// of the order (its UpdatedAt changes), so it may show up once more on a
+// later page; none is skipped.
+//
+// Executions not completed (claimed, executing, reconciling: the ones an
+// operator looks at) are served by an index of their own, however many
+// completed executions the table holds. Listing completed executions, or
+// every state at once, reads the whole namespace's rows in order; prune them
+// (Client.Prune).
+//
+// A bad filter (unknown state, Uncertain with a state other than
+// executing, Namespace with AllNamespaces, an empty time range, a limit out
+// of range, a cursor that is not one) returns an error matching ErrInvalid.
+func (c *Client) Executions(ctx context.Context, f ExecutionFilter) ([]Execution, string, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, "", err
+	}
+	q, args, limit, err := c.executionsQuery(f)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := c.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("sentinel: list executions: %w", err)
+	}
+	defer rows.Close()
+	var out []Execution
+	for rows.Next() {
+		e, err := scanExecution(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("sentinel: list executions: %w", err)
+		}
+		out = append(out, *e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("sentinel: list executions: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, encodeCursor(execCursor{At: last.UpdatedAt.UnixMicro(), Namespace: last.Namespace, Key: last.Key}), nil
+}
+
+// executionsQuery validates f and builds the listing statement. Only the
+// predicates f needs are written into the SQL, so that each shape gets a
+// plan of its own; every value is a parameter.
+func (c *Client) executionsQuery(f ExecutionFilter) (string, []any, int, error) {
+	switch f.State {
+	case "", StateClaimed, StateExecuting, StateCompleted, StateReconciling:
+	default:
+		return "", nil, 0, invalid("State", "must be empty, %q, %q, %q or %q, got %q",
+			StateClaimed, StateExecuting, StateCompleted, StateReconciling, f.State)
+	}
+	if f.Uncertain && f.State != "" && f.State != StateExecuting {
+		return "", nil, 0, invalid("Uncertain", "selects executing executions; it cannot be combined with State %q", f.State)
+	}
+	if f.AllNamespaces && f.Namespace != "" {
+		return "", nil, 0, invalid("Namespace", "must be empty with AllNamespaces, got %q", f.Namespace)
+	}
+	ns := f.Namespace
+	if ns == "" {
+		ns = c.cfg.Namespace
+	}
+	if !f.AllNamespaces {
+		if err := checkNamespace(ns); err != nil {
+			return "", nil, 0, err
+		}
+	}
+	if !f.UpdatedBefore.IsZero() && !f.UpdatedAfter.IsZero() && !f.UpdatedAfter.Before(f.UpdatedBefore) {
+		return "", nil, 0, invalid("UpdatedAfter", "must be before UpdatedBefore (%s), got %s",
+			f.UpdatedBefore.Format(time.RFC3339Nano), f.UpdatedAfter.Format(time.RFC3339Nano))
+	}
+	limit := f.Limit
+	if limit == 0 {
+		limit = DefaultExecutionsLimit
+	}
+	if limit < 0 || limit > MaxExecutionsLimit {
+		return "", nil, 0, invalid("Limit", "must be 1..%d (0 for %d), got %d", MaxExecutionsLimit, DefaultExecutionsLimit, f.Limit)
+	}
+
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if !f.AllNamespaces {
+		where = append(where, "t.namespace = "+arg(ns))
+	}
+	state := f.State
+	if f.Uncertain {
+		state = StateExecuting
+	}
+	if state != "" {
+		where = append(where, "t.state = "+arg(string(state)))
+		if state != StateCompleted {
+			// A constant the planner can match against the partial index
+			// executions_open_idx (a parameter could not prove it).
+			where = append(where, "t.state <> 'completed'")
+		}
+	}
+	if f.Uncertain {
+		where = append(where, "t.lease_expires_at <= pg_catalog.clock_timestamp()")
+	}
+	if !f.UpdatedBefore.IsZero() {
+		where = append(where, "t.updated_at < "+arg(f.UpdatedBefore))
+	}
+	if !f.UpdatedAfter.IsZero() {
+		where = append(where, "t.updated_at > "+arg(f.UpdatedAfter))
+	}
+	if f.After != "" {
+		cur, err := decodeCursor(f.After)
+		if err != nil {
+			return "", nil, 0, err
+		}
+		at := time.UnixMicro(cur.At)
+		if !f.AllNamespaces && cur.Namespace != ns {
+			return "", nil, 0, invalid("After", "is a cursor of namespace %q, not %q; use it with the filter it came from", cur.Namespace, ns)
+		}
+		// The row comparison matches the index columns in order, so the
+		// scan starts at the cursor.
+		where = append(where, "(t.updated_at, t.namespace, t.key) > ("+arg(at)+", "+arg(cur.Namespace)+", "+arg(cur.Key)+")")
+	}
+	q := "SELECT " + execCols + " FROM " + c.sql.schema + ".executions t"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY t.updated_at, t.namespace, t.key"
+	q += " LIMIT " + arg(limit+1)
+	return q, args, limit, nil
+}
+
+// execCursor is the position after the last row of a page. It is handed to
+// callers as opaque base64url-encoded JSON.
+type execCursor struct {
+	At        int64  `json:"u"` // UpdatedAt, µs since the Unix epoch (the database's precision)
+	Namespace string `json:"n"`
+	Key       string `json:"k"`
+}
+
+func encodeCursor(c execCursor) string {
+	b, _ := json.Marshal(c) // strings and an int: cannot fail
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (execCursor, error) {
+	var c execCursor
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err == nil {
+		if e := checkKey(c.Key); e != nil {
+			err = e
+		} else if e := checkNamespace(c.Namespace); e != nil {
+			err = e
+		}
+	}
+	if err != nil {
+		return c, invalid("After", "is not a cursor returned by Executions; start again with an empty After")
+	}
+	return c, nil
+}

@@ -1,0 +1,438 @@
+package sentinel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FollowFilter selects the events Client.Follow delivers. The zero value
+// follows every event of the client's namespace from the moment Follow
+// starts.
+type FollowFilter struct {
+	// Namespace to follow. Default: the client's namespace.
+	Namespace string
+
+	// AllNamespaces follows every namespace. It cannot be combined with
+	// Namespace.
+	AllNamespaces bool
+
+	// Keys keeps only events of these keys. Empty: every key.
+	Keys []string
+
+	// Types keeps only events of these types (Event.Type: "claimed",
+	// "started", "completed", "completion_refused", "reconciling", ...).
+	// Empty: every type.
+	Types []string
+
+	// After delivers events whose ID is greater than After, committed
+	// before Follow started or later: pass the ID of the last event a
+	// previous Follow delivered to resume without a gap. Zero: only events
+	// committed after Follow started (see Follow for the exact rule).
+	After int64
+
+	// PollInterval is the longest time between two reads of the event
+	// table while nothing happens. Right after activity Follow reads again
+	// after PollInterval/4 (at least 5ms), doubling the pause on every
+	// quiet read. Default 200ms; at least 10ms.
+	PollInterval time.Duration
+}
+
+// Follow limits.
+const (
+	defaultFollowPoll = 200 * time.Millisecond
+	minFollowPoll     = 10 * time.Millisecond
+	followBatch       = 500                    // events read per statement
+	followLookback    = 1024                   // ids behind the head checked for in-flight events at start
+	followGapGrace    = 100 * time.Millisecond // see Follow's comment on gaps
+)
+
+// Follow calls fn with every event that matches f, as the events are
+// committed, until ctx ends (it then returns ctx.Err()), fn returns an
+// error (Follow returns it unchanged), the client is closed (ErrClosed) or
+// the database fails with an error other than a lost connection (lost
+// connections are retried, the position kept). fn runs on Follow's
+// goroutine, one event at a time; while it runs, no event is read.
+//
+// Every matching event is delivered exactly once per Follow call. A key's
+// transitions (claimed, started, completed, reconciling, ...) are delivered
+// in the order they happened (ID order): Sentinel writes them under the
+// key's row lock, so they commit in ID order. An event written beside a
+// transition rather than by it (completion_refused, recorded rejections)
+// and any event of another key may arrive after one with a higher ID, when
+// its transaction committed later (a long OnceTx, for example): order by
+// Event.ID if you need the global order.
+//
+// With f.After zero, Follow delivers the events committed after it started,
+// including those of transactions already under way; an event whose ID was
+// drawn more than 1024 events before Follow started but that commits after
+// it is missed (pass f.After to resume exhaustively).
+//
+// Follow reads the event table by ID on the client's pool (one short
+// statement per read, no connection held between reads). It adds nothing
+// to the statements Once and the reconciliation steps send: no NOTIFY,
+// which would serialise every committing transaction of the database.
+func (c *Client) Follow(ctx context.Context, f FollowFilter, fn func(Event) error) error {
+	if err := c.checkOpen(); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return invalid("ctx", "must not be nil")
+	}
+	if fn == nil {
+		return invalid("fn", "must not be nil")
+	}
+	fw, err := c.newFollower(f)
+	if err != nil {
+		return err
+	}
+	return fw.run(ctx, fn)
+}
+
+// A follower reads the event table by ID. The difficulty is that IDs are
+// drawn when a row is inserted but become visible when its transaction
+// commits, and transactions commit out of order: a reader that has seen ID
+// 11 may see ID 10 later (or never, if its transaction rolled back). So the
+// follower keeps, besides its cursor (the highest ID seen), the ranges of
+// IDs below the cursor it has not seen ("gaps"), and re-reads them with
+// every read until each is settled:
+//
+//   - Each read is one statement, so one snapshot S: it returns the events
+//     above the cursor, the events inside the gaps, and S's xmin and xmax
+//     (pg_current_snapshot()). Every transaction with an xid below xmin(S)
+//     has ended, committed or not.
+//   - The transaction T that drew a gap's ID drew it before the transaction
+//     of the higher, visible ID, hence before the read that first saw the
+//     gap. T has an xid by the time it inserts, which follows its drawing
+//     of the ID within the same statement, microseconds later. A read at
+//     least followGapGrace (100ms) after the gap was first seen therefore
+//     has T's xid below its xmax; that xmax becomes the gap's horizon.
+//   - A read whose xmin is at or above the horizon knows T has ended: if T
+//     committed, its event is visible to that very read and was returned
+//     with it; if not, the ID will never appear. The gap is dropped.
+//
+// A gap thus lives as long as the transaction that owns it (a long OnceTx
+// keeps its gap open, and its event is delivered when it commits), never
+// less, and costs one index range probe per read meanwhile.
+type follower struct {
+	c        *Client
+	f        FollowFilter
+	sql      string // the read
+	startSQL string // the first read when f.After is 0
+	args     []any  // filter arguments, after the four fixed ones
+	poll     time.Duration
+	fast     time.Duration
+
+	cursor int64
+	gaps   []gap
+}
+
+type gap struct {
+	lo, hi  int64     // inclusive
+	seen    time.Time // when first seen (local monotonic clock)
+	horizon uint64    // xmax of a read taken followGapGrace after seen; 0 = not yet
+}
+
+func (c *Client) newFollower(f FollowFilter) (*follower, error) {
+	if f.AllNamespaces && f.Namespace != "" {
+		return nil, invalid("Namespace", "must be empty with AllNamespaces, got %q", f.Namespace)
+	}
+	ns := f.Namespace
+	if ns == "" {
+		ns = c.cfg.Namespace
+	}
+	if !f.AllNamespaces {
+		if err := checkNamespace(ns); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range f.Keys {
+		if err := checkKey(k); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range f.Types {
+		if err := checkName("Types", t, 64); err != nil {
+			return nil, err
+		}
+	}
+	if f.After < 0 {
+		return nil, invalid("After", "must not be negative, got %d", f.After)
+	}
+	poll := f.PollInterval
+	if poll == 0 {
+		poll = defaultFollowPoll
+	}
+	if poll < minFollowPoll {
+		return nil, invalid("PollInterval", "must be at least %s (0 for %s), got %s", minFollowPoll, defaultFollowPoll, f.PollInterval)
+	}
+	fw := &follower{c: c, f: f, poll: poll, fast: max(poll/4, 5*time.Millisecond), cursor: f.After}
+
+	// The match predicate: only the filters in use are written, values
+	// as parameters ($1..$4 are the cursor, batch size and gap bounds).
+	var match []string
+	n := 4
+	arg := func(v any) string {
+		fw.args = append(fw.args, v)
+		n++
+		return "$" + strconv.Itoa(n)
+	}
+	if !f.AllNamespaces {
+		match = append(match, "e.namespace = "+arg(ns))
+	}
+	if len(f.Keys) > 0 {
+		match = append(match, "e.key = ANY("+arg(f.Keys)+"::text[])")
+	}
+	if len(f.Types) > 0 {
+		match = append(match, "e.event = ANY("+arg(f.Types)+"::text[])")
+	}
+	m := "true"
+	if len(match) > 0 {
+		m = strings.Join(match, " AND ")
+	}
+	ev := c.sql.schema + ".events"
+	// Rows that do not match come back as bare IDs: the follower must see
+	// them to tell them from gaps.
+	cols := "e.id, " + m + " AS m, e.namespace, e.key, e.event, e.state, e.token, e.owner, e.at, CASE WHEN " + m + " THEN e.metadata END"
+	fw.sql = `SELECT pg_catalog.pg_snapshot_xmin(s.s)::text, pg_catalog.pg_snapshot_xmax(s.s)::text, r.*
+FROM (SELECT pg_catalog.pg_current_snapshot() AS s) s
+LEFT JOIN LATERAL (
+    (SELECT ` + cols + ` FROM ` + ev + ` e WHERE e.id > $1 ORDER BY e.id LIMIT $2)
+    UNION ALL
+    (SELECT ` + cols + ` FROM ` + ev + ` e JOIN ROWS FROM (pg_catalog.unnest($3::bigint[]), pg_catalog.unnest($4::bigint[])) AS g(lo, hi)
+        ON e.id BETWEEN g.lo AND g.hi)
+) r ON true`
+	fw.startSQL = `SELECT pg_catalog.pg_snapshot_xmin(s.s)::text, pg_catalog.pg_snapshot_xmax(s.s)::text, h.hi, w.id
+FROM (SELECT pg_catalog.pg_current_snapshot() AS s) s
+CROSS JOIN (SELECT coalesce(pg_catalog.max(id), 0) AS hi FROM ` + ev + `) h
+LEFT JOIN LATERAL (SELECT id FROM ` + ev + ` WHERE id > h.hi - $1 ORDER BY id) w ON true`
+	return fw, nil
+}
+
+func (fw *follower) run(ctx context.Context, fn func(Event) error) error {
+	if fw.f.After == 0 {
+		if err := fw.retry(ctx, fw.start); err != nil {
+			return err
+		}
+	}
+	wait := fw.fast
+	for {
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-timer.C:
+		}
+		if err := fw.c.checkOpen(); err != nil {
+			return err
+		}
+		var evs []Event
+		var active, full bool
+		err := fw.retry(ctx, func(ctx context.Context) error {
+			var err error
+			evs, active, full, err = fw.read(ctx)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		switch {
+		case full:
+			wait = 0
+		case active:
+			wait = fw.fast
+		default:
+			wait = min(2*wait, fw.poll)
+		}
+	}
+}
+
+// retry runs op until it succeeds, fails with an error that is not a lost
+// connection, or ctx ends.
+func (fw *follower) retry(ctx context.Context, op func(context.Context) error) error {
+	backoff := fw.fast
+	for {
+		err := op(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !transient(err) {
+			return fmt.Errorf("sentinel: follow: %w", err)
+		}
+		fw.c.cfg.Logger.Warn("sentinel: follow: reading events failed; retrying", "err", err, "in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+		if err := fw.c.checkOpen(); err != nil {
+			return err
+		}
+	}
+}
+
+// start places the cursor at the newest visible event and records the
+// invisible IDs among the last followLookback as gaps: their transactions
+// were under way when Follow started, so their events are delivered if they
+// commit.
+func (fw *follower) start(ctx context.Context) error {
+	now := time.Now()
+	rows, err := fw.c.pool.Query(ctx, fw.startSQL, int64(followLookback))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var hi int64
+	var ids []int64
+	for rows.Next() {
+		var xmin, xmax string
+		var id *int64
+		if err := rows.Scan(&xmin, &xmax, &hi, &id); err != nil {
+			return err
+		}
+		if id != nil {
+			ids = append(ids, *id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	fw.cursor = hi
+	fw.gaps = nil
+	prev := max(hi-followLookback, 0)
+	for _, id := range ids {
+		if id > prev+1 {
+			fw.gaps = append(fw.gaps, gap{lo: prev + 1, hi: id - 1, seen: now})
+		}
+		prev = id
+	}
+	return nil
+}
+
+type followRow struct {
+	id    int64
+	match bool
+	ev    Event
+}
+
+// read does one read: new events and gap probes in one snapshot. It
+// returns the matching events in ID order; active is true when anything
+// new was seen (the next read comes soon), full when the batch was full
+// (read again at once).
+func (fw *follower) read(ctx context.Context) (evs []Event, active, full bool, err error) {
+	start := time.Now()
+	los, his := make([]int64, len(fw.gaps)), make([]int64, len(fw.gaps))
+	for i, g := range fw.gaps {
+		los[i], his[i] = g.lo, g.hi
+	}
+	args := append([]any{fw.cursor, followBatch, los, his}, fw.args...)
+	rows, err := fw.c.pool.Query(ctx, fw.sql, args...)
+	if err != nil {
+		return nil, false, false, err
+	}
+	defer rows.Close()
+	var xminS, xmaxS string
+	var got []followRow
+	above := 0
+	for rows.Next() {
+		var id *int64
+		var r followRow
+		var ns, key, typ, state, owner *string
+		var token *int64
+		var at *time.Time
+		var match *bool
+		if err := rows.Scan(&xminS, &xmaxS, &id, &match, &ns, &key, &typ, &state, &token, &owner, &at, &r.ev.Metadata); err != nil {
+			return nil, false, false, err
+		}
+		if id == nil {
+			continue // no event at all: the LEFT JOIN's empty row
+		}
+		r.id = *id
+		r.match = match != nil && *match
+		if r.match {
+			r.ev = Event{ID: r.id, Namespace: *ns, Key: *key, Type: *typ, State: State(*state), Token: *token, Owner: *owner, At: *at, Metadata: r.ev.Metadata}
+		}
+		if r.id > fw.cursor {
+			above++
+		}
+		got = append(got, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, false, err
+	}
+	xmin, err1 := strconv.ParseUint(xminS, 10, 64)
+	xmax, err2 := strconv.ParseUint(xmaxS, 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, false, false, fmt.Errorf("snapshot bounds %q, %q: %w", xminS, xmaxS, err)
+	}
+
+	sort.Slice(got, func(i, j int) bool { return got[i].id < got[j].id })
+	prev := fw.cursor
+	for _, r := range got {
+		if r.id <= fw.cursor {
+			fw.fill(r.id)
+		} else {
+			if r.id > prev+1 {
+				fw.gaps = append(fw.gaps, gap{lo: prev + 1, hi: r.id - 1, seen: start})
+			}
+			prev = r.id
+		}
+		if r.match {
+			evs = append(evs, r.ev)
+		}
+	}
+	fw.cursor = prev
+
+	// Settle gaps against this read's snapshot (see the type's comment).
+	kept := fw.gaps[:0]
+	for _, g := range fw.gaps {
+		if g.horizon == 0 && start.Sub(g.seen) >= followGapGrace {
+			g.horizon = xmax
+		}
+		if g.horizon != 0 && xmin >= g.horizon {
+			continue
+		}
+		kept = append(kept, g)
+	}
+	fw.gaps = kept
+	return evs, len(got) > 0, above >= followBatch, nil
+}
+
+// fill removes id from the gap that holds it.
+func (fw *follower) fill(id int64) {
+	for i, g := range fw.gaps {
+		if id < g.lo || id > g.hi {
+			continue
+		}
+		switch {
+		case g.lo == g.hi:
+			fw.gaps = append(fw.gaps[:i], fw.gaps[i+1:]...)
+		case id == g.lo:
+			fw.gaps[i].lo++
+		case id == g.hi:
+			fw.gaps[i].hi--
+		default:
+			right := g
+			right.lo = id + 1
+			fw.gaps[i].hi = id - 1
+			fw.gaps = append(fw.gaps, right)
+		}
+		return
+	}
+}

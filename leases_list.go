@@ -1,0 +1,79 @@
+package sentinel
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// LeaseFilter selects the leases Client.Leases lists. The zero value lists
+// the live leases of the client's namespace.
+type LeaseFilter struct {
+	// Namespace limits the listing to one namespace. Default: the client's.
+	Namespace string
+	// AllNamespaces lists every namespace; Namespace must then be empty.
+	AllNamespaces bool
+	// Prefix keeps only keys starting with it.
+	Prefix string
+	// IncludeExpired also lists rows whose lease expired or was released
+	// (kept until Prune removes them); their ExpiresAt is in the past.
+	IncludeExpired bool
+	// Limit caps the number of rows. Default 1000; at most 100000.
+	Limit int
+}
+
+// Leases lists lease holders ordered by namespace and key, read in one
+// statement. Liveness is decided by the database clock: without
+// IncludeExpired only leases whose expiry is in the future are listed.
+func (c *Client) Leases(ctx context.Context, f LeaseFilter) ([]Holder, error) {
+	ns := f.Namespace
+	switch {
+	case f.AllNamespaces && ns != "":
+		return nil, invalid("LeaseFilter", "set Namespace or AllNamespaces, not both")
+	case f.AllNamespaces:
+	case ns == "":
+		ns = c.cfg.Namespace
+	}
+	if ns != "" {
+		if err := checkNamespace(ns); err != nil {
+			return nil, err
+		}
+	}
+	if len(f.Prefix) > MaxKeyLen || strings.ContainsRune(f.Prefix, 0) {
+		return nil, invalid("Prefix", "must be at most %d bytes without NUL", MaxKeyLen)
+	}
+	limit := f.Limit
+	switch {
+	case limit < 0 || limit > 100000:
+		return nil, invalid("Limit", "must be in 0..100000, got %d", limit)
+	case limit == 0:
+		limit = 1000
+	}
+	q := `SELECT namespace, key, owner, host, pid, token, acquired_at, expires_at,
+    nullif(hard_expires_at, 'infinity')
+FROM ` + c.sql.schema + `.leases
+WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR pg_catalog.starts_with(key, $2))
+  AND ($3::bool OR expires_at > pg_catalog.clock_timestamp())
+ORDER BY namespace, key
+LIMIT $4`
+	rows, err := c.pool.Query(ctx, q, ns, f.Prefix, f.IncludeExpired, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sentinel: list leases: %w", err)
+	}
+	hs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Holder, error) {
+		var h Holder
+		var hard *time.Time
+		err := r.Scan(&h.Namespace, &h.Key, &h.Owner, &h.Host, &h.PID, &h.Token, &h.AcquiredAt, &h.ExpiresAt, &hard)
+		if hard != nil {
+			h.HardExpiresAt = *hard
+		}
+		return h, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sentinel: list leases: %w", err)
+	}
+	return hs, nil
+}

@@ -1,0 +1,250 @@
+package sentinel
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Observer receives what a Client does, for metrics and tracing (package
+// otelsentinel implements one with OpenTelemetry; the core never imports
+// it). Set it in Config.Observer. Every field is optional: a nil Observer or
+// a nil func costs one nil check on the hot paths and allocates nothing.
+//
+// The funcs are called synchronously on the goroutine doing the work (the
+// heartbeat's, for Heartbeat and most LeaseLost calls): they must be fast
+// and must not call back into the Client. They may be called concurrently.
+type Observer struct {
+	// OnceStart is called when a Once or OnceTx call begins, before any
+	// statement. The context it returns is used for the rest of the call
+	// and is the parent of fn's context, so a tracer can start a span here.
+	OnceStart func(ctx context.Context, namespace, key string) context.Context
+
+	// OnceEnd is called when a Once or OnceTx call returns, with the
+	// context OnceStart returned.
+	OnceEnd func(ctx context.Context, e OnceEvent)
+
+	// LeaseStart is called when Client.Lease begins; like OnceStart, its
+	// context is used for the rest of the call.
+	LeaseStart func(ctx context.Context, namespace, key string) context.Context
+
+	// LeaseEnd is called when Client.Lease returns, acquired or not.
+	LeaseEnd func(ctx context.Context, e LeaseEvent)
+
+	// LeaseLost is called when a held lease or a running Once's execution
+	// lease is lost (renewal deadline passed, taken over, hard TTL), not
+	// when it is released.
+	LeaseLost func(e LeaseLoss)
+
+	// Heartbeat is called after each renewal statement.
+	Heartbeat func(e HeartbeatEvent)
+
+	// FencingRefused is called when VerifyToken or VerifyExecutionToken
+	// refuses a stale token.
+	FencingRefused func(ctx context.Context, e FencingRefusal)
+
+	// QueueGranted is called when a queue ticket is granted (Client.Turn).
+	QueueGranted func(e QueueGrant)
+
+	// TermChanged is called when an elector sees a new term: it was
+	// elected, demoted, or saw another node lead.
+	TermChanged func(e TermChange)
+}
+
+// OnceOutcome classifies how a Once or OnceTx call ended.
+type OnceOutcome string
+
+// Once outcomes.
+const (
+	OutcomeRan         OnceOutcome = "ran"         // fn ran and the key completed
+	OutcomeCached      OnceOutcome = "cached"      // a stored result was replayed; fn did not run
+	OutcomeFinal       OnceOutcome = "final"       // a final error (fn's, or replayed)
+	OutcomeInProgress  OnceOutcome = "in_progress" // another worker holds the key
+	OutcomeUncertain   OnceOutcome = "uncertain"   // the outcome is unknown: reconcile the key
+	OutcomeReconciling OnceOutcome = "reconciling" // an operator is reconciling the key
+	OutcomeRetryable   OnceOutcome = "retryable"   // fn said nothing happened; the key is free again
+	OutcomeError       OnceOutcome = "error"       // bad input, a database error, a result codec failure
+)
+
+// OnceOutcomeOf classifies a Once call's result: cached is Result.Cached,
+// err the call's error.
+func OnceOutcomeOf(cached bool, err error) OnceOutcome {
+	switch {
+	case err == nil && cached:
+		return OutcomeCached
+	case err == nil:
+		return OutcomeRan
+	case errors.Is(err, ErrFinal):
+		return OutcomeFinal
+	case errors.Is(err, ErrUncertain):
+		return OutcomeUncertain
+	case errors.Is(err, ErrInProgress):
+		return OutcomeInProgress
+	case errors.Is(err, ErrReconciling):
+		return OutcomeReconciling
+	case IsRetryable(err):
+		return OutcomeRetryable
+	}
+	return OutcomeError
+}
+
+// OnceEvent describes a finished Once or OnceTx call.
+type OnceEvent struct {
+	Namespace string
+	Key       string
+	Outcome   OnceOutcome
+	Token     int64 // the execution's fencing token; 0 when none was seen
+	Duration  time.Duration
+	Err       error
+}
+
+// LeaseEvent describes a finished Client.Lease call.
+type LeaseEvent struct {
+	Namespace string
+	Key       string
+	Wait      bool  // WithWait: Duration includes the wait for the holder
+	Acquired  bool  // the lease was granted
+	Token     int64 // the granted token; 0 when not acquired
+	Duration  time.Duration
+	Err       error // nil when acquired; a *HeldError when held elsewhere
+}
+
+// LeaseLoss describes a lost lease.
+type LeaseLoss struct {
+	Namespace string
+	Key       string
+	Token     int64
+	Execution bool  // the execution lease of a running Once
+	Err       error // matches ErrLeaseLost; ErrHardTTL when that was the reason
+}
+
+// HeartbeatEvent describes one renewal statement.
+type HeartbeatEvent struct {
+	Rows     int           // rows sent for renewal in the statement (the batch size)
+	Duration time.Duration // the statement's latency
+	Err      error         // the statement failed (rows keep their deadlines)
+}
+
+// FencingRefusal describes a stale token refused by a fencing check.
+type FencingRefusal struct {
+	Namespace string
+	Key       string
+	Token     int64 // the token checked
+	Current   int64 // the current token; 0 when none is live
+}
+
+// QueueGrant describes a granted queue ticket.
+type QueueGrant struct {
+	Namespace string
+	Resource  string
+	Ticket    int64
+	Wait      time.Duration // from drawing the ticket to the grant
+	Ahead     int           // live tickets ahead of it when it was drawn (the queue's depth); -1 when unknown
+}
+
+// TermChange describes a change of leadership seen by an elector.
+type TermChange struct {
+	Namespace string
+	Group     string
+	Term      int64
+	Leader    string // the leader's owner identity
+	Self      bool   // this node is the leader of Term
+	Demoted   bool   // this node stopped leading Term
+}
+
+// observer returns the client's observer, nil when none (or c is nil).
+func (c *Client) observer() *Observer {
+	if c == nil {
+		return nil
+	}
+	return c.cfg.Observer
+}
+
+// namespaceOf returns the namespace a call's options select, without
+// validating anything (the call itself validates).
+func (c *Client) namespaceOf(opts []Option) string {
+	o := callOptions{namespace: c.cfg.Namespace}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o.namespace
+}
+
+// onceStart calls OnceStart; o is not nil.
+func (o *Observer) onceStart(ctx context.Context, c *Client, key string, opts []Option) context.Context {
+	if o.OnceStart == nil || ctx == nil { // a nil ctx is refused by the call itself
+		return ctx
+	}
+	return o.OnceStart(ctx, c.namespaceOf(opts), key)
+}
+
+// onceEnd calls OnceEnd with the call's named results; deferred by Once.
+func (o *Observer) onceEnd(ctx context.Context, c *Client, key string, opts []Option, start time.Time, cached *bool, token *int64, err *error) {
+	if o.OnceEnd == nil || ctx == nil {
+		return
+	}
+	e := OnceEvent{Namespace: c.namespaceOf(opts), Key: key, Outcome: OnceOutcomeOf(*cached, *err),
+		Token: *token, Duration: time.Since(start), Err: *err}
+	var ee *ExecutionError
+	if e.Token == 0 && errors.As(e.Err, &ee) {
+		e.Token = ee.Token // a rejection: the token of the execution that holds the key
+	}
+	o.OnceEnd(ctx, e)
+}
+
+// leaseStart calls LeaseStart; o is not nil.
+func (o *Observer) leaseStart(ctx context.Context, c *Client, key string, opts []Option) context.Context {
+	if o.LeaseStart == nil {
+		return ctx
+	}
+	return o.LeaseStart(ctx, c.namespaceOf(opts), key)
+}
+
+// leaseEnd calls LeaseEnd with Client.Lease's named results.
+func (o *Observer) leaseEnd(ctx context.Context, c *Client, key string, opts []Option, start time.Time, l **Lease, err *error) {
+	if o.LeaseEnd == nil {
+		return
+	}
+	co := callOptions{namespace: c.cfg.Namespace}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&co)
+		}
+	}
+	e := LeaseEvent{Namespace: co.namespace, Key: key, Wait: co.wait, Duration: time.Since(start), Err: *err}
+	if *l != nil {
+		e.Acquired, e.Token = true, (*l).token
+	}
+	o.LeaseEnd(ctx, e)
+}
+
+// lost reports a lease loss; a release is not a loss.
+func (o *Observer) lost(l *Lease, err error) {
+	if o == nil || o.LeaseLost == nil || errors.Is(err, ErrReleased) {
+		return
+	}
+	o.LeaseLost(LeaseLoss{Namespace: l.ns, Key: l.key, Token: l.token, Execution: l.kind == kindExecution, Err: err})
+}
+
+// heartbeat reports one renewal statement.
+func (o *Observer) heartbeat(rows int, d time.Duration, err error) {
+	if o.Heartbeat == nil {
+		return
+	}
+	o.Heartbeat(HeartbeatEvent{Rows: rows, Duration: d, Err: err})
+}
+
+// fencingRefused reports err when it is a stale token, and returns it.
+func (c *Client) fencingRefused(ctx context.Context, err error) error {
+	o := c.observer()
+	if o == nil || o.FencingRefused == nil {
+		return err
+	}
+	var st *StaleTokenError
+	if errors.As(err, &st) {
+		o.FencingRefused(ctx, FencingRefusal{Namespace: st.Namespace, Key: st.Key, Token: st.Token, Current: st.Current})
+	}
+	return err
+}

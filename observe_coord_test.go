@@ -1,0 +1,55 @@
+package sentinel_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// The observer hears queue grants and election term changes (issue 12,
+// item 9: queue wait time, election term changes).
+func TestObserverSeesQueueGrantsAndTerms(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	var grants []sentinel.QueueGrant
+	var terms []sentinel.TermChange
+	obs := &sentinel.Observer{
+		QueueGranted: func(g sentinel.QueueGrant) { mu.Lock(); grants = append(grants, g); mu.Unlock() },
+		TermChanged:  func(tc sentinel.TermChange) { mu.Lock(); terms = append(terms, tc); mu.Unlock() },
+	}
+	c := e.client(&sentinel.Config{Observer: obs})
+	tn, err := c.Turn(ctx, "printer", sentinel.WithLabel("report"))
+	require.NoError(t, err)
+	require.NoError(t, tn.Release(ctx))
+	mu.Lock()
+	require.Len(t, grants, 1)
+	require.Equal(t, "printer", grants[0].Resource)
+	require.Equal(t, tn.Ticket(), grants[0].Ticket)
+	mu.Unlock()
+
+	el, err := c.Elector("scheduler", sentinel.ElectorOptions{TTL: time.Second})
+	require.NoError(t, err)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- el.Run(rctx) }()
+	require.Eventually(t, el.IsLeader, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(terms) == 2
+	}, 5*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.True(t, terms[0].Self)
+	require.False(t, terms[0].Demoted)
+	require.True(t, terms[1].Demoted)
+	require.Equal(t, terms[0].Term, terms[1].Term)
+}

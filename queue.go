@@ -1,0 +1,1248 @@
+package sentinel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The fair queue lock (turn, on PostgreSQL).
+//
+// Every Turn draws a ticket from the fencing_token sequence and waits until
+// its ticket is the lowest live ticket of its resource. The holder is
+// derived, never stored: a ticket is served by one statement that checks,
+// on the database clock, that no lower ticket is alive, and skips (deletes)
+// the lower ones that are dead in the same statement.
+//
+// Why no later ticket is ever served before an earlier live one:
+//
+//   - Drawing locks the resource's row in queues (FOR UPDATE) and mints the
+//     ticket while holding that lock, so on one resource tickets commit in
+//     the order of their numbers: once a ticket is visible to a serving
+//     check, no lower ticket can appear later.
+//   - The serving check deletes a lower ticket only if it is expired by the
+//     database clock when the DELETE holds its row lock (READ COMMITTED
+//     re-checks the condition on the newest row version), and serves only if
+//     every lower ticket of its snapshot was deleted by that very DELETE.
+//     A lower ticket renewed concurrently (its renewal locks the row) is
+//     therefore never counted as dead, and a renewal never revives a ticket
+//     whose expiry passed: it is guarded by expires_at > clock_timestamp()
+//     under the same row lock.
+//   - A holder's local deadline (Done) is the send time of its last
+//     successful renewal + TTL - safety margin: before the database clock can
+//     see its ticket expired, hence before anyone behind can be served.
+
+// kindTicket is the heartbeat kind of a ticket row (see renewKinds). It only
+// needs to differ from the other kinds; the integrator may renumber it.
+const kindTicket leaseKind = 12
+
+// MaxLabelLen is the longest label a Turn accepts, in bytes.
+const MaxLabelLen = 256
+
+// Queue event types, in the history and in FollowQueues.
+const (
+	QueueAssigned  = "assigned"  // a ticket was drawn (with its label)
+	QueueGranted   = "granted"   // a ticket was served: its holder may work
+	QueueCompleted = "completed" // the holder released its turn
+	QueueCancelled = "cancelled" // a waiter left before being served
+	QueueCrashed   = "crashed"   // a served ticket expired (its holder died or froze) and was removed
+	QueueBumped    = "bumped"    // a waiting ticket expired and was skipped
+)
+
+// ErrQueueBusy reports that ResetQueue found a live holder or waiter on the
+// resource; nothing was removed. The error is a *QueueBusyError.
+var ErrQueueBusy = errors.New("sentinel: queue busy")
+
+// QueueBusyError reports a queue that ResetQueue refused to reset. It
+// matches ErrQueueBusy.
+type QueueBusyError struct {
+	Namespace string
+	Resource  string
+	Live      int // live tickets (holder and waiters) at the time of the call
+}
+
+func (e *QueueBusyError) Error() string {
+	return fmt.Sprintf("sentinel: queue %q/%q busy: %d live ticket(s); nothing removed. Reset only clears dead tickets: "+
+		"wait for the holder and waiters to finish (see Client.Queue)", e.Namespace, e.Resource, e.Live)
+}
+
+// Unwrap returns ErrQueueBusy.
+func (e *QueueBusyError) Unwrap() error { return ErrQueueBusy }
+
+// WithLabel sets the label of a Turn's ticket: it shows in Queue and Queues
+// and in progression events (`printer: 5 assigned to "nightly report"`).
+// At most MaxLabelLen bytes of UTF-8 without NUL. Default "".
+func WithLabel(label string) Option {
+	return func(o *callOptions) { o.label, o.labelSet = label, true }
+}
+
+func init() {
+	renewKinds = append(renewKinds, renewKind{
+		kind: kindTicket, name: "qtu",
+		cte: fmt.Sprintf(`qtc AS (
+    SELECT t.namespace, t.resource, t.ticket, v.ttl FROM {{schema}}.tickets t
+    JOIN v ON v.kind = %d AND t.namespace = v.ns AND t.resource = v.key AND t.ticket = v.token
+    WHERE t.owner = $1 AND t.expires_at > pg_catalog.clock_timestamp()
+    FOR NO KEY UPDATE OF t SKIP LOCKED
+),
+qtu AS (
+    UPDATE {{schema}}.tickets t
+    SET expires_at = greatest(t.expires_at, pg_catalog.statement_timestamp() + qtc.ttl * interval '1 microsecond')
+    FROM qtc WHERE t.namespace = qtc.namespace AND t.resource = qtc.resource AND t.ticket = qtc.ticket
+    RETURNING t.namespace, t.resource AS key, t.ticket AS token, t.expires_at, 'infinity'::timestamptz AS hard_expires_at
+)`, kindTicket),
+		alive: `EXISTS (SELECT 1 FROM {{schema}}.tickets t
+             WHERE t.namespace = v.ns AND t.resource = v.key AND t.ticket = v.token AND t.owner = $1
+               AND t.expires_at > pg_catalog.clock_timestamp())`,
+	})
+}
+
+// notifyQueueSQL is the payload of a follow notification for namespace $1.
+const notifyQueueSQL = `'q' || pg_catalog.octet_length($1::text)::text || ':' || $1::text`
+
+// sqlDraw draws a ticket: it locks the resource's queue row FOR UPDATE
+// (creating it on the first draw), mints the ticket under that lock,
+// inserts it, and records `assigned`. The row is locked, never updated:
+// drawers wait on one row version, in the order they asked (PostgreSQL's
+// tuple lock queue), rather than retrying against a chain of new versions
+// where a newcomer could overtake them. The time left is computed at the
+// end, so a wait for the lock only shortens what the client trusts.
+//
+// It returns no row when the queue row was created by a concurrent draw
+// after this statement's snapshot (only on a resource's first draws): the
+// caller runs it again.
+// $1 namespace, $2 resource, $3 label, $4 owner, $5 host, $6 pid, $7 ttl µs,
+// $8 channel.
+const sqlDraw = `
+WITH ins AS (
+    INSERT INTO {{schema}}.queues AS q (namespace, resource, created_at)
+    VALUES ($1, $2, pg_catalog.clock_timestamp())
+    ON CONFLICT (namespace, resource) DO NOTHING
+    RETURNING q.namespace, q.resource
+),
+lk AS (
+    SELECT q.namespace, q.resource FROM {{schema}}.queues q
+    WHERE q.namespace = $1 AND q.resource = $2
+    FOR UPDATE
+),
+q AS (SELECT * FROM ins UNION ALL SELECT * FROM lk),
+t AS (
+    INSERT INTO {{schema}}.tickets (namespace, resource, ticket, label, owner, host, pid, drawn_at, expires_at)
+    SELECT q.namespace, q.resource, pg_catalog.nextval({{seq}}), $3, $4, $5, $6,
+        pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
+    FROM q
+    RETURNING ticket, drawn_at, expires_at
+),
+ev AS (
+    INSERT INTO {{schema}}.queue_events (namespace, resource, ticket, event, label, owner)
+    SELECT $1, $2, t.ticket, 'assigned', $3, $4 FROM t
+)
+SELECT t.ticket, t.drawn_at, t.expires_at, t.expires_at - pg_catalog.clock_timestamp()
+FROM t, LATERAL (SELECT pg_catalog.pg_notify($8, ` + notifyQueueSQL + `)) AS n`
+
+// sqlServe is the serving check of ticket $3, in one statement:
+//
+//   - me: the ticket itself, live and owned by $4;
+//   - dead: lower tickets expired by the database clock are deleted (a row
+//     locked by a renewal is waited for and re-checked, so a ticket renewed
+//     meanwhile is kept);
+//   - blk: lower tickets of the snapshot that dead did not delete;
+//   - g: the ticket is served (served_at set) when blk is empty;
+//   - ev: `crashed`/`bumped` for every skipped ticket, `granted` once.
+//
+// It returns whether the ticket is alive, whether it is served, its
+// immediate live predecessor, that one's time left (the fallback re-check)
+// and owner, and whether a dead lower ticket is being removed by someone
+// else (re-check soon).
+// $1 namespace, $2 resource, $3 ticket, $4 owner, $5 channel.
+const sqlServe = `
+WITH me AS (
+    SELECT t.label, t.served_at FROM {{schema}}.tickets t
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4
+      AND t.expires_at > pg_catalog.clock_timestamp()
+),
+dead AS (
+    DELETE FROM {{schema}}.tickets t
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket < $3
+      AND t.expires_at <= pg_catalog.clock_timestamp() AND EXISTS (SELECT 1 FROM me)
+    RETURNING t.ticket, t.label, t.owner, t.served_at IS NOT NULL AS served
+),
+blk AS (
+    SELECT t.ticket, t.owner, t.expires_at FROM {{schema}}.tickets t
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket < $3
+      AND NOT EXISTS (SELECT 1 FROM dead WHERE dead.ticket = t.ticket)
+),
+g AS (
+    UPDATE {{schema}}.tickets t SET served_at = coalesce(t.served_at, pg_catalog.clock_timestamp())
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4
+      AND t.expires_at > pg_catalog.clock_timestamp()
+      AND EXISTS (SELECT 1 FROM me) AND NOT EXISTS (SELECT 1 FROM blk)
+    RETURNING t.expires_at
+),
+ev AS (
+    INSERT INTO {{schema}}.queue_events (namespace, resource, ticket, event, label, owner, by_ticket)
+    SELECT $1, $2, d.ticket, CASE WHEN d.served THEN 'crashed' ELSE 'bumped' END, d.label, d.owner, $3::bigint
+    FROM dead d
+    UNION ALL
+    SELECT $1, $2, $3, 'granted', me.label, $4, NULL FROM me, g WHERE me.served_at IS NULL
+    RETURNING 1
+),
+p AS (
+    SELECT b.ticket, b.owner, b.expires_at - pg_catalog.clock_timestamp() AS left FROM blk b
+    WHERE b.expires_at > pg_catalog.clock_timestamp()
+    ORDER BY b.ticket DESC LIMIT 1
+)
+SELECT EXISTS (SELECT 1 FROM me), EXISTS (SELECT 1 FROM g),
+    coalesce((SELECT p.ticket FROM p), 0), coalesce((SELECT p.left FROM p), interval '0'), coalesce((SELECT p.owner FROM p), ''),
+    EXISTS (SELECT 1 FROM blk WHERE blk.expires_at <= pg_catalog.clock_timestamp())
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify($5, ` + notifyQueueSQL + `) WHERE EXISTS (SELECT 1 FROM ev)) AS n ON true`
+
+// sqlTicketLeave removes ticket $3 (release by its holder, cancellation by a
+// waiter, Close), records `completed`/`cancelled` (or `crashed`/`bumped`
+// when it had expired), and wakes the next live ticket when the removed
+// one had no live ticket below it: only that one ticket is notified.
+// $1 namespace, $2 resource, $3 ticket, $4 owner, $5 channel.
+const sqlTicketLeave = `
+WITH d AS (
+    DELETE FROM {{schema}}.tickets t
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4
+    RETURNING t.label, t.served_at IS NOT NULL AS served, t.expires_at > pg_catalog.clock_timestamp() AS alive
+),
+ev AS (
+    INSERT INTO {{schema}}.queue_events (namespace, resource, ticket, event, label, owner)
+    SELECT $1, $2, $3, CASE WHEN d.alive THEN CASE WHEN d.served THEN 'completed' ELSE 'cancelled' END
+                            ELSE CASE WHEN d.served THEN 'crashed' ELSE 'bumped' END END, d.label, $4
+    FROM d
+),
+nx AS (
+    SELECT s.ticket FROM {{schema}}.tickets s
+    WHERE EXISTS (SELECT 1 FROM d) AND s.namespace = $1 AND s.resource = $2 AND s.ticket > $3
+      AND s.expires_at > pg_catalog.clock_timestamp()
+      AND NOT EXISTS (SELECT 1 FROM {{schema}}.tickets l WHERE l.namespace = $1 AND l.resource = $2
+          AND l.ticket < $3 AND l.expires_at > pg_catalog.clock_timestamp())
+    ORDER BY s.ticket LIMIT 1
+)
+SELECT d.served, d.alive, coalesce((SELECT nx.ticket FROM nx), 0)
+FROM d
+LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify($5, 't' || pg_catalog.octet_length($1::text)::text || ':' || $1::text || nx.ticket::text)
+    FROM nx) AS w ON true
+LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify($5, ` + notifyQueueSQL + `)) AS f ON true`
+
+// sqlQueue lists the live tickets of one resource, lowest first.
+// $1 namespace, $2 resource.
+const sqlQueue = `
+SELECT resource, ticket, label, owner, host, pid, drawn_at, served_at, expires_at
+FROM {{schema}}.tickets
+WHERE namespace = $1 AND resource = $2 AND expires_at > pg_catalog.clock_timestamp()
+ORDER BY ticket`
+
+// sqlQueues lists the live tickets of every resource of a namespace.
+// $1 namespace.
+const sqlQueues = `
+SELECT resource, ticket, label, owner, host, pid, drawn_at, served_at, expires_at
+FROM {{schema}}.tickets
+WHERE namespace = $1 AND expires_at > pg_catalog.clock_timestamp()
+ORDER BY resource, ticket`
+
+// sqlReset removes the dead tickets of a resource, only if it has no live
+// one; it reports the live count and how many were removed.
+// $1 namespace, $2 resource, $3 channel.
+const sqlReset = `
+WITH live AS (
+    SELECT pg_catalog.count(*) AS n FROM {{schema}}.tickets
+    WHERE namespace = $1 AND resource = $2 AND expires_at > pg_catalog.clock_timestamp()
+),
+d AS (
+    DELETE FROM {{schema}}.tickets t
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.expires_at <= pg_catalog.clock_timestamp()
+      AND (SELECT n FROM live) = 0
+    RETURNING t.ticket, t.label, t.owner, t.served_at IS NOT NULL AS served
+),
+ev AS (
+    INSERT INTO {{schema}}.queue_events (namespace, resource, ticket, event, label, owner)
+    SELECT $1, $2, d.ticket, CASE WHEN d.served THEN 'crashed' ELSE 'bumped' END, d.label, d.owner FROM d
+    RETURNING 1
+)
+SELECT (SELECT n FROM live), (SELECT pg_catalog.count(*) FROM d)
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify($3, ` + notifyQueueSQL + `) WHERE EXISTS (SELECT 1 FROM ev)) AS n ON true`
+
+// sqlQueueResources lists the resources of a namespace with any ticket.
+// $1 namespace.
+const sqlQueueResources = `
+SELECT DISTINCT resource FROM {{schema}}.tickets WHERE namespace = $1 ORDER BY resource`
+
+// sqlVerifyTurn checks that a ticket is served and live, and locks its row
+// FOR SHARE until the caller's transaction ends: neither its release nor
+// its removal as dead can commit before the caller's guarded writes do, so
+// nobody behind it can be served meanwhile.
+// $1 namespace, $2 resource, $3 ticket.
+const sqlVerifyTurn = `
+SELECT served_at IS NOT NULL AND expires_at > pg_catalog.clock_timestamp()
+FROM {{schema}}.tickets
+WHERE namespace = $1 AND resource = $2 AND ticket = $3
+FOR SHARE`
+
+// sqlQueueEvents reads queue events after an id, oldest first.
+// $1 namespace, $2 resources (NULL: all), $3 after id, $4 limit.
+const sqlQueueEvents = `
+SELECT id, resource, ticket, event, label, owner, coalesce(by_ticket, 0), at
+FROM {{schema}}.queue_events
+WHERE namespace = $1 AND ($2::text[] IS NULL OR resource = ANY ($2::text[])) AND id > $3
+ORDER BY id
+LIMIT $4`
+
+// sqlQueueEventsHead is the id of the newest queue event.
+const sqlQueueEventsHead = `SELECT coalesce(pg_catalog.max(id), 0) FROM {{schema}}.queue_events`
+
+type queueSQL struct {
+	draw, serve, leave, queue, queues, reset, verify, events, head, resources string
+}
+
+var queueSQLs sync.Map // quoted schema -> *queueSQL
+
+func (c *Client) qsql() *queueSQL {
+	if q, ok := queueSQLs.Load(c.sql.schema); ok {
+		return q.(*queueSQL)
+	}
+	r := strings.NewReplacer("{{schema}}", c.sql.schema, "{{seq}}", seqLiteral(c.sql.schema))
+	q := &queueSQL{
+		draw: r.Replace(sqlDraw), serve: r.Replace(sqlServe), leave: r.Replace(sqlTicketLeave),
+		queue: r.Replace(sqlQueue), queues: r.Replace(sqlQueues), reset: r.Replace(sqlReset),
+		verify: r.Replace(sqlVerifyTurn), events: r.Replace(sqlQueueEvents), head: r.Replace(sqlQueueEventsHead),
+		resources: r.Replace(sqlQueueResources),
+	}
+	v, _ := queueSQLs.LoadOrStore(c.sql.schema, q)
+	return v.(*queueSQL)
+}
+
+// Ticket is one live ticket of a queue.
+type Ticket struct {
+	Ticket    int64  // the ticket number: a fencing token
+	Label     string // see WithLabel
+	Owner     string // the client that drew it
+	Host      string
+	PID       int
+	DrawnAt   time.Time // database clock
+	ServedAt  time.Time // database clock; zero until its client confirmed its turn
+	ExpiresAt time.Time // database clock; renewed by its client's heartbeat
+}
+
+// QueueStatus is a snapshot of one resource's queue.
+type QueueStatus struct {
+	Namespace string
+	Resource  string
+	// Holder is the lowest live ticket: the one whose turn it is (derived,
+	// never stored). Its ServedAt is zero during a handover, until its
+	// client confirms. Nil when the queue is empty.
+	Holder *Ticket
+	// Waiting are the other live tickets, in the order they will be served.
+	Waiting []Ticket
+}
+
+// Turn is a served ticket: the caller's turn on a resource. It is renewed
+// in the background until Release, Close, or a loss (see Done), and is safe
+// for concurrent use.
+type Turn struct {
+	c     *Client
+	l     *Lease // the ticket's presence: kind kindTicket, key = resource, token = ticket
+	label string
+	drawn time.Time // local time the ticket was drawn, for the queue-wait metric
+
+	relMu  sync.Mutex
+	left   bool // the ticket row was given up (Release or Close)
+	leftMu sync.Mutex
+}
+
+// Ticket returns the turn's ticket number. It is a fencing token from the
+// same sequence as lease tokens: pass it to downstream writes and check it
+// with VerifyTurn.
+func (t *Turn) Ticket() int64 { return t.l.token }
+
+// Label returns the ticket's label.
+func (t *Turn) Label() string { return t.label }
+
+// Resource returns the resource the turn is on.
+func (t *Turn) Resource() string { return t.l.key }
+
+// Namespace returns the turn's namespace.
+func (t *Turn) Namespace() string { return t.l.ns }
+
+// Done returns a channel that is closed when the turn ends: released,
+// client closed, or lost. A lost turn's Done closes at its local deadline
+// (send time of its last successful renewal + TTL - safety margin), before
+// the database could serve anyone behind it.
+func (t *Turn) Done() <-chan struct{} { return t.l.done }
+
+// Err returns nil while the turn is held; afterwards ErrReleased, or an
+// error matching ErrLeaseLost.
+func (t *Turn) Err() error { return t.l.Err() }
+
+// Deadline returns the local time (monotonic clock) until which the holder
+// may trust its turn; it moves forward with every renewal.
+func (t *Turn) Deadline() time.Time { return t.l.Deadline() }
+
+// Context returns a copy of parent that is cancelled, with the reason as
+// its cause, when the turn ends.
+func (t *Turn) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	return t.l.Context(parent)
+}
+
+// Release ends the turn in one statement guarded by owner and ticket,
+// records `completed`, and wakes the next live ticket only. It is
+// idempotent and works from a defer after the work's context was cancelled
+// (a done ctx is replaced by one bounded by Config.ReleaseTimeout).
+//
+// It returns nil when it released the turn, and an error matching
+// ErrLeaseLost when the turn had been lost (its ticket expired: someone
+// behind may have been served). When the statement fails the turn ends all
+// the same; the ticket then expires within its TTL, and the next ticket is
+// served at that expiry.
+func (t *Turn) Release(ctx context.Context) error {
+	t.relMu.Lock()
+	defer t.relMu.Unlock()
+	prior := t.l.Err()
+	if errors.Is(prior, ErrReleased) || t.hasLeft() {
+		return prior
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), t.c.cfg.ReleaseTimeout)
+		defer cancel()
+	}
+	t.c.hb.remove(t.l)
+	res, err := t.leave(ctx)
+	if err != nil {
+		t.l.end(&LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token,
+			Reason: "turn release failed; the ticket is no longer renewed and expires within its TTL unless the release committed", Cause: err})
+		return err
+	}
+	if res.found && res.alive {
+		if prior == nil {
+			t.l.end(ErrReleased)
+			return nil
+		}
+		return prior
+	}
+	if prior == nil {
+		prior = &LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Reason: "turn's ticket expired before release",
+			Cause: &StaleTokenError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token}}
+		t.l.end(prior)
+	}
+	return prior
+}
+
+func (t *Turn) hasLeft() bool {
+	t.leftMu.Lock()
+	defer t.leftMu.Unlock()
+	return t.left
+}
+
+type leaveResult struct {
+	found, served, alive bool
+	next                 int64
+}
+
+// leave deletes the ticket row once (later calls do nothing).
+func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
+	t.leftMu.Lock()
+	defer t.leftMu.Unlock()
+	if t.left {
+		return leaveResult{}, nil
+	}
+	var r leaveResult
+	err := t.c.pool.QueryRow(ctx, t.c.qsql().leave, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner, t.c.sql.channel).
+		Scan(&r.served, &r.alive, &r.next)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		t.left = true
+		return r, nil
+	case err != nil:
+		if !transient(err) {
+			t.left = true
+		}
+		return r, t.c.wrapErr(fmt.Sprintf("leave queue %q/%q (ticket %d)", t.l.ns, t.l.key, t.l.token), err)
+	}
+	t.left, r.found = true, true
+	return r, nil
+}
+
+// errTicketLost says a waiting ticket died (not renewed in time); Turn
+// draws a new one.
+var errTicketLost = errors.New("sentinel: waiting ticket lost")
+
+// Turn draws a ticket for resource and blocks until it is served: until
+// every ticket drawn before it has been released, cancelled, or has died
+// (expired by the database clock, skipped at once). First come, first
+// served: no later ticket is ever served before an earlier live one.
+//
+// While waiting, the ticket is kept alive by the client's heartbeat and
+// the call holds no pool connection: it sleeps until the ticket ahead of it
+// leaves (a notification names the one ticket that should re-check) or
+// until that ticket's expiry, whichever comes first. If the ticket itself
+// dies while waiting (the database was unreachable for longer than its
+// TTL), Turn draws a new one at the back of the queue.
+//
+// ctx bounds the wait: when it ends, the ticket is cancelled (`cancelled`)
+// and the next one woken, and the error wraps ctx's cause. Options:
+// WithLabel, WithTTL, WithNamespace.
+//
+// A turn is not reentrant: a second Turn on the same resource, even from
+// the goroutine holding the first, queues behind it. A holder frozen inside
+// a VerifyTurn transaction keeps its ticket row locked, and nobody behind
+// it is served until that transaction ends; set
+// idle_in_transaction_session_timeout on the server.
+func (c *Client) Turn(ctx context.Context, resource string, opts ...Option) (*Turn, error) {
+	o, err := c.resolveTurn(resource, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.turn(ctx, resource, o)
+}
+
+func (c *Client) resolveTurn(resource string, opts []Option) (callOptions, error) {
+	o, err := c.resolve(resource, opts)
+	if err != nil {
+		var inv *InvalidError
+		if errors.As(err, &inv) && inv.Field == "key" {
+			inv.Field = "resource"
+		}
+		return o, err
+	}
+	if o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 {
+		return o, invalid("option", "WithHardTTL, WithWait, WithForce, WithCodec, WithMetadata and WithToken do not apply to Turn")
+	}
+	if o.labelSet {
+		if len(o.label) > MaxLabelLen || !validText(o.label) {
+			return o, invalid("label", "must be at most %d bytes of UTF-8 without NUL, got %d bytes", MaxLabelLen, len(o.label))
+		}
+	}
+	return o, nil
+}
+
+func validText(s string) bool {
+	return checkName("text", "x"+s, len(s)+1) == nil
+}
+
+func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Turn, error) {
+	for {
+		t, err := c.draw(ctx, resource, o)
+		if err != nil {
+			return nil, err
+		}
+		err = c.waitTurn(ctx, t)
+		if err == nil {
+			if obs := c.observer(); obs != nil && obs.QueueGranted != nil {
+				obs.QueueGranted(QueueGrant{Namespace: o.namespace, Resource: resource, Ticket: t.l.token,
+					Wait: time.Since(t.drawn), Ahead: -1})
+			}
+			return t, nil
+		}
+		if errors.Is(err, errTicketLost) {
+			// Our ticket died while we waited (renewals failed for a
+			// TTL); our place is gone. Give the row up if it is still
+			// there and queue again at the back.
+			c.cfg.Logger.Warn("sentinel: waiting ticket lost; drawing a new one", "namespace", o.namespace,
+				"resource", resource, "ticket", t.Ticket())
+			c.abandon(ctx, t, ErrLeaseLost)
+			if err := c.checkOpen(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		c.abandon(ctx, t, err)
+		return nil, err
+	}
+}
+
+// abandon gives a ticket up (cancelled while waiting, or lost).
+func (c *Client) abandon(ctx context.Context, t *Turn, why error) {
+	c.hb.remove(t.l)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+	defer cancel()
+	if _, err := t.leave(rctx); err != nil {
+		c.cfg.Logger.Warn("sentinel: giving up a ticket failed; it expires within its TTL", "namespace", t.l.ns,
+			"resource", t.l.key, "ticket", t.l.token, "err", err)
+		t.l.end(&LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Reason: "ticket given up", Cause: why})
+		return
+	}
+	t.l.end(ErrReleased) // its row is gone
+}
+
+// draw draws a ticket, riding out an unreachable database until ctx ends.
+func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Turn, error) {
+	for {
+		if err := c.checkOpen(); err != nil {
+			return nil, err
+		}
+		var (
+			ticket             int64
+			drawnAt, expiresAt time.Time
+			remaining          time.Duration
+		)
+		sent := time.Now()
+		err := c.pool.QueryRow(ctx, c.qsql().draw, o.namespace, resource, o.label, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
+			us(o.ttl), c.sql.channel).Scan(&ticket, &drawnAt, &expiresAt, &remaining)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // the queue row was created concurrently: draw again
+		}
+		if err != nil {
+			if transient(err) && ctx.Err() == nil {
+				c.cfg.Logger.Warn("sentinel: drawing a ticket: database unreachable; retrying", "resource", resource, "err", err)
+				select {
+				case <-ctx.Done():
+					return nil, fmt.Errorf("sentinel: waiting for turn on %q/%q: %w (last error: %w)", o.namespace, resource, context.Cause(ctx), err)
+				case <-time.After(c.cfg.WaitRecheck):
+				}
+				continue
+			}
+			return nil, c.wrapErr(fmt.Sprintf("draw ticket for %q/%q", o.namespace, resource), err)
+		}
+		l := c.newLease(kindTicket, o.namespace, resource, ticket, o.ttl)
+		l.acquiredAt = drawnAt
+		t := &Turn{c: c, l: l, label: o.label, drawn: sent}
+		tk := ticketKey{c: c, ns: o.namespace, res: resource, ticket: ticket}
+		localTickets.Store(tk, l)
+		l.onEnd = func(err error) {
+			localTickets.Delete(tk)
+			wakeBehind(tk, err, l.margin)
+			if errors.Is(err, ErrClosed) {
+				// Close: give the ticket up now rather than let the
+				// queue wait for its expiry.
+				rctx, cancel := context.WithTimeout(context.Background(), c.cfg.ReleaseTimeout)
+				defer cancel()
+				_, _ = t.leave(rctx)
+			}
+		}
+		if !c.hb.add(l, sent, remaining, expiresAt, time.Time{}) {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+			defer cancel()
+			_, _ = t.leave(rctx)
+			l.end(ErrReleased)
+			return nil, ErrClosed
+		}
+		return t, nil
+	}
+}
+
+type serveCheck struct {
+	alive, served bool
+	pred          int64
+	predLeft      time.Duration
+	predOwner     string
+	racing        bool
+}
+
+func (c *Client) serve(ctx context.Context, t *Turn) (serveCheck, error) {
+	var s serveCheck
+	err := c.pool.QueryRow(ctx, c.qsql().serve, t.l.ns, t.l.key, t.l.token, c.cfg.Owner, c.sql.channel).
+		Scan(&s.alive, &s.served, &s.pred, &s.predLeft, &s.predOwner, &s.racing)
+	if err != nil {
+		return s, c.wrapErr(fmt.Sprintf("check turn on %q/%q (ticket %d)", t.l.ns, t.l.key, t.l.token), err)
+	}
+	return s, nil
+}
+
+// waitTurn waits until t's ticket is served. It returns errTicketLost when
+// the ticket died, and ctx's cause when ctx ends.
+func (c *Client) waitTurn(ctx context.Context, t *Turn) error {
+	key := strconv.FormatInt(t.l.token, 10)
+	wake, listening := c.ln.subscribe(ctx, notifyTurn, t.l.ns, key)
+	defer c.ln.unsubscribe(notifyTurn, t.l.ns, key, wake)
+	var watching ticketKey // the local ticket ahead we are registered behind
+	defer unwatch(&watching, wake)
+	stop := func() error {
+		return fmt.Errorf("sentinel: waiting for turn on %q/%q (ticket %d): %w", t.l.ns, t.l.key, t.l.token, context.Cause(ctx))
+	}
+	for {
+		if err := t.l.Err(); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return ErrClosed
+			}
+			return errTicketLost
+		}
+		if ctx.Err() != nil {
+			return stop()
+		}
+		sent := time.Now()
+		s, err := c.serve(ctx, t)
+		var delay time.Duration
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return stop()
+		case err != nil && transient(err):
+			c.cfg.Logger.Warn("sentinel: waiting for turn: database unreachable; retrying", "resource", t.l.key, "err", err)
+			delay = c.cfg.WaitRecheck
+		case err != nil:
+			return err
+		case !s.alive:
+			return errTicketLost
+		case s.served:
+			if t.l.Err() != nil {
+				return errTicketLost // served, but no longer trusted locally
+			}
+			return nil
+		case s.racing:
+			delay = 5 * time.Millisecond
+		case s.pred != 0 && c.watchLocal(t, s.pred, s.predOwner, wake, &watching):
+			// The ticket ahead is this client's own and alive: it cannot
+			// expire unseen (its local deadline comes first, and its end
+			// wakes us; see wakeBehind). Only a slow safety re-check.
+			delay = c.safetyRecheck(t.l.ttl)
+		case s.pred != 0:
+			delay = time.Until(sent.Add(s.predLeft)) + time.Millisecond
+		default:
+			delay = 5 * time.Millisecond
+		}
+		if !listening {
+			delay = min(delay, c.cfg.WaitRecheck)
+		}
+		delay = max(delay, time.Millisecond)
+		timer := time.NewTimer(delay)
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-t.l.done:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		listening = c.ln.listening()
+	}
+}
+
+// ticketKey names a ticket drawn by a client of this process.
+type ticketKey struct {
+	c       *Client
+	ns, res string
+	ticket  int64
+}
+
+var (
+	// localTickets holds the live tickets of this process's clients.
+	localTickets sync.Map // ticketKey -> *Lease
+	// behind maps a local ticket to the wake channels of the local
+	// waiters directly behind it.
+	behindMu sync.Mutex
+	behind   = map[ticketKey][]chan struct{}{}
+)
+
+// watchLocal registers wake behind the ticket ahead (pred) when that ticket
+// is this client's own and alive, and reports whether it did. A client's
+// waiters then need no timer for one another: the client renews all of its
+// tickets in one statement, and a ticket that ends here (released,
+// cancelled, lost) wakes the waiter behind it (wakeBehind). Without this,
+// many waiters of one client would all re-check at once, at the expiry of
+// tickets renewed by the same heartbeat.
+func (c *Client) watchLocal(t *Turn, pred int64, predOwner string, wake chan struct{}, watching *ticketKey) bool {
+	unwatch(watching, wake)
+	if predOwner != c.cfg.Owner {
+		return false
+	}
+	k := ticketKey{c: c, ns: t.l.ns, res: t.l.key, ticket: pred}
+	behindMu.Lock()
+	behind[k] = append(behind[k], wake)
+	behindMu.Unlock()
+	*watching = k
+	// Registered first, checked second: an end between the two still
+	// finds the registration.
+	if v, ok := localTickets.Load(k); ok && v.(*Lease).Err() == nil {
+		return true
+	}
+	unwatch(watching, wake)
+	return false
+}
+
+func unwatch(watching *ticketKey, wake chan struct{}) {
+	if watching.c == nil {
+		return
+	}
+	behindMu.Lock()
+	list := behind[*watching]
+	for i, ch := range list {
+		if ch == wake {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(behind, *watching)
+	} else {
+		behind[*watching] = list
+	}
+	behindMu.Unlock()
+	*watching = ticketKey{}
+}
+
+// wakeBehind wakes the local waiters behind a ticket that ended: at once
+// when it was given up (its row is gone), or once its row has expired on
+// the database clock when it was lost (its local deadline comes a safety
+// margin before that).
+func wakeBehind(k ticketKey, why error, margin time.Duration) {
+	behindMu.Lock()
+	list := slices.Clone(behind[k])
+	behindMu.Unlock()
+	if len(list) == 0 {
+		return
+	}
+	poke := func() {
+		for _, ch := range list {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if errors.Is(why, ErrReleased) || errors.Is(why, ErrClosed) {
+		poke()
+		return
+	}
+	time.AfterFunc(2*margin+time.Millisecond, poke)
+}
+
+// safetyRecheck is how long a waiter behind one of its own client's
+// live tickets sleeps without news: ten TTLs (or WaitRecheck periods),
+// jittered so that many waiters of one client spread out. It is a safety
+// net only: that ticket's end wakes the waiter (wakeBehind), and it cannot
+// expire unseen, because its local deadline comes first.
+func (c *Client) safetyRecheck(ttl time.Duration) time.Duration {
+	d := 10 * max(ttl, c.cfg.WaitRecheck)
+	return d + rand.N(d/2)
+}
+
+// VerifyTurn checks, inside the caller's own transaction, that ticket is
+// the served, live ticket of resource, and returns a *StaleTokenError
+// (matching ErrStaleToken) otherwise. It locks the ticket row FOR SHARE
+// until the transaction ends, so the holder's guarded writes commit before
+// anyone behind it can be served:
+//
+//	tx, _ := pool.Begin(ctx)
+//	if err := client.VerifyTurn(ctx, tx, "printer", turn.Ticket()); err != nil {
+//		tx.Rollback(ctx) // the turn is over: write nothing
+//		return err
+//	}
+//	tx.Exec(ctx, "UPDATE ...")
+//	tx.Commit(ctx)
+//
+// Options: WithNamespace.
+func (c *Client) VerifyTurn(ctx context.Context, q Querier, resource string, ticket int64, opts ...Option) error {
+	if q == nil {
+		return invalid("querier", "must not be nil")
+	}
+	o, err := c.resolveTurn(resource, opts)
+	if err != nil {
+		return err
+	}
+	if ticket <= 0 {
+		return invalid("ticket", "must be positive, got %d", ticket)
+	}
+	var ok bool
+	err = q.QueryRow(ctx, c.qsql().verify, o.namespace, resource, ticket).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !ok) {
+		return &StaleTokenError{Namespace: o.namespace, Key: resource, Token: ticket}
+	}
+	if err != nil {
+		return c.wrapErr(fmt.Sprintf("verify turn %q/%q", o.namespace, resource), err)
+	}
+	return nil
+}
+
+func scanTickets(rows pgx.Rows) (map[string][]Ticket, []string, error) {
+	defer rows.Close()
+	byRes := map[string][]Ticket{}
+	var order []string
+	for rows.Next() {
+		var (
+			res    string
+			t      Ticket
+			served *time.Time
+		)
+		if err := rows.Scan(&res, &t.Ticket, &t.Label, &t.Owner, &t.Host, &t.PID, &t.DrawnAt, &served, &t.ExpiresAt); err != nil {
+			return nil, nil, err
+		}
+		if served != nil {
+			t.ServedAt = *served
+		}
+		if _, ok := byRes[res]; !ok {
+			order = append(order, res)
+		}
+		byRes[res] = append(byRes[res], t)
+	}
+	return byRes, order, rows.Err()
+}
+
+func queueStatus(ns, res string, ts []Ticket) QueueStatus {
+	q := QueueStatus{Namespace: ns, Resource: res}
+	if len(ts) > 0 {
+		h := ts[0]
+		q.Holder = &h
+		q.Waiting = append([]Ticket{}, ts[1:]...)
+	}
+	return q
+}
+
+// Queue returns a snapshot of resource's queue: its holder (the lowest live
+// ticket) and its waiters, with labels. An empty queue has a nil Holder.
+// Options: WithNamespace.
+func (c *Client) Queue(ctx context.Context, resource string, opts ...Option) (*QueueStatus, error) {
+	o, err := c.resolveTurn(resource, opts)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.pool.Query(ctx, c.qsql().queue, o.namespace, resource)
+	if err != nil {
+		return nil, c.wrapErr(fmt.Sprintf("read queue %q/%q", o.namespace, resource), err)
+	}
+	byRes, _, err := scanTickets(rows)
+	if err != nil {
+		return nil, c.wrapErr(fmt.Sprintf("read queue %q/%q", o.namespace, resource), err)
+	}
+	q := queueStatus(o.namespace, resource, byRes[resource])
+	return &q, nil
+}
+
+// Queues returns every queue of the namespace that has a live ticket,
+// sorted by resource. Options: WithNamespace.
+func (c *Client) Queues(ctx context.Context, opts ...Option) ([]QueueStatus, error) {
+	o, err := c.resolveNamespace(opts)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.pool.Query(ctx, c.qsql().queues, o.namespace)
+	if err != nil {
+		return nil, c.wrapErr("read queues", err)
+	}
+	byRes, order, err := scanTickets(rows)
+	if err != nil {
+		return nil, c.wrapErr("read queues", err)
+	}
+	out := make([]QueueStatus, 0, len(order))
+	for _, r := range order {
+		out = append(out, queueStatus(o.namespace, r, byRes[r]))
+	}
+	return out, nil
+}
+
+// resolveNamespace resolves options for a call on a whole namespace.
+func (c *Client) resolveNamespace(opts []Option) (callOptions, error) {
+	o, err := c.resolveTurn("-", opts)
+	if err != nil {
+		return o, err
+	}
+	if o.ttlSet || o.labelSet {
+		return o, invalid("option", "only WithNamespace applies here")
+	}
+	return o, nil
+}
+
+// ResetQueue removes the dead tickets of resource (expired by the database
+// clock, not yet skipped) and returns how many it removed, recording each
+// as `crashed` or `bumped`. A queue with a live holder or waiter is not
+// touched: it returns a *QueueBusyError (ErrQueueBusy) and removes nothing.
+// Options: WithNamespace.
+func (c *Client) ResetQueue(ctx context.Context, resource string, opts ...Option) (int, error) {
+	o, err := c.resolveTurn(resource, opts)
+	if err != nil {
+		return 0, err
+	}
+	var live, removed int
+	if err := c.pool.QueryRow(ctx, c.qsql().reset, o.namespace, resource, c.sql.channel).Scan(&live, &removed); err != nil {
+		return 0, c.wrapErr(fmt.Sprintf("reset queue %q/%q", o.namespace, resource), err)
+	}
+	if live > 0 {
+		return 0, &QueueBusyError{Namespace: o.namespace, Resource: resource, Live: live}
+	}
+	return removed, nil
+}
+
+// ResetQueues runs ResetQueue on every resource of the namespace that has
+// a ticket, live or dead (turn's `reset` without resource names). It
+// returns how many dead tickets it removed per resource, and an error
+// joining a *QueueBusyError (ErrQueueBusy) for every busy queue it left
+// alone. Options: WithNamespace.
+func (c *Client) ResetQueues(ctx context.Context, opts ...Option) (map[string]int, error) {
+	o, err := c.resolveNamespace(opts)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.pool.Query(ctx, c.qsql().resources, o.namespace)
+	if err != nil {
+		return nil, c.wrapErr("list queues", err)
+	}
+	resources, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, c.wrapErr("list queues", err)
+	}
+	removed := map[string]int{}
+	var errs []error
+	for _, r := range resources {
+		n, err := c.ResetQueue(ctx, r, WithNamespace(o.namespace))
+		var busy *QueueBusyError
+		switch {
+		case errors.As(err, &busy):
+			errs = append(errs, err)
+		case err != nil:
+			return removed, err
+		case n > 0:
+			removed[r] = n
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// QueueEvent is one step in a queue's progression.
+type QueueEvent struct {
+	ID        int64 // increasing in insertion order
+	Namespace string
+	Resource  string
+	Ticket    int64
+	Type      string // QueueAssigned, QueueGranted, ...
+	Label     string // the ticket's label
+	Owner     string // the client that drew the ticket
+	By        int64  // for crashed/bumped: the ticket that skipped it (0: ResetQueue or the owner)
+	At        time.Time
+}
+
+// String renders the event like turn's follow:
+//
+//	printer: 5 assigned to "nightly report"
+//	printer: 5 granted
+//	printer: 5 completed by "nightly report"
+func (e QueueEvent) String() string {
+	res := e.Resource
+	if strings.ContainsFunc(res, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		res = strconv.Quote(res)
+	}
+	s := fmt.Sprintf("%s: %d ", res, e.Ticket)
+	switch e.Type {
+	case QueueAssigned:
+		return s + "assigned to " + strconv.Quote(e.Label)
+	case QueueCompleted:
+		return s + "completed by " + strconv.Quote(e.Label)
+	case QueueCancelled:
+		return s + "cancelled by " + strconv.Quote(e.Label)
+	case QueueCrashed, QueueBumped:
+		s += e.Type + " (" + strconv.Quote(e.Label) + ")"
+		if e.By != 0 {
+			s += fmt.Sprintf(", skipped by %d", e.By)
+		}
+		return s
+	default:
+		return s + e.Type
+	}
+}
+
+func (c *Client) queueEvents(ctx context.Context, ns string, resources []string, after int64, limit int) ([]QueueEvent, error) {
+	rows, err := c.pool.Query(ctx, c.qsql().events, ns, resources, after, limit)
+	if err != nil {
+		return nil, c.wrapErr("read queue events", err)
+	}
+	defer rows.Close()
+	var out []QueueEvent
+	for rows.Next() {
+		e := QueueEvent{Namespace: ns}
+		if err := rows.Scan(&e.ID, &e.Resource, &e.Ticket, &e.Type, &e.Label, &e.Owner, &e.By, &e.At); err != nil {
+			return nil, c.wrapErr("read queue events", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.wrapErr("read queue events", err)
+	}
+	return out, nil
+}
+
+// QueueHistory returns the recorded events of resource's queue, oldest
+// first, at most limit of them after event id after (0: from the start).
+// Options: WithNamespace.
+func (c *Client) QueueHistory(ctx context.Context, resource string, after int64, limit int, opts ...Option) ([]QueueEvent, error) {
+	o, err := c.resolveTurn(resource, opts)
+	if err != nil {
+		return nil, err
+	}
+	if limit <= 0 || after < 0 {
+		return nil, invalid("limit", "limit must be positive and after non-negative, got %d and %d", limit, after)
+	}
+	return c.queueEvents(ctx, o.namespace, []string{resource}, after, limit)
+}
+
+// followGapWait is how long FollowQueues waits for an event whose id was
+// skipped (its transaction still committing) before giving up on it.
+const followGapWait = 2 * time.Second
+
+// FollowQueues calls fn with every queue event recorded from now on for the
+// given resources (nil or empty: every resource of the namespace, including
+// queues created later), in id order, until ctx ends or fn returns an error.
+// It is woken by notifications and re-reads the history every
+// Config.WaitRecheck, so no event is missed when a notification is. It
+// returns fn's error, or ctx's error when ctx ends. Options: WithNamespace.
+func (c *Client) FollowQueues(ctx context.Context, resources []string, fn func(QueueEvent) error, opts ...Option) error {
+	if fn == nil {
+		return invalid("fn", "must not be nil")
+	}
+	o, err := c.resolveNamespace(opts)
+	if err != nil {
+		return err
+	}
+	var filter []string
+	for _, r := range resources {
+		if err := checkName("resource", r, MaxKeyLen); err != nil {
+			return err
+		}
+		filter = append(filter, r)
+	}
+	wake, _ := c.ln.subscribe(ctx, notifyQueue, o.namespace, "")
+	defer c.ln.unsubscribe(notifyQueue, o.namespace, "", wake)
+	var low int64 // every event with id <= low was delivered or is older than the window
+	if err := c.pool.QueryRow(ctx, c.qsql().head).Scan(&low); err != nil {
+		return c.wrapErr("follow queues", err)
+	}
+	// Ids are assigned before commit, so an event may become visible
+	// after one with a higher id. Delivered events stay in a window of
+	// followGapWait; low only moves past them once they leave it, so a
+	// late commit within the window is still read (and delivered once).
+	delivered := map[int64]time.Time{}
+	const batch = 1000
+	for {
+		evs, err := c.queueEvents(ctx, o.namespace, filter, low, batch)
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && !transient(err) {
+			return err
+		}
+		fresh := 0
+		now := time.Now()
+		for _, e := range evs {
+			if _, ok := delivered[e.ID]; ok {
+				continue
+			}
+			fresh++
+			delivered[e.ID] = now
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		if len(evs) == batch && fresh == 0 {
+			low = evs[len(evs)-1].ID // a full window of old events: move on
+		}
+		for id, at := range delivered {
+			if now.Sub(at) > followGapWait && id > low {
+				low = id
+			}
+		}
+		for id := range delivered {
+			if id <= low {
+				delete(delivered, id)
+			}
+		}
+		if len(evs) == batch {
+			continue
+		}
+		timer := time.NewTimer(c.cfg.WaitRecheck)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// TurnSet is a turn on each of several resources, taken in sorted order
+// (see Client.TurnAll).
+type TurnSet struct {
+	turns []*Turn
+	done  chan struct{}
+	once  sync.Once
+}
+
+// TurnAll takes a turn on every resource (duplicates are taken once), one
+// after the other in sorted (byte) order, so that callers that use TurnAll
+// on overlapping sets never deadlock. If any Turn fails (ctx ends, bad
+// input, client closed) every turn already taken is released and the error
+// returned. It is the console's `lock`. Options: as for Turn; they apply to
+// every ticket.
+func (c *Client) TurnAll(ctx context.Context, resources []string, opts ...Option) (*TurnSet, error) {
+	if len(resources) == 0 {
+		return nil, invalid("resources", "must not be empty")
+	}
+	sorted := slices.Clone(resources)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	var o callOptions
+	for _, r := range sorted {
+		var err error
+		if o, err = c.resolveTurn(r, opts); err != nil {
+			return nil, err
+		}
+	}
+	s := &TurnSet{done: make(chan struct{})}
+	for _, r := range sorted {
+		t, err := c.turn(ctx, r, o)
+		if err != nil {
+			_ = s.Release(ctx)
+			return nil, err
+		}
+		s.turns = append(s.turns, t)
+	}
+	for _, t := range s.turns {
+		go func() {
+			<-t.Done()
+			s.once.Do(func() { close(s.done) })
+		}()
+	}
+	return s, nil
+}
+
+// Turns returns the turns, in the order they were taken (sorted by resource).
+func (s *TurnSet) Turns() []*Turn { return slices.Clone(s.turns) }
+
+// Done is closed when any of the turns ends.
+func (s *TurnSet) Done() <-chan struct{} { return s.done }
+
+// Err returns the first turn's error, in resource order (nil while all are
+// held).
+func (s *TurnSet) Err() error {
+	for _, t := range s.turns {
+		if err := t.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Context returns a copy of parent cancelled when any of the turns ends.
+func (s *TurnSet) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	go func() {
+		select {
+		case <-s.done:
+			cancel(s.Err())
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
+
+// Release releases every turn, in reverse order, and returns the first
+// error (see Turn.Release).
+func (s *TurnSet) Release(ctx context.Context) error {
+	var first error
+	for i := len(s.turns) - 1; i >= 0; i-- {
+		if err := s.turns[i].Release(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

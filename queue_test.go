@@ -1,0 +1,810 @@
+package sentinel_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+const queueChildEnv = "SENTINEL_QUEUE_CHILD"
+
+// A queue child process: it takes a turn (mode "hold": prints SERVED once
+// served) or waits in the queue (mode "wait": prints DRAWN once its ticket
+// is in the queue), then sleeps until it is killed.
+func init() {
+	mode := os.Getenv(queueChildEnv)
+	if mode == "" {
+		return
+	}
+	os.Exit(runQueueChild(mode))
+}
+
+func runQueueChild(mode string) int {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("SENTINEL_CHILD_DB"))
+	if err != nil {
+		fmt.Println("ERR", err)
+		return 1
+	}
+	c, err := sentinel.New(pool, &sentinel.Config{Schema: os.Getenv("SENTINEL_CHILD_SCHEMA"), DefaultTTL: 2 * time.Second})
+	if err != nil {
+		fmt.Println("ERR", err)
+		return 1
+	}
+	res := os.Getenv("SENTINEL_CHILD_KEY")
+	switch mode {
+	case "hold":
+		t, err := c.Turn(ctx, res, sentinel.WithLabel("child holder"))
+		if err != nil {
+			fmt.Println("ERR", err)
+			return 1
+		}
+		fmt.Println("SERVED", t.Ticket())
+	case "wait":
+		go func() {
+			for {
+				q, err := c.Queue(ctx, res)
+				if err == nil {
+					for _, w := range q.Waiting {
+						if w.Label == "child waiter" {
+							fmt.Println("DRAWN", w.Ticket)
+							return
+						}
+					}
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+		_, err := c.Turn(ctx, res, sentinel.WithLabel("child waiter"))
+		fmt.Println("ERR", err)
+		return 1
+	default:
+		return 2
+	}
+	time.Sleep(time.Hour)
+	return 0
+}
+
+// startQueueChild starts a child in mode on res and waits for its first
+// line; it returns the process (to kill) and that line.
+func startQueueChild(t *testing.T, e *env, mode, res string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), queueChildEnv+"="+mode, "SENTINEL_CHILD_DB="+dbURL,
+		"SENTINEL_CHILD_SCHEMA="+e.schema, "SENTINEL_CHILD_KEY="+res)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		if s.Scan() {
+			line <- s.Text()
+		} else {
+			line <- "EOF"
+		}
+	}()
+	select {
+	case l := <-line:
+		return cmd, strings.TrimSpace(l)
+	case <-time.After(60 * time.Second):
+		t.Fatal("child said nothing")
+		return nil, ""
+	}
+}
+
+func TestTurnFIFOAcrossClients(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	clients := make([]*sentinel.Client, 4)
+	for i := range clients {
+		clients[i] = e.client(&sentinel.Config{DefaultTTL: 2 * time.Second})
+	}
+	first, err := clients[0].Turn(ctx, "printer", sentinel.WithLabel("first"))
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var served []int
+	var tickets []int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tn, err := clients[i%4].Turn(ctx, "printer", sentinel.WithLabel(fmt.Sprintf("job %d", i)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			served = append(served, i)
+			tickets = append(tickets, tn.Ticket())
+			mu.Unlock()
+			time.Sleep(2 * time.Millisecond)
+			if err := tn.Release(ctx); err != nil {
+				errs <- err
+			}
+		}()
+		// Wait until waiter i's ticket is drawn: the draw order is known.
+		require.Eventually(t, func() bool {
+			q, err := clients[0].Queue(ctx, "printer")
+			return err == nil && len(q.Waiting) == i+1
+		}, 30*time.Second, 2*time.Millisecond)
+	}
+	q, err := clients[1].Queue(ctx, "printer")
+	require.NoError(t, err)
+	require.Equal(t, first.Ticket(), q.Holder.Ticket)
+	for i, w := range q.Waiting {
+		require.Equal(t, fmt.Sprintf("job %d", i), w.Label)
+	}
+	require.NoError(t, first.Release(ctx))
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	want := make([]int, 20)
+	for i := range want {
+		want[i] = i
+	}
+	require.Equal(t, want, served)
+	require.True(t, slices.IsSorted(tickets), "tickets served out of order: %v", tickets)
+}
+
+func TestTurnNeverTwoHolders(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	clients := make([]*sentinel.Client, 3)
+	for i := range clients {
+		clients[i] = e.client(&sentinel.Config{DefaultTTL: 2 * time.Second})
+	}
+	var inside atomic.Int32
+	var mu sync.Mutex
+	var order []int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 12*8)
+	for g := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := clients[g%len(clients)]
+			for range 8 {
+				tn, err := c.Turn(ctx, "shared")
+				if err != nil {
+					errs <- err
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					errs <- fmt.Errorf("%d holders at once", n)
+				}
+				mu.Lock()
+				order = append(order, tn.Ticket())
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				if err := tn.Release(ctx); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Len(t, order, 96)
+	require.True(t, slices.IsSorted(order), "served out of ticket order: %v", order)
+
+	// The history agrees: every ticket granted once, in increasing order,
+	// each after the previous one completed.
+	h, err := clients[0].QueueHistory(ctx, "shared", 0, 10000)
+	require.NoError(t, err)
+	var granted []int64
+	holding := int64(0)
+	for _, ev := range h {
+		switch ev.Type {
+		case sentinel.QueueGranted:
+			require.Zero(t, holding, "ticket %d granted while %d held", ev.Ticket, holding)
+			holding = ev.Ticket
+			granted = append(granted, ev.Ticket)
+		case sentinel.QueueCompleted:
+			require.Equal(t, holding, ev.Ticket)
+			holding = 0
+		}
+	}
+	require.Equal(t, order, granted)
+}
+
+func TestTurnHolderKilledNextServedWithinTTL(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: 2 * time.Second})
+	cmd, line := startQueueChild(t, e, "hold", "press")
+	require.True(t, strings.HasPrefix(line, "SERVED"), line)
+
+	got := make(chan time.Time, 1)
+	go func() {
+		tn, err := c.Turn(ctx, "press", sentinel.WithLabel("survivor"))
+		if err == nil {
+			got <- time.Now()
+			_ = tn.Release(ctx)
+		}
+		close(got)
+	}()
+	require.Eventually(t, func() bool {
+		q, err := c.Queue(ctx, "press")
+		return err == nil && len(q.Waiting) == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	killed := time.Now()
+	at, ok := <-got
+	require.True(t, ok, "waiter was not served")
+	wait := at.Sub(killed)
+	t.Logf("next served %v after the holder was killed (TTL 2s)", wait)
+	require.Less(t, wait, 3*time.Second)
+
+	h, err := c.QueueHistory(ctx, "press", 0, 100)
+	require.NoError(t, err)
+	var types []string
+	for _, ev := range h {
+		types = append(types, ev.Type)
+	}
+	require.Contains(t, types, sentinel.QueueCrashed)
+}
+
+func TestTurnDeadWaiterDoesNotStall(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: 2 * time.Second})
+	holder, err := c.Turn(ctx, "lathe")
+	require.NoError(t, err)
+	cmd, line := startQueueChild(t, e, "wait", "lathe")
+	require.True(t, strings.HasPrefix(line, "DRAWN"), line)
+
+	got := make(chan time.Time, 1)
+	go func() {
+		tn, err := c.Turn(ctx, "lathe", sentinel.WithLabel("behind the dead one"))
+		if err == nil {
+			got <- time.Now()
+			_ = tn.Release(ctx)
+		}
+		close(got)
+	}()
+	require.Eventually(t, func() bool {
+		q, err := c.Queue(ctx, "lathe")
+		return err == nil && len(q.Waiting) == 2
+	}, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	killed := time.Now()
+	require.NoError(t, holder.Release(ctx))
+	at, ok := <-got
+	require.True(t, ok, "waiter was not served")
+	wait := at.Sub(killed)
+	t.Logf("served %v after the waiter ahead was killed (TTL 2s)", wait)
+	require.Less(t, wait, 3*time.Second)
+
+	h, err := c.QueueHistory(ctx, "lathe", 0, 100)
+	require.NoError(t, err)
+	var bumped bool
+	for _, ev := range h {
+		if ev.Type == sentinel.QueueBumped && ev.Label == "child waiter" {
+			bumped = true
+		}
+	}
+	require.True(t, bumped, "the dead waiter is recorded as bumped: %v", h)
+}
+
+func TestTurnCancelledWaiterLeavesAtOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: 5 * time.Second})
+	holder, err := c.Turn(ctx, "kiln")
+	require.NoError(t, err)
+
+	wctx, cancel := context.WithCancel(ctx)
+	gone := make(chan error, 1)
+	go func() {
+		_, err := c.Turn(wctx, "kiln", sentinel.WithLabel("impatient"))
+		gone <- err
+	}()
+	require.Eventually(t, func() bool {
+		q, err := c.Queue(ctx, "kiln")
+		return err == nil && len(q.Waiting) == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	second := make(chan *sentinel.Turn, 1)
+	go func() {
+		tn, err := c.Turn(ctx, "kiln", sentinel.WithLabel("patient"))
+		if err == nil {
+			second <- tn
+		}
+		close(second)
+	}()
+	require.Eventually(t, func() bool {
+		q, err := c.Queue(ctx, "kiln")
+		return err == nil && len(q.Waiting) == 2
+	}, 10*time.Second, 5*time.Millisecond)
+
+	cancel()
+	start := time.Now()
+	err = <-gone
+	require.ErrorIs(t, err, context.Canceled)
+	q, err := c.Queue(ctx, "kiln")
+	require.NoError(t, err)
+	require.Len(t, q.Waiting, 1)
+	require.Equal(t, "patient", q.Waiting[0].Label)
+	require.Less(t, time.Since(start), time.Second)
+
+	require.NoError(t, holder.Release(ctx))
+	start = time.Now()
+	tn, ok := <-second
+	require.True(t, ok)
+	require.Less(t, time.Since(start), time.Second, "the next ticket was not woken at once (TTL 5s)")
+	require.NoError(t, tn.Release(ctx))
+
+	h, err := c.QueueHistory(ctx, "kiln", 0, 100)
+	require.NoError(t, err)
+	var msgs []string
+	for _, ev := range h {
+		msgs = append(msgs, ev.String())
+	}
+	require.Equal(t, sentinel.QueueAssigned, h[2].Type)
+	require.Contains(t, msgs, fmt.Sprintf("kiln: %d cancelled by \"impatient\"", h[2].Ticket))
+}
+
+func TestTurnResourceNames(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	names := []string{`it's "quoted"`, "100%", "a%", "ab", "*", "a*b", "with spaces ", `back\slash\`, "ünïcødé ✓ 打印机", "a_", "a.b", "'; DROP TABLE tickets; --"}
+	var turns []*sentinel.Turn
+	for _, n := range names {
+		tn, err := c.Turn(ctx, n, sentinel.WithLabel("label of "+n))
+		require.NoError(t, err, n)
+		turns = append(turns, tn)
+	}
+	qs, err := c.Queues(ctx)
+	require.NoError(t, err)
+	var got []string
+	for _, q := range qs {
+		got = append(got, q.Resource)
+		require.NotNil(t, q.Holder)
+		require.Equal(t, "label of "+q.Resource, q.Holder.Label)
+		require.Empty(t, q.Waiting)
+	}
+	want := slices.Clone(names)
+	slices.Sort(want)
+	slices.Sort(got)
+	require.Equal(t, want, got)
+	for i, tn := range turns {
+		q, err := c.Queue(ctx, names[i])
+		require.NoError(t, err)
+		require.Equal(t, tn.Ticket(), q.Holder.Ticket)
+		require.NoError(t, tn.Release(ctx))
+	}
+	qs, err = c.Queues(ctx)
+	require.NoError(t, err)
+	require.Empty(t, qs)
+}
+
+func TestQueueStatusWithLabels(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	other := e.client(nil)
+	h, err := c.Turn(ctx, "printer", sentinel.WithLabel("nightly report"))
+	require.NoError(t, err)
+	for i, l := range []string{"invoices", "labels"} {
+		go func() { _, _ = other.Turn(ctx, "printer", sentinel.WithLabel(l)) }()
+		require.Eventually(t, func() bool {
+			q, err := c.Queue(ctx, "printer")
+			return err == nil && len(q.Waiting) == i+1
+		}, 10*time.Second, 5*time.Millisecond)
+	}
+	q, err := c.Queue(ctx, "printer")
+	require.NoError(t, err)
+	require.Equal(t, "printer", q.Resource)
+	require.Equal(t, "nightly report", q.Holder.Label)
+	require.Equal(t, h.Ticket(), q.Holder.Ticket)
+	require.False(t, q.Holder.ServedAt.IsZero())
+	require.Equal(t, c.Owner(), q.Holder.Owner)
+	require.Equal(t, os.Getpid(), q.Holder.PID)
+	require.Len(t, q.Waiting, 2)
+	require.Equal(t, "invoices", q.Waiting[0].Label)
+	require.Equal(t, "labels", q.Waiting[1].Label)
+	require.True(t, q.Waiting[0].ServedAt.IsZero())
+	require.Less(t, q.Holder.Ticket, q.Waiting[0].Ticket)
+	require.Less(t, q.Waiting[0].Ticket, q.Waiting[1].Ticket)
+	require.Equal(t, other.Owner(), q.Waiting[1].Owner)
+
+	empty, err := c.Queue(ctx, "nothing here")
+	require.NoError(t, err)
+	require.Nil(t, empty.Holder)
+	require.Empty(t, empty.Waiting)
+
+	qs, err := c.Queues(ctx)
+	require.NoError(t, err)
+	require.Len(t, qs, 1)
+	require.Equal(t, *q.Holder, *qs[0].Holder)
+}
+
+func TestResetQueue(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	h, err := c.Turn(ctx, "vat")
+	require.NoError(t, err)
+	before := e.count("tickets", "")
+	n, err := c.ResetQueue(ctx, "vat")
+	require.ErrorIs(t, err, sentinel.ErrQueueBusy)
+	var busy *sentinel.QueueBusyError
+	require.ErrorAs(t, err, &busy)
+	require.Equal(t, 1, busy.Live)
+	require.Zero(t, n)
+	require.Equal(t, before, e.count("tickets", ""))
+	require.NoError(t, h.Release(ctx))
+
+	// A ticket whose client vanished (its pool closed: no more renewals)
+	// is dead once it expires; reset removes it.
+	p := e.pool(nil)
+	dying := e.clientOn(p, &sentinel.Config{DefaultTTL: 300 * time.Millisecond})
+	_, err = dying.Turn(ctx, "vat", sentinel.WithLabel("vanished"))
+	require.NoError(t, err)
+	n, err = c.ResetQueue(ctx, "vat")
+	require.ErrorIs(t, err, sentinel.ErrQueueBusy)
+	require.Zero(t, n)
+	p.Close()
+	require.Eventually(t, func() bool {
+		q, err := c.Queue(ctx, "vat")
+		return err == nil && q.Holder == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, e.count("tickets", ""))
+	n, err = c.ResetQueue(ctx, "vat")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Zero(t, e.count("tickets", ""))
+	hist, err := c.QueueHistory(ctx, "vat", 0, 100)
+	require.NoError(t, err)
+	last := hist[len(hist)-1]
+	require.Equal(t, sentinel.QueueCrashed, last.Type)
+	require.Equal(t, "vanished", last.Label)
+
+	// ResetQueues: every queue; busy ones are reported and left alone.
+	p2 := e.pool(nil)
+	dying2 := e.clientOn(p2, &sentinel.Config{DefaultTTL: 300 * time.Millisecond})
+	_, err = dying2.Turn(ctx, "dead one")
+	require.NoError(t, err)
+	busyTurn, err := c.Turn(ctx, "busy one")
+	require.NoError(t, err)
+	p2.Close()
+	require.Eventually(t, func() bool {
+		q, err := c.Queue(ctx, "dead one")
+		return err == nil && q.Holder == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	removed, err := c.ResetQueues(ctx)
+	require.ErrorIs(t, err, sentinel.ErrQueueBusy)
+	require.ErrorAs(t, err, &busy)
+	require.Equal(t, "busy one", busy.Resource)
+	require.Equal(t, map[string]int{"dead one": 1}, removed)
+	require.Equal(t, 1, e.count("tickets", ""))
+	require.NoError(t, busyTurn.Release(ctx))
+}
+
+func TestVerifyTurn(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	h, err := c.Turn(ctx, "ledger")
+	require.NoError(t, err)
+	waiter := make(chan *sentinel.Turn, 1)
+	go func() {
+		tn, err := c.Turn(ctx, "ledger")
+		if err == nil {
+			waiter <- tn
+		}
+		close(waiter)
+	}()
+	var waiting int64
+	require.Eventually(t, func() bool {
+		q, err := c.Queue(ctx, "ledger")
+		if err == nil && len(q.Waiting) == 1 {
+			waiting = q.Waiting[0].Ticket
+			return true
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond)
+
+	require.ErrorIs(t, c.VerifyTurn(ctx, c.Pool(), "ledger", waiting), sentinel.ErrStaleToken)
+
+	// The holder's guarded transaction holds off the next turn until it
+	// commits.
+	tx, err := c.Pool().Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.VerifyTurn(ctx, tx, "ledger", h.Ticket()))
+	released := make(chan error, 1)
+	go func() { released <- h.Release(ctx) }()
+	select {
+	case <-waiter:
+		t.Fatal("the next turn was served while the holder's verified transaction was open")
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-released)
+	next, ok := <-waiter
+	require.True(t, ok)
+	require.ErrorIs(t, c.VerifyTurn(ctx, c.Pool(), "ledger", h.Ticket()), sentinel.ErrStaleToken)
+	require.NoError(t, c.VerifyTurn(ctx, c.Pool(), "ledger", next.Ticket()))
+	require.NoError(t, next.Release(ctx))
+}
+
+func TestTurnAllSortedNoDeadlock(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c1, c2 := e.client(nil), e.client(nil)
+	var inside [2]atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, set := c1, []string{"b", "a", "b"}
+			if g%2 == 1 {
+				c, set = c2, []string{"a", "b"}
+			}
+			for range 5 {
+				s, err := c.TurnAll(ctx, set, sentinel.WithLabel(fmt.Sprint("g", g)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(s.Turns()) != 2 || s.Turns()[0].Resource() != "a" {
+					errs <- fmt.Errorf("turns not sorted and deduplicated")
+				}
+				for i := range inside {
+					if inside[i].Add(1) != 1 {
+						errs <- errors.New("two holders")
+					}
+				}
+				time.Sleep(time.Millisecond)
+				for i := range inside {
+					inside[i].Add(-1)
+				}
+				if err := s.Release(ctx); err != nil {
+					errs <- err
+				}
+				<-s.Done()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+
+	// A failure on the second resource gives the first one back.
+	h, err := c2.Turn(ctx, "b")
+	require.NoError(t, err)
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = c1.TurnAll(sctx, []string{"a", "b"})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	q, err := c1.Queue(ctx, "a")
+	require.NoError(t, err)
+	require.Nil(t, q.Holder)
+	require.NoError(t, h.Release(ctx))
+}
+
+func TestFollowQueues(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var mu sync.Mutex
+	var lines []string
+	done := make(chan error, 1)
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		done <- c.FollowQueues(fctx, []string{"printer"}, func(ev sentinel.QueueEvent) error {
+			mu.Lock()
+			lines = append(lines, ev.String())
+			mu.Unlock()
+			return nil
+		})
+	}()
+	<-started
+	time.Sleep(200 * time.Millisecond) // let the follower read the head
+	other, err := c.Turn(ctx, "scanner")
+	require.NoError(t, err)
+	t1, err := c.Turn(ctx, "printer", sentinel.WithLabel("nightly report"))
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	go func() { _, _ = c.Turn(wctx, "printer", sentinel.WithLabel("impatient")) }()
+	require.Eventually(t, func() bool {
+		q, _ := c.Queue(ctx, "printer")
+		return q != nil && len(q.Waiting) == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	require.Eventually(t, func() bool {
+		q, _ := c.Queue(ctx, "printer")
+		return q != nil && len(q.Waiting) == 0
+	}, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, t1.Release(ctx))
+	require.NoError(t, other.Release(ctx))
+	n := t1.Ticket()
+	want := []string{
+		fmt.Sprintf(`printer: %d assigned to "nightly report"`, n),
+		fmt.Sprintf(`printer: %d granted`, n),
+		fmt.Sprintf(`printer: %d assigned to "impatient"`, n+1),
+		fmt.Sprintf(`printer: %d cancelled by "impatient"`, n+1),
+		fmt.Sprintf(`printer: %d completed by "nightly report"`, n),
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(lines) >= len(want)
+	}, 10*time.Second, 10*time.Millisecond)
+	stop()
+	require.ErrorIs(t, <-done, context.Canceled)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, want, lines)
+}
+
+func TestTurnInvalidInput(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	for name, call := range map[string]func() error{
+		"empty resource": func() error { _, err := c.Turn(ctx, ""); return err },
+		"NUL resource":   func() error { _, err := c.Turn(ctx, "a\x00b"); return err },
+		"long label": func() error {
+			_, err := c.Turn(ctx, "r", sentinel.WithLabel(strings.Repeat("x", sentinel.MaxLabelLen+1)))
+			return err
+		},
+		"bad UTF-8 label": func() error { _, err := c.Turn(ctx, "r", sentinel.WithLabel("\xff")); return err },
+		"WithWait":        func() error { _, err := c.Turn(ctx, "r", sentinel.WithWait()); return err },
+		"zero TTL":        func() error { _, err := c.Turn(ctx, "r", sentinel.WithTTL(0)); return err },
+		"bad ticket":      func() error { return c.VerifyTurn(ctx, c.Pool(), "r", 0) },
+		"reset empty":     func() error { _, err := c.ResetQueue(ctx, ""); return err },
+		"TurnAll none":    func() error { _, err := c.TurnAll(ctx, nil); return err },
+		"follow nil fn":   func() error { return c.FollowQueues(ctx, nil, nil) },
+	} {
+		err := call()
+		require.ErrorIs(t, err, sentinel.ErrInvalid, name)
+	}
+	require.Zero(t, e.count("tickets", ""))
+	require.Zero(t, e.count("queue_events", ""))
+}
+
+func TestTurnCloseGivesTicketsBack(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	a := e.client(&sentinel.Config{DefaultTTL: 10 * time.Second})
+	b := e.client(nil)
+	_, err := a.Turn(ctx, "drill")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() {
+		tn, err := b.Turn(ctx, "drill")
+		if err == nil {
+			err = tn.Release(ctx)
+		}
+		served <- err
+	}()
+	require.Eventually(t, func() bool {
+		q, _ := b.Queue(ctx, "drill")
+		return q != nil && len(q.Waiting) == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	start := time.Now()
+	a.Close()
+	require.NoError(t, <-served)
+	require.Less(t, time.Since(start), 2*time.Second, "Close must give the turn back, not leave it to expire (TTL 10s)")
+}
+
+func TestFollowAllQueues(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var mu sync.Mutex
+	var lines []string
+	done := make(chan error, 1)
+	go func() {
+		done <- c.FollowQueues(fctx, nil, func(ev sentinel.QueueEvent) error {
+			mu.Lock()
+			lines = append(lines, ev.String())
+			mu.Unlock()
+			return nil
+		})
+	}()
+	time.Sleep(200 * time.Millisecond)
+	for _, r := range []string{"a", "b 'quoted' %"} {
+		tn, err := c.Turn(ctx, r, sentinel.WithLabel("x"))
+		require.NoError(t, err)
+		require.NoError(t, tn.Release(ctx))
+	}
+	// Another namespace is not followed.
+	tn, err := c.Turn(ctx, "a", sentinel.WithNamespace("other"))
+	require.NoError(t, err)
+	require.NoError(t, tn.Release(ctx))
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(lines) >= 6
+	}, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	require.ErrorIs(t, <-done, context.Canceled)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{`a: 1 assigned to "x"`, `a: 1 granted`, `a: 1 completed by "x"`,
+		`b 'quoted' %: 2 assigned to "x"`, `b 'quoted' %: 2 granted`, `b 'quoted' %: 2 completed by "x"`}, lines)
+}
+
+// Waiters of one client behind its own tickets send no statements while
+// they wait: the heartbeat renews every ticket in one statement per tick,
+// and a waiter is woken in-process when the ticket ahead of it ends.
+func TestTurnWaitersOfOneClientStayQuiet(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const ttl = 600 * time.Millisecond
+	c := e.client(&sentinel.Config{DefaultTTL: ttl})
+	holder, err := c.Turn(ctx, "press")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var order []int64
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tn, err := c.Turn(ctx, "press")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, tn.Ticket())
+			mu.Unlock()
+			_ = tn.Release(ctx)
+		}()
+	}
+	require.Eventually(t, func() bool {
+		q, err := c.Queue(ctx, "press")
+		return err == nil && len(q.Waiting) == 20
+	}, 10*time.Second, 5*time.Millisecond)
+	time.Sleep(2 * ttl) // their first checks are done
+	before := e.stmts.n.Load()
+	time.Sleep(3 * ttl)
+	sent := e.stmts.n.Load() - before
+	// 3 TTLs: about 9 heartbeat ticks (one statement each, at most two per
+	// interval). One re-check per waiter per TTL would be 60 more.
+	t.Logf("%d statements in %s with 20 waiters (TTL %s)", sent, 3*ttl, ttl)
+	require.LessOrEqual(t, sent, int64(20))
+	require.NoError(t, holder.Release(ctx))
+	wg.Wait()
+	require.Len(t, order, 20)
+	require.True(t, slices.IsSorted(order), "served out of ticket order: %v", order)
+}

@@ -1,0 +1,94 @@
+package sentinel_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+func TestOnceRetryRunsAgainAfterRetryable(t *testing.T) {
+	c := newEnv(t).client(nil)
+	var calls atomic.Int64
+	res, err := sentinel.OnceRetry(ctxT(t), c, "flaky", func(context.Context) (string, error) {
+		if calls.Add(1) < 3 {
+			return "", sentinel.Retryable(errors.New("gateway busy"))
+		}
+		return "paid", nil
+	}, sentinel.RetryOptions{BaseDelay: time.Millisecond})
+	if err != nil || res.Value != "paid" || res.Cached || calls.Load() != 3 {
+		t.Fatalf("%+v, %v after %d calls", res, err, calls.Load())
+	}
+}
+
+func TestOnceRetryWaitsOutInProgress(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.client(nil), e.client(nil)
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := sentinel.Once(ctxT(t), a, "shared", func(context.Context) (int, error) {
+			close(started)
+			<-release
+			return 42, nil
+		})
+		done <- err
+	}()
+	<-started
+	var inProgress atomic.Int64
+	go func() { time.Sleep(100 * time.Millisecond); close(release) }()
+	res, err := sentinel.OnceRetry(ctxT(t), b, "shared", func(context.Context) (int, error) {
+		t.Error("fn ran twice")
+		return 0, nil
+	}, sentinel.RetryOptions{MaxAttempts: -1, MaxElapsed: 30 * time.Second, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond,
+		OnRetry: func(_ int, err error, _ time.Duration) {
+			if errors.Is(err, sentinel.ErrInProgress) {
+				inProgress.Add(1)
+			}
+		}})
+	if err != nil || !res.Cached || res.Value != 42 || inProgress.Load() == 0 {
+		t.Fatalf("%+v, %v (in-progress retries %d)", res, err, inProgress.Load())
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOnceRetryStopsAtUncertain(t *testing.T) {
+	c := newEnv(t).client(nil)
+	var calls atomic.Int64
+	_, err := sentinel.OnceRetry(ctxT(t), c, "boom", func(context.Context) (int, error) {
+		calls.Add(1)
+		return 0, errors.New("card declined after charge attempt")
+	}, sentinel.RetryOptions{BaseDelay: time.Millisecond})
+	if !errors.Is(err, sentinel.ErrUncertain) || calls.Load() != 1 {
+		t.Fatalf("%v after %d calls", err, calls.Load())
+	}
+	var re *sentinel.RetryError
+	if errors.As(err, &re) {
+		t.Fatal("an uncertain outcome was retried")
+	}
+	// The next call is uncertain too, and still not retried.
+	_, err = sentinel.OnceRetry(ctxT(t), c, "boom", func(context.Context) (int, error) { calls.Add(1); return 0, nil },
+		sentinel.RetryOptions{BaseDelay: time.Millisecond})
+	if !errors.Is(err, sentinel.ErrUncertain) || calls.Load() != 1 {
+		t.Fatalf("%v after %d calls", err, calls.Load())
+	}
+}
+
+func TestOnceRetryStopsAtFinal(t *testing.T) {
+	c := newEnv(t).client(nil)
+	var calls atomic.Int64
+	for i := 0; i < 2; i++ {
+		_, err := sentinel.OnceRetry(ctxT(t), c, "declined", func(context.Context) (int, error) {
+			calls.Add(1)
+			return 0, sentinel.Final(errors.New("card declined"))
+		}, sentinel.RetryOptions{BaseDelay: time.Millisecond})
+		if !errors.Is(err, sentinel.ErrFinal) || calls.Load() != 1 {
+			t.Fatalf("call %d: %v after %d runs", i, err, calls.Load())
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package sentinel
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+)
+
+// SQLBeginner starts database/sql transactions: *sql.DB and *sql.Conn both
+// fit.
+type SQLBeginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// OnceSQLTx is OnceTx for database/sql code (sqlc, sqlx, ent, GORM, ...): fn
+// receives a *sql.Tx begun on db, and fn's writes commit together with the
+// completion of key, so a database-local effect happens exactly once and a
+// crash inside fn leaves nothing behind. Everything OnceTx documents holds:
+// competing callers get ErrInProgress while fn runs and the cached result
+// afterwards (or wait, with WithWait); an error from fn rolls back and frees
+// the key, while Final(err) commits fn's writes with err as the outcome; a
+// lost lease rolls back and returns an error matching ErrLeaseLost. fn must
+// not commit or roll back tx itself: if it does, the key is left uncertain
+// (ErrUncertain) for an operator.
+//
+// db must reach the same database as the client's pool (the completion
+// statement runs in fn's transaction, against the client's schema). The
+// simplest way is one pool for both, through pgx's stdlib adapter:
+//
+//	pool, _ := pgxpool.New(ctx, url)
+//	client, _ := sentinel.New(pool, nil)
+//	db := stdlib.OpenDBFromPool(pool) // database/sql over the same connections
+//	defer db.Close()
+//
+// db may also be a separate *sql.DB on the same database (tested with pgx's
+// stdlib, extended and simple protocol; the completion's parameters are
+// plain text, bytea, bigint and bool, so other PostgreSQL drivers using $n
+// placeholders should work). The claim and the history of failures go
+// through the client's pool.
+func OnceSQLTx[T any](ctx context.Context, c *Client, db SQLBeginner, key string, fn func(ctx context.Context, tx *sql.Tx) (T, error), opts ...Option) (Result[T], error) {
+	if fn == nil {
+		return Result[T]{}, invalid("fn", "must not be nil")
+	}
+	if db == nil {
+		return Result[T]{}, invalid("db", "must not be nil")
+	}
+	var tx *sql.Tx
+	return onceInTx(ctx, c, key, opts, "OnceSQLTx",
+		func(ctx context.Context) (txRunner, error) {
+			var err error
+			// Not cancelled with fn's ctx: database/sql would roll back
+			// by itself on cancellation, and a closed transaction must mean
+			// that fn closed it (see onceInTx). A lost lease still cancels
+			// fn's statements, and the transaction is rolled back after fn.
+			tx, err = db.BeginTx(context.WithoutCancel(ctx), nil)
+			return sqlTxRunner{tx}, err
+		},
+		func(ctx context.Context) (T, error) { return fn(ctx, tx) })
+}
+
+type sqlTxRunner struct{ tx *sql.Tx }
+
+func (r sqlTxRunner) completeScan(ctx context.Context, query string, args ...any) (int64, bool, error) {
+	var n int64
+	err := r.tx.QueryRowContext(ctx, query, args...).Scan(&n)
+	return n, errors.Is(err, sql.ErrTxDone), err
+}
+func (r sqlTxRunner) commit(context.Context) error { return r.tx.Commit() }
+func (r sqlTxRunner) rollback(context.Context) bool {
+	return errors.Is(r.tx.Rollback(), sql.ErrTxDone)
+}

@@ -1,0 +1,120 @@
+package idempotency_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/idempotency"
+	"github.com/sentinel-coordination/sentinel/sentineltest"
+)
+
+// exampleTB lets the examples borrow sentineltest outside a test function.
+type exampleTB struct {
+	testing.TB
+	cleanups []func()
+}
+
+func (e *exampleTB) Helper()                   {}
+func (e *exampleTB) Cleanup(f func())          { e.cleanups = append(e.cleanups, f) }
+func (e *exampleTB) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (e *exampleTB) Errorf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (e *exampleTB) done() {
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+}
+
+// exampleClient returns a migrated client in a schema of its own.
+func exampleClient() (*sentinel.Client, func()) {
+	tb := &exampleTB{}
+	return sentineltest.New(tb), tb.done
+}
+
+func post(url, key, body string) {
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Printf("%d replayed=%q %s\n", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), strings.TrimSpace(string(b)))
+}
+
+// A charge endpoint behind the middleware: the retry gets the stored
+// response, the card is charged once, and a different request reusing the
+// key is refused.
+func ExampleMiddleware() {
+	client, done := exampleClient()
+	defer done()
+
+	charges := 0
+	charge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		charges++
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"charge":"ch_%d"}`, charges)
+	})
+	mw := idempotency.Middleware(client, idempotency.Options{
+		Required: true,
+		Scope:    func(r *http.Request) string { return r.Header.Get("X-Account") }, // your authenticated principal
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /charges", mw(charge))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	post(srv.URL+"/charges", "a8098c1a-f86e-11da-bd1a-00112444be1e", `{"amount":4200}`)
+	post(srv.URL+"/charges", "a8098c1a-f86e-11da-bd1a-00112444be1e", `{"amount":4200}`) // the client's retry
+	post(srv.URL+"/charges", "a8098c1a-f86e-11da-bd1a-00112444be1e", `{"amount":9900}`) // another request, same key
+	fmt.Println("charges:", charges)
+	// Output:
+	// 201 replayed="" {"charge":"ch_1"}
+	// 201 replayed="true" {"charge":"ch_1"}
+	// 422 replayed="" {"type":"https://pkg.go.dev/github.com/sentinel-coordination/sentinel/idempotency#ProblemKeyReused","title":"Idempotency-Key reused","status":422,"detail":"this Idempotency-Key was already used for a different request (method, path, query or body differ); use a new key for a new request","idempotency_key":"a8098c1a-f86e-11da-bd1a-00112444be1e"}
+	// charges: 1
+}
+
+// Transactional mode: the handler's database writes go through
+// idempotency.Tx and commit together with the stored response, so the
+// booking exists exactly once, whatever crashes in between.
+func ExampleTx() {
+	client, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+	if _, err := client.Pool().Exec(ctx, `CREATE TABLE bookings (id bigserial PRIMARY KEY, seat text NOT NULL)`); err != nil {
+		panic(err)
+	}
+
+	book := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx := idempotency.Tx(r.Context())
+		var id int64
+		err := tx.QueryRow(r.Context(), `INSERT INTO bookings (seat) VALUES ('12A') RETURNING id`).Scan(&id)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError) // 5xx: rolled back, not stored
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "booking %d", id)
+	})
+	srv := httptest.NewServer(idempotency.Middleware(client, idempotency.Options{Transactional: true})(book))
+	defer srv.Close()
+
+	post(srv.URL, "seat-12A-for-ada", "")
+	post(srv.URL, "seat-12A-for-ada", "")
+	var n int
+	_ = client.Pool().QueryRow(ctx, `SELECT count(*) FROM bookings`).Scan(&n)
+	fmt.Println("bookings:", n)
+	// Output:
+	// 201 replayed="" booking 1
+	// 201 replayed="true" booking 1
+	// bookings: 1
+}

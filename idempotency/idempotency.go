@@ -1,0 +1,553 @@
+// Package idempotency is HTTP Idempotency-Key middleware for net/http,
+// built on sentinel.Once and sentinel.OnceTx.
+//
+// It follows draft-ietf-httpapi-idempotency-key-header-06 and Stripe's
+// documented behaviour where they agree:
+//
+//   - The first request with a key runs the handler once, to the end even if
+//     the client disconnects. Its status, headers and body are stored and
+//     replayed to every repeat, with Idempotent-Replayed: true. Error
+//     responses are stored too (as Stripe does), unless Options.Store says
+//     the handler changed nothing.
+//   - A repeat while the first request runs gets 409 with Retry-After, or,
+//     with Options.Wait, waits up to that long for the stored response.
+//   - The same key with a different request (method, path and query, or
+//     body digest) gets 422.
+//   - A missing key where Options.Required gets 400; a malformed or too long
+//     key (over 255 bytes) gets 400.
+//   - A first request that crashed or panicked leaves the key uncertain: it
+//     may or may not have taken effect, so a repeat gets a 500 problem naming
+//     the key and is never silently run again. An operator reconciles it
+//     (sentinel.Client.Reconcile, ForceComplete, ResetToClaimed).
+//   - Every error is an RFC 9457 problem+json response (see Problem).
+//
+// Safe methods (GET, HEAD, OPTIONS, TRACE) pass through untouched. Keys are
+// scoped per principal by Options.Scope: two users sending the same key do
+// not collide.
+//
+// # Transactional mode
+//
+// With Options.Transactional the handler runs inside a database
+// transaction, Tx(r.Context()), that commits together with the stored
+// response (sentinel.OnceTx). A database-local effect then happens exactly
+// once: a crash, panic or lost lease before the commit leaves nothing behind
+// (no writes, no uncertain key), and the next repeat runs the handler
+// afresh. A 5xx response (by default, see Options.Store) rolls back too and
+// is sent without being stored.
+//
+// # Retention
+//
+// Stored responses are Sentinel executions in the Options.Namespace
+// namespace and live until pruned: call client.Prune(ctx, olderThan,
+// sentinel.WithNamespace(ns)) periodically. After a key is pruned a repeat
+// runs the handler again, so keep olderThan above the longest time your
+// clients retry (Stripe keeps keys for 24 hours). Uncertain keys are never
+// pruned. Publish the retention period to your API's clients, as the draft
+// asks.
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// Header names.
+const (
+	HeaderKey      = "Idempotency-Key"
+	HeaderReplayed = "Idempotent-Replayed"
+)
+
+// Defaults for Options.
+const (
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultMaxResponseBytes = 1 << 20
+	maxScopeLen             = 512
+)
+
+// Options configure Middleware. The zero value is usable: keys optional,
+// one global scope, the client's namespace and TTL.
+type Options struct {
+	// Required makes a request without an Idempotency-Key fail with 400.
+	// Otherwise such a request passes through to the handler unprotected.
+	Required bool
+
+	// Scope returns the principal a request acts for (an account or API
+	// key id, never something the client can choose freely); keys are
+	// unique per scope. At most 512 bytes. Default: one scope for all.
+	Scope func(r *http.Request) string
+
+	// Namespace is the Sentinel namespace the keys live in. Default: the
+	// client's namespace.
+	Namespace string
+
+	// TTL is the lease of a running request, renewed by heartbeats while
+	// the handler runs. A repeat after a crash sees the key uncertain once
+	// it expires. Default: the client's DefaultTTL.
+	TTL time.Duration
+
+	// HardTTL caps how long a handler may run. When it passes, the
+	// handler's context is cancelled and its outcome is not stored (the
+	// key becomes uncertain; in transactional mode nothing is committed).
+	// Default: the TTL.
+	HardTTL time.Duration
+
+	// Wait is how long a repeat that arrives while the first request runs
+	// waits for its stored response before giving up with 409 (with
+	// sentinel.WithWait: woken by the statement that completes the first
+	// request, not by polling). If the first request gives the key back (a
+	// response Store rejects, a rolled-back transaction), the waiter runs
+	// the handler itself, and Wait no longer bounds it. Zero answers 409 at
+	// once.
+	Wait time.Duration
+
+	// MaxBodyBytes bounds the request body read to fingerprint it (over it:
+	// 413). Default 1 MiB.
+	MaxBodyBytes int64
+
+	// MaxResponseBytes bounds the stored response body. A handler writing
+	// more gets an error from Write; the request then answers 500
+	// (ProblemResponseTooLarge) and so do its repeats. Default 1 MiB. The
+	// client's Config.MaxResultSize must hold the stored form (about 4/3 of
+	// this, JSON with a base64 body).
+	MaxResponseBytes int
+
+	// Transactional runs the handler inside a transaction (Tx) that commits
+	// with the stored response.
+	Transactional bool
+
+	// Store decides whether a response is stored and replayed (true), or
+	// sent once without being stored, freeing the key so that a retry runs
+	// the handler again (false). Without Transactional, return false only
+	// for responses after which the handler changed nothing (a validation
+	// error, 429): the key is released as if by sentinel.Retryable. With
+	// Transactional, false also rolls the transaction back, so it is safe
+	// for any status. Default: with Transactional, status < 500; without,
+	// every response is stored, errors included (a 500 may follow a side
+	// effect), as Stripe does.
+	Store func(status int) bool
+}
+
+type txKey struct{}
+
+// Tx returns the transaction of a request handled in transactional mode,
+// from the handler's r.Context(); nil otherwise. Do the request's database
+// writes in it: they commit together with the stored response. Do not
+// commit or roll it back yourself.
+func Tx(ctx context.Context) pgx.Tx {
+	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
+	return tx
+}
+
+// Middleware returns middleware that makes POST, PUT, PATCH, DELETE (every
+// method but GET, HEAD, OPTIONS and TRACE) handlers idempotent under the
+// Idempotency-Key header, using client to store keys and responses.
+//
+//	mw := idempotency.Middleware(client, idempotency.Options{Required: true, Scope: accountID})
+//	mux.Handle("POST /charges", mw(chargeHandler))
+//
+// Middleware panics on a nil client or inconsistent Options (negative
+// sizes or durations, HardTTL below TTL): a programming error, caught at
+// start-up rather than on the first request.
+func Middleware(client *sentinel.Client, opts Options) func(http.Handler) http.Handler {
+	if client == nil {
+		panic("idempotency: Middleware needs a *sentinel.Client")
+	}
+	if opts.TTL < 0 || opts.HardTTL < 0 || opts.Wait < 0 || opts.MaxBodyBytes < 0 || opts.MaxResponseBytes < 0 {
+		panic(fmt.Sprintf("idempotency: negative Options: TTL %s, HardTTL %s, Wait %s, MaxBodyBytes %d, MaxResponseBytes %d",
+			opts.TTL, opts.HardTTL, opts.Wait, opts.MaxBodyBytes, opts.MaxResponseBytes))
+	}
+	ttl := opts.TTL
+	if ttl == 0 {
+		ttl = client.Config().DefaultTTL
+	}
+	if opts.HardTTL > 0 && opts.HardTTL < ttl {
+		panic(fmt.Sprintf("idempotency: Options.HardTTL %s is below the TTL %s", opts.HardTTL, ttl))
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	// The stored form: JSON with a base64 body, plus headers.
+	if need := opts.MaxResponseBytes/3*4 + 64<<10; need > client.Config().MaxResultSize {
+		panic(fmt.Sprintf("idempotency: Options.MaxResponseBytes %d needs a client Config.MaxResultSize of at least %d, it is %d",
+			opts.MaxResponseBytes, need, client.Config().MaxResultSize))
+	}
+	if opts.Store == nil {
+		if opts.Transactional {
+			opts.Store = func(status int) bool { return status < 500 }
+		} else {
+			opts.Store = func(int) bool { return true }
+		}
+	}
+	return func(next http.Handler) http.Handler {
+		return &middleware{c: client, o: opts, next: next}
+	}
+}
+
+type middleware struct {
+	c    *sentinel.Client
+	o    Options
+	next http.Handler
+}
+
+// stored is a response as stored and replayed.
+type stored struct {
+	Fingerprint string      `json:"fingerprint"`
+	Status      int         `json:"status"`
+	Header      http.Header `json:"header,omitempty"`
+	Body        []byte      `json:"body,omitempty"`
+}
+
+func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	vals := r.Header.Values(HeaderKey)
+	switch {
+	case len(vals) == 0 && !m.o.Required:
+		m.next.ServeHTTP(w, r)
+		return
+	case len(vals) == 0:
+		writeProblem(w, Problem{Type: ProblemKeyMissing, Title: "Idempotency-Key required", Status: http.StatusBadRequest,
+			Detail: "this endpoint requires an Idempotency-Key header: send a unique value (for example a UUID) and reuse it when retrying the same request"}, 0)
+		return
+	case len(vals) > 1:
+		writeProblem(w, Problem{Type: ProblemKeyInvalid, Title: "Invalid Idempotency-Key", Status: http.StatusBadRequest,
+			Detail: "send exactly one Idempotency-Key header"}, 0)
+		return
+	}
+	key, err := ParseKey(vals[0])
+	if err != nil {
+		writeProblem(w, Problem{Type: ProblemKeyInvalid, Title: "Invalid Idempotency-Key", Status: http.StatusBadRequest, Detail: err.Error()}, 0)
+		return
+	}
+
+	body, err := io.ReadAll(io.LimitReader(r.Body, m.o.MaxBodyBytes+1))
+	if err != nil {
+		writeProblem(w, Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest, Key: key,
+			Detail: "reading the request body failed: " + err.Error()}, 0)
+		return
+	}
+	if int64(len(body)) > m.o.MaxBodyBytes {
+		writeProblem(w, Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge, Key: key,
+			Detail: fmt.Sprintf("an idempotent request body may be at most %d bytes", m.o.MaxBodyBytes)}, 0)
+		return
+	}
+	fp := fingerprint(r, body)
+
+	var scope string
+	if m.o.Scope != nil {
+		scope = m.o.Scope(r)
+	}
+	if len(scope) > maxScopeLen {
+		writeProblem(w, Problem{Type: "about:blank", Title: "Internal Server Error", Status: http.StatusInternalServerError,
+			Detail: fmt.Sprintf("idempotency: the server's Scope function returned %d bytes; at most %d are allowed", len(scope), maxScopeLen)}, 0)
+		return
+	}
+	// Length-prefixed, so no scope/key pair can collide with another.
+	onceKey := "idempotency:" + strconv.Itoa(len(scope)) + ":" + scope + ":" + key
+
+	if m.attempt(w, r, key, onceKey, fp, body, false) && m.o.Wait > 0 {
+		m.attempt(w, r, key, onceKey, fp, body, true)
+	}
+}
+
+// attempt runs or replays the request once. Without wait it returns true,
+// having written nothing, when the key is in progress for this same request
+// and Options.Wait is set; with wait it waits up to Options.Wait for the
+// outcome (sentinel.WithWait).
+func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, key, onceKey, fp string, body []byte, wait bool) bool {
+	// The handler runs to the end even if the client goes away, so that its
+	// retry finds the real outcome; HardTTL bounds it, and a lost lease
+	// still cancels it.
+	ctx := context.WithoutCancel(r.Context())
+	// gate lets the handler start; it refuses once a wait has timed out.
+	gate := func(context.Context) error { return nil }
+	if wait {
+		// Bound the wait, but not a handler this request ends up running
+		// (the key was given back while it waited): the timeout cancels ctx
+		// only before the handler started.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		var mu sync.Mutex
+		started := false
+		stopWaiting := func(cause error) func() {
+			return func() {
+				mu.Lock()
+				defer mu.Unlock()
+				if !started {
+					cancel(cause)
+				}
+			}
+		}
+		timer := time.AfterFunc(m.o.Wait, stopWaiting(errWaitOver))
+		defer timer.Stop()
+		defer context.AfterFunc(r.Context(), stopWaiting(context.Canceled))()
+		gate = func(ctx context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if ctx.Err() != nil {
+				return sentinel.Retryable(errWaitOver)
+			}
+			started = true
+			return nil
+		}
+	}
+	opts := []sentinel.Option{sentinel.WithMetadata(map[string]any{
+		"fingerprint": fp, "method": r.Method, "path": r.URL.Path,
+	})}
+	if m.o.Namespace != "" {
+		opts = append(opts, sentinel.WithNamespace(m.o.Namespace))
+	}
+	if m.o.TTL > 0 {
+		opts = append(opts, sentinel.WithTTL(m.o.TTL))
+	}
+	if m.o.HardTTL > 0 {
+		opts = append(opts, sentinel.WithHardTTL(m.o.HardTTL))
+	}
+	if wait {
+		opts = append(opts, sentinel.WithWait())
+	}
+
+	run := func(ctx context.Context) (*recorder, *http.Request) {
+		rec := &recorder{header: make(http.Header), max: m.o.MaxResponseBytes}
+		req := r.WithContext(ctx)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		m.next.ServeHTTP(rec, req)
+		return rec, req
+	}
+
+	var res sentinel.Result[stored]
+	var err error
+	var unstored *recorder // transactional: a response sent without being stored
+	if m.o.Transactional {
+		res, err = sentinel.OnceTx(ctx, m.c, onceKey, func(ctx context.Context, tx pgx.Tx) (stored, error) {
+			if err := gate(ctx); err != nil {
+				return stored{}, err
+			}
+			rec, _ := run(context.WithValue(ctx, txKey{}, tx))
+			if rec.overflow {
+				return stored{}, errResponseTooLarge
+			}
+			if !m.o.Store(rec.statusCode()) {
+				unstored = rec
+				return stored{}, errNotStored
+			}
+			return rec.stored(fp), nil
+		}, opts...)
+	} else {
+		res, err = sentinel.Once(ctx, m.c, onceKey, func(ctx context.Context) (stored, error) {
+			if err := gate(ctx); err != nil {
+				return stored{}, err
+			}
+			rec, _ := run(ctx)
+			if rec.overflow {
+				// The request was processed: store the failure, so every
+				// repeat learns the same and nothing runs twice.
+				return stored{Fingerprint: fp, Status: -1}, nil
+			}
+			if !m.o.Store(rec.statusCode()) {
+				unstored = rec
+				return stored{}, sentinel.Retryable(errNotStored)
+			}
+			return rec.stored(fp), nil
+		}, opts...)
+	}
+
+	switch {
+	case err == nil && res.Cached && res.Value.Fingerprint != fp:
+		m.reused(w, key, nil)
+	case err == nil && res.Value.Status == -1:
+		writeProblem(w, Problem{Type: ProblemResponseTooLarge, Title: "Response too large to store", Status: http.StatusInternalServerError, Key: key,
+			Detail: fmt.Sprintf("the request was processed, but its response exceeded %d bytes and could not be stored; it will not run again with this key", m.o.MaxResponseBytes)}, 0)
+	case err == nil:
+		res.Value.write(w, res.Cached)
+	case errors.Is(err, errNotStored):
+		unstored.stored("").write(w, false)
+	case errors.Is(err, errResponseTooLarge):
+		writeProblem(w, Problem{Type: ProblemResponseTooLarge, Title: "Response too large to store", Status: http.StatusInternalServerError, Key: key,
+			Detail: fmt.Sprintf("the response exceeded %d bytes and could not be stored, so nothing was committed; retrying with this key runs the request again", m.o.MaxResponseBytes)}, 0)
+	case errors.Is(err, sentinel.ErrInProgress), errors.Is(err, errWaitOver):
+		var ee *sentinel.ExecutionError
+		if errors.As(err, &ee) && m.differs(context.WithoutCancel(ctx), ee, fp) {
+			m.reused(w, key, ee)
+			return false
+		}
+		if !wait && m.o.Wait > 0 {
+			return true
+		}
+		p := Problem{Type: ProblemInProgress, Title: "Request in progress", Status: http.StatusConflict, Key: key,
+			Detail: "a request with this Idempotency-Key is being processed; retry after the Retry-After delay to get its response"}
+		if ee != nil {
+			p.State, p.Token = string(ee.State), ee.Token
+		}
+		writeProblem(w, p, 1)
+	case errors.Is(err, sentinel.ErrUncertain):
+		ee := execErr(err, onceKey)
+		if m.differs(context.WithoutCancel(ctx), ee, fp) {
+			m.reused(w, key, ee)
+			return false
+		}
+		writeProblem(w, Problem{Type: ProblemUncertain, Title: "Outcome of the original request unknown", Status: http.StatusInternalServerError, Key: key,
+			State: string(ee.State), Token: ee.Token,
+			Detail: fmt.Sprintf("the request with Idempotency-Key %q did not finish (crash, panic or lost lease) and may or may not have taken effect; it will not be run again until an operator reconciles execution %q", key, ee.Key)}, 0)
+	case errors.Is(err, sentinel.ErrReconciling):
+		ee := execErr(err, onceKey)
+		writeProblem(w, Problem{Type: ProblemReconciling, Title: "Request being reconciled", Status: http.StatusServiceUnavailable, Key: key,
+			State: string(ee.State), Token: ee.Token,
+			Detail: "an operator is establishing the outcome of the request with this Idempotency-Key; retry later"}, 5)
+	case errors.Is(err, sentinel.ErrResult):
+		writeProblem(w, Problem{Type: ProblemNotStored, Title: "Response not stored", Status: http.StatusInternalServerError, Key: key,
+			Detail: "the request was processed but its response could not be stored or read back: " + err.Error()}, 0)
+	case errors.Is(err, sentinel.ErrInvalid):
+		writeProblem(w, Problem{Type: "about:blank", Title: "Internal Server Error", Status: http.StatusInternalServerError, Key: key,
+			Detail: "idempotency: the middleware is misconfigured: " + err.Error()}, 0)
+	default:
+		// The store failed before the handler ran, or (transactional) the
+		// completion was refused and everything was rolled back.
+		writeProblem(w, Problem{Type: ProblemUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable, Key: key,
+			Detail: "nothing was recorded for this request; retry with the same Idempotency-Key (" + err.Error() + ")"}, 1)
+	}
+	return false
+}
+
+// execErr returns the *sentinel.ExecutionError in err, or one naming only
+// the key.
+func execErr(err error, onceKey string) *sentinel.ExecutionError {
+	var ee *sentinel.ExecutionError
+	if errors.As(err, &ee) {
+		return ee
+	}
+	return &sentinel.ExecutionError{Key: onceKey}
+}
+
+var (
+	errNotStored        = errors.New("idempotency: response not stored")
+	errWaitOver         = errors.New("idempotency: Options.Wait passed while the first request ran")
+	errResponseTooLarge = errors.New("idempotency: response too large to store")
+)
+
+func (m *middleware) reused(w http.ResponseWriter, key string, ee *sentinel.ExecutionError) {
+	p := Problem{Type: ProblemKeyReused, Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity, Key: key,
+		Detail: "this Idempotency-Key was already used for a different request (method, path, query or body differ); use a new key for a new request"}
+	if ee != nil {
+		p.State, p.Token = string(ee.State), ee.Token
+	}
+	writeProblem(w, p, 0)
+}
+
+// differs reports whether the execution ee was started by a request with
+// another fingerprint, as recorded with its claim. Unknown counts as same.
+func (m *middleware) differs(ctx context.Context, ee *sentinel.ExecutionError, fp string) bool {
+	if ee == nil {
+		return false
+	}
+	evs, err := m.c.History(ctx, ee.Key, sentinel.WithNamespace(ee.Namespace))
+	if err != nil {
+		return false
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type == "claimed" && evs[i].Token == ee.Token {
+			got, ok := evs[i].Metadata["fingerprint"].(string)
+			return ok && got != fp
+		}
+	}
+	return false
+}
+
+// fingerprint digests what makes two requests "the same": method, path and
+// query, and body.
+func fingerprint(r *http.Request, body []byte) string {
+	h := sha256.New()
+	bd := sha256.Sum256(body)
+	fmt.Fprintf(h, "%s\n%s\n%x", r.Method, r.URL.RequestURI(), bd)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// hopHeaders are not stored: they describe one connection or message.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Trailer", "Upgrade",
+	"Te", "Content-Length", "Date"}
+
+func (s stored) write(w http.ResponseWriter, replayed bool) {
+	h := w.Header()
+	for k, v := range s.Header {
+		h[k] = append([]string(nil), v...)
+	}
+	if replayed {
+		h.Set(HeaderReplayed, "true")
+	}
+	w.WriteHeader(s.Status)
+	_, _ = w.Write(s.Body)
+}
+
+// recorder buffers a handler's response, up to max body bytes.
+type recorder struct {
+	header   http.Header
+	sent     http.Header // the header as of WriteHeader
+	status   int
+	body     bytes.Buffer
+	max      int
+	overflow bool
+}
+
+// ErrResponseTooLarge is returned by the ResponseWriter's Write when the
+// response body would exceed Options.MaxResponseBytes.
+var ErrResponseTooLarge = errors.New("idempotency: response body exceeds MaxResponseBytes and cannot be stored")
+
+func (rec *recorder) Header() http.Header { return rec.header }
+
+func (rec *recorder) WriteHeader(code int) {
+	if rec.status == 0 && code >= 200 {
+		rec.status = code
+		rec.sent = rec.header.Clone() // later changes are not sent, as with net/http
+	}
+}
+
+func (rec *recorder) Write(p []byte) (int, error) {
+	rec.WriteHeader(http.StatusOK)
+	if rec.body.Len()+len(p) > rec.max {
+		rec.overflow = true
+		return 0, ErrResponseTooLarge
+	}
+	return rec.body.Write(p)
+}
+
+func (rec *recorder) statusCode() int {
+	if rec.status == 0 {
+		return http.StatusOK
+	}
+	return rec.status
+}
+
+func (rec *recorder) stored(fp string) stored {
+	h := rec.sent
+	if h == nil {
+		h = rec.header.Clone()
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	if len(h) == 0 {
+		h = nil
+	}
+	return stored{Fingerprint: fp, Status: rec.statusCode(), Header: h, Body: rec.body.Bytes()}
+}

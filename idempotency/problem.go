@@ -1,0 +1,71 @@
+package idempotency
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// Problem types: the "type" member of the RFC 9457 problem details the
+// middleware writes. Each URI resolves to this documentation.
+const (
+	problemBase = "https://pkg.go.dev/github.com/sentinel-coordination/sentinel/idempotency#"
+
+	// ProblemKeyMissing (400): the route requires an Idempotency-Key and the
+	// request has none.
+	ProblemKeyMissing = problemBase + "ProblemKeyMissing"
+	// ProblemKeyInvalid (400): the Idempotency-Key is malformed, too long, or
+	// sent more than once.
+	ProblemKeyInvalid = problemBase + "ProblemKeyInvalid"
+	// ProblemBodyTooLarge (413): the request body is over Options.MaxBodyBytes.
+	ProblemBodyTooLarge = problemBase + "ProblemBodyTooLarge"
+	// ProblemInProgress (409): a request with this key is being processed;
+	// retry after the Retry-After delay.
+	ProblemInProgress = problemBase + "ProblemInProgress"
+	// ProblemKeyReused (422): the key was used by a different request
+	// (method, path and query, or body differ).
+	ProblemKeyReused = problemBase + "ProblemKeyReused"
+	// ProblemUncertain (500): the first request with this key did not finish
+	// (crash, panic, lost lease) and may or may not have taken effect. It is
+	// never run again by itself: an operator reconciles the key (see
+	// sentinel.Client.Reconcile and the sentinel console).
+	ProblemUncertain = problemBase + "ProblemUncertain"
+	// ProblemReconciling (503): an operator is reconciling the key; retry
+	// later.
+	ProblemReconciling = problemBase + "ProblemReconciling"
+	// ProblemResponseTooLarge (500): the handler's response is over
+	// Options.MaxResponseBytes, so it could not be stored. Without
+	// Options.Transactional the request was processed; with it, nothing was
+	// committed.
+	ProblemResponseTooLarge = problemBase + "ProblemResponseTooLarge"
+	// ProblemNotStored (500): the request was processed but its response
+	// could not be stored or read back.
+	ProblemNotStored = problemBase + "ProblemNotStored"
+	// ProblemUnavailable (503): the idempotency store could not be reached
+	// or refused the completion; nothing was recorded as done. Retry.
+	ProblemUnavailable = problemBase + "ProblemUnavailable"
+)
+
+// Problem is an RFC 9457 problem details object, as written by the
+// middleware with Content-Type application/problem+json.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// Extension members.
+	Key   string `json:"idempotency_key,omitempty"` // the key concerned
+	State string `json:"state,omitempty"`           // the key's execution state, when known
+	Token int64  `json:"token,omitempty"`           // the execution's fencing token, when known
+}
+
+func writeProblem(w http.ResponseWriter, p Problem, retryAfter int) {
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}

@@ -1,0 +1,303 @@
+// Package otelsentinel records Sentinel's metrics and traces with
+// OpenTelemetry. It implements the core's observer hook
+// (sentinel.Observer), so the core itself never imports OpenTelemetry:
+//
+//	obs, err := otelsentinel.NewObserver() // global MeterProvider and TracerProvider
+//	client, err := sentinel.New(pool, &sentinel.Config{Observer: obs})
+//
+// Instruments, all named after the package ("sentinel."):
+//
+//	sentinel.once.calls            counter    Once/OnceTx calls, by sentinel.outcome
+//	                                          (ran, cached, final, in_progress, uncertain,
+//	                                          reconciling, retryable, error) and sentinel.namespace
+//	sentinel.once.duration         histogram  seconds per call, same attributes
+//	sentinel.lease.acquisitions    counter    Client.Lease calls, by sentinel.result
+//	                                          (acquired, held, error) and sentinel.wait
+//	sentinel.lease.wait.duration   histogram  seconds a WithWait acquisition waited
+//	sentinel.lease.losses          counter    leases lost, by sentinel.lease.kind (lease,
+//	                                          execution) and sentinel.reason (lost, hard_ttl)
+//	sentinel.heartbeat.duration    histogram  seconds per renewal statement, by error.type
+//	sentinel.heartbeat.batch_size  histogram  rows renewed per statement
+//	sentinel.queue.wait.duration   histogram  seconds from drawing a ticket to its grant
+//	sentinel.queue.depth           histogram  live tickets ahead of a ticket when drawn
+//	sentinel.election.term_changes counter    terms seen, by sentinel.group and sentinel.role
+//	                                          (elected, demoted, follower)
+//	sentinel.fencing.refusals      counter    stale tokens refused by VerifyToken
+//
+// Keys never become metric attributes (unbounded cardinality); they are on
+// the spans: one span per Once call ("sentinel.Once": sentinel.key,
+// sentinel.namespace, sentinel.token, sentinel.outcome; fn's context is its
+// child) and one per lease acquisition ("sentinel.Lease"). A fencing refusal
+// is recorded as an event on the span in the checking call's context.
+package otelsentinel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// ScopeName is the instrumentation scope of the meter and tracer.
+const ScopeName = "github.com/sentinel-coordination/sentinel/otelsentinel"
+
+// Attribute keys.
+const (
+	AttrNamespace = attribute.Key("sentinel.namespace")
+	AttrKey       = attribute.Key("sentinel.key")
+	AttrToken     = attribute.Key("sentinel.token")
+	AttrOutcome   = attribute.Key("sentinel.outcome")
+	AttrResult    = attribute.Key("sentinel.result")
+	AttrWait      = attribute.Key("sentinel.wait")
+	AttrLeaseKind = attribute.Key("sentinel.lease.kind")
+	AttrReason    = attribute.Key("sentinel.reason")
+	AttrGroup     = attribute.Key("sentinel.group")
+	AttrRole      = attribute.Key("sentinel.role")
+	AttrErrorType = attribute.Key("error.type")
+)
+
+type config struct {
+	mp metric.MeterProvider
+	tp trace.TracerProvider
+}
+
+// Option configures NewObserver.
+type Option func(*config)
+
+// WithMeterProvider sets the MeterProvider. Default: otel.GetMeterProvider().
+func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.mp = mp } }
+
+// WithTracerProvider sets the TracerProvider. Default: otel.GetTracerProvider().
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
+
+type observer struct {
+	tracer trace.Tracer
+	attrs  sync.Map // attrKey -> metric.MeasurementOption, built once per combination
+
+	onceCalls, leaseAcq, leaseLosses, termChanges, fencing metric.Int64Counter
+	onceDur, leaseWait, hbDur, queueWait                   metric.Float64Histogram
+	hbBatch, queueDepth                                    metric.Int64Histogram
+}
+
+// NewObserver returns a sentinel.Observer that records metrics and spans.
+// Set it as Config.Observer. It fails only when an instrument cannot be
+// created.
+func NewObserver(opts ...Option) (*sentinel.Observer, error) {
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if cfg.mp == nil {
+		cfg.mp = otel.GetMeterProvider()
+	}
+	if cfg.tp == nil {
+		cfg.tp = otel.GetTracerProvider()
+	}
+	m := cfg.mp.Meter(ScopeName)
+	o := &observer{tracer: cfg.tp.Tracer(ScopeName)}
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	seconds := func(name, desc string) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+		errs = append(errs, err)
+		return h
+	}
+	count := func(name, unit, desc string) metric.Int64Histogram {
+		h, err := m.Int64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000))
+		errs = append(errs, err)
+		return h
+	}
+	o.onceCalls = counter("sentinel.once.calls", "{call}", "Once and OnceTx calls by outcome")
+	o.onceDur = seconds("sentinel.once.duration", "Duration of Once and OnceTx calls")
+	o.leaseAcq = counter("sentinel.lease.acquisitions", "{call}", "Lease calls by result")
+	o.leaseWait = seconds("sentinel.lease.wait.duration", "Time a waiting Lease call took to acquire")
+	o.leaseLosses = counter("sentinel.lease.losses", "{lease}", "Leases and execution leases lost")
+	o.hbDur = seconds("sentinel.heartbeat.duration", "Latency of heartbeat renewal statements")
+	o.hbBatch = count("sentinel.heartbeat.batch_size", "{row}", "Rows renewed per heartbeat statement")
+	o.queueWait = seconds("sentinel.queue.wait.duration", "Time from drawing a queue ticket to its grant")
+	o.queueDepth = count("sentinel.queue.depth", "{ticket}", "Live tickets ahead of a queue ticket when it was drawn")
+	o.termChanges = counter("sentinel.election.term_changes", "{term}", "Leadership terms seen by electors")
+	o.fencing = counter("sentinel.fencing.refusals", "{check}", "Stale fencing tokens refused")
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("otelsentinel: %w", err)
+	}
+	return &sentinel.Observer{
+		OnceStart:      o.onceStart,
+		OnceEnd:        o.onceEnd,
+		LeaseStart:     o.leaseStart,
+		LeaseEnd:       o.leaseEnd,
+		LeaseLost:      o.leaseLost,
+		Heartbeat:      o.heartbeat,
+		FencingRefused: o.fencingRefused,
+		QueueGranted:   o.queueGranted,
+		TermChanged:    o.termChanged,
+	}, nil
+}
+
+// attrKey identifies a combination of low-cardinality metric attributes.
+type attrKey struct {
+	kind, a, b, ns string
+}
+
+// measure returns the attribute option for k, built once: a call then
+// allocates no attribute set. build is called only the first time.
+func (o *observer) measure(k attrKey, build func() []attribute.KeyValue) metric.MeasurementOption {
+	if v, ok := o.attrs.Load(k); ok {
+		return v.(metric.MeasurementOption)
+	}
+	v, _ := o.attrs.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(build()...)))
+	return v.(metric.MeasurementOption)
+}
+
+// startSpan starts a span; its attributes are built only when it records,
+// so a no-op or unsampled tracer costs no attribute allocations.
+func (o *observer) startSpan(ctx context.Context, name, ns, key string) context.Context {
+	ctx, span := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(AttrNamespace.String(ns), AttrKey.String(key))
+	}
+	return ctx
+}
+
+func (o *observer) onceStart(ctx context.Context, ns, key string) context.Context {
+	return o.startSpan(ctx, "sentinel.Once", ns, key)
+}
+
+func (o *observer) onceEnd(ctx context.Context, e sentinel.OnceEvent) {
+	attrs := o.measure(attrKey{kind: "once", a: string(e.Outcome), ns: e.Namespace}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{AttrOutcome.String(string(e.Outcome)), AttrNamespace.String(e.Namespace)}
+	})
+	o.onceCalls.Add(ctx, 1, attrs)
+	o.onceDur.Record(ctx, e.Duration.Seconds(), attrs)
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	span.SetAttributes(AttrOutcome.String(string(e.Outcome)), AttrToken.Int64(e.Token))
+	switch e.Outcome {
+	case sentinel.OutcomeRan, sentinel.OutcomeCached, sentinel.OutcomeFinal, sentinel.OutcomeInProgress,
+		sentinel.OutcomeReconciling, sentinel.OutcomeRetryable:
+		// Expected outcomes of a coordination call, not failures of Sentinel.
+	default:
+		if e.Err != nil {
+			span.RecordError(e.Err)
+			span.SetStatus(codes.Error, string(e.Outcome))
+		}
+	}
+	span.End()
+}
+
+func (o *observer) leaseStart(ctx context.Context, ns, key string) context.Context {
+	return o.startSpan(ctx, "sentinel.Lease", ns, key)
+}
+
+func (o *observer) leaseEnd(ctx context.Context, e sentinel.LeaseEvent) {
+	result := "acquired"
+	switch {
+	case e.Acquired:
+	case errors.Is(e.Err, sentinel.ErrNotAcquired):
+		result = "held"
+	default:
+		result = "error"
+	}
+	wait := strconv.FormatBool(e.Wait)
+	o.leaseAcq.Add(ctx, 1, o.measure(attrKey{kind: "lease", a: result, b: wait, ns: e.Namespace}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{AttrResult.String(result), AttrWait.Bool(e.Wait), AttrNamespace.String(e.Namespace)}
+	}))
+	if e.Wait && e.Acquired {
+		o.leaseWait.Record(ctx, e.Duration.Seconds(), o.measure(attrKey{kind: "ns", ns: e.Namespace}, func() []attribute.KeyValue {
+			return []attribute.KeyValue{AttrNamespace.String(e.Namespace)}
+		}))
+	}
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() {
+		span.SetAttributes(AttrResult.String(result), AttrWait.Bool(e.Wait))
+		if e.Acquired {
+			span.SetAttributes(AttrToken.Int64(e.Token))
+		} else if result == "error" && e.Err != nil {
+			span.RecordError(e.Err)
+			span.SetStatus(codes.Error, "lease acquisition failed")
+		}
+	}
+	span.End()
+}
+
+func (o *observer) leaseLost(e sentinel.LeaseLoss) {
+	kind, reason := "lease", "lost"
+	if e.Execution {
+		kind = "execution"
+	}
+	if errors.Is(e.Err, sentinel.ErrHardTTL) {
+		reason = "hard_ttl"
+	}
+	o.leaseLosses.Add(context.Background(), 1, metric.WithAttributes(AttrLeaseKind.String(kind),
+		AttrReason.String(reason), AttrNamespace.String(e.Namespace)))
+}
+
+func (o *observer) heartbeat(e sentinel.HeartbeatEvent) {
+	ctx := context.Background()
+	if e.Err != nil {
+		o.hbDur.Record(ctx, e.Duration.Seconds(), metric.WithAttributes(AttrErrorType.String(errorType(e.Err))))
+		return
+	}
+	o.hbDur.Record(ctx, e.Duration.Seconds())
+	o.hbBatch.Record(ctx, int64(e.Rows))
+}
+
+// errorType is a low-cardinality error.type value.
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "database"
+}
+
+func (o *observer) fencingRefused(ctx context.Context, e sentinel.FencingRefusal) {
+	o.fencing.Add(ctx, 1, metric.WithAttributes(AttrNamespace.String(e.Namespace)))
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent("sentinel.fencing_refused", trace.WithAttributes(AttrNamespace.String(e.Namespace),
+			AttrKey.String(e.Key), AttrToken.Int64(e.Token), attribute.Int64("sentinel.token.current", e.Current)))
+	}
+}
+
+func (o *observer) queueGranted(e sentinel.QueueGrant) {
+	ctx := context.Background()
+	attrs := metric.WithAttributes(AttrNamespace.String(e.Namespace))
+	o.queueWait.Record(ctx, e.Wait.Seconds(), attrs)
+	if e.Ahead >= 0 {
+		o.queueDepth.Record(ctx, int64(e.Ahead), attrs)
+	}
+}
+
+func (o *observer) termChanged(e sentinel.TermChange) {
+	role := "follower"
+	switch {
+	case e.Demoted:
+		role = "demoted"
+	case e.Self:
+		role = "elected"
+	}
+	o.termChanges.Add(context.Background(), 1, metric.WithAttributes(AttrNamespace.String(e.Namespace),
+		AttrGroup.String(e.Group), AttrRole.String(role)))
+}

@@ -1,0 +1,259 @@
+package sentineltest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/testdb"
+)
+
+func TestMain(m *testing.M) {
+	code := Run(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			// The pgtemp launcher keeps one goroutine (a locked OS thread
+			// that forks servers) for the life of the process.
+			if err := goleak.Find(goleak.IgnoreTopFunction("github.com/sentinel-coordination/sentinel/internal/pgtemp.startOnLockedThread.func1.1")); err != nil {
+				os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// schemaExists asks the shared database, outside any test schema.
+func schemaExists(t *testing.T, schema string) bool {
+	t.Helper()
+	conn, err := pgx.Connect(ctxT(t), DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var ok bool
+	if err := conn.QueryRow(ctxT(t), "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)", schema).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func TestNewMigratedAndDropped(t *testing.T) {
+	var schema string
+	t.Run("user", func(t *testing.T) {
+		c := New(t)
+		schema = Schema(t)
+		if c.Config().Schema != schema {
+			t.Fatalf("client schema %q, test schema %q", c.Config().Schema, schema)
+		}
+		res, err := sentinel.Once(ctxT(t), c, "k", func(context.Context) (int, error) { return 7, nil })
+		if err != nil || res.Value != 7 {
+			t.Fatalf("Once: %v, %v", res, err)
+		}
+		// A second client shares the schema: it replays.
+		res, err = sentinel.Once(ctxT(t), New(t), "k", func(context.Context) (int, error) { return 8, nil })
+		if err != nil || !res.Cached || res.Value != 7 {
+			t.Fatalf("second client: %+v, %v", res, err)
+		}
+		if !schemaExists(t, schema) {
+			t.Fatal("schema missing while the test runs")
+		}
+	})
+	if schemaExists(t, schema) {
+		t.Fatalf("schema %s still exists after the test ended", schema)
+	}
+}
+
+func TestSubtestsAreIsolated(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	for i := 0; i < 4; i++ {
+		t.Run("", func(t *testing.T) {
+			t.Parallel()
+			c := New(t)
+			// Each subtest runs its key afresh: nothing leaks between them.
+			res, err := sentinel.Once(ctxT(t), c, "same-key", func(context.Context) (string, error) { return Schema(t), nil })
+			if err != nil || res.Cached {
+				t.Fatalf("Once: %+v, %v", res, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if seen[res.Value] {
+				t.Errorf("schema %s shared", res.Value)
+			}
+			seen[res.Value] = true
+		})
+	}
+}
+
+func TestPoolSearchPath(t *testing.T) {
+	p := Pool(t)
+	if p != Pool(t) {
+		t.Fatal("Pool returned a different pool within one test")
+	}
+	ctx := ctxT(t)
+	if _, err := p.Exec(ctx, "CREATE TABLE widgets (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	var schema string
+	if err := p.QueryRow(ctx, "SELECT table_schema FROM information_schema.tables WHERE table_name = 'widgets'").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if schema != Schema(t) {
+		t.Fatalf("widgets created in %q, want the test schema %q", schema, Schema(t))
+	}
+	var traced bool
+	own := Pool(t, WithPoolConfig(func(c *pgxpool.Config) { traced = true; c.MaxConns = 2 }))
+	if !traced || own == p || own.Config().MaxConns != 2 {
+		t.Fatalf("WithPoolConfig not applied (applied %v, same pool %v)", traced, own == p)
+	}
+	if err := own.QueryRow(ctx, "SELECT count(*) FROM widgets").Scan(new(int)); err != nil {
+		t.Fatalf("own pool does not see the test schema: %v", err)
+	}
+}
+
+func TestWithConfig(t *testing.T) {
+	c := New(t, WithConfig(sentinel.Config{Namespace: "billing", Schema: "ignored"}))
+	if c.Config().Namespace != "billing" || c.Config().Schema != Schema(t) {
+		t.Fatalf("config %+v", c.Config())
+	}
+}
+
+// Without Main the server is reference-counted by the tests using it.
+func TestServerRefCounting(t *testing.T) {
+	server.mu.Lock()
+	savedURL, savedStop, savedRefs, savedInMain := server.url, server.stop, server.refs, server.inMain
+	stops := 0
+	server.url, server.stop, server.refs, server.inMain = "postgres://fake", func() { stops++ }, 0, false
+	server.mu.Unlock()
+	defer func() {
+		server.mu.Lock()
+		server.url, server.stop, server.refs, server.inMain = savedURL, savedStop, savedRefs, savedInMain
+		server.mu.Unlock()
+	}()
+
+	t.Run("a", func(t *testing.T) {
+		if u := DatabaseURL(t); u != "postgres://fake" {
+			t.Fatalf("url %q", u)
+		}
+		t.Run("nested", func(t *testing.T) { _ = DatabaseURL(t) })
+		if stops != 0 || server.refs != 1 {
+			t.Fatalf("stopped %d times with %d refs while a test still uses the server", stops, server.refs)
+		}
+	})
+	if stops != 1 || server.stop != nil || server.refs != 0 {
+		t.Fatalf("after the last user: %d stops, refs %d, running %v", stops, server.refs, server.stop != nil)
+	}
+}
+
+// The Docker path on its own, when an engine is reachable.
+func TestDockerFallback(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	u, cleanup, err := testdb.Docker(ctx, t.Logf)
+	if errors.Is(err, testdb.ErrNoDocker) {
+		t.Skipf("skipping the Docker fallback: %v (start a Docker engine to run it)", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeTB runs cleanups on demand, so a benchmark can measure a whole test's
+// setup and teardown per iteration.
+type fakeTB struct {
+	testing.TB
+	cleanups []func()
+}
+
+func (f *fakeTB) Cleanup(fn func()) { f.cleanups = append(f.cleanups, fn) }
+func (f *fakeTB) Helper()           {}
+func (f *fakeTB) end() {
+	for i := len(f.cleanups) - 1; i >= 0; i-- {
+		f.cleanups[i]()
+	}
+	f.cleanups = nil
+}
+
+// BenchmarkNew is the per-test cost of isolation: create a schema, migrate a
+// client into it, close it and drop the schema.
+func BenchmarkNew(b *testing.B) {
+	_ = DatabaseURL(b) // start the server outside the timing
+	for b.Loop() {
+		f := &fakeTB{TB: b}
+		c := New(f)
+		if _, err := sentinel.Once(context.Background(), c, "k", func(context.Context) (int, error) { return 1, nil }); err != nil {
+			b.Fatal(err)
+		}
+		f.end()
+	}
+}
+
+func TestSharedSchemaIsolatesByNamespace(t *testing.T) {
+	var schema, ns string
+	t.Run("a", func(t *testing.T) {
+		c := New(t, SharedSchema())
+		c2 := New(t, SharedSchema(), WithConfig(sentinel.Config{Namespace: "billing"}))
+		schema, ns = c.Config().Schema, c.Config().Namespace
+		if schema == Schema(t) || c2.Config().Schema != schema || ns == c2.Config().Namespace ||
+			!strings.HasPrefix(c2.Config().Namespace, "billing-") {
+			t.Fatalf("shared clients: %+v / %+v", c.Config(), c2.Config())
+		}
+		if _, err := sentinel.Once(ctxT(t), c, "k", func(context.Context) (int, error) { return 1, nil }); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("b", func(t *testing.T) {
+		c := New(t, SharedSchema())
+		if c.Config().Schema != schema || c.Config().Namespace == ns {
+			t.Fatalf("second test: %+v", c.Config())
+		}
+		res, err := sentinel.Once(ctxT(t), c, "k", func(context.Context) (int, error) { return 2, nil })
+		if err != nil || res.Cached || res.Value != 2 {
+			t.Fatalf("a key of another test leaked in: %+v, %v", res, err)
+		}
+		// The first test's rows are gone.
+		var n int
+		if err := server.sharedPool.QueryRow(ctxT(t), "SELECT count(*) FROM "+pgx.Identifier{schema}.Sanitize()+".executions WHERE namespace = $1", ns).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%d rows of the finished test remain (%v)", n, err)
+		}
+	})
+}
+
+// BenchmarkNewShared is the per-test cost with SharedSchema.
+func BenchmarkNewShared(b *testing.B) {
+	_ = New(b, SharedSchema()) // migrate the shared schema outside the timing
+	for b.Loop() {
+		f := &fakeTB{TB: b}
+		c := New(f, SharedSchema())
+		if _, err := sentinel.Once(context.Background(), c, "k", func(context.Context) (int, error) { return 1, nil }); err != nil {
+			b.Fatal(err)
+		}
+		f.end()
+	}
+}

@@ -1,0 +1,502 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// execJSON is an execution as the command prints it with --json.
+type execJSON struct {
+	Namespace      string          `json:"namespace"`
+	Key            string          `json:"key"`
+	State          sentinel.State  `json:"state"`
+	Uncertain      bool            `json:"uncertain"`
+	Owner          string          `json:"owner"`
+	Host           string          `json:"host"`
+	PID            int             `json:"pid"`
+	Token          int64           `json:"token"`
+	CreatedAt      *string         `json:"created_at"`
+	UpdatedAt      *string         `json:"updated_at"`
+	LeaseExpiresAt *string         `json:"lease_expires_at"`
+	HardExpiresAt  *string         `json:"hard_expires_at"`
+	CompletedAt    *string         `json:"completed_at"`
+	LeaseAlive     bool            `json:"lease_alive"`
+	Result         json.RawMessage `json:"result,omitempty"`        // when the stored result is JSON
+	ResultBase64   string          `json:"result_base64,omitempty"` // when it is not (another codec)
+	ResultError    string          `json:"result_error,omitempty"`
+	// CompletionRefused is the evidence that fn returned success although
+	// its completion was refused (the lease was lost first): the event
+	// carries fn's result. Only for uncertain and reconciling keys.
+	CompletionRefused *eventJSON `json:"completion_refused,omitempty"`
+}
+
+// uncertain reports whether e is uncertain: executing with an expired lease.
+func uncertain(e *sentinel.Execution) bool {
+	return e.State == sentinel.StateExecuting && !e.LeaseAlive
+}
+
+func toExecJSON(e *sentinel.Execution) execJSON {
+	j := execJSON{
+		Namespace: e.Namespace, Key: e.Key, State: e.State, Uncertain: uncertain(e),
+		Owner: e.Owner, Host: e.Host, PID: e.PID, Token: e.Token,
+		CreatedAt: tsJSON(e.CreatedAt), UpdatedAt: tsJSON(e.UpdatedAt),
+		LeaseExpiresAt: tsJSON(e.LeaseExpiresAt), HardExpiresAt: tsJSON(e.HardExpiresAt),
+		CompletedAt: tsJSON(e.CompletedAt), LeaseAlive: e.LeaseAlive, ResultError: e.ResultError,
+	}
+	if len(e.Result) > 0 {
+		if json.Valid(e.Result) {
+			j.Result = json.RawMessage(e.Result)
+		} else {
+			j.ResultBase64 = base64.StdEncoding.EncodeToString(e.Result)
+		}
+	}
+	return j
+}
+
+// stateLabel is the state as an operator reads it.
+func stateLabel(e *sentinel.Execution) string {
+	switch {
+	case uncertain(e):
+		return "executing (UNCERTAIN: lease expired, outcome unknown)"
+	case e.State == sentinel.StateExecuting || e.State == sentinel.StateClaimed:
+		if e.LeaseAlive {
+			return string(e.State) + " (in progress)"
+		}
+		return string(e.State) + " (lease expired: the next caller takes it over)"
+	}
+	return string(e.State)
+}
+
+func resultText(e *sentinel.Execution) string {
+	switch {
+	case e.ResultError != "":
+		return "(not stored: " + e.ResultError + ")"
+	case len(e.Result) == 0:
+		return "-"
+	case utf8.Valid(e.Result) && json.Valid(e.Result):
+		s := string(e.Result)
+		if len(s) > 500 {
+			s = s[:500] + fmt.Sprintf("... (%d bytes)", len(e.Result))
+		}
+		return s
+	}
+	return fmt.Sprintf("(%d bytes, not JSON)", len(e.Result))
+}
+
+// refusedEvidence returns the completion_refused event of the key's last
+// run, if any: fn returned success but its completion was refused.
+func refusedEvidence(evs []sentinel.Event) *sentinel.Event {
+	for i := len(evs) - 1; i >= 0; i-- {
+		switch evs[i].Type {
+		case "completion_refused":
+			return &evs[i]
+		case "started", "claimed":
+			return nil // a later run, without evidence
+		}
+	}
+	return nil
+}
+
+func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event) error {
+	if a.jsonOut {
+		j := toExecJSON(e)
+		if refused != nil {
+			ev := toEventJSON(*refused)
+			j.CompletionRefused = &ev
+		}
+		return a.printJSON(j)
+	}
+	w := a.table()
+	row(w, "namespace:", e.Namespace)
+	row(w, "key:", e.Key)
+	row(w, "state:", stateLabel(e))
+	row(w, "since:", ts(e.UpdatedAt)+"  ("+relative(e.UpdatedAt)+")")
+	row(w, "owner:", fmt.Sprintf("%s (host %s, pid %d)", e.Owner, e.Host, e.PID))
+	row(w, "token:", e.Token)
+	if !e.LeaseExpiresAt.IsZero() {
+		row(w, "lease expires:", ts(e.LeaseExpiresAt)+"  ("+relative(e.LeaseExpiresAt)+")")
+	}
+	if !e.HardExpiresAt.IsZero() {
+		row(w, "hard expiry:", ts(e.HardExpiresAt))
+	}
+	row(w, "created:", ts(e.CreatedAt))
+	if !e.CompletedAt.IsZero() {
+		row(w, "completed:", ts(e.CompletedAt))
+	}
+	row(w, "result:", resultText(e))
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if refused != nil {
+		fmt.Fprintf(a.stdout, "\nevidence: fn returned success but its completion was refused (%s, token %d: %v)\n",
+			ts(refused.At), refused.Token, refused.Metadata["cause"])
+		if r, ok := refused.Metadata["result"]; ok {
+			b, _ := json.Marshal(r)
+			fmt.Fprintf(a.stdout, "fn's result: %s\n", b)
+		}
+	}
+	switch {
+	case uncertain(e) && refused != nil:
+		fmt.Fprintf(a.stdout, "\nnext: the work happened; reconcile, then force-complete with fn's result:\n"+
+			"  sentinel reconcile %s -n %s --token %d\n", shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
+	case uncertain(e):
+		fmt.Fprintf(a.stdout, "\nnext: find out whether the work happened, then\n"+
+			"  sentinel reconcile %s -n %s --token %d\n", shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
+	case e.State == sentinel.StateReconciling:
+		fmt.Fprintf(a.stdout, "\nnext: if the work happened,     sentinel force-complete %s 'RESULT-JSON' -n %s --token %d\n"+
+			"      if it did not happen,     sentinel reset %s -n %s --token %d\n",
+			shellQuote(e.Key), shellQuote(e.Namespace), e.Token, shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
+	}
+	return nil
+}
+
+// shellQuote quotes s for a shell when needed.
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == ':' || r == '/' || r == '@') {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	out := "'"
+	for _, r := range s {
+		if r == '\'' {
+			out += `'\''`
+		} else {
+			out += string(r)
+		}
+	}
+	return out + "'"
+}
+
+func (a *app) inspectCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "inspect KEY",
+		Short: "Show the execution record of a Once key",
+		Long: `inspect shows a Once key's state, owner, fencing token, lease expiry and
+stored result. An executing key whose lease expired is UNCERTAIN: its
+outcome is unknown and Sentinel will not run it again until an operator
+reconciles it. When fn returned success but its completion was refused
+(the lease was lost first), inspect shows that evidence and fn's result
+from the history. Exit code 3 when the key has no execution.`,
+		Example: `  sentinel inspect payment-order-789 -n payments
+  sentinel inspect payment-order-789 -n payments --json | jq .state`,
+		Args: args(1, 1),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			e, err := a.client.Inspect(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			var refused *sentinel.Event
+			if uncertain(e) || e.State == sentinel.StateReconciling {
+				evs, err := a.client.History(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				refused = refusedEvidence(evs)
+			}
+			return a.printExecution(e, refused)
+		}),
+	}
+}
+
+// eventJSON is a history event as printed with --json.
+type eventJSON struct {
+	ID        int64          `json:"id"`
+	Namespace string         `json:"namespace"`
+	Key       string         `json:"key"`
+	Type      string         `json:"type"`
+	State     sentinel.State `json:"state"`
+	Token     int64          `json:"token"`
+	Owner     string         `json:"owner"`
+	At        *string        `json:"at"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+}
+
+func toEventJSON(e sentinel.Event) eventJSON {
+	return eventJSON{ID: e.ID, Namespace: e.Namespace, Key: e.Key, Type: e.Type, State: e.State,
+		Token: e.Token, Owner: e.Owner, At: tsJSON(e.At), Metadata: e.Metadata}
+}
+
+func metadataText(m map[string]any) string {
+	if len(m) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Sprint(m)
+	}
+	return string(b)
+}
+
+func (a *app) historyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "history KEY",
+		Short: "Show the event history of a Once key, oldest first",
+		Long: `history lists every transition a Once key went through: claimed, started,
+completed, failed, reconciling, force_completed, reset, ... with the fencing
+token, owner and metadata of each. Exit code 3 when the key has no history.`,
+		Example: `  sentinel history payment-order-789 -n payments
+  sentinel history payment-order-789 -n payments --json`,
+		Args: args(1, 1),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			evs, err := a.client.History(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if len(evs) == 0 {
+				return fmt.Errorf("no history for %q/%q: %w", a.namespace, args[0], sentinel.ErrNotFound)
+			}
+			if a.jsonOut {
+				out := make([]eventJSON, len(evs))
+				for i, e := range evs {
+					out[i] = toEventJSON(e)
+				}
+				return a.printJSON(out)
+			}
+			w := a.table()
+			row(w, "ID", "AT", "EVENT", "STATE", "TOKEN", "OWNER", "METADATA")
+			for _, e := range evs {
+				row(w, e.ID, ts(e.At), e.Type, e.State, e.Token, e.Owner, metadataText(e.Metadata))
+			}
+			return w.Flush()
+		}),
+	}
+}
+
+// operatorFlags are the flags shared by reconciliation steps.
+type operatorFlags struct {
+	yes    bool
+	token  int64
+	reason string
+}
+
+func (f *operatorFlags) add(cmd *cobra.Command) {
+	addYes(cmd, &f.yes)
+	cmd.Flags().Int64Var(&f.token, "token", 0, "act only if the key is still at this fencing token (the one inspect showed)")
+	cmd.Flags().StringVar(&f.reason, "reason", "", "why, recorded in the key's history")
+}
+
+func (f *operatorFlags) options() []sentinel.Option {
+	var opts []sentinel.Option
+	if f.token != 0 {
+		opts = append(opts, sentinel.WithToken(f.token))
+	}
+	if f.reason != "" {
+		opts = append(opts, sentinel.WithMetadata(map[string]any{"reason": f.reason}))
+	}
+	return opts
+}
+
+func (a *app) reconcileCmd() *cobra.Command {
+	var f operatorFlags
+	cmd := &cobra.Command{
+		Use:   "reconcile KEY",
+		Short: "Start reconciling an uncertain key (executing, lease expired)",
+		Long: `reconcile moves an uncertain key (executing with an expired lease) to
+reconciling and mints a new fencing token, so the worker that held it can no
+longer complete it. Once callers then get ErrReconciling. Establish whether
+the work happened, then finish with force-complete (it did) or reset (it
+did not).
+
+Exit code 4 when the key is not uncertain (its lease is alive, or it is in
+another state, or --token no longer matches); 3 when it does not exist.`,
+		Example: `  sentinel reconcile payment-order-789 -n payments --token 41 --reason "checking the PSP" --yes`,
+		Args:    args(1, 1),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			if err := a.confirm(f.yes, "reconcile %q/%q", a.namespace, args[0]); err != nil {
+				return err
+			}
+			e, err := a.client.Reconcile(cmd.Context(), args[0], f.options()...)
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(toExecJSON(e))
+			}
+			fmt.Fprintf(a.stdout, "%s/%s is reconciling, token %d\n", e.Namespace, e.Key, e.Token)
+			fmt.Fprintf(a.stdout, "next: sentinel force-complete %s 'RESULT-JSON' -n %s --token %d   (the work happened)\n"+
+				"  or: sentinel reset %s -n %s --token %d                        (it did not)\n",
+				shellQuote(e.Key), shellQuote(e.Namespace), e.Token, shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
+			return nil
+		}),
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func (a *app) forceCompleteCmd() *cobra.Command {
+	var f operatorFlags
+	cmd := &cobra.Command{
+		Use:   "force-complete KEY VALUE",
+		Short: "Resolve a reconciling key as done, with VALUE (JSON) as its result",
+		Long: `force-complete resolves a reconciling key as done: VALUE, a JSON document,
+becomes its stored result and every later Once caller gets it as a cached
+result (decoded into the caller's type). Only allowed from reconciling.
+
+Exit code 2 when VALUE is not JSON; 4 when the key is not reconciling or
+--token no longer matches; 3 when it does not exist.`,
+		Example: `  sentinel force-complete payment-order-789 '{"PaymentID":"pay_123"}' -n payments --token 42 --yes
+  sentinel force-complete webhook-17 null -n hooks --yes`,
+		Args: args(2, 2),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			if !json.Valid([]byte(args[1])) {
+				return usageErr("VALUE must be a JSON document (quote strings: '\"text\"'), got %q", args[1])
+			}
+			if err := a.confirm(f.yes, "force-complete %q/%q with result %s", a.namespace, args[0], args[1]); err != nil {
+				return err
+			}
+			if err := a.client.ForceComplete(cmd.Context(), args[0], json.RawMessage(args[1]), f.options()...); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s/%s is completed; callers now get the stored result\n", a.namespace, args[0])
+			return nil
+		}),
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func (a *app) resetCmd() *cobra.Command {
+	var f operatorFlags
+	cmd := &cobra.Command{
+		Use:   "reset KEY",
+		Short: "Resolve a reconciling key as not done: the next caller runs it",
+		Long: `reset resolves a reconciling key as not done: it becomes claimed with an
+expired lease, so the next Once caller runs fn again, with a new token.
+Only allowed from reconciling.
+
+Exit code 4 when the key is not reconciling or --token no longer matches;
+3 when it does not exist.`,
+		Example: `  sentinel reset payment-order-789 -n payments --token 42 --reason "PSP has no charge" --yes`,
+		Args:    args(1, 1),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			if err := a.confirm(f.yes, "reset %q/%q so that the next caller runs it again", a.namespace, args[0]); err != nil {
+				return err
+			}
+			if err := a.client.ResetToClaimed(cmd.Context(), args[0], f.options()...); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s/%s is claimed with an expired lease; the next caller runs it\n", a.namespace, args[0])
+			return nil
+		}),
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func (a *app) setResultCmd() *cobra.Command {
+	var f operatorFlags
+	cmd := &cobra.Command{
+		Use:   "set-result KEY VALUE",
+		Short: "Store VALUE (JSON) as the result of a key completed without one",
+		Long: `set-result stores VALUE, a JSON document, as the result of a key that
+completed but whose result could not be stored (fn succeeded, but its result
+could not be encoded or was over MaxResultSize: inspect shows
+"result: (not stored: ...)" and callers get ErrResult). Afterwards callers
+get VALUE as the cached result. Allowed only for such a key.
+
+Exit code 2 when VALUE is not JSON; 4 when the key is not completed without
+a result or --token no longer matches; 3 when it does not exist.`,
+		Example: `  sentinel inspect report-2026-11 -n reports     # result: (not stored: ...)
+  sentinel set-result report-2026-11 '{"rows":1204}' -n reports --token 88 --yes`,
+		Args: args(2, 2),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			if !json.Valid([]byte(args[1])) {
+				return usageErr("VALUE must be a JSON document (quote strings: '\"text\"'), got %q", args[1])
+			}
+			if err := a.confirm(f.yes, "set the result of %q/%q to %s", a.namespace, args[0], args[1]); err != nil {
+				return err
+			}
+			if err := a.client.SetResult(cmd.Context(), args[0], json.RawMessage(args[1]), f.options()...); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s/%s now replays the stored result\n", a.namespace, args[0])
+			return nil
+		}),
+	}
+	f.add(cmd)
+	return cmd
+}
+
+// pruneJSON is prune's --json output.
+type pruneJSON struct {
+	Namespace  *string `json:"namespace"` // null: every namespace
+	OlderThan  string  `json:"older_than"`
+	Executions int64   `json:"executions"`
+	Events     int64   `json:"events"`
+	Leases     int64   `json:"leases"`
+}
+
+func (a *app) pruneCmd() *cobra.Command {
+	var (
+		yes       bool
+		olderThan time.Duration
+		all       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "prune --older-than DURATION",
+		Short: "Delete completed executions, old history and long-expired lease rows",
+		Long: `prune deletes, in one statement, completed executions completed before
+--older-than, history events older than that (except those of keys not yet
+completed: uncertain keys keep their history), and lease rows expired for
+longer than that and at least an hour. Uncertain, in-progress and
+reconciling executions are never pruned. A pruned key can run again (the
+next Once finds no record), so --older-than must exceed any redelivery
+window; it must be at least 1h (sentinel.MinRetention), else exit 2.
+
+It acts on --namespace only; --all-namespaces prunes every namespace.`,
+		Example: `  sentinel prune --older-than 168h -n payments --yes
+  sentinel prune --older-than 720h --all-namespaces --yes`,
+		Args: args(0, 0),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("older-than") {
+				return usageErr("--older-than is required (e.g. --older-than 168h)")
+			}
+			if olderThan <= 0 {
+				return usageErr("--older-than must be positive, got %s", olderThan)
+			}
+			if all && cmd.Flags().Changed("namespace") {
+				return usageErr("give --namespace or --all-namespaces, not both")
+			}
+			scope := fmt.Sprintf("namespace %q", a.namespace)
+			if all {
+				scope = "every namespace"
+			}
+			if err := a.confirm(yes, "prune %s: completed executions and history older than %s", scope, olderThan); err != nil {
+				return err
+			}
+			opts := []sentinel.Option{sentinel.WithAllNamespaces()}
+			out := pruneJSON{OlderThan: olderThan.String()}
+			if !all {
+				opts = []sentinel.Option{sentinel.WithNamespace(a.namespace)}
+				out.Namespace = &a.namespace
+			}
+			res, err := a.client.Prune(cmd.Context(), olderThan, opts...)
+			if err != nil {
+				return err
+			}
+			out.Executions, out.Events, out.Leases = res.Executions, res.Events, res.Leases
+			if a.jsonOut {
+				return a.printJSON(out)
+			}
+			fmt.Fprintf(a.stdout, "pruned %s: %d executions, %d events, %d lease rows\n", scope, res.Executions, res.Events, res.Leases)
+			return nil
+		}),
+	}
+	addYes(cmd, &yes)
+	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "age past which completed executions and events are deleted (required)")
+	cmd.Flags().BoolVar(&all, "all-namespaces", false, "prune every namespace instead of --namespace")
+	return cmd
+}

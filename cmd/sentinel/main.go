@@ -1,0 +1,289 @@
+// Command sentinel operates Sentinel: it finds and resolves uncertain
+// executions, lists and takes leases, and migrates the schema.
+//
+// Connection: --database-url, else $DATABASE_URL, else the libpq
+// environment variables (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE,
+// PGSSLMODE, ...). Global flags (--database-url, --namespace, --schema,
+// --json) may stand before or after the command name.
+//
+// Exit codes:
+//
+//	0  success
+//	1  error (database unreachable, unexpected failure, lease lost)
+//	2  usage: unknown command or flag, wrong arguments, invalid input
+//	3  not found: the key has no execution or lease
+//	4  refused or wrong state: a destructive command without confirmation,
+//	   a key not in the state the command needs, a lease held elsewhere,
+//	   pending migrations (migrate status)
+//
+// `sentinel lock KEY -- CMD` exits with CMD's exit code instead.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"os/user"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// Exit codes; see the package documentation.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitNotFound = 3
+	exitRefused  = 4
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// app is the state shared by every command: global flags and, once a
+// command runs, the connection.
+type app struct {
+	databaseURL string
+	namespace   string
+	schema      string
+	jsonOut     bool
+	verbose     bool
+	operator    string
+
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	ran            bool // a command's RunE started: errors before it are usage errors
+
+	pool   *pgxpool.Pool
+	client *sentinel.Client
+}
+
+// codeError carries an explicit exit code (a child's, or a refusal).
+type codeError struct {
+	code int
+	err  error // may be nil: nothing to print
+}
+
+func (e *codeError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *codeError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &codeError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+func refused(format string, args ...any) error {
+	return &codeError{code: exitRefused, err: fmt.Errorf(format, args...)}
+}
+
+// exitCode maps an error to the documented exit codes.
+func exitCode(err error) int {
+	var ee *codeError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, sentinel.ErrNotFound):
+		return exitNotFound
+	case errors.Is(err, sentinel.ErrWrongState), errors.Is(err, sentinel.ErrNotAcquired):
+		return exitRefused
+	case errors.Is(err, sentinel.ErrInvalid):
+		return exitUsage
+	}
+	return exitError
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	a.close()
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err)
+	if !a.ran && code == exitError {
+		code = exitUsage // cobra's own errors: unknown command, bad flag, wrong arguments
+	}
+	var ee *codeError
+	if !errors.As(err, &ee) || ee.err != nil {
+		fmt.Fprintln(stderr, "sentinel:", trimPrefix(err.Error()))
+		if code == exitUsage && !a.ran {
+			fmt.Fprintln(stderr, "Run 'sentinel --help' for usage.")
+		}
+	}
+	return code
+}
+
+// trimPrefix drops the library's "sentinel: " prefix, which the command
+// prints once itself.
+func trimPrefix(s string) string {
+	const p = "sentinel: "
+	for len(s) >= len(p) && s[:len(p)] == p {
+		s = s[len(p):]
+	}
+	return s
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "sentinel",
+		Short: "Operate Sentinel: executions, leases, migrations",
+		Long: `sentinel inspects and repairs what Sentinel coordinates in PostgreSQL.
+
+Connection: --database-url, else $DATABASE_URL, else the libpq variables
+(PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE, ...).
+Global flags may stand before or after the command name.
+
+Exit codes: 0 ok, 1 error, 2 usage, 3 not found,
+4 refused or wrong state (also: pending migrations for 'migrate status').`,
+		Example: `  # find uncertain executions and resolve one
+  sentinel inspect payment-order-789 --namespace payments
+  sentinel reconcile payment-order-789 --namespace payments --yes
+  sentinel force-complete payment-order-789 '{"PaymentID":"pay_123"}' --namespace payments --yes
+
+  # run a command while holding a lease
+  sentinel lock nightly-report -- ./report.sh`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection URL (default $DATABASE_URL, else the PG* variables)")
+	pf.StringVarP(&a.namespace, "namespace", "n", "default", "namespace of the keys")
+	pf.StringVar(&a.schema, "schema", "sentinel", "PostgreSQL schema holding Sentinel's tables")
+	pf.BoolVar(&a.jsonOut, "json", false, "print JSON instead of tables (read commands)")
+	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log the client's diagnostics to stderr")
+	pf.StringVar(&a.operator, "operator", "", "who is acting, recorded as the owner in history and lease rows (default $USER@hostname)")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &codeError{code: exitUsage, err: err}
+	})
+
+	root.AddCommand(
+		a.migrateCmd(),
+		a.inspectCmd(),
+		a.historyCmd(),
+		a.reconcileCmd(),
+		a.forceCompleteCmd(),
+		a.resetCmd(),
+		a.setResultCmd(),
+		a.pruneCmd(),
+		a.leasesCmd(),
+		a.lockCmd(),
+		a.serveCmd(),
+	)
+	return root
+}
+
+// runE wraps a command body: it marks that arguments parsed, and connects
+// first unless the command connects itself.
+func (a *app) runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		a.ran = true
+		if err := a.connect(cmd.Context()); err != nil {
+			return err
+		}
+		return fn(cmd, args)
+	}
+}
+
+// args checks the number of positional arguments as a usage error.
+func args(min, max int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < min || (max >= 0 && len(args) > max) {
+			want := fmt.Sprintf("%d", min)
+			switch {
+			case max < 0:
+				want = fmt.Sprintf("at least %d", min)
+			case max != min:
+				want = fmt.Sprintf("%d to %d", min, max)
+			}
+			return usageErr("%s: want %s argument(s), got %d (see 'sentinel %s --help')", cmd.CommandPath(), want, len(args), cmd.Name())
+		}
+		return nil
+	}
+}
+
+// connect opens the pool and the client.
+func (a *app) connect(ctx context.Context) error {
+	url := a.databaseURL
+	if url == "" {
+		url = os.Getenv("DATABASE_URL")
+	}
+	// An empty string makes pgx read the libpq PG* variables.
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return usageErr("bad connection string: %v", err)
+	}
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	if a.operator == "" {
+		a.operator = defaultOperator()
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if a.verbose {
+		logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	client, err := sentinel.New(pool, &sentinel.Config{
+		Schema:    a.schema,
+		Namespace: a.namespace,
+		Owner:     fmt.Sprintf("%s/sentinel-%d", a.operator, os.Getpid()),
+		Logger:    logger,
+	})
+	if err != nil {
+		pool.Close()
+		return err
+	}
+	a.pool, a.client = pool, client
+	return nil
+}
+
+// defaultOperator is user@host: $USER, else $LOGNAME, else the account
+// running the command; and the hostname.
+func defaultOperator() string {
+	u := os.Getenv("USER")
+	if u == "" {
+		u = os.Getenv("LOGNAME")
+	}
+	if cur, err := user.Current(); u == "" && err == nil {
+		u = cur.Username
+	}
+	if u == "" {
+		u = "unknown"
+	}
+	host, _ := os.Hostname()
+	return u + "@" + host
+}
+
+func (a *app) close() {
+	if a.client != nil {
+		a.client.Close()
+	}
+	if a.pool != nil {
+		a.pool.Close()
+	}
+}

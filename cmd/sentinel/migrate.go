@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+type migrationJSON struct {
+	Version   int     `json:"version"`
+	Name      string  `json:"name"`
+	AppliedAt *string `json:"applied_at,omitempty"`
+}
+
+type migrateStatusJSON struct {
+	Schema   string          `json:"schema"`
+	UpToDate bool            `json:"up_to_date"`
+	Applied  []migrationJSON `json:"applied"`
+	Pending  []migrationJSON `json:"pending"`
+	Unknown  []migrationJSON `json:"unknown,omitempty"`
+}
+
+func (a *app) migrateCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or upgrade Sentinel's schema",
+		Long: `migrate applies every pending migration to --schema in one transaction.
+It is idempotent and safe when many processes run it at once: they
+serialize on an advisory lock.`,
+		Example: `  sentinel migrate --database-url postgres://app@db/app
+  sentinel migrate --schema sentinel_staging`,
+		Args: args(0, 0),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			before, err := a.client.MigrationStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := a.client.Migrate(cmd.Context()); err != nil {
+				return err
+			}
+			after, err := a.client.MigrationStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(a.statusJSON(after))
+			}
+			applied := len(after.Applied) - len(before.Applied)
+			last := 0
+			if n := len(after.Applied); n > 0 {
+				last = after.Applied[n-1].Version
+			}
+			if applied == 0 {
+				fmt.Fprintf(a.stdout, "schema %q is up to date at version %d\n", after.Schema, last)
+			} else {
+				fmt.Fprintf(a.stdout, "schema %q migrated: %d applied, now at version %d\n", after.Schema, applied, last)
+			}
+			return nil
+		}),
+	}
+	cmd.AddCommand(a.migrateStatusCmd())
+	return cmd
+}
+
+func (a *app) migrateStatusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "List applied and pending migrations; exit 4 when any is pending",
+		Long: `migrate status lists the migrations applied to --schema and those pending,
+without changing anything. It exits 0 when the schema is up to date and 4
+when migrations are pending, for deploy scripts.`,
+		Example: `  sentinel migrate status
+  sentinel migrate status --json
+  sentinel migrate status || sentinel migrate   # in a deploy script`,
+		Args: args(0, 0),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			st, err := a.client.MigrationStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				if err := a.printJSON(a.statusJSON(st)); err != nil {
+					return err
+				}
+			} else {
+				w := a.table()
+				row(w, "VERSION", "NAME", "STATUS")
+				for _, m := range st.Applied {
+					row(w, m.Version, m.Name, "applied "+ts(m.AppliedAt))
+				}
+				for _, m := range st.Pending {
+					row(w, m.Version, m.Name, "PENDING")
+				}
+				for _, m := range st.Unknown {
+					row(w, m.Version, m.Name, "applied by a newer release "+ts(m.AppliedAt))
+				}
+				if err := w.Flush(); err != nil {
+					return err
+				}
+			}
+			if !st.UpToDate() {
+				return refused("schema %q has %d pending migration(s); run 'sentinel migrate'", st.Schema, len(st.Pending))
+			}
+			return nil
+		}),
+	}
+}
+
+func (a *app) statusJSON(st sentinel.MigrationState) migrateStatusJSON {
+	out := migrateStatusJSON{Schema: st.Schema, UpToDate: st.UpToDate(),
+		Applied: []migrationJSON{}, Pending: []migrationJSON{}}
+	for _, m := range st.Applied {
+		out.Applied = append(out.Applied, migrationJSON{Version: m.Version, Name: m.Name, AppliedAt: tsJSON(m.AppliedAt)})
+	}
+	for _, m := range st.Pending {
+		out.Pending = append(out.Pending, migrationJSON{Version: m.Version, Name: m.Name})
+	}
+	for _, m := range st.Unknown {
+		out.Unknown = append(out.Unknown, migrationJSON{Version: m.Version, Name: m.Name, AppliedAt: tsJSON(m.AppliedAt)})
+	}
+	return out
+}

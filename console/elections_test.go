@@ -1,0 +1,38 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/console"
+)
+
+func TestElectionsPage(t *testing.T) {
+	c, _ := newClient(t)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	el, err := c.Elector("scheduler", sentinel.ElectorOptions{AppVersion: "1.4.2<i>"})
+	require.NoError(t, err)
+	ran := make(chan error, 1)
+	go func() { ran <- el.Run(ctx) }()
+	defer func() { cancel(); <-ran }()
+	require.Eventually(t, el.IsLeader, 10*time.Second, 20*time.Millisecond)
+	s := server(t, c, console.Options{ReadOnly: true})
+	code, body := get(t, s.URL+"/ops/elections?group=scheduler")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `id="leader"`)
+	require.Contains(t, body, ">"+strconv.FormatInt(el.Term(), 10)+"<")
+	require.Contains(t, body, "1.4.2&lt;i&gt;")
+	require.Contains(t, body, "leader</span>")
+	shotURL(t, s.URL+"/ops/elections?group=scheduler", "elections")
+	code, body = get(t, s.URL+"/ops/elections?group=nobody")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "No leader now.")
+	code, _ = get(t, s.URL+"/ops/elections")
+	require.Equal(t, http.StatusOK, code)
+}

@@ -1,0 +1,61 @@
+package console
+
+import (
+	"net/http"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+func init() {
+	addView(view{path: "leases", label: "Leases", order: 10, handler: func(cs *Console) http.HandlerFunc { return cs.leases }})
+	addView(view{path: "queues", label: "Queues", order: 20, handler: func(cs *Console) http.HandlerFunc { return cs.queues }})
+}
+
+type leasesData struct {
+	Namespace string
+	Prefix    string
+	Leases    []sentinel.Holder
+	Error     string
+}
+
+// leases lists the live leases (holder, host, token, expiry), read by the
+// database clock, of the client's namespace or the one asked for.
+func (cs *Console) leases(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := leasesData{Namespace: q.Get("ns"), Prefix: q.Get("prefix")}
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	status := http.StatusOK
+	ls, err := cs.c.Leases(ctx, sentinel.LeaseFilter{Namespace: d.Namespace, Prefix: d.Prefix, Limit: 500})
+	if err != nil {
+		d.Error, status = err.Error(), errStatus(err)
+	}
+	d.Leases = ls
+	cs.render(w, status, "leases.html", page{Nav: "leases", Data: d})
+}
+
+type queuesData struct {
+	Namespace string
+	Queues    []sentinel.QueueStatus
+	Error     string
+}
+
+// queues lists every resource with a live ticket: its holder (the lowest
+// live ticket) and its waiters in the order they will be served.
+func (cs *Console) queues(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := queuesData{Namespace: q.Get("ns")}
+	var opts []sentinel.Option
+	if d.Namespace != "" {
+		opts = append(opts, sentinel.WithNamespace(d.Namespace))
+	}
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	status := http.StatusOK
+	qs, err := cs.c.Queues(ctx, opts...)
+	if err != nil {
+		d.Error, status = err.Error(), errStatus(err)
+	}
+	d.Queues = qs
+	cs.render(w, status, "queues.html", page{Nav: "queues", Data: d})
+}

@@ -1,0 +1,121 @@
+package console_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/testmain"
+)
+
+var (
+	dbURL string
+	admin *pgxpool.Pool
+)
+
+const childEnv = "SENTINEL_CONSOLE_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild())
+	}
+	os.Exit(testmain.Run(m, &dbURL, &admin))
+}
+
+// runChild is a worker process: it enters fn of a Once, says so, and
+// waits to be killed.
+func runChild() int {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("SENTINEL_CHILD_DB"))
+	if err != nil {
+		fmt.Println("ERR", err)
+		return 1
+	}
+	c, err := sentinel.New(pool, &sentinel.Config{Schema: os.Getenv("SENTINEL_CHILD_SCHEMA"), DefaultTTL: time.Second})
+	if err != nil {
+		fmt.Println("ERR", err)
+		return 1
+	}
+	_, err = sentinel.Once(ctx, c, os.Getenv("SENTINEL_CHILD_KEY"), func(ctx context.Context) (string, error) {
+		fmt.Println("INSIDE")
+		time.Sleep(time.Hour)
+		return "unreachable", nil
+	})
+	fmt.Println("ERR", err)
+	return 1
+}
+
+// killWorker runs a worker process on key, waits until it is inside fn
+// and SIGKILLs it: the key is left executing, uncertain once its lease
+// (1s) expires.
+func killWorker(t *testing.T, schema, key string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "SENTINEL_CHILD_DB="+dbURL,
+		"SENTINEL_CHILD_SCHEMA="+schema, "SENTINEL_CHILD_KEY="+key)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	line := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		if s.Scan() {
+			line <- s.Text()
+			return
+		}
+		line <- "EOF"
+	}()
+	select {
+	case l := <-line:
+		require.Equal(t, "INSIDE", strings.TrimSpace(l))
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("worker never entered fn")
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+}
+
+// newClient returns a migrated client in a schema of the test's own.
+func newClient(t *testing.T) (*sentinel.Client, string) {
+	t.Helper()
+	schema := "t_console_" + strings.ReplaceAll(uuid.NewString()[:13], "-", "_")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	})
+	p, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	c, err := sentinel.New(p, &sentinel.Config{Schema: schema})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	require.NoError(t, c.Migrate(ctxT(t)))
+	return c, schema
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// uncertain leaves key executing with its lease ended (fn failed).
+func uncertain(t *testing.T, c *sentinel.Client, key string) {
+	t.Helper()
+	_, err := sentinel.Once(ctxT(t), c, key, func(context.Context) (int, error) { return 0, fmt.Errorf("boom") })
+	require.Error(t, err)
+}

@@ -1,0 +1,42 @@
+// Live view: follows execution events over server-sent events and says
+// when the page is out of date. It only ever writes text (textContent),
+// never HTML. Without JavaScript the pages work as they are.
+(function () {
+  "use strict";
+  var src = document.body.getAttribute("data-live");
+  if (!src || !window.EventSource) { return; }
+  var status = document.getElementById("live-status");
+  var banner = document.getElementById("live-banner");
+  var log = document.getElementById("live");
+  var list = document.getElementById("live-events");
+  var changed = 0;
+  var es = new EventSource(src);
+  es.onopen = function () { status.hidden = false; status.textContent = "● live"; };
+  es.onerror = function () { status.hidden = false; status.textContent = "○ reconnecting"; };
+  es.addEventListener("execution", function (m) {
+    var ev;
+    try { ev = JSON.parse(m.data); } catch (e) { return; }
+    log.hidden = false;
+    var li = document.createElement("li");
+    var a = document.createElement("a");
+    a.href = ev.link;
+    a.textContent = ev.key;
+    li.appendChild(document.createTextNode(ev.at.replace("T", " ").slice(0, 23) + "  #" + ev.id + "  " + ev.type + " → " + ev.state + "  "));
+    li.appendChild(a);
+    li.appendChild(document.createTextNode("  (" + ev.namespace + ", token " + ev.token + ")"));
+    list.insertBefore(li, list.firstChild);
+    while (list.children.length > 100) { list.removeChild(list.lastChild); }
+    changed++;
+    banner.hidden = false;
+    banner.textContent = "";
+    banner.appendChild(document.createTextNode(changed + " change" + (changed === 1 ? "" : "s") + " since this page was loaded. "));
+    var r = document.createElement("a");
+    r.href = window.location.href;
+    r.textContent = "Reload";
+    banner.appendChild(r);
+  });
+  es.addEventListener("failure", function (m) {
+    status.textContent = "live view stopped";
+    es.close();
+  });
+})();

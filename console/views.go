@@ -1,0 +1,639 @@
+package console
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// page is what every template gets.
+type page struct {
+	Title    string
+	Views    []navItem
+	Nav      string // the active tab
+	ReadOnly bool
+	Live     string // the events URL for the live view; empty: none
+	Data     any
+}
+
+func (cs *Console) render(w http.ResponseWriter, status int, name string, p page) {
+	p.Title = cs.opts.Title
+	p.ReadOnly = cs.opts.ReadOnly
+	for _, v := range views {
+		p.Views = append(p.Views, navItem{Path: v.path, Label: v.label})
+	}
+	var buf bytes.Buffer
+	if err := cs.tmpl.ExecuteTemplate(&buf, name, p); err != nil {
+		cs.opts.Logger.Error("console: render", "template", name, "err", err)
+		http.Error(w, "console: could not render the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+type navItem struct{ Path, Label string }
+
+// message renders a page with a title and a sentence: errors, refusals,
+// results.
+type message struct {
+	Heading string
+	Text    string
+	Kind    string // "ok", "refused", "error"
+	Back    string // a link back, relative
+	Exec    *execView
+}
+
+func (cs *Console) fail(w http.ResponseWriter, status int, heading, text, back string) {
+	cs.render(w, status, "message.html", page{Data: message{Heading: heading, Text: text, Kind: "error", Back: back}})
+}
+
+// execView is an execution as the pages show it.
+type execView struct {
+	sentinel.Execution
+	Uncertain bool
+	Link      string
+}
+
+func (cs *Console) view(e sentinel.Execution) execView {
+	return execView{Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive,
+		Link: keyLink(e.Namespace, e.Key)}
+}
+
+func keyLink(ns, key string) string {
+	return "key?" + url.Values{"ns": {ns}, "key": {key}}.Encode()
+}
+
+// tabs of the executions page: what the state filter accepts.
+var tabs = []struct{ ID, Label string }{
+	{"attention", "Needs an operator"},
+	{"uncertain", "Uncertain"},
+	{"reconciling", "Reconciling"},
+	{"executing", "Executing"},
+	{"claimed", "Claimed"},
+	{"completed", "Completed"},
+	{"all", "All"},
+}
+
+type listData struct {
+	Tabs      []struct{ ID, Label string }
+	Tab       string
+	Namespace string
+	AllNS     bool
+	Before    string
+	After     string
+	Sections  []section
+	Error     string
+}
+
+type section struct {
+	Heading string
+	Note    string
+	Rows    []execView
+	Next    string // link to the next page; empty on the last
+}
+
+// executions is the main page: executions by state, uncertain first.
+func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := listData{Tabs: tabs, Tab: q.Get("state"), Namespace: q.Get("ns"), AllNS: q.Get("all") == "1",
+		Before: q.Get("before"), After: q.Get("after")}
+	if d.Tab == "" {
+		d.Tab = "attention"
+	}
+	base := sentinel.ExecutionFilter{Namespace: d.Namespace, AllNamespaces: d.AllNS, Limit: cs.opts.PageSize, After: q.Get("cursor")}
+	if d.AllNS {
+		base.Namespace = ""
+	}
+	var err error
+	if base.UpdatedBefore, err = parseTime(d.Before); err == nil {
+		base.UpdatedAfter, err = parseTime(d.After)
+	}
+	if err != nil {
+		d.Error = err.Error()
+		cs.render(w, http.StatusBadRequest, "executions.html", page{Nav: "executions", Data: d})
+		return
+	}
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	type want struct {
+		heading, note string
+		f             sentinel.ExecutionFilter
+	}
+	var wants []want
+	uncertain, reconciling := base, base
+	uncertain.Uncertain = true
+	reconciling.State = sentinel.StateReconciling
+	const uncNote = "Executing with an expired lease: the worker crashed, froze or failed after side effects may have happened. Sentinel will not run them again; reconcile each one."
+	switch d.Tab {
+	case "attention":
+		wants = []want{{"Uncertain", uncNote, uncertain}, {"Reconciling", "An operator started establishing the truth: force-complete (it happened) or reset to claimed (it did not).", reconciling}}
+	case "uncertain":
+		wants = []want{{"Uncertain", uncNote, uncertain}}
+	case "reconciling", "executing", "claimed", "completed":
+		f := base
+		f.State = sentinel.State(d.Tab)
+		wants = []want{{strings.ToUpper(d.Tab[:1]) + d.Tab[1:], "", f}}
+	case "all":
+		wants = []want{{"All executions", "", base}}
+	default:
+		d.Error = fmt.Sprintf("unknown state %q", d.Tab)
+		cs.render(w, http.StatusBadRequest, "executions.html", page{Nav: "executions", Data: d})
+		return
+	}
+	status := http.StatusOK
+	for _, wt := range wants {
+		rows, next, err := cs.c.Executions(ctx, wt.f)
+		if err != nil {
+			d.Error, status = err.Error(), errStatus(err)
+			if status == http.StatusInternalServerError {
+				cs.opts.Logger.Error("console: list executions", "err", err)
+			}
+			break
+		}
+		s := section{Heading: wt.heading, Note: wt.note}
+		for _, e := range rows {
+			s.Rows = append(s.Rows, cs.view(e))
+		}
+		if next != "" {
+			nq := url.Values{}
+			for k, v := range q {
+				nq[k] = v
+			}
+			nq.Set("cursor", next)
+			if d.Tab == "attention" { // page one section at a time
+				nq.Set("state", strings.ToLower(wt.heading))
+			}
+			s.Next = "?" + nq.Encode()
+		}
+		d.Sections = append(d.Sections, s)
+	}
+	live := url.Values{}
+	if d.AllNS {
+		live.Set("all", "1")
+	} else if d.Namespace != "" {
+		live.Set("ns", d.Namespace)
+	}
+	cs.render(w, status, "executions.html", page{Nav: "executions", Live: "events?" + live.Encode(), Data: d})
+}
+
+// errStatus is the HTTP status of a failed read: bad input or a failure.
+func errStatus(err error) int {
+	if errors.Is(err, sentinel.ErrInvalid) {
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// parseTime accepts RFC 3339 and the browser's datetime-local format (read
+// as UTC).
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("time %q: use RFC 3339 (2026-11-22T09:30:00Z) or YYYY-MM-DDTHH:MM (UTC)", s)
+}
+
+type keyData struct {
+	Exec     execView
+	Result   string // pretty JSON, or base64 when not JSON
+	ResultJS bool
+	History  []eventView
+	Evidence []evidence
+	Actions  []actionLink
+}
+
+type eventView struct {
+	sentinel.Event
+	Meta string // metadata as indented JSON
+}
+
+// evidence is a completion_refused event: fn returned, its completion was
+// refused (lease lost, hard TTL). It carries fn's encoded result.
+type evidence struct {
+	ID      int64
+	At      time.Time
+	Token   int64
+	Cause   string
+	Result  string // JSON text when the result was JSON
+	Base64  string // otherwise, the bytes in base64
+	Error   string // result_error / final_error, when recorded
+	UseLink string // confirm force-complete with this result; empty when not possible now
+}
+
+type actionLink struct {
+	Label, Help, Link string
+}
+
+// readEvidence reads a completion_refused event's metadata defensively:
+// "result" may be JSON (an object, or text holding JSON), "result_base64"
+// bytes of another codec.
+func readEvidence(ev sentinel.Event) evidence {
+	e := evidence{ID: ev.ID, At: ev.At, Token: ev.Token}
+	m := ev.Metadata
+	if s, ok := m["cause"].(string); ok {
+		e.Cause = s
+	}
+	switch v := m["result"].(type) {
+	case nil:
+	case string:
+		if json.Valid([]byte(v)) {
+			e.Result = v
+		} else if b, err := json.Marshal(v); err == nil {
+			e.Result = string(b)
+		}
+	default:
+		if b, err := json.Marshal(v); err == nil {
+			e.Result = string(b)
+		}
+	}
+	if s, ok := m["result_base64"].(string); ok {
+		e.Base64 = s
+	}
+	for _, k := range []string{"result_error", "final_error"} {
+		if s, ok := m[k].(string); ok && s != "" {
+			e.Error = k + ": " + s
+		}
+	}
+	return e
+}
+
+func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ns, key := q.Get("ns"), q.Get("key")
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	opts := []sentinel.Option{}
+	if ns != "" {
+		opts = append(opts, sentinel.WithNamespace(ns))
+	}
+	ex, err := cs.c.Inspect(ctx, key, opts...)
+	switch {
+	case errors.Is(err, sentinel.ErrInvalid):
+		cs.fail(w, http.StatusBadRequest, "Bad key", err.Error(), "./")
+		return
+	case errors.Is(err, sentinel.ErrNotFound):
+		cs.fail(w, http.StatusNotFound, "No such execution", err.Error(), "./")
+		return
+	case err != nil:
+		cs.opts.Logger.Error("console: inspect", "err", err)
+		cs.fail(w, http.StatusInternalServerError, "Could not read the key", err.Error(), "./")
+		return
+	}
+	hist, err := cs.c.History(ctx, key, sentinel.WithNamespace(ex.Namespace))
+	if err != nil {
+		cs.fail(w, http.StatusInternalServerError, "Could not read the history", err.Error(), "./")
+		return
+	}
+	d := keyData{Exec: cs.view(*ex)}
+	if len(ex.Result) > 0 {
+		d.Result, d.ResultJS = prettyResult(ex.Result)
+	}
+	for _, ev := range hist {
+		v := eventView{Event: ev}
+		if len(ev.Metadata) > 0 {
+			b, _ := json.MarshalIndent(ev.Metadata, "", "  ")
+			v.Meta = string(b)
+		}
+		d.History = append(d.History, v)
+		if ev.Type == "completion_refused" {
+			d.Evidence = append(d.Evidence, readEvidence(ev))
+		}
+	}
+	sort.Slice(d.Evidence, func(i, j int) bool { return d.Evidence[i].ID > d.Evidence[j].ID })
+	if !cs.opts.ReadOnly {
+		d.Actions = actionsFor(d.Exec)
+		if ex.State == sentinel.StateReconciling {
+			for i := range d.Evidence {
+				if d.Evidence[i].Result != "" {
+					d.Evidence[i].UseLink = confirmLink("force_complete", ex.Namespace, ex.Key, ex.Token, url.Values{"evidence": {strconv.FormatInt(d.Evidence[i].ID, 10)}})
+				}
+			}
+		}
+	}
+	live := url.Values{"ns": {ex.Namespace}, "key": {ex.Key}}
+	cs.render(w, http.StatusOK, "key.html", page{Nav: "executions", Live: "events?" + live.Encode(), Data: d})
+}
+
+func prettyResult(b []byte) (string, bool) {
+	if json.Valid(b) {
+		var out bytes.Buffer
+		if json.Indent(&out, b, "", "  ") == nil {
+			return out.String(), true
+		}
+	}
+	return base64.StdEncoding.EncodeToString(b), false
+}
+
+// actions an operator can take, by state.
+var actions = map[string]struct {
+	Label, Verb, Help string
+	From              sentinel.State
+}{
+	"reconcile":      {"Reconcile", "reconcile", "Take the key out of the worker's hands: it becomes reconciling with a new fencing token, so the old worker can no longer complete it. Then find out whether the side effect happened.", sentinel.StateExecuting},
+	"force_complete": {"Force-complete", "force-complete", "The work did happen: store this value as the key's result. Every later Once caller gets it as a cached result; fn does not run again.", sentinel.StateReconciling},
+	"reset":          {"Reset to claimed", "reset to claimed", "The work did not happen: the key becomes claimed with an expired lease, so the next Once caller runs fn again.", sentinel.StateReconciling},
+}
+
+func actionsFor(e execView) []actionLink {
+	var out []actionLink
+	switch {
+	case e.Uncertain:
+		out = append(out, actionLink{actions["reconcile"].Label, actions["reconcile"].Help, confirmLink("reconcile", e.Namespace, e.Key, e.Token, nil)})
+	case e.State == sentinel.StateReconciling:
+		for _, a := range []string{"force_complete", "reset"} {
+			out = append(out, actionLink{actions[a].Label, actions[a].Help, confirmLink(a, e.Namespace, e.Key, e.Token, nil)})
+		}
+	}
+	return out
+}
+
+func confirmLink(action, ns, key string, token int64, extra url.Values) string {
+	v := url.Values{"action": {action}, "ns": {ns}, "key": {key}, "token": {strconv.FormatInt(token, 10)}}
+	for k, vs := range extra {
+		v[k] = vs
+	}
+	return "confirm?" + v.Encode()
+}
+
+type confirmData struct {
+	Action, Label, Verb, Help string
+	Exec                      execView
+	Token                     int64
+	CSRF                      string
+	Value                     string
+	FromEvidence              int64
+	NeedsName                 bool
+	Moved                     string // the key is no longer as the link said
+	Error                     string
+}
+
+// confirm is the confirmation step of an action: it shows the key as it is
+// now and the form that does the action.
+func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
+	if cs.opts.ReadOnly {
+		cs.fail(w, http.StatusForbidden, "Read-only", "This console is read-only: no action is possible here.", "./")
+		return
+	}
+	q := r.URL.Query()
+	action, ns, key := q.Get("action"), q.Get("ns"), q.Get("key")
+	a, ok := actions[action]
+	if !ok {
+		cs.fail(w, http.StatusBadRequest, "Unknown action", fmt.Sprintf("There is no action %q.", action), "./")
+		return
+	}
+	token, err := strconv.ParseInt(q.Get("token"), 10, 64)
+	if err != nil || token <= 0 {
+		cs.fail(w, http.StatusBadRequest, "Bad request", "The link carries no valid fencing token; open the action from the key's page.", keyLink(ns, key))
+		return
+	}
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	ex, err := cs.c.Inspect(ctx, key, sentinel.WithNamespace(ns))
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, sentinel.ErrNotFound) {
+			status = http.StatusNotFound
+		} else if errors.Is(err, sentinel.ErrInvalid) {
+			status = http.StatusBadRequest
+		}
+		cs.fail(w, status, "Could not read the key", err.Error(), "./")
+		return
+	}
+	d := confirmData{Action: action, Label: a.Label, Verb: a.Verb, Help: a.Help, Exec: cs.view(*ex), Token: token,
+		CSRF: cs.csrfToken(cs.now(), action, ns, key, strconv.FormatInt(token, 10)), NeedsName: cs.opts.Operator == nil,
+		Value: q.Get("value")}
+	if ex.Token != token || ex.State != a.From || (action == "reconcile" && ex.LeaseAlive) {
+		d.Moved = movedText(ex, token, a.From)
+	}
+	if evID := q.Get("evidence"); evID != "" && action == "force_complete" {
+		id, _ := strconv.ParseInt(evID, 10, 64)
+		hist, err := cs.c.History(ctx, key, sentinel.WithNamespace(ns))
+		if err == nil {
+			for _, ev := range hist {
+				if ev.ID == id && ev.Type == "completion_refused" {
+					if e := readEvidence(ev); e.Result != "" {
+						d.Value, d.FromEvidence = e.Result, id
+					}
+				}
+			}
+		}
+		if d.FromEvidence == 0 {
+			d.Error = "That completion_refused event holds no JSON result; type the value."
+		}
+	}
+	cs.render(w, http.StatusOK, "confirm.html", page{Nav: "executions", Data: d})
+}
+
+func movedText(ex *sentinel.Execution, token int64, from sentinel.State) string {
+	switch {
+	case ex.Token != token:
+		return fmt.Sprintf("The key moved on: you saw fencing token %d, it is now at token %d (state %s). The action would be refused; go back to the key's page and look again.", token, ex.Token, ex.State)
+	case ex.State != from:
+		return fmt.Sprintf("The key is %s, not %s: the action would be refused.", ex.State, from)
+	default:
+		return "The worker's lease is alive again: the key is not uncertain. The action would be refused."
+	}
+}
+
+// act does a confirmed action.
+func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
+	if cs.opts.ReadOnly {
+		cs.fail(w, http.StatusForbidden, "Read-only", "This console is read-only: no action is possible here.", "./")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		cs.fail(w, http.StatusBadRequest, "Bad request", "The form could not be read: "+err.Error(), "./")
+		return
+	}
+	f := r.PostForm
+	action, ns, key, tokStr := f.Get("action"), f.Get("ns"), f.Get("key"), f.Get("token")
+	back := keyLink(ns, key)
+	if !sameOrigin(r) {
+		cs.fail(w, http.StatusForbidden, "Refused", "The request came from another site.", back)
+		return
+	}
+	if err := cs.checkCSRF(f.Get("csrf"), action, ns, key, tokStr); err != nil {
+		cs.fail(w, http.StatusForbidden, "Refused", err.Error(), back)
+		return
+	}
+	if !cs.checkOperatorToken(f.Get("operator_token")) {
+		cs.fail(w, http.StatusForbidden, "Refused", "The operator token is missing or wrong. Nothing was changed.", back)
+		return
+	}
+	a, ok := actions[action]
+	token, err := strconv.ParseInt(tokStr, 10, 64)
+	if !ok || err != nil || token <= 0 {
+		cs.fail(w, http.StatusBadRequest, "Bad request", "Unknown action or token.", back)
+		return
+	}
+	name := ""
+	if cs.opts.Operator != nil {
+		name = cs.opts.Operator(r)
+	} else {
+		name = strings.TrimSpace(f.Get("operator"))
+	}
+	if name == "" || len(name) > 200 || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
+		cs.fail(w, http.StatusBadRequest, "Your name is needed", "Give your name (up to 200 bytes): it is recorded in the key's history with the action. Nothing was changed.", back)
+		return
+	}
+	meta := map[string]any{"operator_name": name, "via": "console"}
+	if reason := strings.TrimSpace(f.Get("reason")); reason != "" {
+		if len(reason) > 2000 {
+			reason = reason[:2000]
+		}
+		meta["reason"] = reason
+	}
+	if ev := f.Get("evidence"); ev != "" {
+		meta["from_event"] = ev
+	}
+	opts := []sentinel.Option{sentinel.WithNamespace(ns), sentinel.WithToken(token), sentinel.WithMetadata(meta)}
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	switch action {
+	case "reconcile":
+		_, err = cs.c.Reconcile(ctx, key, opts...)
+	case "reset":
+		err = cs.c.ResetToClaimed(ctx, key, opts...)
+	case "force_complete":
+		value := strings.TrimSpace(f.Get("value"))
+		if !json.Valid([]byte(value)) {
+			cs.fail(w, http.StatusBadRequest, "Not JSON", "The value must be valid JSON (for text, put it in double quotes). Nothing was changed.", back)
+			return
+		}
+		err = cs.c.ForceComplete(ctx, key, json.RawMessage(value), opts...)
+	}
+	ex, rerr := cs.c.Inspect(ctx, key, sentinel.WithNamespace(ns))
+	var ev *execView
+	if rerr == nil {
+		v := cs.view(*ex)
+		ev = &v
+	}
+	var ee *sentinel.ExecutionError
+	switch {
+	case err == nil:
+		cs.opts.Logger.Info("console: action done", "action", action, "namespace", ns, "key", key, "token", token, "operator", name)
+		cs.render(w, http.StatusOK, "message.html", page{Nav: "executions", Data: message{Kind: "ok", Heading: a.Label + ": done",
+			Text: fmt.Sprintf("%s %q (namespace %q) at token %d; recorded in its history as done by %s.", a.Label, key, ns, token, name), Back: back, Exec: ev}})
+	case errors.As(err, &ee) && errors.Is(err, sentinel.ErrWrongState):
+		text := "Refused, nothing was changed: " + err.Error() + "."
+		if ee.Token != token {
+			text = fmt.Sprintf("Refused, nothing was changed: the key moved on. You saw fencing token %d; it is now at token %d in state %s (owner %s). Look at the key again before acting.", token, ee.Token, ee.State, ee.Owner)
+		}
+		cs.render(w, http.StatusConflict, "message.html", page{Nav: "executions", Data: message{Kind: "refused", Heading: a.Label + ": refused", Text: text, Back: back, Exec: ev}})
+	case errors.Is(err, sentinel.ErrNotFound):
+		cs.fail(w, http.StatusNotFound, "No such execution", err.Error(), "./")
+	case errors.Is(err, sentinel.ErrInvalid):
+		cs.fail(w, http.StatusBadRequest, "Refused", err.Error()+". Nothing was changed.", back)
+	default:
+		cs.opts.Logger.Error("console: action", "action", action, "namespace", ns, "key", key, "err", err)
+		cs.fail(w, http.StatusInternalServerError, "Failed", err.Error(), back)
+	}
+}
+
+// events streams execution events as server-sent events, for the live view.
+func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	q := r.URL.Query()
+	f := sentinel.FollowFilter{Namespace: q.Get("ns"), AllNamespaces: q.Get("all") == "1", PollInterval: cs.opts.PollInterval}
+	if f.AllNamespaces {
+		f.Namespace = ""
+	}
+	if k := q.Get("key"); k != "" {
+		f.Keys = []string{k}
+	}
+	if after := q.Get("after"); after != "" {
+		f.After, _ = strconv.ParseInt(after, 10, 64)
+	} else if id := r.Header.Get("Last-Event-ID"); id != "" {
+		f.After, _ = strconv.ParseInt(id, 10, 64)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	_, _ = fmt.Fprint(w, ": sentinel live events\nretry: 2000\n\n")
+	fl.Flush()
+	type wire struct {
+		ID        int64  `json:"id"`
+		Namespace string `json:"namespace"`
+		Key       string `json:"key"`
+		Type      string `json:"type"`
+		State     string `json:"state"`
+		Token     int64  `json:"token"`
+		Owner     string `json:"owner"`
+		At        string `json:"at"`
+		Link      string `json:"link"`
+	}
+	err := cs.c.Follow(r.Context(), f, func(ev sentinel.Event) error {
+		b, err := json.Marshal(wire{ev.ID, ev.Namespace, ev.Key, ev.Type, string(ev.State), ev.Token, ev.Owner,
+			ev.At.UTC().Format(time.RFC3339Nano), keyLink(ev.Namespace, ev.Key)})
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: execution\ndata: %s\n\n", ev.ID, b); err != nil {
+			return err
+		}
+		fl.Flush()
+		return nil
+	})
+	if err != nil && r.Context().Err() == nil {
+		_, _ = fmt.Fprintf(w, "event: failure\ndata: %q\n\n", err.Error())
+		fl.Flush()
+	}
+}
+
+func (cs *Console) funcs() template.FuncMap {
+	return template.FuncMap{
+		"inc": func(i int) int { return i + 1 },
+		"ts": func(t time.Time) string {
+			if t.IsZero() {
+				return "—"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05.000Z")
+		},
+		"age": func(t time.Time) string {
+			if t.IsZero() {
+				return ""
+			}
+			d := cs.now().Sub(t)
+			suffix := " ago"
+			if d < 0 {
+				d, suffix = -d, " from now"
+			}
+			switch {
+			case d < time.Second:
+				return "just now"
+			case d < time.Minute:
+				return fmt.Sprintf("%ds%s", int(d.Seconds()), suffix)
+			case d < time.Hour:
+				return fmt.Sprintf("%dm%02ds%s", int(d.Minutes()), int(d.Seconds())%60, suffix)
+			case d < 48*time.Hour:
+				return fmt.Sprintf("%dh%02dm%s", int(d.Hours()), int(d.Minutes())%60, suffix)
+			}
+			return fmt.Sprintf("%dd%s", int(d.Hours()/24), suffix)
+		},
+	}
+}

@@ -7,40 +7,40 @@ package main
 
 const (
 	floorExecCols = `t.namespace, t.key, t.state, t.owner, t.host, t.pid, t.token, t.created_at, t.updated_at,
-    t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error,
-    coalesce(t.lease_expires_at > clock_timestamp(), false),
-    coalesce(t.lease_expires_at - statement_timestamp(), interval '0')`
+    t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error, t.final_error,
+    coalesce(t.lease_expires_at > pg_catalog.clock_timestamp(), false),
+    coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0')`
 	floorSQLReadExecution = `SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2`
 	floorSQLClaim         = `
 WITH lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.executions t
-    WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'claimed' AND t.lease_expires_at <= clock_timestamp()
+    WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
     FOR NO KEY UPDATE SKIP LOCKED
 ),
 up AS (
     UPDATE {{schema}}.executions t SET
-        state = $3, owner = $4, token = nextval('{{schema}}.fencing_token'), host = $5, pid = $6,
-        updated_at = clock_timestamp(),
-        lease_expires_at = clock_timestamp() + $7::bigint * interval '1 microsecond',
-        hard_expires_at = clock_timestamp() + $8::bigint * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL
+        state = $3, owner = $4, token = pg_catalog.nextval({{seq}}), host = $5, pid = $6,
+        updated_at = pg_catalog.clock_timestamp(),
+        lease_expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
+        hard_expires_at = pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
+        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL
     FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
     RETURNING {{cols}}
 ),
 ins AS (
     INSERT INTO {{schema}}.executions AS t
         (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at)
-    SELECT $1, $2, $3, $4, nextval('{{schema}}.fencing_token'), $5, $6, clock_timestamp(), clock_timestamp(),
-        clock_timestamp() + $7::bigint * interval '1 microsecond',
-        clock_timestamp() + $8::bigint * interval '1 microsecond'
+    SELECT $1, $2, $3, $4, pg_catalog.nextval({{seq}}), $5, $6, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
+        pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
+        pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond'
     WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.executions WHERE namespace = $1 AND key = $2)
     ON CONFLICT (namespace, key) DO UPDATE SET
-        state = excluded.state, owner = excluded.owner, token = nextval('{{schema}}.fencing_token'),
-        host = excluded.host, pid = excluded.pid, updated_at = clock_timestamp(),
-        lease_expires_at = clock_timestamp() + $7::bigint * interval '1 microsecond',
-        hard_expires_at = clock_timestamp() + $8::bigint * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL
-    WHERE t.state = 'claimed' AND t.lease_expires_at <= clock_timestamp()
+        state = excluded.state, owner = excluded.owner, token = pg_catalog.nextval({{seq}}),
+        host = excluded.host, pid = excluded.pid, updated_at = pg_catalog.clock_timestamp(),
+        lease_expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
+        hard_expires_at = pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
+        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL
+    WHERE t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
     RETURNING {{cols}}
 ),
 g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
@@ -61,66 +61,68 @@ WITH u AS (
         state = $5,
         result = CASE WHEN $5 = 'completed' THEN $6::bytea ELSE t.result END,
         result_error = CASE WHEN $5 = 'completed' THEN $7::text ELSE t.result_error END,
-        completed_at = CASE WHEN $5 = 'completed' THEN statement_timestamp() ELSE t.completed_at END,
-        lease_expires_at = CASE WHEN $5 = 'completed' THEN NULL ELSE least(t.lease_expires_at, statement_timestamp()) END,
-        updated_at = statement_timestamp()
+        final_error = CASE WHEN $5 = 'completed' THEN $12::text ELSE t.final_error END,
+        completed_at = CASE WHEN $5 = 'completed' THEN pg_catalog.statement_timestamp() ELSE t.completed_at END,
+        lease_expires_at = CASE WHEN $5 = 'completed' THEN NULL ELSE least(t.lease_expires_at, pg_catalog.statement_timestamp()) END,
+        updated_at = pg_catalog.statement_timestamp()
     WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4
-      AND t.state = ANY($8::text[]) AND (NOT $9::bool OR t.lease_expires_at > clock_timestamp())
-    RETURNING t.token, t.state
+      AND t.state = ANY($8::text[]) AND (NOT $9::bool OR t.lease_expires_at > pg_catalog.clock_timestamp())
+    RETURNING t.token, t.state, CASE WHEN t.waiters > 0 THEN
+        pg_catalog.pg_notify($13, 'e' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
 ),
 ev AS (
     INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
     SELECT $1, $2, $10, u.state, u.token, $3, $11::jsonb FROM u
 )
-SELECT count(*) FROM u`
+SELECT pg_catalog.count(*) FROM u`
 	floorSQLAcquire = `
 WITH lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.leases t
-    WHERE t.namespace = $1 AND t.key = $2 AND (t.expires_at <= clock_timestamp() OR $8::bool)
+    WHERE t.namespace = $1 AND t.key = $2 AND (t.expires_at <= pg_catalog.clock_timestamp() OR $8::bool)
     FOR NO KEY UPDATE SKIP LOCKED
 ),
 up AS (
     UPDATE {{schema}}.leases t SET
-        owner = $3, token = nextval('{{schema}}.fencing_token'), host = $4, pid = $5,
-        acquired_at = clock_timestamp(), renewed_at = clock_timestamp(),
-        expires_at = clock_timestamp() + $6::bigint * interval '1 microsecond',
-        hard_expires_at = CASE WHEN $7::bigint > 0 THEN clock_timestamp() + $7::bigint * interval '1 microsecond'
+        owner = $3, token = pg_catalog.nextval({{seq}}), host = $4, pid = $5,
+        acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
+        expires_at = pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
+        hard_expires_at = CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
                           ELSE 'infinity'::timestamptz END
     FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
     RETURNING t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
-        nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - statement_timestamp() AS remaining
+        nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
 ),
 ins AS (
     INSERT INTO {{schema}}.leases AS t
         (namespace, key, owner, token, host, pid, acquired_at, renewed_at, expires_at, hard_expires_at)
-    SELECT $1, $2, $3, nextval('{{schema}}.fencing_token'), $4, $5,
-        clock_timestamp(), clock_timestamp(),
-        clock_timestamp() + $6::bigint * interval '1 microsecond',
-        CASE WHEN $7::bigint > 0 THEN clock_timestamp() + $7::bigint * interval '1 microsecond'
+    SELECT $1, $2, $3, pg_catalog.nextval({{seq}}), $4, $5,
+        pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
+        pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
+        CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
              ELSE 'infinity'::timestamptz END
     WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.leases WHERE namespace = $1 AND key = $2)
     ON CONFLICT (namespace, key) DO UPDATE SET
-        owner = excluded.owner, token = nextval('{{schema}}.fencing_token'), host = excluded.host,
-        pid = excluded.pid, acquired_at = clock_timestamp(), renewed_at = clock_timestamp(),
-        expires_at = clock_timestamp() + $6::bigint * interval '1 microsecond',
-        hard_expires_at = CASE WHEN $7::bigint > 0 THEN clock_timestamp() + $7::bigint * interval '1 microsecond'
+        owner = excluded.owner, token = pg_catalog.nextval({{seq}}), host = excluded.host,
+        pid = excluded.pid, acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
+        expires_at = pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
+        hard_expires_at = CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
                           ELSE 'infinity'::timestamptz END
-    WHERE t.expires_at <= clock_timestamp() OR $8::bool
+    WHERE t.expires_at <= pg_catalog.clock_timestamp() OR $8::bool
     RETURNING t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
-        nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - statement_timestamp() AS remaining
+        nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
 ),
 g AS (SELECT * FROM up UNION ALL SELECT * FROM ins)
 SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining FROM g
 UNION ALL
 SELECT false, t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
-    nullif(t.hard_expires_at, 'infinity'), t.expires_at - clock_timestamp()
+    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp()
 FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 	floorSQLRelease = `
 WITH d AS (
-    UPDATE {{schema}}.leases t SET expires_at = clock_timestamp()
-    WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4 AND t.expires_at > clock_timestamp()
+    UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
+    WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4 AND t.expires_at > pg_catalog.clock_timestamp()
     RETURNING t.namespace, t.key
 )
-SELECT count(*) FROM d, LATERAL (SELECT pg_notify($5, length(d.namespace)::text || ':' || d.namespace || d.key)) AS n`
+SELECT pg_catalog.count(*) FROM d, LATERAL (SELECT pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(d.namespace)::text || ':' || d.namespace || d.key)) AS n`
 )

@@ -75,12 +75,11 @@ type floor struct {
 
 func newFloor(pool *pgxpool.Pool, schema string) *floor {
 	q := pgx.Identifier{schema}.Sanitize()
-	r := strings.NewReplacer("{{schema}}", q, "{{cols}}", floorExecCols)
+	// The sequence as the library names it: an escaped E'' regclass literal.
+	seq := "E'" + strings.ReplaceAll(strings.ReplaceAll(q+".fencing_token", `\`, `\\`), `'`, `''`) + "'::pg_catalog.regclass"
+	r := strings.NewReplacer("{{schema}}", q, "{{cols}}", floorExecCols, "{{seq}}", seq)
 	host, _ := os.Hostname()
-	ch := "sentinel_release." + schema
-	if len(ch) > 63 {
-		ch = ch[:63]
-	}
+	ch := "sentinel_release." + schema // the bench's schema names are short ASCII
 	return &floor{
 		pool:    pool,
 		read:    r.Replace(floorSQLReadExecution),
@@ -103,14 +102,14 @@ type execRow struct {
 	created, updated            time.Time
 	lease, hard, done           *time.Time
 	result                      []byte
-	resErr                      *string
+	resErr, finalErr            *string
 	alive                       bool
 	remaining                   time.Duration
 }
 
 func (e *execRow) dest(prefix ...any) []any {
 	return append(prefix, &e.ns, &e.key, &e.state, &e.owner, &e.host, &e.pid, &e.token, &e.created, &e.updated,
-		&e.lease, &e.hard, &e.done, &e.result, &e.resErr, &e.alive, &e.remaining)
+		&e.lease, &e.hard, &e.done, &e.result, &e.resErr, &e.finalErr, &e.alive, &e.remaining)
 }
 
 const (
@@ -140,7 +139,7 @@ func (f *floor) onceFresh(ctx context.Context, key string) error {
 	}
 	var n int64
 	if err := f.pool.QueryRow(ctx, f.finish, namespace, key, f.owner, row.token, "completed", data, nil,
-		[]string{"executing"}, true, "completed", nil).Scan(&n); err != nil || n != 1 {
+		[]string{"executing"}, true, "completed", nil, nil, f.channel).Scan(&n); err != nil || n != 1 {
 		return fmt.Errorf("floor complete: n=%d err=%v", n, err)
 	}
 	return nil

@@ -53,10 +53,15 @@ type options struct {
 	pglockLease     time.Duration
 	pglockHeartbeat time.Duration
 	only            []string // sections to run; empty: all
+
+	electionTTL       time.Duration // leader election: the TTL of every implementation
+	electionTrials    int           // failovers (leader process killed) per implementation
+	electionHandovers int           // resign handovers per implementation
+	electionWindow    time.Duration // window for the statements-per-second figures
 }
 
 // Sections of a run, for -only.
-var sections = []string{"throughput", "handover", "leases", "rows"}
+var sections = []string{"throughput", "handover", "leases", "rows", "election", "queue"}
 
 func (o options) want(section string) bool {
 	return len(o.only) == 0 || slices.Contains(o.only, section)
@@ -76,6 +81,10 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.IntVar(&o.handoverMin, "handover-min", 5, "minimum recorded handovers per pair")
 	fs.DurationVar(&o.pglockLease, "pglock-lease", 3*time.Second, "pglock lease duration (its waiters poll once per lease)")
 	fs.DurationVar(&o.pglockHeartbeat, "pglock-heartbeat", time.Second, "pglock heartbeat frequency")
+	fs.DurationVar(&o.electionTTL, "election-ttl", 2*time.Second, "leader election: TTL of every implementation (whole seconds: etcd's session TTL)")
+	fs.IntVar(&o.electionTrials, "election-trials", 10, "leader election: failovers (leader process killed) per implementation")
+	fs.IntVar(&o.electionHandovers, "election-handovers", 20, "leader election: resign handovers per implementation")
+	fs.DurationVar(&o.electionWindow, "election-window", 6*time.Second, "leader election: window of the statements-per-second figures")
 	only := fs.String("only", "", "comma-separated sections to run, of "+strings.Join(sections, ", ")+" (default all)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -108,6 +117,8 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 		return o, errors.New("-rounds must be at least 1")
 	case o.leases < 2 || o.rows < 0 || o.handoverMin < 1 || o.leaseTTL < 30*time.Millisecond:
 		return o, errors.New("-leases must be at least 2, -rows not negative, -handover-min at least 1, -lease-ttl at least 30ms")
+	case o.electionTTL < time.Second || o.electionTTL%time.Second != 0 || o.electionTrials < 1 || o.electionHandovers < 1 || o.electionWindow <= 0:
+		return o, errors.New("-election-ttl must be whole seconds (etcd's session TTL), -election-trials and -election-handovers at least 1, -election-window positive")
 	case o.pglockHeartbeat <= 0 || o.pglockLease < 2*o.pglockHeartbeat:
 		return o, errors.New("-pglock-lease must be at least twice -pglock-heartbeat (pglock's own rule)")
 	}
@@ -224,9 +235,19 @@ func run(ctx context.Context, opts options, out, logw io.Writer) error {
 			return fmt.Errorf("held leases: %w", err)
 		}
 	}
+	if opts.want("queue") {
+		if r.queue, err = b.queueBench(ctx); err != nil {
+			return fmt.Errorf("queue: %w", err)
+		}
+	}
 	if opts.want("rows") {
 		if r.million, err = b.millionRows(ctx); err != nil {
 			return fmt.Errorf("large table: %w", err)
+		}
+	}
+	if opts.want("election") {
+		if r.election, err = b.electionBench(ctx); err != nil {
+			return fmt.Errorf("leader election: %w", err)
 		}
 	}
 	b.progress("done in %s", time.Since(b.start).Round(time.Second))

@@ -117,7 +117,7 @@ func TestParseFlags(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"-workers", "0"}, {"-workers", "x"}, {"-rounds", "0"}, {"-duration", "0s"},
-		{"-pglock-lease", "1s", "-pglock-heartbeat", "1s"}, {"extra"},
+		{"-pglock-lease", "1s", "-pglock-heartbeat", "1s"}, {"extra"}, {"-election-ttl", "1500ms"},
 	} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
@@ -147,7 +147,8 @@ func TestRunSmoke(t *testing.T) {
 	}
 	report := out.String()
 	for _, want := range []string{"## Throughput and latency", "## Handover", "## 50 leases held by one client",
-		"## Fresh Once with 2000 completed executions", "## Targets", "cirello.io/pglock", "pg_advisory_lock"} {
+		"## Fresh Once with 2000 completed executions", "## Targets", "cirello.io/pglock", "pg_advisory_lock",
+		"## Leader election", "election handover p50 after Resign"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q", want)
 		}

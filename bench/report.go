@@ -16,6 +16,8 @@ type report struct {
 	handovers []handoverResult
 	scale     *scaleResult
 	million   *millionResult
+	election  *electionSection
+	queue     *queueSection
 	total     time.Duration
 }
 
@@ -138,9 +140,17 @@ func (r *report) String() string {
 		p("%s\n", t)
 	}
 
+	if r.election != nil {
+		p("%s", r.election.markdown())
+	}
+
+	if r.queue != nil {
+		p("%s", r.queue.markdown())
+	}
+
 	p("## Targets (issue #4)\n\n")
 	t = newTable("target", ">measured", ">limit", "result")
-	for _, tg := range r.targets() {
+	for _, tg := range append(r.targets(), r.election.targets()...) {
 		t.add(tg.name, tg.measured, tg.limit, tg.result())
 	}
 	p("%s\n", t)
@@ -221,6 +231,7 @@ func (r *report) targets() []target {
 		out = append(out, ratioTarget(fmt.Sprintf("Once fresh latency (p50) with %d completed rows vs empty", m.rows),
 			p50(&m.g.cells[1], &m.g.cells[0]), 1.2, true))
 	}
+	out = append(out, r.queue.targets()...)
 	return out
 }
 

@@ -87,10 +87,17 @@ func run(nPayments, nWorkers int) error {
 	}
 	fmt.Printf("worker-crash (pid %d) charged %s and was killed (SIGKILL) before recording it\n", pid, crashed)
 
-	// 2. The workers race over the whole batch.
+	// 2. The workers race over the whole batch. With WithWait a worker
+	//    that finds a payment in progress elsewhere waits for its receipt
+	//    instead of failing.
 	type tally struct{ ran, cached, uncertain int }
+	type outcome struct {
+		chargedBy              string
+		replayed, sawUncertain int
+	}
 	var mu sync.Mutex
 	perWorker := make([]tally, nWorkers)
+	perPayment := map[string]*outcome{}
 	uncertain := map[string]bool{}
 	var wg sync.WaitGroup
 	errs := make(chan error, nWorkers)
@@ -106,26 +113,26 @@ func run(nPayments, nWorkers int) error {
 				return
 			}
 			defer client.Close()
-			queue := deliveries(nPayments, w)
-			for len(queue) > 0 {
-				key := queue[0]
-				queue = queue[1:]
+			for _, key := range deliveries(nPayments, w) {
 				res, err := sentinel.Once(ctx, client, key, func(ctx context.Context) (Receipt, error) {
 					return charge(ctx, pool, key, name)
-				})
+				}, sentinel.WithWait())
 				mu.Lock()
+				o := perPayment[key]
+				if o == nil {
+					o = &outcome{}
+					perPayment[key] = o
+				}
 				switch {
 				case err == nil && res.Cached:
 					perWorker[w].cached++
+					o.replayed++
 				case err == nil:
 					perWorker[w].ran++
-				case errors.Is(err, sentinel.ErrInProgress):
-					queue = append(queue, key) // someone else is on it: look again later
-					mu.Unlock()
-					time.Sleep(50 * time.Millisecond)
-					continue
+					o.chargedBy = name
 				case errors.Is(err, sentinel.ErrUncertain):
 					perWorker[w].uncertain++
+					o.sawUncertain++
 					uncertain[key] = true
 				default:
 					mu.Unlock()
@@ -141,11 +148,31 @@ func run(nPayments, nWorkers int) error {
 	for err := range errs {
 		return err
 	}
-	fmt.Printf("\n%d workers handled %d deliveries in %s:\n", nWorkers, nPayments*nWorkers, time.Since(start).Round(time.Millisecond))
-	fmt.Printf("  %-10s %8s %8s %10s\n", "worker", "charged", "replayed", "uncertain")
-	var ran int
+	fmt.Printf("\n%d workers handled %d deliveries (%d payments x %d) in %s.\n", nWorkers, nPayments*nWorkers, nPayments, nWorkers,
+		time.Since(start).Round(time.Millisecond))
+	var ran, chargedOnce int
+	for _, o := range perPayment {
+		if o.chargedBy != "" && o.replayed == nWorkers-1 {
+			chargedOnce++
+		}
+	}
+	var keys []string
+	for k := range uncertain {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Printf("\nWhat happened to each payment:\n")
+	fmt.Printf("  %2d charged once by a worker; the other %d workers got the stored receipt\n", chargedOnce, nWorkers-1)
+	for _, k := range keys {
+		fmt.Printf("  %2d %s: charged by worker-crash, which died before recording it; all %d workers found it\n"+
+			"     uncertain and refused to charge it again\n", 1, k, perPayment[k].sawUncertain)
+	}
+	if other := nPayments - chargedOnce - len(keys); other != 0 {
+		fmt.Printf("  %2d other (see the table)\n", other)
+	}
+	fmt.Printf("\nPer worker (deliveries):\n  %-10s %8s %8s %14s\n", "worker", "charged", "replayed", "saw uncertain")
 	for w, t := range perWorker {
-		fmt.Printf("  %-10s %8d %8d %10d\n", fmt.Sprintf("worker-%d", w+1), t.ran, t.cached, t.uncertain)
+		fmt.Printf("  %-10s %8d %8d %14d\n", fmt.Sprintf("worker-%d", w+1), t.ran, t.cached, t.uncertain)
 		ran += t.ran
 	}
 
@@ -155,11 +182,6 @@ func run(nPayments, nWorkers int) error {
 		return err
 	}
 	fmt.Printf("\ncard network: %d charges for %d payments, %d charged twice\n", charges, nPayments, dups)
-	var keys []string
-	for k := range uncertain {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	fmt.Printf("uncertain, left for an operator (never charged again): %s\n", strings.Join(keys, ", "))
 
 	// 4. The operator reconciles: the card network shows whether the
@@ -204,7 +226,7 @@ func run(nPayments, nWorkers int) error {
 		}
 		fmt.Printf("history of %s:\n", key)
 		for _, ev := range hist {
-			fmt.Printf("  %s  %-16s %-12s token %-4d %s\n", ev.At.Format("15:04:05.000"), ev.Event, ev.State, ev.Token, ev.Owner)
+			fmt.Printf("  %s  %-16s %-12s token %-4d %s\n", ev.At.Format("15:04:05.000"), ev.Type, ev.State, ev.Token, ev.Owner)
 		}
 	}
 	if err := pool.QueryRow(ctx, `SELECT count(*), count(*) - count(DISTINCT payment) FROM `+schema+`.card_charges`).Scan(&charges, &dups); err != nil {

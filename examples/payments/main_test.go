@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"testing"
+
+	"github.com/sentinel-coordination/sentinel/sentineltest"
 )
 
 func TestMain(m *testing.M) {
@@ -10,12 +12,14 @@ func TestMain(m *testing.M) {
 		crasher() // the re-executed test binary plays the crashing worker
 		return
 	}
-	os.Exit(m.Run())
+	sentineltest.Main(m)
 }
 
 // The demo, end to end on a small batch: it fails unless every payment is
-// charged exactly once and the crashed one is reconciled.
+// charged exactly once and the crashed one is reconciled. The database
+// comes from sentineltest, as a user's tests would get theirs.
 func TestDemo(t *testing.T) {
+	t.Setenv("DATABASE_URL", sentineltest.DatabaseURL(t))
 	if err := run(12, 3); err != nil {
 		t.Fatal(err)
 	}

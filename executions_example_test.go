@@ -50,15 +50,15 @@ func ExampleClient_Follow() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	started := make(chan struct{})
-	go func() {
-		<-started
-		time.Sleep(100 * time.Millisecond) // let Follow take its position
-		_, _ = sentinel.Once(ctx, client, "invoice-7", func(context.Context) (string, error) { return "sent", nil })
-	}()
-	close(started)
+	// Another worker sends the invoice once the follower is in position
+	// (OnStart), so the follower sees every event of it.
+	send := func() {
+		go func() {
+			_, _ = sentinel.Once(ctx, client, "invoice-7", func(context.Context) (string, error) { return "sent", nil })
+		}()
+	}
 	n := 0
-	err := client.Follow(ctx, sentinel.FollowFilter{Keys: []string{"invoice-7"}}, func(e sentinel.Event) error {
+	err := client.Follow(ctx, sentinel.FollowFilter{Keys: []string{"invoice-7"}, OnStart: send}, func(e sentinel.Event) error {
 		fmt.Println(e.Key, e.Type, e.State)
 		if n++; n == 3 {
 			return errors.New("seen enough")

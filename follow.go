@@ -35,6 +35,12 @@ type FollowFilter struct {
 	// committed after Follow started (see Follow for the exact rule).
 	After int64
 
+	// OnStart, when set, is called once, on Follow's goroutine, when Follow
+	// holds its starting position: every matching event committed after
+	// OnStart was called is delivered. Start the work a follower must not
+	// miss from it (or after it signals), instead of sleeping.
+	OnStart func()
+
 	// PollInterval is the longest time between two reads of the event
 	// table while nothing happens. Right after activity Follow reads again
 	// after PollInterval/4 (at least 5ms), doubling the pause on every
@@ -218,6 +224,10 @@ func (fw *follower) run(ctx context.Context, fn func(Event) error) error {
 		if err := fw.retry(ctx, fw.start); err != nil {
 			return err
 		}
+	}
+	followStarted(ctx)
+	if fw.f.OnStart != nil {
+		fw.f.OnStart()
 	}
 	wait := fw.fast
 	for {
@@ -434,5 +444,17 @@ func (fw *follower) fill(id int64) {
 			fw.gaps = append(fw.gaps, right)
 		}
 		return
+	}
+}
+
+// followStartedKey carries, in a Follow or FollowQueues ctx, a function
+// called once the follower holds its starting position: from then on every
+// event committed is delivered. Only the package's tests set it (see
+// export_test.go), to start work without sleeping.
+type followStartedKey struct{}
+
+func followStarted(ctx context.Context) {
+	if f, ok := ctx.Value(followStartedKey{}).(func()); ok {
+		f()
 	}
 }

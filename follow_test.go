@@ -64,8 +64,9 @@ func follow(t *testing.T, c *sentinel.Client, f sentinel.FollowFilter) (*collect
 	col := newCollector()
 	res := make(chan error, 1)
 	finished := make(chan struct{})
+	started := make(chan struct{})
 	go func() {
-		err := c.Follow(ctx, f, col.fn)
+		err := c.Follow(sentinel.WithFollowStarted(ctx, func() { close(started) }), f, col.fn)
 		if ctx.Err() == nil {
 			t.Errorf("Follow ended early: %v", err)
 		}
@@ -76,6 +77,11 @@ func follow(t *testing.T, c *sentinel.Client, f sentinel.FollowFilter) (*collect
 		cancel()
 		<-finished
 	})
+	// Return once the follower holds its starting position (or failed).
+	select {
+	case <-started:
+	case <-finished:
+	}
 	return col, cancel, res
 }
 
@@ -119,8 +125,6 @@ func TestFollowConcurrentOnceExactlyOnce(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(nil)
 	col, _, _ := follow(t, c, sentinel.FollowFilter{PollInterval: 20 * time.Millisecond})
-	// Let the follower take its starting position before the work starts.
-	time.Sleep(200 * time.Millisecond)
 
 	const workers, perWorker = 8, 25
 	var wg sync.WaitGroup
@@ -162,7 +166,6 @@ func TestFollowAttachDuringBurst(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(nil)
 	before, _, _ := follow(t, c, sentinel.FollowFilter{PollInterval: 20 * time.Millisecond})
-	time.Sleep(200 * time.Millisecond)
 
 	ctx := ctxT(t)
 	stop := make(chan struct{})
@@ -261,7 +264,6 @@ func TestFollowIdentityGap(t *testing.T) {
 	c := e.client(nil)
 	ctx := ctxT(t)
 	early, _, _ := follow(t, c, sentinel.FollowFilter{PollInterval: 20 * time.Millisecond})
-	time.Sleep(200 * time.Millisecond)
 
 	insert := func(tx pgx.Tx, key string) int64 {
 		var id int64
@@ -317,7 +319,6 @@ func TestFollowFilters(t *testing.T) {
 	byType, _, _ := follow(t, c, sentinel.FollowFilter{Types: []string{"completed"}, PollInterval: 20 * time.Millisecond})
 	otherNS, _, _ := follow(t, c, sentinel.FollowFilter{Namespace: "billing", PollInterval: 20 * time.Millisecond})
 	everything, _, _ := follow(t, c, sentinel.FollowFilter{AllNamespaces: true, PollInterval: 20 * time.Millisecond})
-	time.Sleep(200 * time.Millisecond)
 
 	for _, k := range []string{"a", "b", "<script>ü"} {
 		_, err := sentinel.Once(ctx, c, k, func(context.Context) (int, error) { return 1, nil })
@@ -375,7 +376,6 @@ func TestFollowEnds(t *testing.T) {
 
 	// ctx cancelled: Follow returns promptly with ctx's error.
 	_, cancel, done := follow(t, c, sentinel.FollowFilter{})
-	time.Sleep(100 * time.Millisecond)
 	t0 := time.Now()
 	cancel()
 	select {
@@ -389,10 +389,12 @@ func TestFollowEnds(t *testing.T) {
 	// fn's error ends it and is returned unchanged.
 	stop := errors.New("enough")
 	errc := make(chan error, 1)
+	started := make(chan struct{})
 	go func() {
-		errc <- c.Follow(ctx, sentinel.FollowFilter{PollInterval: 20 * time.Millisecond}, func(sentinel.Event) error { return stop })
+		errc <- c.Follow(sentinel.WithFollowStarted(ctx, func() { close(started) }),
+			sentinel.FollowFilter{PollInterval: 20 * time.Millisecond}, func(sentinel.Event) error { return stop })
 	}()
-	time.Sleep(200 * time.Millisecond)
+	<-started
 	_, err := sentinel.Once(ctx, c, "x", func(context.Context) (int, error) { return 1, nil })
 	require.NoError(t, err)
 	select {

@@ -84,6 +84,15 @@ func WithLabel(label string) Option {
 	return func(o *callOptions) { o.label, o.labelSet = label, true }
 }
 
+// WithAfterEvent makes FollowQueues deliver the queue events whose ID
+// (QueueEvent.ID) is greater than id, including those recorded before it
+// started, instead of only the events recorded from now on: pass the ID of
+// the last event a previous follower delivered to resume without a gap, or
+// 0 to replay the whole recorded history first. It must not be negative.
+func WithAfterEvent(id int64) Option {
+	return func(o *callOptions) { o.after, o.afterSet = id, true }
+}
+
 func init() {
 	renewKinds = append(renewKinds, renewKind{
 		kind: kindTicket, name: "qtu",
@@ -518,8 +527,8 @@ func (c *Client) resolveTurn(resource string, opts []Option) (callOptions, error
 		}
 		return o, err
 	}
-	if o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 {
-		return o, invalid("option", "WithHardTTL, WithWait, WithForce, WithCodec, WithMetadata and WithToken do not apply to Turn")
+	if o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 || o.afterSet {
+		return o, invalid("option", "WithHardTTL, WithWait, WithForce, WithCodec, WithMetadata, WithToken and WithAfterEvent do not apply here")
 	}
 	if o.labelSet {
 		if len(o.label) > MaxLabelLen || !validText(o.label) {
@@ -937,7 +946,7 @@ func (c *Client) resolveNamespace(opts []Option) (callOptions, error) {
 	if err != nil {
 		return o, err
 	}
-	if o.ttlSet || o.labelSet {
+	if o.ttlSet || o.labelSet || o.afterSet {
 		return o, invalid("option", "only WithNamespace applies here")
 	}
 	return o, nil
@@ -1083,15 +1092,29 @@ const followGapWait = 2 * time.Second
 // queues created later), in id order, until ctx ends or fn returns an error.
 // It is woken by notifications and re-reads the history every
 // Config.WaitRecheck, so no event is missed when a notification is. It
-// returns fn's error, or ctx's error when ctx ends. Options: WithNamespace.
+// returns fn's error, or ctx's error when ctx ends. Options: WithNamespace;
+// WithAfterEvent to resume after a known event (or replay the history)
+// instead of starting from now: a follower started in a goroutine may take
+// its position after the caller's next statement, so use it when no event
+// may be missed.
 func (c *Client) FollowQueues(ctx context.Context, resources []string, fn func(QueueEvent) error, opts ...Option) error {
 	if fn == nil {
 		return invalid("fn", "must not be nil")
 	}
-	o, err := c.resolveNamespace(opts)
-	if err != nil {
-		return err
+	var from callOptions // WithAfterEvent, which resolveTurn refuses
+	for _, opt := range opts {
+		opt(&from)
 	}
+	o, err := c.resolveTurn("-", append(opts[:len(opts):len(opts)], func(o *callOptions) { o.afterSet = false }))
+	switch {
+	case err != nil:
+		return err
+	case o.ttlSet || o.labelSet:
+		return invalid("option", "only WithNamespace and WithAfterEvent apply to FollowQueues")
+	case from.after < 0:
+		return invalid("WithAfterEvent", "must not be negative, got %d", from.after)
+	}
+	o.after, o.afterSet = from.after, from.afterSet
 	var filter []string
 	for _, r := range resources {
 		if err := checkName("resource", r, MaxKeyLen); err != nil {
@@ -1101,10 +1124,13 @@ func (c *Client) FollowQueues(ctx context.Context, resources []string, fn func(Q
 	}
 	wake, _ := c.ln.subscribe(ctx, notifyQueue, o.namespace, "")
 	defer c.ln.unsubscribe(notifyQueue, o.namespace, "", wake)
-	var low int64 // every event with id <= low was delivered or is older than the window
-	if err := c.pool.QueryRow(ctx, c.qsql().head).Scan(&low); err != nil {
-		return c.wrapErr("follow queues", err)
+	low := o.after // every event with id <= low was delivered or is older than the window
+	if !o.afterSet {
+		if err := c.pool.QueryRow(ctx, c.qsql().head).Scan(&low); err != nil {
+			return c.wrapErr("follow queues", err)
+		}
 	}
+	followStarted(ctx)
 	// Ids are assigned before commit, so an event may become visible
 	// after one with a higher id. Delivered events stay in a window of
 	// followGapWait; low only moves past them once they leave it, so a

@@ -73,7 +73,10 @@ func ExampleClient_Queue() {
 	// printer: waiting 2 "invoices"
 }
 
-// Following a queue's progression, like turn's `follow`.
+// Following a queue's progression, like turn's `follow`. A follower
+// started in a goroutine may take its position after the next statement
+// of the caller; WithAfterEvent(0) replays the recorded history first, so
+// nothing is missed (pass the last QueueEvent.ID seen to resume).
 func ExampleClient_FollowQueues() {
 	client, done := exampleClient("example_queue_follow")
 	defer done()
@@ -90,9 +93,8 @@ func ExampleClient_FollowQueues() {
 				stop()
 			}
 			return nil
-		})
+		}, sentinel.WithAfterEvent(0))
 	}()
-	time.Sleep(100 * time.Millisecond) // let the follower start
 
 	t, _ := client.Turn(ctx, "printer", sentinel.WithLabel("nightly report"))
 	_ = t.Release(ctx)

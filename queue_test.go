@@ -623,17 +623,20 @@ func TestFollowQueues(t *testing.T) {
 	var lines []string
 	done := make(chan error, 1)
 	started := make(chan struct{})
+	// Something before the follower starts is not delivered.
+	old, err := c.Turn(ctx, "printer", sentinel.WithLabel("before"))
+	require.NoError(t, err)
+	require.NoError(t, old.Release(ctx))
 	go func() {
-		close(started)
-		done <- c.FollowQueues(fctx, []string{"printer"}, func(ev sentinel.QueueEvent) error {
-			mu.Lock()
-			lines = append(lines, ev.String())
-			mu.Unlock()
-			return nil
-		})
+		done <- c.FollowQueues(sentinel.WithFollowStarted(fctx, func() { close(started) }), []string{"printer"},
+			func(ev sentinel.QueueEvent) error {
+				mu.Lock()
+				lines = append(lines, ev.String())
+				mu.Unlock()
+				return nil
+			})
 	}()
 	<-started
-	time.Sleep(200 * time.Millisecond) // let the follower read the head
 	other, err := c.Turn(ctx, "scanner")
 	require.NoError(t, err)
 	t1, err := c.Turn(ctx, "printer", sentinel.WithLabel("nightly report"))
@@ -669,6 +672,29 @@ func TestFollowQueues(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, want, lines)
+
+	// WithAfterEvent replays what was recorded before the follower started,
+	// from the given event on.
+	hist, err := c.QueueHistory(ctx, "printer", 0, 100)
+	require.NoError(t, err)
+	require.Len(t, hist, 3+len(want)) // before: assigned, granted, completed
+	var replay []string
+	errEnough := errors.New("enough")
+	err = c.FollowQueues(ctx, []string{"printer"}, func(ev sentinel.QueueEvent) error {
+		replay = append(replay, ev.String())
+		if len(replay) == len(want) {
+			return errEnough
+		}
+		return nil
+	}, sentinel.WithAfterEvent(hist[2].ID))
+	require.ErrorIs(t, err, errEnough)
+	require.Equal(t, want, replay)
+	err = c.FollowQueues(ctx, nil, func(sentinel.QueueEvent) error { return nil }, sentinel.WithAfterEvent(-1))
+	require.ErrorIs(t, err, sentinel.ErrInvalid)
+	err = c.FollowQueues(ctx, nil, func(sentinel.QueueEvent) error { return nil }, sentinel.WithLabel("x"))
+	require.ErrorIs(t, err, sentinel.ErrInvalid)
+	_, err = c.Queue(ctx, "printer", sentinel.WithAfterEvent(1))
+	require.ErrorIs(t, err, sentinel.ErrInvalid)
 }
 
 func TestTurnInvalidInput(t *testing.T) {
@@ -731,15 +757,16 @@ func TestFollowAllQueues(t *testing.T) {
 	var mu sync.Mutex
 	var lines []string
 	done := make(chan error, 1)
+	started := make(chan struct{})
 	go func() {
-		done <- c.FollowQueues(fctx, nil, func(ev sentinel.QueueEvent) error {
+		done <- c.FollowQueues(sentinel.WithFollowStarted(fctx, func() { close(started) }), nil, func(ev sentinel.QueueEvent) error {
 			mu.Lock()
 			lines = append(lines, ev.String())
 			mu.Unlock()
 			return nil
 		})
 	}()
-	time.Sleep(200 * time.Millisecond)
+	<-started
 	for _, r := range []string{"a", "b 'quoted' %"} {
 		tn, err := c.Turn(ctx, r, sentinel.WithLabel("x"))
 		require.NoError(t, err)

@@ -355,6 +355,9 @@ type callOptions struct {
 	// label: WithLabel (Turn only); labelSet: it was given.
 	label    string
 	labelSet bool
+	// after: WithAfterEvent (FollowQueues only); afterSet: it was given.
+	after    int64
+	afterSet bool
 }
 
 // WithTTL sets the lease time-to-live of one call. Heartbeats extend the

@@ -188,9 +188,8 @@ func run(w io.Writer, customers, jobs int) error {
 				crashed++
 			}
 			return nil
-		})
+		}, sentinel.WithAfterEvent(0)) // the schema is new: from its first event, however late this starts
 	}()
-	time.Sleep(100 * time.Millisecond)
 
 	self, err := os.Executable()
 	if err != nil {

@@ -218,8 +218,10 @@ func (a *app) runHeld(ctx context.Context, h held, what string, env, command []s
 	select {
 	case waitErr = <-exited:
 	case <-h.Done():
-		lost = h.Err()
-		fmt.Fprintf(a.stderr, "sentinel: %s lost (%v); terminating %s\n", what, lost, command[0])
+		if ctx.Err() == nil { // not an interrupt that ended h as well
+			lost = h.Err()
+			fmt.Fprintf(a.stderr, "sentinel: %s lost (%v); terminating %s\n", what, lost, command[0])
+		}
 		waitErr = stopChild(child, exited, killAfter)
 	case <-ctx.Done():
 		waitErr = stopChild(child, exited, killAfter)

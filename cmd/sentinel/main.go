@@ -1,5 +1,7 @@
 // Command sentinel operates Sentinel: it finds and resolves uncertain
-// executions, lists and takes leases, and migrates the schema.
+// executions, follows their events live, lists and takes leases, shows and
+// joins elections, inspects, follows, resets and takes fair-queue turns,
+// and migrates the schema.
 //
 // Connection: --database-url, else $DATABASE_URL, else the libpq
 // environment variables (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE,
@@ -11,12 +13,15 @@
 //	0  success
 //	1  error (database unreachable, unexpected failure, lease lost)
 //	2  usage: unknown command or flag, wrong arguments, invalid input
-//	3  not found: the key has no execution or lease
+//	3  not found: the key has no execution or lease, the group no leader
 //	4  refused or wrong state: a destructive command without confirmation,
 //	   a key not in the state the command needs, a lease held elsewhere,
-//	   pending migrations (migrate status)
+//	   a busy queue (queue reset), a wait past --timeout, pending
+//	   migrations (migrate status)
 //
-// `sentinel lock KEY -- CMD` exits with CMD's exit code instead.
+// `sentinel lock KEY -- CMD`, `sentinel elect GROUP -- CMD` and
+// `sentinel queue lock RESOURCE... -- CMD` exit with CMD's exit code
+// instead.
 package main
 
 import (
@@ -100,9 +105,9 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, sentinel.ErrNotFound):
+	case errors.Is(err, sentinel.ErrNotFound), errors.Is(err, sentinel.ErrNoLeader):
 		return exitNotFound
-	case errors.Is(err, sentinel.ErrWrongState), errors.Is(err, sentinel.ErrNotAcquired):
+	case errors.Is(err, sentinel.ErrWrongState), errors.Is(err, sentinel.ErrNotAcquired), errors.Is(err, sentinel.ErrQueueBusy):
 		return exitRefused
 	case errors.Is(err, sentinel.ErrInvalid):
 		return exitUsage
@@ -149,22 +154,29 @@ func trimPrefix(s string) string {
 func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "sentinel",
-		Short: "Operate Sentinel: executions, leases, migrations",
+		Short: "Operate Sentinel: executions, leases, elections, queues, migrations",
 		Long: `sentinel inspects and repairs what Sentinel coordinates in PostgreSQL.
 
 Connection: --database-url, else $DATABASE_URL, else the libpq variables
 (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE, ...).
 Global flags may stand before or after the command name.
 
-Exit codes: 0 ok, 1 error, 2 usage, 3 not found,
-4 refused or wrong state (also: pending migrations for 'migrate status').`,
+Exit codes: 0 ok, 1 error, 2 usage, 3 not found (also: no leader),
+4 refused or wrong state (also: a busy queue for 'queue reset', pending
+migrations for 'migrate status'). lock, elect and queue lock with a
+command exit with the command's code.`,
 		Example: `  # find uncertain executions and resolve one
   sentinel inspect payment-order-789 --namespace payments
   sentinel reconcile payment-order-789 --namespace payments --yes
   sentinel force-complete payment-order-789 '{"PaymentID":"pay_123"}' --namespace payments --yes
 
-  # run a command while holding a lease
-  sentinel lock nightly-report -- ./report.sh`,
+  # what needs attention
+  sentinel status --all-namespaces
+
+  # run a command while holding a lease, while leading, on a turn
+  sentinel lock nightly-report -- ./report.sh
+  sentinel elect scheduler -- ./scheduler
+  sentinel queue lock printer -- lp report.pdf`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -182,6 +194,8 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found,
 
 	root.AddCommand(
 		a.migrateCmd(),
+		a.statusCmd(),
+		a.listCmd(),
 		a.inspectCmd(),
 		a.historyCmd(),
 		a.reconcileCmd(),
@@ -189,8 +203,14 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found,
 		a.resetCmd(),
 		a.setResultCmd(),
 		a.pruneCmd(),
+		a.followCmd(),
 		a.leasesCmd(),
 		a.lockCmd(),
+		a.leaderCmd(),
+		a.membersCmd(),
+		a.electCmd(),
+		a.observeCmd(),
+		a.queueCmd(),
 		a.serveCmd(),
 	)
 	return root

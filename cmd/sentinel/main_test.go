@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -448,13 +449,31 @@ func TestLeases(t *testing.T) {
 }
 
 // startLock starts `sentinel lock` with its stdin and stdout as pipes.
-func (e *env) startLock(args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader, *bytes.Buffer) {
+func (e *env) startLock(args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader, *syncBuffer) {
 	e.t.Helper()
 	return e.start(append([]string{"lock"}, args...)...)
 }
 
+// syncBuffer is a bytes.Buffer safe to read while a process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
 // start starts the binary with its stdin and stdout as pipes.
-func (e *env) start(args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader, *bytes.Buffer) {
+func (e *env) start(args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader, *syncBuffer) {
 	e.t.Helper()
 	cmd := exec.CommandContext(ctxT(e.t), bin, append([]string{"--schema", e.schema}, args...)...)
 	cmd.Env = append(cleanEnv(), "DATABASE_URL="+dbURL)
@@ -462,11 +481,11 @@ func (e *env) start(args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader, *
 	require.NoError(e.t, err)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(e.t, err)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	require.NoError(e.t, cmd.Start())
 	e.t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return cmd, stdin, bufio.NewReader(stdout), &stderr
+	return cmd, stdin, bufio.NewReader(stdout), stderr
 }
 
 func exitCodeOf(t *testing.T, cmd *exec.Cmd) int {

@@ -21,6 +21,12 @@ func (a *app) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
+// printJSONLine writes v as one line of JSON (for streams: follow,
+// observe).
+func (a *app) printJSONLine(v any) error {
+	return json.NewEncoder(a.stdout).Encode(v)
+}
+
 // table returns a tabwriter for human output; call Flush when done.
 func (a *app) table() *tabwriter.Writer {
 	return tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// leaderJSON is a group's leader as printed with --json.
+type leaderJSON struct {
+	Namespace  string  `json:"namespace"`
+	Group      string  `json:"group"`
+	Owner      string  `json:"owner"`
+	Host       string  `json:"host"`
+	PID        int     `json:"pid"`
+	AppVersion string  `json:"app_version"`
+	Term       int64   `json:"term"`
+	ElectedAt  *string `json:"elected_at"`
+	ExpiresAt  *string `json:"expires_at"`
+}
+
+func toLeaderJSON(l *sentinel.Leader) leaderJSON {
+	return leaderJSON{Namespace: l.Namespace, Group: l.Group, Owner: l.Owner, Host: l.Host, PID: l.PID,
+		AppVersion: l.AppVersion, Term: l.Term, ElectedAt: tsJSON(l.ElectedAt), ExpiresAt: tsJSON(l.ExpiresAt)}
+}
+
+// memberJSON is an elector as printed with --json.
+type memberJSON struct {
+	Namespace  string  `json:"namespace"`
+	Group      string  `json:"group"`
+	Owner      string  `json:"owner"`
+	Host       string  `json:"host"`
+	PID        int     `json:"pid"`
+	AppVersion string  `json:"app_version"`
+	Leader     bool    `json:"leader"`
+	StartedAt  *string `json:"started_at"`
+	LastPoll   *string `json:"last_poll"`
+	ExpiresAt  *string `json:"expires_at"`
+}
+
+func (a *app) leaderCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "leader GROUP",
+		Short: "Show the current leader of an election group",
+		Long: `leader prints the leader of GROUP in --namespace: owner, host, pid, term (its
+fencing token) and when its leadership expires unless renewed. Exit code 3
+when the group has no leader (never elected, resigned, or expired by the
+database clock).`,
+		Example: `  sentinel leader scheduler -n billing
+  sentinel leader scheduler --json`,
+		Args: args(1, 1),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			l, err := a.client.Leader(cmd.Context(), args[0])
+			if err != nil {
+				return err // ErrNoLeader: exit 3
+			}
+			if a.jsonOut {
+				return a.printJSON(toLeaderJSON(l))
+			}
+			w := a.table()
+			row(w, "group:", l.Namespace+"/"+l.Group)
+			row(w, "leader:", fmt.Sprintf("%s (host %s, pid %d)", l.Owner, l.Host, l.PID))
+			if l.AppVersion != "" {
+				row(w, "version:", l.AppVersion)
+			}
+			row(w, "term:", l.Term)
+			row(w, "elected:", ts(l.ElectedAt)+"  ("+relative(l.ElectedAt)+")")
+			row(w, "expires:", ts(l.ExpiresAt)+"  ("+relative(l.ExpiresAt)+", unless renewed)")
+			return w.Flush()
+		}),
+	}
+}
+
+func (a *app) membersCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "members GROUP",
+		Short: "List the running electors of a group, the leader marked",
+		Long: `members lists the live electors of GROUP in --namespace, oldest first: owner,
+host, pid, app version, when each joined and last polled. The leader is
+marked with *. Electors that stopped polling drop out once their member row
+expires on the database clock.`,
+		Example: `  sentinel members scheduler -n billing
+  sentinel members scheduler --json`,
+		Args: args(1, 1),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			ms, err := a.client.Members(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				out := make([]memberJSON, len(ms))
+				for i, m := range ms {
+					out[i] = memberJSON{Namespace: m.Namespace, Group: m.Group, Owner: m.Owner, Host: m.Host, PID: m.PID,
+						AppVersion: m.AppVersion, Leader: m.Leader, StartedAt: tsJSON(m.StartedAt),
+						LastPoll: tsJSON(m.LastPoll), ExpiresAt: tsJSON(m.ExpiresAt)}
+				}
+				return a.printJSON(out)
+			}
+			if len(ms) == 0 {
+				fmt.Fprintf(a.stderr, "no electors in %s/%s\n", a.namespace, args[0])
+				return nil
+			}
+			w := a.table()
+			row(w, "", "OWNER", "HOST", "PID", "VERSION", "JOINED", "LAST POLL")
+			for _, m := range ms {
+				mark := ""
+				if m.Leader {
+					mark = "*"
+				}
+				row(w, mark, m.Owner, m.Host, m.PID, m.AppVersion, ts(m.StartedAt), ts(m.LastPoll)+" ("+relative(m.LastPoll)+")")
+			}
+			return w.Flush()
+		}),
+	}
+}
+
+// Environment passed to the command run by elect.
+const (
+	envElectionGroup     = "SENTINEL_ELECTION_GROUP"
+	envElectionNamespace = "SENTINEL_ELECTION_NAMESPACE"
+	envElectionTerm      = "SENTINEL_ELECTION_TERM"
+)
+
+// termHeld is a leadership term seen as something a command runs under:
+// Done when the term's ctx ends (the leader's local deadline passed, or it
+// was taken over). Releasing is left to the elector's Run, which gives the
+// term up (waking the followers) once OnElected returned.
+type termHeld struct {
+	ctx context.Context
+}
+
+func (h termHeld) Done() <-chan struct{} { return h.ctx.Done() }
+func (h termHeld) Err() error {
+	return fmt.Errorf("leadership ended before the command did (renewals failed or another elector took over): %w",
+		context.Cause(h.ctx))
+}
+func (h termHeld) Release(context.Context) error { return nil }
+
+func (a *app) electCmd() *cobra.Command {
+	var (
+		ttl        time.Duration
+		appVersion string
+		killAfter  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "elect GROUP [-- CMD [ARGS...]]",
+		Short: "Campaign for leadership of a group; run a command while leading",
+		Long: `elect joins GROUP in --namespace as an elector and campaigns. Once elected it
+runs CMD with SENTINEL_ELECTION_GROUP, SENTINEL_ELECTION_NAMESPACE and
+SENTINEL_ELECTION_TERM (the term: a fencing token, for VerifyTerm) in its
+environment; the term is renewed while CMD runs. When CMD exits, elect
+steps down (a follower takes over within milliseconds) and exits with
+CMD's exit code (128+N when a signal N ended it).
+
+If leadership is lost while CMD runs (renewals could not reach the database
+before the term's local deadline), CMD gets SIGTERM, then SIGKILL after
+--kill-after, and elect exits with CMD's code, or 1 if CMD exited 0.
+SIGINT and SIGTERM sent to elect are passed on to CMD.
+
+Without CMD, elect prints the term once elected and leads until
+interrupted (then steps down, exit 0); exit 1 if leadership is lost. While
+following it prints each new leader to stderr.`,
+		Example: `  sentinel elect scheduler -n billing -- ./run-scheduler.sh
+  sentinel elect scheduler --ttl 5s -- sh -c 'exec scheduler --term "$SENTINEL_ELECTION_TERM"'
+  sentinel elect maintenance --json   # lead until Ctrl-C`,
+		Args: args(1, -1),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			if d := cmd.ArgsLenAtDash(); d > 1 {
+				return usageErr("elect takes one GROUP before --, got %d", d)
+			}
+			group, command := args[0], args[1:]
+			return a.elect(cmd.Context(), group, command, sentinel.ElectorOptions{TTL: ttl, AppVersion: appVersion}, killAfter)
+		}),
+	}
+	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "leadership lease; a follower takes over within this after the leader dies")
+	cmd.Flags().StringVar(&appVersion, "app-version", "", "version shown by 'leader' and 'members'")
+	cmd.Flags().DurationVar(&killAfter, "kill-after", 5*time.Second, "after SIGTERM, send SIGKILL to CMD if it has not exited")
+	return cmd
+}
+
+// elect runs an elector until command (or, without one, ctx) ends; see
+// electCmd.
+func (a *app) elect(ctx context.Context, group string, command []string, opts sentinel.ElectorOptions, killAfter time.Duration) error {
+	// The elector's Run gets a ctx of its own, cancelled once the command
+	// is done: an interrupt must reach the command first, and the term is
+	// given up only after it has exited.
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	result := make(chan error, 1)
+	opts.OnNewLeader = func(l sentinel.Leader) {
+		fmt.Fprintf(a.stderr, "sentinel: following: %s/%s is led by %s (term %d)\n", l.Namespace, l.Group, l.Owner, l.Term)
+	}
+	opts.OnElected = func(tctx context.Context, term int64) {
+		defer stopRun()
+		what := fmt.Sprintf("leadership of %s/%s (term %d)", a.namespace, group, term)
+		if len(command) == 0 {
+			result <- a.leadUntilInterrupted(ctx, tctx, group, term)
+			return
+		}
+		fmt.Fprintf(a.stderr, "sentinel: elected: %s; running %s\n", what, command[0])
+		result <- a.runHeld(ctx, termHeld{tctx}, what, []string{
+			envElectionGroup + "=" + group,
+			envElectionNamespace + "=" + a.namespace,
+			envElectionTerm + "=" + strconv.FormatInt(term, 10),
+		}, command, killAfter)
+	}
+	el, err := a.client.Elector(group, opts)
+	if err != nil {
+		return err
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- el.Run(runCtx) }()
+	select {
+	case err := <-result:
+		if rerr := <-ran; err == nil && rerr != nil {
+			err = rerr
+		}
+		return err
+	case err := <-ran: // Run ended before any term: the client failed
+		if err == nil {
+			err = errors.New("the elector stopped before it was elected")
+		}
+		return err
+	case <-ctx.Done():
+		// Interrupted: while campaigning, just leave; while leading,
+		// OnElected stops the command and reports its code.
+		stopRun()
+		rerr := <-ran
+		select {
+		case err := <-result:
+			return err
+		default:
+		}
+		if rerr != nil {
+			return rerr
+		}
+		fmt.Fprintf(a.stderr, "sentinel: interrupted before being elected\n")
+		return nil
+	}
+}
+
+// leadUntilInterrupted prints the term and waits for ctx (interrupt: step
+// down, nil) or the term's end (lost: an error).
+func (a *app) leadUntilInterrupted(ctx, tctx context.Context, group string, term int64) error {
+	if a.jsonOut {
+		if err := a.printJSON(map[string]any{"namespace": a.namespace, "group": group, "term": term,
+			"owner": a.client.Owner()}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(a.stdout, "leading %s/%s with term %d; interrupt to step down\n", a.namespace, group, term)
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Fprintf(a.stderr, "stepped down from %s/%s\n", a.namespace, group)
+		return nil
+	case <-tctx.Done():
+		return termHeld{tctx}.Err()
+	}
+}
+
+func (a *app) observeCmd() *cobra.Command {
+	var (
+		interval time.Duration
+		count    int
+	)
+	cmd := &cobra.Command{
+		Use:   "observe GROUP",
+		Short: "Print each new leader of a group as it is elected",
+		Long: `observe watches GROUP in --namespace without campaigning and prints a line
+each time its leadership changes: a new term (who leads, since when), or
+no leader (resigned, or expired on the database clock). It reads the
+leadership row every --interval; it prints the current state first. It
+runs until interrupted (exit 0) or until --count lines were printed. With
+--json it prints one JSON object per line ({"leader": null} for none).`,
+		Example: `  sentinel observe scheduler -n billing
+  sentinel observe scheduler --json --interval 200ms`,
+		Args: args(1, 1),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			if interval < 10*time.Millisecond {
+				return usageErr("--interval must be at least 10ms")
+			}
+			ctx, group := cmd.Context(), args[0]
+			printed := 0
+			last := int64(-1) // the term printed last; 0: "no leader"
+			for {
+				l, err := a.client.Leader(ctx, group)
+				switch {
+				case ctx.Err() != nil:
+					return nil
+				case errors.Is(err, sentinel.ErrNoLeader):
+					l = nil
+				case err != nil:
+					return err
+				}
+				term := int64(0)
+				if l != nil {
+					term = l.Term
+				}
+				if term != last {
+					last = term
+					if err := a.printLeaderChange(group, l); err != nil {
+						return err
+					}
+					if printed++; count > 0 && printed >= count {
+						return nil
+					}
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(interval):
+				}
+			}
+		}),
+	}
+	cmd.Flags().DurationVar(&interval, "interval", 500*time.Millisecond, "how often to read the leadership")
+	cmd.Flags().IntVar(&count, "count", 0, "exit after printing this many changes (0: until interrupted)")
+	return cmd
+}
+
+func (a *app) printLeaderChange(group string, l *sentinel.Leader) error {
+	if a.jsonOut {
+		var lj *leaderJSON
+		if l != nil {
+			j := toLeaderJSON(l)
+			lj = &j
+		}
+		return a.printJSONLine(map[string]any{"namespace": a.namespace, "group": group, "leader": lj,
+			"at": tsJSON(time.Now())})
+	}
+	now := ts(time.Now())
+	if l == nil {
+		fmt.Fprintf(a.stdout, "%s  %s/%s: no leader\n", now, a.namespace, group)
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "%s  %s/%s: term %d led by %s (host %s, pid %d), elected %s\n",
+		now, a.namespace, group, l.Term, l.Owner, l.Host, l.PID, ts(l.ElectedAt))
+	return nil
+}

@@ -1,0 +1,439 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+func (a *app) queueCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "queue",
+		Short: "Fair queues (turns): status, follow, reset, lock",
+		Long: `queue inspects and uses the fair FIFO queues of --namespace: the resources
+that programs take turns on with Client.Turn. Every ticket is a fencing
+token; the holder is the lowest live ticket.`,
+		Example: `  sentinel queue status
+  sentinel queue follow printer
+  sentinel queue reset printer
+  sentinel queue lock printer scanner -- ./scan-and-print.sh`,
+		Args: args(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(a.queueStatusCmd(), a.queueFollowCmd(), a.queueResetCmd(), a.queueLockCmd())
+	return cmd
+}
+
+// ticketJSON is a live ticket as printed with --json.
+type ticketJSON struct {
+	Ticket    int64   `json:"ticket"`
+	Label     string  `json:"label"`
+	Owner     string  `json:"owner"`
+	Host      string  `json:"host"`
+	PID       int     `json:"pid"`
+	DrawnAt   *string `json:"drawn_at"`
+	ServedAt  *string `json:"served_at"`
+	ExpiresAt *string `json:"expires_at"`
+}
+
+// queueJSON is a queue as printed with --json.
+type queueJSON struct {
+	Namespace string       `json:"namespace"`
+	Resource  string       `json:"resource"`
+	Holder    *ticketJSON  `json:"holder"`
+	Waiting   []ticketJSON `json:"waiting"`
+}
+
+func toTicketJSON(t sentinel.Ticket) ticketJSON {
+	return ticketJSON{Ticket: t.Ticket, Label: t.Label, Owner: t.Owner, Host: t.Host, PID: t.PID,
+		DrawnAt: tsJSON(t.DrawnAt), ServedAt: tsJSON(t.ServedAt), ExpiresAt: tsJSON(t.ExpiresAt)}
+}
+
+func toQueueJSON(q sentinel.QueueStatus) queueJSON {
+	j := queueJSON{Namespace: q.Namespace, Resource: q.Resource, Waiting: []ticketJSON{}}
+	if q.Holder != nil {
+		h := toTicketJSON(*q.Holder)
+		j.Holder = &h
+	}
+	for _, t := range q.Waiting {
+		j.Waiting = append(j.Waiting, toTicketJSON(t))
+	}
+	return j
+}
+
+// ticketName is how a ticket shows in turn's status report: its label, or
+// its owner when it has none.
+func ticketName(t sentinel.Ticket) string {
+	if t.Label != "" {
+		return t.Label
+	}
+	return "(" + t.Owner + ")"
+}
+
+func (a *app) queueStatusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status [RESOURCE...]",
+		Short: "Show each queue: whose turn it is, and who waits, in order",
+		Long: `queue status prints a snapshot of the queues of RESOURCEs, or of every
+resource with a live ticket when none is given, in turn's layout: the
+resource with the ticket being served, then every live ticket in the order
+it is served, by label (or owner when unlabelled). A holder whose client
+has not yet confirmed its turn is marked "(handover)".`,
+		Example: `  sentinel queue status
+  sentinel queue status printer scanner -n office
+  sentinel queue status --json`,
+		RunE: a.runE(func(cmd *cobra.Command, resources []string) error {
+			ctx := cmd.Context()
+			var qs []sentinel.QueueStatus
+			if len(resources) == 0 {
+				var err error
+				if qs, err = a.client.Queues(ctx); err != nil {
+					return err
+				}
+			}
+			for _, r := range resources {
+				q, err := a.client.Queue(ctx, r)
+				if err != nil {
+					return err
+				}
+				qs = append(qs, *q)
+			}
+			if a.jsonOut {
+				out := make([]queueJSON, len(qs))
+				for i, q := range qs {
+					out[i] = toQueueJSON(q)
+				}
+				return a.printJSON(out)
+			}
+			if len(qs) == 0 {
+				fmt.Fprintf(a.stderr, "no queue in namespace %q has a live ticket\n", a.namespace)
+				return nil
+			}
+			const width = 60
+			for i, q := range qs {
+				if i > 0 {
+					fmt.Fprintln(a.stdout)
+				}
+				holder := "-"
+				if q.Holder != nil {
+					holder = strconv.FormatInt(q.Holder.Ticket, 10)
+				}
+				fmt.Fprintln(a.stdout, padded(q.Resource, holder, width))
+				fmt.Fprintln(a.stdout, strings.Repeat("-", width))
+				if q.Holder == nil {
+					fmt.Fprintln(a.stdout, "(empty)")
+					continue
+				}
+				name := ticketName(*q.Holder)
+				if q.Holder.ServedAt.IsZero() {
+					name += " (handover)"
+				}
+				fmt.Fprintln(a.stdout, padded(name, strconv.FormatInt(q.Holder.Ticket, 10), width))
+				for _, t := range q.Waiting {
+					fmt.Fprintln(a.stdout, padded(ticketName(t), strconv.FormatInt(t.Ticket, 10), width))
+				}
+			}
+			return nil
+		}),
+	}
+}
+
+// padded puts left and right on one line of at least width columns.
+func padded(left, right string, width int) string {
+	gap := width - len([]rune(left)) - len(right)
+	if gap < 2 {
+		gap = 2
+	}
+	return left + strings.Repeat(" ", gap) + right
+}
+
+// queueEventJSON is a progression message as printed with --json.
+type queueEventJSON struct {
+	ID        int64   `json:"id"`
+	Namespace string  `json:"namespace"`
+	Resource  string  `json:"resource"`
+	Ticket    int64   `json:"ticket"`
+	Type      string  `json:"type"`
+	Label     string  `json:"label"`
+	Owner     string  `json:"owner"`
+	By        int64   `json:"by,omitempty"`
+	At        *string `json:"at"`
+	Message   string  `json:"message"`
+}
+
+func (a *app) queueFollowCmd() *cobra.Command {
+	var (
+		count int
+		after int64
+	)
+	cmd := &cobra.Command{
+		Use:   "follow [RESOURCE...]",
+		Short: "Print queue progression messages live, in turn's style",
+		Long: `queue follow prints the progression of the queues of RESOURCEs (every
+resource of --namespace when none is given, including queues created
+later) as it happens, one message per line:
+
+  printer: 5 assigned to "nightly report"
+  printer: 5 granted
+  printer: 5 completed by "nightly report"
+  printer: 6 crashed
+
+Messages come from the queue history, in order, none missed: it starts
+with what is recorded from now on, or with --after ID after that event
+(resume a follow without a gap; --after 0 replays the whole history). It
+runs until interrupted (exit 0) or until --count messages were printed.
+With --json it prints one JSON object per line, with the event's id.`,
+		Example: `  sentinel queue follow printer
+  sentinel queue follow -n office --json
+  sentinel queue follow printer --after 1234   # resume after event 1234`,
+		RunE: a.runE(func(cmd *cobra.Command, resources []string) error {
+			var opts []sentinel.Option
+			if cmd.Flags().Changed("after") {
+				opts = append(opts, sentinel.WithAfterEvent(after))
+			}
+			if !a.jsonOut {
+				what := "every queue"
+				if len(resources) > 0 {
+					what = strings.Join(resources, ", ")
+				}
+				fmt.Fprintf(a.stderr, "following %s in namespace %q; interrupt to stop\n", what, a.namespace)
+			}
+			printed := 0
+			errEnough := errors.New("enough")
+			err := a.client.FollowQueues(cmd.Context(), resources, func(ev sentinel.QueueEvent) error {
+				if a.jsonOut {
+					if err := a.printJSONLine(queueEventJSON{ID: ev.ID, Namespace: ev.Namespace, Resource: ev.Resource,
+						Ticket: ev.Ticket, Type: ev.Type, Label: ev.Label, Owner: ev.Owner, By: ev.By,
+						At: tsJSON(ev.At), Message: ev.String()}); err != nil {
+						return err
+					}
+				} else {
+					fmt.Fprintln(a.stdout, ev.String())
+				}
+				if printed++; count > 0 && printed >= count {
+					return errEnough
+				}
+				return nil
+			}, opts...)
+			if errors.Is(err, errEnough) || (err != nil && cmd.Context().Err() != nil) {
+				return nil
+			}
+			return err
+		}),
+	}
+	cmd.Flags().IntVar(&count, "count", 0, "exit after printing this many messages (0: until interrupted)")
+	cmd.Flags().Int64Var(&after, "after", 0, "start after this event ID (the \"id\" of --json), replaying what was recorded since; 0 replays the whole history")
+	return cmd
+}
+
+func (a *app) queueResetCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "reset [RESOURCE...]",
+		Short: "Remove dead tickets from queues; busy queues are left alone",
+		Long: `queue reset removes the dead tickets (expired on the database clock, their
+client gone) of RESOURCEs, or of every resource of --namespace when none
+is given, recording each as crashed or bumped. A queue with a live holder
+or waiter is busy: it is not touched, a message says so, and the exit code
+is 4. Only dead tickets are ever removed, which the queue would skip anyway,
+so reset asks no confirmation.`,
+		Example: `  sentinel queue reset printer
+  sentinel queue reset -n office --json`,
+		RunE: a.runE(func(cmd *cobra.Command, resources []string) error {
+			ctx := cmd.Context()
+			removed := map[string]int{}
+			var errs error
+			if len(resources) == 0 {
+				var err error
+				removed, err = a.client.ResetQueues(ctx)
+				if err != nil && !errors.Is(err, sentinel.ErrQueueBusy) {
+					return err
+				}
+				errs = err
+			}
+			for _, r := range resources {
+				n, err := a.client.ResetQueue(ctx, r)
+				if err != nil && !errors.Is(err, sentinel.ErrQueueBusy) {
+					return err
+				}
+				removed[r] = n
+				errs = errors.Join(errs, err)
+			}
+			busy := busyQueues(errs)
+			if a.jsonOut {
+				out := struct {
+					Removed map[string]int `json:"removed"`
+					Busy    map[string]int `json:"busy"` // resource: live tickets
+				}{Removed: removed, Busy: map[string]int{}}
+				for _, b := range busy {
+					out.Busy[b.Resource] = b.Live
+					delete(out.Removed, b.Resource)
+				}
+				if err := a.printJSON(out); err != nil {
+					return err
+				}
+			} else {
+				names := make([]string, 0, len(removed))
+				for r := range removed {
+					names = append(names, r)
+				}
+				sort.Strings(names)
+				isBusy := map[string]bool{}
+				for _, b := range busy {
+					isBusy[b.Resource] = true
+					fmt.Fprintf(a.stdout, "%s: busy (%d live tickets), not reset\n", b.Resource, b.Live)
+				}
+				for _, r := range names {
+					if !isBusy[r] {
+						fmt.Fprintf(a.stdout, "%s: removed %d dead tickets\n", r, removed[r])
+					}
+				}
+				if len(names) == 0 && len(busy) == 0 {
+					fmt.Fprintf(a.stderr, "no queue in namespace %q has tickets\n", a.namespace)
+				}
+			}
+			if len(busy) > 0 {
+				return &codeError{code: exitRefused} // the messages are printed
+			}
+			return nil
+		}),
+	}
+}
+
+// busyQueues unpacks the QueueBusyErrors of an error or a joined error.
+func busyQueues(err error) []*sentinel.QueueBusyError {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []*sentinel.QueueBusyError
+		for _, e := range j.Unwrap() {
+			out = append(out, busyQueues(e)...)
+		}
+		return out
+	}
+	var b *sentinel.QueueBusyError
+	if errors.As(err, &b) {
+		return []*sentinel.QueueBusyError{b}
+	}
+	return nil
+}
+
+// Environment passed to the command run by queue lock.
+const (
+	envQueueNamespace = "SENTINEL_QUEUE_NAMESPACE"
+	envQueueResources = "SENTINEL_QUEUE_RESOURCES" // space-separated, sorted
+	envQueueTickets   = "SENTINEL_QUEUE_TICKETS"   // resource=ticket, space-separated, sorted
+)
+
+func (a *app) queueLockCmd() *cobra.Command {
+	var (
+		label     string
+		ttl       time.Duration
+		timeout   time.Duration
+		killAfter time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "lock RESOURCE... [-- CMD [ARGS...]]",
+		Short: "Take a turn on resources (in sorted order) while a command runs",
+		Long: `queue lock queues for a turn on every RESOURCE, one after the other in sorted
+order (so that overlapping locks never deadlock), keeps the tickets alive,
+and runs CMD with SENTINEL_QUEUE_NAMESPACE, SENTINEL_QUEUE_RESOURCES and
+SENTINEL_QUEUE_TICKETS ("printer=5 scanner=6": each ticket is a fencing
+token, for VerifyTurn) in its environment. When CMD exits the turns are
+released (the next ticket is served at once) and queue lock exits with
+CMD's exit code.
+
+If a turn is lost while CMD runs, CMD gets SIGTERM, then SIGKILL after
+--kill-after, and queue lock exits with CMD's code, or 1 if it exited 0.
+Without CMD it prints the tickets and holds the turns until interrupted.
+--timeout gives up waiting (exit 4, tickets cancelled).`,
+		Example: `  sentinel queue lock printer -- lp report.pdf
+  sentinel queue lock printer scanner --label "monthly scan" -- ./scan-and-print.sh
+  sentinel queue lock printer        # hold until Ctrl-C`,
+		Args: args(1, -1),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			resources, command := args, []string(nil)
+			if d := cmd.ArgsLenAtDash(); d >= 0 {
+				resources, command = args[:d], args[d:]
+			}
+			if len(resources) == 0 {
+				return usageErr("queue lock needs at least one RESOURCE before --")
+			}
+			if !cmd.Flags().Changed("label") {
+				label = "sentinel queue lock by " + a.operator
+			}
+			ctx := cmd.Context()
+			tctx := ctx
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				tctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			set, err := a.client.TurnAll(tctx, resources, sentinel.WithLabel(label), sentinel.WithTTL(ttl))
+			if err != nil {
+				if errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+					return refused("queue lock %s: not served within --timeout %s: %v", strings.Join(resources, " "), timeout, err)
+				}
+				if ctx.Err() != nil {
+					return nil // interrupted while waiting: the tickets were cancelled
+				}
+				return err
+			}
+			defer func() { _ = set.Release(context.WithoutCancel(ctx)) }()
+			var names, tickets []string
+			for _, t := range set.Turns() {
+				names = append(names, t.Resource())
+				tickets = append(tickets, t.Resource()+"="+strconv.FormatInt(t.Ticket(), 10))
+			}
+			what := "turn on " + strings.Join(names, ", ")
+			if len(command) == 0 {
+				return a.holdTurns(ctx, set)
+			}
+			return a.runHeld(ctx, set, what, []string{
+				envQueueNamespace + "=" + a.namespace,
+				envQueueResources + "=" + strings.Join(names, " "),
+				envQueueTickets + "=" + strings.Join(tickets, " "),
+			}, command, killAfter)
+		}),
+	}
+	cmd.Flags().StringVar(&label, "label", "", `label shown in status and messages (default "sentinel queue lock by OPERATOR")`)
+	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "ticket time-to-live; heartbeats renew it")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up waiting after this long (exit 4); 0 waits forever")
+	cmd.Flags().DurationVar(&killAfter, "kill-after", 5*time.Second, "after SIGTERM, send SIGKILL to CMD if it has not exited")
+	return cmd
+}
+
+func (a *app) holdTurns(ctx context.Context, set *sentinel.TurnSet) error {
+	if a.jsonOut {
+		out := map[string]int64{}
+		for _, t := range set.Turns() {
+			out[t.Resource()] = t.Ticket()
+		}
+		if err := a.printJSON(map[string]any{"namespace": a.namespace, "tickets": out}); err != nil {
+			return err
+		}
+	} else {
+		for _, t := range set.Turns() {
+			fmt.Fprintf(a.stdout, "%s: holding ticket %d\n", t.Resource(), t.Ticket())
+		}
+		fmt.Fprintln(a.stdout, "interrupt to release")
+	}
+	select {
+	case <-ctx.Done():
+		if err := set.Release(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		fmt.Fprintln(a.stderr, "released")
+		return nil
+	case <-set.Done():
+		return fmt.Errorf("turn lost: %w", set.Err())
+	}
+}

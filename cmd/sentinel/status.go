@@ -1,0 +1,350 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// nsFlags is --all-namespaces for commands that default to --namespace.
+type nsFlags struct{ all bool }
+
+func (f *nsFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVarP(&f.all, "all-namespaces", "A", false, "every namespace instead of --namespace")
+}
+
+// resolve returns the namespace to use ("" with all) or a usage error when
+// both --namespace and --all-namespaces were given.
+func (f *nsFlags) resolve(cmd *cobra.Command, a *app) (string, error) {
+	if !f.all {
+		return a.namespace, nil
+	}
+	if cmd.Flags().Changed("namespace") {
+		return "", usageErr("give --namespace or --all-namespaces, not both")
+	}
+	return "", nil
+}
+
+// countJSON is one line of status's counts.
+type countJSON struct {
+	Namespace string         `json:"namespace"`
+	State     sentinel.State `json:"state"`
+	Uncertain bool           `json:"uncertain"`
+	Count     int64          `json:"count"`
+	Oldest    *string        `json:"oldest_updated_at"`
+}
+
+// statusJSON is what status prints with --json.
+type statusJSON struct {
+	Counts    []countJSON `json:"counts"`
+	Uncertain []execJSON  `json:"uncertain"`
+	// More is true when there are more uncertain executions than listed.
+	More bool `json:"more_uncertain"`
+}
+
+func (a *app) statusCmd() *cobra.Command {
+	var (
+		ns    nsFlags
+		limit int
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Count executions per state; list uncertain ones first",
+		Long: `status counts the Once executions of --namespace (or of every namespace with
+--all-namespaces) per state, with the oldest in each state, and lists the
+uncertain ones (executing, lease expired on the database clock: their
+worker crashed or lost its lease mid-run, and the outcome is unknown) with
+their owner and since when. Those need an operator: see 'sentinel inspect'
+and 'sentinel reconcile'.
+
+Exit code 0 whether or not executions are uncertain; use --json (the
+"uncertain" list) or 'sentinel list --uncertain' in scripts.`,
+		Example: `  sentinel status -n payments
+  sentinel status --all-namespaces --json`,
+		Args: args(0, 0),
+		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			namespace, err := ns.resolve(cmd, a)
+			if err != nil {
+				return err
+			}
+			if limit < 1 || limit > sentinel.MaxExecutionsLimit {
+				return usageErr("--limit must be 1..%d", sentinel.MaxExecutionsLimit)
+			}
+			ctx := cmd.Context()
+			counts, err := a.client.ExecutionCounts(ctx, namespace, ns.all)
+			if err != nil {
+				return err
+			}
+			unc, next, err := a.client.Executions(ctx, sentinel.ExecutionFilter{
+				Uncertain: true, Namespace: namespace, AllNamespaces: ns.all, Limit: limit})
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				out := statusJSON{Counts: []countJSON{}, Uncertain: []execJSON{}, More: next != ""}
+				for _, c := range counts {
+					out.Counts = append(out.Counts, countJSON{Namespace: c.Namespace, State: c.State,
+						Uncertain: c.Uncertain, Count: c.Count, Oldest: tsJSON(c.Oldest)})
+				}
+				for i := range unc {
+					out.Uncertain = append(out.Uncertain, toExecJSON(&unc[i]))
+				}
+				return a.printJSON(out)
+			}
+			if len(counts) == 0 {
+				fmt.Fprintf(a.stdout, "no executions in %s\n", nsLabel(namespace))
+				return nil
+			}
+			w := a.table()
+			row(w, "NAMESPACE", "STATE", "COUNT", "OLDEST")
+			for _, c := range counts {
+				state := string(c.State)
+				if c.Uncertain {
+					state = "UNCERTAIN"
+				}
+				row(w, c.Namespace, state, c.Count, ts(c.Oldest)+" ("+relative(c.Oldest)+")")
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if len(unc) == 0 {
+				fmt.Fprintln(a.stdout, "\nno uncertain executions")
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "\nuncertain executions (outcome unknown; inspect, then reconcile):\n")
+			a.execTable(unc)
+			if next != "" {
+				fmt.Fprintf(a.stdout, "... more: sentinel list --uncertain %s\n", nsArgs(namespace))
+			}
+			return nil
+		}),
+	}
+	ns.add(cmd)
+	cmd.Flags().IntVar(&limit, "limit", 20, "list at most this many uncertain executions")
+	return cmd
+}
+
+// nsLabel names a namespace ("" is every namespace) for messages.
+func nsLabel(ns string) string {
+	if ns == "" {
+		return "any namespace"
+	}
+	return fmt.Sprintf("namespace %q", ns)
+}
+
+// nsArgs is the flag selecting ns on a command line.
+func nsArgs(ns string) string {
+	if ns == "" {
+		return "--all-namespaces"
+	}
+	return "-n " + shellQuote(ns)
+}
+
+// execTable prints executions as a table: the columns an operator needs to
+// pick one to inspect.
+func (a *app) execTable(es []sentinel.Execution) {
+	w := a.table()
+	row(w, "NAMESPACE", "KEY", "STATE", "SINCE", "OWNER", "HOST", "PID", "TOKEN")
+	for i := range es {
+		e := &es[i]
+		state := string(e.State)
+		switch {
+		case uncertain(e):
+			state = "UNCERTAIN"
+		case e.State == sentinel.StateCompleted && e.FinalError != "":
+			state = "completed (final error)"
+		}
+		row(w, e.Namespace, e.Key, state, ts(e.UpdatedAt)+" ("+relative(e.UpdatedAt)+")", e.Owner, e.Host, e.PID, e.Token)
+	}
+	_ = w.Flush()
+}
+
+func (a *app) listCmd() *cobra.Command {
+	var (
+		ns                    nsFlags
+		state                 string
+		unc, all              bool
+		before, after         string
+		limit                 int
+		cursor                string
+		updatedBefore, within time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List executions by state, uncertain only, namespace and time",
+		Long: `list pages through the Once executions of --namespace (or every namespace
+with --all-namespaces), oldest state change first, with the filters of
+the library's ExecutionFilter:
+
+  --state S          claimed, executing, reconciling or completed
+  --uncertain        executing with an expired lease: outcome unknown
+  --updated-before T / --updated-after T   RFC 3339 times
+  --older-than D / --newer-than D          the same, relative to now
+
+It prints --limit rows and, when there are more, the command that lists the
+next page (--after CURSOR); --all follows every page. With --json it prints
+{"executions": [...], "next": CURSOR}.`,
+		Example: `  sentinel list --uncertain -n payments
+  sentinel list --state reconciling --all-namespaces
+  sentinel list --state executing --older-than 10m --json
+  sentinel list --state completed --updated-after 2026-11-01T00:00:00Z --all`,
+		Args: args(0, 0),
+		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			namespace, err := ns.resolve(cmd, a)
+			if err != nil {
+				return err
+			}
+			if limit < 1 || limit > sentinel.MaxExecutionsLimit {
+				return usageErr("--limit must be 1..%d", sentinel.MaxExecutionsLimit)
+			}
+			f := sentinel.ExecutionFilter{State: sentinel.State(state), Uncertain: unc,
+				Namespace: namespace, AllNamespaces: ns.all, Limit: limit, After: cursor}
+			if f.UpdatedBefore, err = parseTimeFlag("--updated-before", before); err != nil {
+				return err
+			}
+			if f.UpdatedAfter, err = parseTimeFlag("--updated-after", after); err != nil {
+				return err
+			}
+			now := time.Now()
+			if updatedBefore > 0 {
+				if !f.UpdatedBefore.IsZero() {
+					return usageErr("give --older-than or --updated-before, not both")
+				}
+				f.UpdatedBefore = now.Add(-updatedBefore)
+			}
+			if within > 0 {
+				if !f.UpdatedAfter.IsZero() {
+					return usageErr("give --newer-than or --updated-after, not both")
+				}
+				f.UpdatedAfter = now.Add(-within)
+			}
+			var rows []sentinel.Execution
+			next := ""
+			for {
+				page, n, err := a.client.Executions(cmd.Context(), f)
+				if err != nil {
+					return err
+				}
+				rows, next = append(rows, page...), n
+				if !all || next == "" {
+					break
+				}
+				f.After = next
+			}
+			if a.jsonOut {
+				out := struct {
+					Executions []execJSON `json:"executions"`
+					Next       string     `json:"next"`
+				}{Executions: []execJSON{}, Next: next}
+				for i := range rows {
+					out.Executions = append(out.Executions, toExecJSON(&rows[i]))
+				}
+				return a.printJSON(out)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintln(a.stderr, "no executions match")
+				return nil
+			}
+			a.execTable(rows)
+			if next != "" {
+				fmt.Fprintf(a.stderr, "more: repeat with --after %s (or --all)\n", next)
+			}
+			return nil
+		}),
+	}
+	ns.add(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&state, "state", "", "only this state: claimed, executing, reconciling, completed")
+	fl.BoolVar(&unc, "uncertain", false, "only uncertain executions (executing, lease expired)")
+	fl.StringVar(&before, "updated-before", "", "only state changes before this RFC 3339 time")
+	fl.StringVar(&after, "updated-after", "", "only state changes after this RFC 3339 time")
+	fl.DurationVar(&updatedBefore, "older-than", 0, "only state changes more than this long ago")
+	fl.DurationVar(&within, "newer-than", 0, "only state changes less than this long ago")
+	fl.IntVar(&limit, "limit", sentinel.DefaultExecutionsLimit, fmt.Sprintf("rows per page (1..%d)", sentinel.MaxExecutionsLimit))
+	fl.StringVar(&cursor, "after", "", "the cursor printed with the previous page")
+	fl.BoolVar(&all, "all", false, "follow every page")
+	return cmd
+}
+
+// parseTimeFlag parses an RFC 3339 time flag; "" is the zero time.
+func parseTimeFlag(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, usageErr("%s %q: want an RFC 3339 time such as 2026-11-22T10:00:00Z", name, v)
+	}
+	return t, nil
+}
+
+func (a *app) followCmd() *cobra.Command {
+	var (
+		ns    nsFlags
+		types []string
+		after int64
+		count int
+	)
+	cmd := &cobra.Command{
+		Use:   "follow [KEY...]",
+		Short: "Print execution events live as they are committed",
+		Long: `follow prints every event of --namespace (or every namespace with
+--all-namespaces) as it is committed: claimed, started, completed,
+completion_refused, reconciling, force_completed, reset, ... Give KEYs to
+follow only those keys and --type to keep only some event types.
+
+It starts with the events committed from now on; --after ID resumes after
+an event ID a previous follow printed (none is skipped). It runs until
+interrupted (exit 0), or until --count events were printed. With --json it
+prints one JSON object per line.`,
+		Example: `  sentinel follow -n payments
+  sentinel follow --all-namespaces --type completion_refused --type reconciling
+  sentinel follow order-1 order-2 -n payments --json
+  sentinel follow -n payments --after 41872     # resume without a gap`,
+		RunE: a.runE(func(cmd *cobra.Command, keys []string) error {
+			namespace, err := ns.resolve(cmd, a)
+			if err != nil {
+				return err
+			}
+			f := sentinel.FollowFilter{Namespace: namespace, AllNamespaces: ns.all, Keys: keys, Types: types, After: after}
+			ctx := cmd.Context()
+			if !a.jsonOut {
+				fmt.Fprintf(a.stderr, "following %s; interrupt to stop\n", nsLabel(namespace))
+			}
+			printed := 0
+			errEnough := errors.New("enough")
+			err = a.client.Follow(ctx, f, func(ev sentinel.Event) error {
+				if a.jsonOut {
+					if err := a.printJSONLine(toEventJSON(ev)); err != nil {
+						return err
+					}
+				} else {
+					line := fmt.Sprintf("%s  %-6d %s/%s  %s  -> %s  token %d  %s", ts(ev.At), ev.ID, ev.Namespace, ev.Key,
+						ev.Type, ev.State, ev.Token, ev.Owner)
+					if m := metadataText(ev.Metadata); m != "" {
+						line += "  " + m
+					}
+					fmt.Fprintln(a.stdout, line)
+				}
+				printed++
+				if count > 0 && printed >= count {
+					return errEnough
+				}
+				return nil
+			})
+			if errors.Is(err, errEnough) || (err != nil && cmd.Context().Err() != nil) {
+				return nil // --count reached, or interrupted
+			}
+			return err
+		}),
+	}
+	ns.add(cmd)
+	cmd.Flags().StringArrayVar(&types, "type", nil, "only events of this type (repeatable)")
+	cmd.Flags().Int64Var(&after, "after", 0, "resume after this event ID")
+	cmd.Flags().IntVar(&count, "count", 0, "exit after printing this many events (0: until interrupted)")
+	return cmd
+}

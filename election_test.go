@@ -341,6 +341,8 @@ func TestElectorLeaderCutOff(t *testing.T) {
 	require.Greater(t, other.Term(), victimTerm)
 	c, ok := cancelled.Load().(time.Time)
 	require.True(t, ok, "the victim's ctx was never cancelled")
+	// OnElected runs on its own goroutine: IsLeader may be true first.
+	waitFor(t, 10*time.Second, "the other elector's OnElected", func() bool { return electedAt.Load() != nil })
 	el := electedAt.Load().(time.Time)
 	require.True(t, c.Before(el), "victim's ctx cancelled at %s, other elected at %s", c, el)
 	require.True(t, rowAliveAtCancel.Load(), "ctx must end while the row is still unexpired")

@@ -225,9 +225,14 @@ func (c *Client) tryAcquire(ctx context.Context, key string, o callOptions) (*Le
 		hard      *time.Time
 		remaining time.Duration
 	)
-	err := c.pool.QueryRow(ctx, c.sql.acquire, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
+	// A grant commits on its own: the statement may outlive ctx by
+	// grantGrace, so that a lease granted as ctx ends is known, and given
+	// back below, instead of held unknown to anyone for a TTL.
+	sctx, scancel := graceCtx(ctx, grantGrace)
+	err := c.pool.QueryRow(sctx, c.sql.acquire, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
 		us(o.ttl), us(o.hardTTL), o.force).
 		Scan(&acquired, &h.Owner, &h.Host, &h.PID, &h.Token, &h.AcquiredAt, &h.ExpiresAt, &hard, &remaining)
+	scancel()
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The holder changed between the insert attempt and the read of
 		// the statement's snapshot; report it held without details.
@@ -243,6 +248,13 @@ func (c *Client) tryAcquire(ctx context.Context, key string, o callOptions) (*Le
 	if !acquired {
 		h.localExpiry = sent.Add(remaining)
 		return nil, &HeldError{Namespace: o.namespace, Key: key, Holder: &h, Self: h.Owner == c.cfg.Owner}, nil
+	}
+	if ctx.Err() != nil {
+		// Granted after ctx ended: the caller is gone. Give it back.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+		defer cancel()
+		_, _ = c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, h.Token)
+		return nil, nil, fmt.Errorf("sentinel: acquire lease %q/%q: %w (granted as it ended: released)", o.namespace, key, context.Cause(ctx))
 	}
 	l := c.newLease(kindLease, o.namespace, key, h.Token, o.ttl)
 	l.acquiredAt = h.AcquiredAt
@@ -495,4 +507,19 @@ func (c *Client) Holder(ctx context.Context, key string, opts ...Option) (*Holde
 		h.HardExpiresAt = *hard
 	}
 	return &h, nil
+}
+
+// grantGrace is how long a statement that grants something (a lease, a
+// queue ticket) may run on after the caller's ctx ended: long enough for a
+// healthy database to answer, so the grant is known and given back rather
+// than left held, unknown, for a TTL; short enough that a call during an
+// outage still returns soon after its ctx ended.
+const grantGrace = time.Second
+
+// graceCtx returns a context that ends grace after ctx ends, or when the
+// returned cancel is called.
+func graceCtx(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	g, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
+	return g, func() { stop(); cancel() }
 }

@@ -31,6 +31,44 @@ func TestObserverSeesQueueGrantsAndTerms(t *testing.T) {
 	require.Len(t, grants, 1)
 	require.Equal(t, "printer", grants[0].Resource)
 	require.Equal(t, tn.Ticket(), grants[0].Ticket)
+	require.Equal(t, 0, grants[0].Ahead, "nobody was ahead")
+	mu.Unlock()
+
+	// Depth: a ticket drawn behind a holder and a waiter has two ahead.
+	plain := e.client(nil)
+	holder, err := plain.Turn(ctx, "printer")
+	require.NoError(t, err)
+	waiting := make(chan *sentinel.Turn, 1)
+	go func() {
+		w, err := plain.Turn(ctx, "printer")
+		if err != nil {
+			t.Error(err)
+		}
+		waiting <- w
+	}()
+	require.Eventually(t, func() bool {
+		q, err := plain.Queue(ctx, "printer")
+		return err == nil && len(q.Waiting) == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	third := make(chan *sentinel.Turn, 1)
+	go func() {
+		w, err := c.Turn(ctx, "printer")
+		if err != nil {
+			t.Error(err)
+		}
+		third <- w
+	}()
+	require.Eventually(t, func() bool {
+		q, err := plain.Queue(ctx, "printer")
+		return err == nil && len(q.Waiting) == 2
+	}, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, holder.Release(ctx))
+	require.NoError(t, (<-waiting).Release(ctx))
+	require.NoError(t, (<-third).Release(ctx))
+	mu.Lock()
+	require.Len(t, grants, 2, "only the observed client reports")
+	require.Equal(t, 2, grants[1].Ahead)
+	require.Greater(t, grants[1].Wait, time.Duration(0))
 	mu.Unlock()
 
 	el, err := c.Elector("scheduler", sentinel.ElectorOptions{TTL: time.Second})

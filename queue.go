@@ -129,7 +129,8 @@ const notifyQueueSQL = `'q' || pg_catalog.octet_length($1::text)::text || ':' ||
 // after this statement's snapshot (only on a resource's first draws): the
 // caller runs it again.
 // $1 namespace, $2 resource, $3 label, $4 owner, $5 host, $6 pid, $7 ttl µs,
-// $8 channel.
+// $8 channel, $9 count the live tickets ahead (the queue's depth, for the
+// observer; -1 without counting: the subquery is then not run).
 const sqlDraw = `
 WITH ins AS (
     INSERT INTO {{schema}}.queues AS q (namespace, resource, created_at)
@@ -154,7 +155,12 @@ ev AS (
     INSERT INTO {{schema}}.queue_events (namespace, resource, ticket, event, label, owner)
     SELECT $1, $2, t.ticket, 'assigned', $3, $4 FROM t
 )
-SELECT t.ticket, t.drawn_at, t.expires_at, t.expires_at - pg_catalog.clock_timestamp()
+SELECT t.ticket, t.drawn_at, t.expires_at, t.expires_at - pg_catalog.clock_timestamp(),
+    CASE WHEN $9::boolean THEN (
+        SELECT pg_catalog.count(*) FROM {{schema}}.tickets x
+        WHERE x.namespace = $1 AND x.resource = $2 AND x.ticket < t.ticket
+          AND x.expires_at > pg_catalog.clock_timestamp()
+    ) ELSE -1 END
 FROM t, LATERAL (SELECT pg_catalog.pg_notify($8, ` + notifyQueueSQL + `)) AS n`
 
 // sqlServe is the serving check of ticket $3, in one statement:
@@ -366,6 +372,7 @@ type Turn struct {
 	l     *Lease // the ticket's presence: kind kindTicket, key = resource, token = ticket
 	label string
 	drawn time.Time // local time the ticket was drawn, for the queue-wait metric
+	ahead int       // live tickets ahead when drawn, for the observer; -1 when not counted
 
 	relMu  sync.Mutex
 	left   bool // the ticket row was given up (Release or Close)
@@ -552,7 +559,7 @@ func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Tur
 		if err == nil {
 			if obs := c.observer(); obs != nil && obs.QueueGranted != nil {
 				obs.QueueGranted(QueueGrant{Namespace: o.namespace, Resource: resource, Ticket: t.l.token,
-					Wait: time.Since(t.drawn), Ahead: -1})
+					Wait: time.Since(t.drawn), Ahead: t.ahead})
 			}
 			return t, nil
 		}
@@ -594,13 +601,21 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 			return nil, err
 		}
 		var (
-			ticket             int64
+			ticket, ahead      int64
 			drawnAt, expiresAt time.Time
 			remaining          time.Duration
 		)
+		obs := c.observer()
 		sent := time.Now()
-		err := c.pool.QueryRow(ctx, c.qsql().draw, o.namespace, resource, o.label, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
-			us(o.ttl), c.sql.channel).Scan(&ticket, &drawnAt, &expiresAt, &remaining)
+		// The draw commits on its own: if ctx ended while it ran and its
+		// reply were dropped, the ticket would stay in the queue, unknown
+		// to us, and hold everyone behind it for a TTL. So the statement
+		// may outlive ctx by grantGrace, and a ticket drawn after ctx
+		// ended is given back (cancelled) below.
+		sctx, scancel := graceCtx(ctx, grantGrace)
+		err := c.pool.QueryRow(sctx, c.qsql().draw, o.namespace, resource, o.label, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
+			us(o.ttl), c.sql.channel, obs != nil && obs.QueueGranted != nil).Scan(&ticket, &drawnAt, &expiresAt, &remaining, &ahead)
+		scancel()
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // the queue row was created concurrently: draw again
 		}
@@ -618,7 +633,7 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		}
 		l := c.newLease(kindTicket, o.namespace, resource, ticket, o.ttl)
 		l.acquiredAt = drawnAt
-		t := &Turn{c: c, l: l, label: o.label, drawn: sent}
+		t := &Turn{c: c, l: l, label: o.label, drawn: sent, ahead: int(ahead)}
 		tk := ticketKey{c: c, ns: o.namespace, res: resource, ticket: ticket}
 		localTickets.Store(tk, l)
 		l.onEnd = func(err error) {

@@ -1052,7 +1052,7 @@ func (c *Client) VerifyTerm(ctx context.Context, q Querier, group string, term i
 	err = q.QueryRow(ctx, c.electionSQL().verifyTm, o.namespace, group, fmt.Sprintf("%dms", max(o.ttl.Milliseconds(), 1))).
 		Scan(&current, &alive, &set)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return &StaleTokenError{Namespace: o.namespace, Key: group, Token: term}
+		return c.fencingRefused(ctx, &StaleTokenError{Namespace: o.namespace, Key: group, Token: term})
 	}
 	if err != nil {
 		return c.wrapErr(fmt.Sprintf("verify term of %q/%q", o.namespace, group), err)
@@ -1061,7 +1061,7 @@ func (c *Client) VerifyTerm(ctx context.Context, q Querier, group string, term i
 		if !alive {
 			current = 0
 		}
-		return &StaleTokenError{Namespace: o.namespace, Key: group, Token: term, Current: current}
+		return c.fencingRefused(ctx, &StaleTokenError{Namespace: o.namespace, Key: group, Token: term, Current: current})
 	}
 	return nil
 }

@@ -91,3 +91,32 @@ func TestObserverSeesQueueGrantsAndTerms(t *testing.T) {
 	require.True(t, terms[1].Demoted)
 	require.Equal(t, terms[0].Term, terms[1].Term)
 }
+
+// A stale term or ticket refused by VerifyTerm or VerifyTurn is a fencing
+// refusal, reported like VerifyToken's.
+func TestObserverSeesTermAndTurnRefusals(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	var refusals []sentinel.FencingRefusal
+	c := e.client(&sentinel.Config{Observer: &sentinel.Observer{
+		FencingRefused: func(_ context.Context, r sentinel.FencingRefusal) {
+			mu.Lock()
+			refusals = append(refusals, r)
+			mu.Unlock()
+		},
+	}})
+	tn, err := c.Turn(ctx, "printer")
+	require.NoError(t, err)
+	require.NoError(t, c.VerifyTurn(ctx, admin, "printer", tn.Ticket()))
+	require.NoError(t, tn.Release(ctx))
+	require.ErrorIs(t, c.VerifyTurn(ctx, admin, "printer", tn.Ticket()), sentinel.ErrStaleToken)
+	require.ErrorIs(t, c.VerifyTerm(ctx, admin, "scheduler", 12345), sentinel.ErrStaleToken)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, refusals, 2)
+	require.Equal(t, "printer", refusals[0].Key)
+	require.Equal(t, tn.Ticket(), refusals[0].Token)
+	require.Equal(t, "scheduler", refusals[1].Key)
+	require.Equal(t, int64(12345), refusals[1].Token)
+}

@@ -871,7 +871,7 @@ func (c *Client) VerifyTurn(ctx context.Context, q Querier, resource string, tic
 	var ok bool
 	err = q.QueryRow(ctx, c.qsql().verify, o.namespace, resource, ticket).Scan(&ok)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !ok) {
-		return &StaleTokenError{Namespace: o.namespace, Key: resource, Token: ticket}
+		return c.fencingRefused(ctx, &StaleTokenError{Namespace: o.namespace, Key: resource, Token: ticket})
 	}
 	if err != nil {
 		return c.wrapErr(fmt.Sprintf("verify turn %q/%q", o.namespace, resource), err)

@@ -323,7 +323,7 @@ prints one JSON object per line.`,
 						return err
 					}
 				} else {
-					line := fmt.Sprintf("%s  %-6d %s/%s  %s  -> %s  token %d  %s", ts(ev.At), ev.ID, ev.Namespace, ev.Key,
+					line := fmt.Sprintf("%s  #%d  %s/%s  %s (now %s)  token %d  by %s", ts(ev.At), ev.ID, ev.Namespace, ev.Key,
 						ev.Type, ev.State, ev.Token, ev.Owner)
 					if m := metadataText(ev.Metadata); m != "" {
 						line += "  " + m

@@ -519,6 +519,9 @@ const grantGrace = time.Second
 // graceCtx returns a context that ends grace after ctx ends, or when the
 // returned cancel is called.
 func graceCtx(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	if ctx.Done() == nil {
+		return ctx, func() {} // never ends: nothing to outlive, nothing allocated
+	}
 	g, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
 	return g, func() { stop(); cancel() }

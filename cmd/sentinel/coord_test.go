@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -197,18 +198,27 @@ func TestFollowInterrupted(t *testing.T) {
 	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
 }
 
-// runElector runs a library elector of group until the test ends and
-// returns it once it leads.
-func (e *env) runElector(c *sentinel.Client, group string) *sentinel.Elector {
+// startElector runs a library elector of group (TTL 2s) until stop is
+// called or the test ends; stop returns once it stepped down.
+func (e *env) startElector(c *sentinel.Client, group string) (el *sentinel.Elector, stop func()) {
 	e.t.Helper()
 	el, err := c.Elector(group, sentinel.ElectorOptions{TTL: 2 * time.Second, AppVersion: "v1.2.3"})
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- el.Run(ctx) }()
-	e.t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	e.t.Cleanup(stop)
+	return el, stop
+}
+
+// runElector starts an elector and returns it once it leads.
+func (e *env) runElector(c *sentinel.Client, group string) (*sentinel.Elector, func()) {
+	e.t.Helper()
+	el, stop := e.startElector(c, group)
 	require.Eventually(e.t, el.IsLeader, 10*time.Second, 10*time.Millisecond)
-	return el
+	return el, stop
 }
 
 func TestLeaderAndMembers(t *testing.T) {
@@ -218,7 +228,7 @@ func TestLeaderAndMembers(t *testing.T) {
 	requireCode(t, r, exitNotFound)
 	require.Contains(t, r.stderr, "no leader")
 
-	el := e.runElector(e.client, "scheduler")
+	el, _ := e.runElector(e.client, "scheduler")
 	r = e.run("leader", "scheduler", "--json")
 	requireCode(t, r, exitOK)
 	var l leaderJSON
@@ -234,12 +244,7 @@ func TestLeaderAndMembers(t *testing.T) {
 
 	// A second elector follows.
 	follower := e.newClient("default")
-	el2, err := follower.Elector("scheduler", sentinel.ElectorOptions{TTL: 2 * time.Second})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- el2.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	e.startElector(follower, "scheduler")
 	var ms []memberJSON
 	require.Eventually(t, func() bool {
 		r = e.run("members", "scheduler", "--json")
@@ -264,13 +269,7 @@ func TestElectRunsCommandWhileLeading(t *testing.T) {
 	// The child prints its term, waits for a line on stdin and exits 6.
 	cmd, stdin, out, stderr := e.start("elect", "-n", "billing", "scheduler", "--ttl", "1500ms", "--",
 		"sh", "-c", `echo "$SENTINEL_ELECTION_NAMESPACE $SENTINEL_ELECTION_GROUP $SENTINEL_ELECTION_TERM"; read line; exit 6`)
-	line, err := out.ReadString('\n')
-	require.NoError(t, err, "stderr: %s", stderr)
-	f := strings.Fields(line)
-	require.Len(t, f, 3)
-	require.Equal(t, []string{"billing", "scheduler"}, f[:2])
-	term, err := strconv.ParseInt(f[2], 10, 64)
-	require.NoError(t, err)
+	term := readNameToken(t, out, stderr, "billing", "scheduler")
 
 	// The binary leads with that term, renewed past its TTL, and a
 	// library elector only follows.
@@ -279,12 +278,7 @@ func TestElectRunsCommandWhileLeading(t *testing.T) {
 	l, err := billing.Leader(ctxT(t), "scheduler")
 	require.NoError(t, err)
 	require.Equal(t, term, l.Term)
-	el, err := billing.Elector("scheduler", sentinel.ElectorOptions{TTL: 2 * time.Second})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- el.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	el, _ := e.startElector(billing, "scheduler")
 	time.Sleep(300 * time.Millisecond)
 	require.False(t, el.IsLeader())
 
@@ -304,17 +298,11 @@ func TestElectWithoutCommandLeadsUntilInterrupted(t *testing.T) {
 	e.migrate()
 	// Somebody else leads first: elect follows, and says so.
 	other := e.newClient("default")
-	el, err := other.Elector("g", sentinel.ElectorOptions{TTL: 2 * time.Second})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- el.Run(ctx) }()
-	require.Eventually(t, el.IsLeader, 10*time.Second, 10*time.Millisecond)
+	_, stepDown := e.runElector(other, "g")
 
 	cmd, _, out, stderr := e.start("elect", "g", "--json", "--ttl", "2s")
 	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "following") }, 10*time.Second, 20*time.Millisecond)
-	cancel() // the library leader steps down
-	<-done
+	stepDown() // the library leader steps down
 
 	line, err := out.ReadString('}')
 	require.NoError(t, err, "stderr: %s", stderr)
@@ -351,17 +339,11 @@ func TestObservePrintsEachNewLeader(t *testing.T) {
 	}
 	require.Nil(t, next().Leader)
 
-	el, err := e.client.Elector("g", sentinel.ElectorOptions{TTL: 2 * time.Second})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- el.Run(ctx) }()
-	require.Eventually(t, el.IsLeader, 10*time.Second, 10*time.Millisecond)
+	el, stepDown := e.runElector(e.client, "g")
 	c := next()
 	require.NotNil(t, c.Leader)
 	require.Equal(t, el.Term(), c.Leader.Term)
-	cancel()
-	<-done
+	stepDown()
 	require.Nil(t, next().Leader)
 	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
 }

@@ -12,36 +12,36 @@ import (
 	"github.com/sentinel-coordination/sentinel"
 )
 
+// electorJSON identifies an elector (a leader or a member) with --json.
+type electorJSON struct {
+	Namespace  string `json:"namespace"`
+	Group      string `json:"group"`
+	Owner      string `json:"owner"`
+	Host       string `json:"host"`
+	PID        int    `json:"pid"`
+	AppVersion string `json:"app_version"`
+}
+
 // leaderJSON is a group's leader as printed with --json.
 type leaderJSON struct {
-	Namespace  string  `json:"namespace"`
-	Group      string  `json:"group"`
-	Owner      string  `json:"owner"`
-	Host       string  `json:"host"`
-	PID        int     `json:"pid"`
-	AppVersion string  `json:"app_version"`
-	Term       int64   `json:"term"`
-	ElectedAt  *string `json:"elected_at"`
-	ExpiresAt  *string `json:"expires_at"`
+	electorJSON
+	Term      int64   `json:"term"`
+	ElectedAt *string `json:"elected_at"`
+	ExpiresAt *string `json:"expires_at"`
 }
 
 func toLeaderJSON(l *sentinel.Leader) leaderJSON {
-	return leaderJSON{Namespace: l.Namespace, Group: l.Group, Owner: l.Owner, Host: l.Host, PID: l.PID,
-		AppVersion: l.AppVersion, Term: l.Term, ElectedAt: tsJSON(l.ElectedAt), ExpiresAt: tsJSON(l.ExpiresAt)}
+	return leaderJSON{electorJSON: electorJSON{l.Namespace, l.Group, l.Owner, l.Host, l.PID, l.AppVersion},
+		Term: l.Term, ElectedAt: tsJSON(l.ElectedAt), ExpiresAt: tsJSON(l.ExpiresAt)}
 }
 
 // memberJSON is an elector as printed with --json.
 type memberJSON struct {
-	Namespace  string  `json:"namespace"`
-	Group      string  `json:"group"`
-	Owner      string  `json:"owner"`
-	Host       string  `json:"host"`
-	PID        int     `json:"pid"`
-	AppVersion string  `json:"app_version"`
-	Leader     bool    `json:"leader"`
-	StartedAt  *string `json:"started_at"`
-	LastPoll   *string `json:"last_poll"`
-	ExpiresAt  *string `json:"expires_at"`
+	electorJSON
+	Leader    bool    `json:"leader"`
+	StartedAt *string `json:"started_at"`
+	LastPoll  *string `json:"last_poll"`
+	ExpiresAt *string `json:"expires_at"`
 }
 
 func (a *app) leaderCmd() *cobra.Command {
@@ -96,9 +96,8 @@ expires on the database clock.`,
 			if a.jsonOut {
 				out := make([]memberJSON, len(ms))
 				for i, m := range ms {
-					out[i] = memberJSON{Namespace: m.Namespace, Group: m.Group, Owner: m.Owner, Host: m.Host, PID: m.PID,
-						AppVersion: m.AppVersion, Leader: m.Leader, StartedAt: tsJSON(m.StartedAt),
-						LastPoll: tsJSON(m.LastPoll), ExpiresAt: tsJSON(m.ExpiresAt)}
+					out[i] = memberJSON{electorJSON: electorJSON{m.Namespace, m.Group, m.Owner, m.Host, m.PID, m.AppVersion},
+						Leader: m.Leader, StartedAt: tsJSON(m.StartedAt), LastPoll: tsJSON(m.LastPoll), ExpiresAt: tsJSON(m.ExpiresAt)}
 				}
 				return a.printJSON(out)
 			}
@@ -287,7 +286,7 @@ runs until interrupted (exit 0) or until --count lines were printed. With
 				return usageErr("--interval must be at least 10ms")
 			}
 			ctx, group := cmd.Context(), args[0]
-			printed := 0
+			lines := lineCounter{max: count}
 			last := int64(-1) // the term printed last; 0: "no leader"
 			for {
 				l, err := a.client.Leader(ctx, group)
@@ -308,8 +307,8 @@ runs until interrupted (exit 0) or until --count lines were printed. With
 					if err := a.printLeaderChange(group, l); err != nil {
 						return err
 					}
-					if printed++; count > 0 && printed >= count {
-						return nil
+					if lines.printed() != nil {
+						return nil // --count reached
 					}
 				}
 				select {

@@ -499,6 +499,20 @@ func exitCodeOf(t *testing.T, cmd *exec.Cmd) int {
 	return 0
 }
 
+// readNameToken reads the child's line "NAMESPACE NAME TOKEN", checks the
+// first two and returns the token.
+func readNameToken(t *testing.T, out *bufio.Reader, stderr *syncBuffer, ns, name string) int64 {
+	t.Helper()
+	line, err := out.ReadString('\n')
+	require.NoError(t, err, "stderr: %s", stderr)
+	f := strings.Fields(line)
+	require.Len(t, f, 3)
+	require.Equal(t, []string{ns, name}, f[:2])
+	token, err := strconv.ParseInt(f[2], 10, 64)
+	require.NoError(t, err)
+	return token
+}
+
 func TestLockRunsCommandWithToken(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
@@ -506,18 +520,12 @@ func TestLockRunsCommandWithToken(t *testing.T) {
 	// and exits 7.
 	cmd, stdin, out, stderr := e.startLock("-n", "jobs", "report", "--ttl", "2s", "--",
 		"sh", "-c", `echo "$SENTINEL_LEASE_NAMESPACE $SENTINEL_LEASE_KEY $SENTINEL_LEASE_TOKEN"; read line; exit 7`)
-	line, err := out.ReadString('\n')
-	require.NoError(t, err, "stderr: %s", stderr)
-	f := strings.Fields(line)
-	require.Len(t, f, 3)
-	require.Equal(t, []string{"jobs", "report"}, f[:2])
-	token, err := strconv.ParseInt(f[2], 10, 64)
-	require.NoError(t, err)
+	token := readNameToken(t, out, stderr, "jobs", "report")
 
 	// While the child runs the lease is held with that token, and kept
 	// alive past its TTL by heartbeats.
 	jobs := e.newClient("jobs")
-	_, err = jobs.Lease(ctxT(t), "report")
+	_, err := jobs.Lease(ctxT(t), "report")
 	var held *sentinel.HeldError
 	require.ErrorAs(t, err, &held)
 	require.Equal(t, token, held.Holder.Token)

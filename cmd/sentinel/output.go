@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -111,4 +112,28 @@ func (a *app) confirm(yes bool, format string, args ...any) error {
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// errEnough ends a stream (follow, queue follow, observe) after --count
+// lines.
+var errEnough = errors.New("enough lines printed")
+
+// lineCounter counts a stream's lines against --count (0: no limit).
+type lineCounter struct{ n, max int }
+
+// printed counts a line and returns errEnough once max lines were printed.
+func (c *lineCounter) printed() error {
+	if c.n++; c.max > 0 && c.n >= c.max {
+		return errEnough
+	}
+	return nil
+}
+
+// streamEnd maps the end of a stream to the command's result: --count
+// reached or an interrupt is success.
+func streamEnd(cmd *cobra.Command, err error) error {
+	if errors.Is(err, errEnough) || (err != nil && cmd.Context().Err() != nil) {
+		return nil
+	}
+	return err
 }

@@ -206,8 +206,7 @@ With --json it prints one JSON object per line, with the event's id.`,
 				}
 				fmt.Fprintf(a.stderr, "following %s in namespace %q; interrupt to stop\n", what, a.namespace)
 			}
-			printed := 0
-			errEnough := errors.New("enough")
+			lines := lineCounter{max: count}
 			err := a.client.FollowQueues(cmd.Context(), resources, func(ev sentinel.QueueEvent) error {
 				if a.jsonOut {
 					if err := a.printJSONLine(queueEventJSON{ID: ev.ID, Namespace: ev.Namespace, Resource: ev.Resource,
@@ -218,15 +217,9 @@ With --json it prints one JSON object per line, with the event's id.`,
 				} else {
 					fmt.Fprintln(a.stdout, ev.String())
 				}
-				if printed++; count > 0 && printed >= count {
-					return errEnough
-				}
-				return nil
+				return lines.printed()
 			}, opts...)
-			if errors.Is(err, errEnough) || (err != nil && cmd.Context().Err() != nil) {
-				return nil
-			}
-			return err
+			return streamEnd(cmd, err)
 		}),
 	}
 	cmd.Flags().IntVar(&count, "count", 0, "exit after printing this many messages (0: until interrupted)")

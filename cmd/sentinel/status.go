@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -71,8 +70,8 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 			if err != nil {
 				return err
 			}
-			if limit < 1 || limit > sentinel.MaxExecutionsLimit {
-				return usageErr("--limit must be 1..%d", sentinel.MaxExecutionsLimit)
+			if err := checkLimit(limit); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			counts, err := a.client.ExecutionCounts(ctx, namespace, ns.all)
@@ -126,6 +125,14 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 	ns.add(cmd)
 	cmd.Flags().IntVar(&limit, "limit", 20, "list at most this many uncertain executions")
 	return cmd
+}
+
+// checkLimit checks --limit against the library's page bounds.
+func checkLimit(limit int) error {
+	if limit < 1 || limit > sentinel.MaxExecutionsLimit {
+		return usageErr("--limit must be 1..%d", sentinel.MaxExecutionsLimit)
+	}
+	return nil
 }
 
 // nsLabel names a namespace ("" is every namespace) for messages.
@@ -198,8 +205,8 @@ next page (--after CURSOR); --all follows every page. With --json it prints
 			if err != nil {
 				return err
 			}
-			if limit < 1 || limit > sentinel.MaxExecutionsLimit {
-				return usageErr("--limit must be 1..%d", sentinel.MaxExecutionsLimit)
+			if err := checkLimit(limit); err != nil {
+				return err
 			}
 			f := sentinel.ExecutionFilter{State: sentinel.State(state), Uncertain: unc,
 				Namespace: namespace, AllNamespaces: ns.all, Limit: limit, After: cursor}
@@ -315,8 +322,7 @@ prints one JSON object per line.`,
 			if !a.jsonOut {
 				fmt.Fprintf(a.stderr, "following %s; interrupt to stop\n", nsLabel(namespace))
 			}
-			printed := 0
-			errEnough := errors.New("enough")
+			lines := lineCounter{max: count}
 			err = a.client.Follow(ctx, f, func(ev sentinel.Event) error {
 				if a.jsonOut {
 					if err := a.printJSONLine(toEventJSON(ev)); err != nil {
@@ -330,16 +336,9 @@ prints one JSON object per line.`,
 					}
 					fmt.Fprintln(a.stdout, line)
 				}
-				printed++
-				if count > 0 && printed >= count {
-					return errEnough
-				}
-				return nil
+				return lines.printed()
 			})
-			if errors.Is(err, errEnough) || (err != nil && cmd.Context().Err() != nil) {
-				return nil // --count reached, or interrupted
-			}
-			return err
+			return streamEnd(cmd, err)
 		}),
 	}
 	ns.add(cmd)

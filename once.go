@@ -501,8 +501,13 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		}
 		sent := time.Now()
 		var claimed bool
-		ex, err = scanExecution(c.pool.QueryRow(ctx, c.exe.claim, o.namespace, key, string(state), c.cfg.Owner,
+		// A claim commits on its own: it may outlive ctx by grantGrace so
+		// that a claim made as ctx ends is known and given back below,
+		// instead of keeping the key in progress for a TTL.
+		sctx, scancel := graceCtx(ctx, grantGrace)
+		ex, err = scanExecution(c.pool.QueryRow(sctx, c.exe.claim, o.namespace, key, string(state), c.cfg.Owner,
 			c.cfg.Host, c.cfg.PID, us(o.ttl), us(o.hardTTL), meta), &claimed)
+		scancel()
 		if errors.Is(err, pgx.ErrNoRows) {
 			// A concurrent claim committed after our snapshot: look again.
 			if races++; races > 5 {
@@ -524,6 +529,15 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 			continue
 		}
 		l = c.newLease(kindExecution, o.namespace, key, ex.Token, o.ttl)
+		if ctx.Err() != nil {
+			// Claimed after the caller's ctx ended: fn will not run, so
+			// give the key back for the next caller, now.
+			wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+			_, _ = c.finish(wctx, l, o, StateClaimed, nil, "", "", []State{state}, false, "released", "reason", "caller's context ended")
+			wcancel()
+			l.end(ErrReleased)
+			return nil, nil, nil, nil, fmt.Errorf("sentinel: claim %q/%q: %w (claimed as it ended: given back)", o.namespace, key, context.Cause(ctx))
+		}
 		fctx, cancel := context.WithCancelCause(ctx)
 		l.onEnd = func(err error) {
 			if !errors.Is(err, ErrReleased) {

@@ -843,39 +843,3 @@ func TestTurnWaitersOfOneClientStayQuiet(t *testing.T) {
 	require.Len(t, order, 20)
 	require.True(t, slices.IsSorted(order), "served out of ticket order: %v", order)
 }
-
-// A Turn whose ctx ends while its draw statement runs leaves nothing in the
-// queue: a ticket drawn as ctx ended is given back (cancelled) before Turn
-// returns, instead of holding everyone behind it for a TTL.
-func TestTurnCancelledDuringDrawLeavesNoTicket(t *testing.T) {
-	e := newEnv(t)
-	ctx := ctxT(t)
-	c := e.client(&sentinel.Config{DefaultTTL: 30 * time.Second})
-	holder, err := c.Turn(ctx, "printer")
-	require.NoError(t, err)
-	defer func() { require.NoError(t, holder.Release(ctx)) }()
-	for i := range 60 {
-		// Deadlines around a draw's round trip, so some end mid-statement.
-		d := time.Duration(i%12) * 250 * time.Microsecond
-		cctx, cancel := context.WithTimeout(ctx, d)
-		_, err := c.Turn(cctx, "printer")
-		cancel()
-		require.Error(t, err)
-		q, err := c.Queue(ctx, "printer")
-		require.NoError(t, err)
-		require.Empty(t, q.Waiting, "iteration %d (deadline %v): a ticket was left behind", i, d)
-	}
-	// And a lease granted as its ctx ends is not left held.
-	for i := range 60 {
-		d := time.Duration(i%12) * 250 * time.Microsecond
-		cctx, cancel := context.WithTimeout(ctx, d)
-		l, err := c.Lease(cctx, "job")
-		cancel()
-		if err == nil {
-			require.NoError(t, l.Release(ctx))
-			continue
-		}
-		_, err = c.Holder(ctx, "job")
-		require.ErrorIs(t, err, sentinel.ErrNotFound, "iteration %d (deadline %v): a lease was left held", i, d)
-	}
-}

@@ -134,6 +134,10 @@ func (l *Lease) Handle() LeaseHandle {
 //
 // The lease is renewed in the background until Release, Close, its hard TTL,
 // or a loss (see Done).
+//
+// When ctx ends while the acquiring statement runs, the statement is let
+// finish (for at most a second): a lease it granted is released before Lease
+// returns ctx's error, rather than left held, unknown to anyone, for a TTL.
 func (c *Client) Lease(ctx context.Context, key string, opts ...Option) (l *Lease, err error) {
 	if ctx == nil {
 		return nil, invalid("ctx", "must not be nil (use context.Background())")

@@ -55,6 +55,8 @@ func TokenFromContext(ctx context.Context) (int64, bool) {
 // as its cause and the completion is refused by the token guard: the caller
 // gets ErrUncertain, and the history records a completion_refused event
 // carrying fn's encoded result, so an operator can ForceComplete with it.
+// A ctx that ends before fn starts leaves the key claimable: a claim in
+// flight is let finish (for at most a second) and given back.
 //
 // Options: WithTTL, WithHardTTL (default Config.OnceHardTTL, else the TTL),
 // WithNamespace, WithCodec, WithMetadata, WithWait. A fresh key costs three

@@ -509,7 +509,9 @@ var errTicketLost = errors.New("sentinel: waiting ticket lost")
 // TTL), Turn draws a new one at the back of the queue.
 //
 // ctx bounds the wait: when it ends, the ticket is cancelled (`cancelled`)
-// and the next one woken, and the error wraps ctx's cause. Options:
+// and the next one woken, and the error wraps ctx's cause; a draw in flight
+// when ctx ends is let finish (for at most a second) so that its ticket is
+// known and cancelled too, never left to hold the queue for a TTL. Options:
 // WithLabel, WithTTL, WithNamespace.
 //
 // A turn is not reentrant: a second Turn on the same resource, even from

@@ -23,10 +23,17 @@
 //     (image postgres:16-alpine, or $SENTINEL_TEST_POSTGRES_IMAGE);
 //  4. else the test fails with a message saying how to provide one.
 //
-// The Docker step runs the docker CLI rather than testcontainers-go: that
-// module would add about fifty modules (the Docker client, containerd,
-// OpenTelemetry, ...) to the module graph of every Sentinel user, for a
-// last-resort path.
+// Step 3 uses testcontainers-go's postgres module when the test binary
+// imports the separate module
+// github.com/sentinel-coordination/sentinel/sentineltest/containers:
+//
+//	import _ "github.com/sentinel-coordination/sentinel/sentineltest/containers"
+//
+// Without that import it runs the docker CLI. The testcontainers path is a
+// module of its own because testcontainers-go brings about fifty modules
+// (the Docker client, containerd, ...): a project that never needs it keeps
+// them out of its module graph. RegisterContainerStarter plugs in any other
+// way to start a container.
 //
 // # Isolation and cost
 //
@@ -166,6 +173,29 @@ func Run(m *testing.M) int {
 		stopLocked()
 	}()
 	return m.Run()
+}
+
+// ContainerStarter starts PostgreSQL in a container and returns its URL
+// and a function that stops and removes it. It returns an error matching
+// ErrNoContainerEngine when no container engine is reachable, so the search
+// goes on to its final message.
+type ContainerStarter func(ctx context.Context, logf func(format string, args ...any)) (url string, stop func(), err error)
+
+// ErrNoContainerEngine is the error a ContainerStarter returns (wrapped)
+// when no container engine is reachable.
+var ErrNoContainerEngine = testdb.ErrNoDocker
+
+// RegisterContainerStarter makes step 3 of the search for a database (see
+// the package documentation) use f instead of the docker CLI. Importing
+// github.com/sentinel-coordination/sentinel/sentineltest/containers
+// registers testcontainers-go's postgres module this way. Register before
+// the first test asks for a database; nil restores the docker CLI.
+func RegisterContainerStarter(f ContainerStarter) {
+	if f == nil {
+		testdb.SetContainerStarter(nil)
+		return
+	}
+	testdb.SetContainerStarter(testdb.Starter(f))
 }
 
 // DatabaseURL returns the URL of the test database, shared by every test of

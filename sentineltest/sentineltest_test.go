@@ -3,6 +3,7 @@ package sentineltest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -255,5 +256,40 @@ func BenchmarkNewShared(b *testing.B) {
 			b.Fatal(err)
 		}
 		f.end()
+	}
+}
+
+// A registered ContainerStarter replaces the docker CLI in step 3 (the
+// path sentineltest/containers takes with testcontainers-go).
+func TestRegisteredContainerStarterIsUsed(t *testing.T) {
+	calls := 0
+	RegisterContainerStarter(func(ctx context.Context, logf func(string, ...any)) (string, func(), error) {
+		calls++
+		return "postgres://from-the-starter", func() {}, nil
+	})
+	defer RegisterContainerStarter(nil)
+	u, stop, err := testdb.Docker(context.Background(), t.Logf)
+	if err != nil || u != "postgres://from-the-starter" || calls != 1 {
+		t.Fatalf("got %q, %v after %d calls", u, err, calls)
+	}
+	stop()
+
+	// A starter that finds no engine reports ErrNoContainerEngine, which
+	// is what the search checks for.
+	RegisterContainerStarter(func(context.Context, func(string, ...any)) (string, func(), error) {
+		return "", nil, fmt.Errorf("%w: no socket", ErrNoContainerEngine)
+	})
+	_, _, err = testdb.Docker(context.Background(), t.Logf)
+	if !errors.Is(err, testdb.ErrNoDocker) {
+		t.Fatalf("want ErrNoDocker, got %v", err)
+	}
+
+	// nil restores the docker CLI.
+	RegisterContainerStarter(nil)
+	_, stop, err = testdb.Docker(context.Background(), t.Logf)
+	if err == nil {
+		stop() // a Docker engine is there: the CLI started a container
+	} else if strings.Contains(err.Error(), "no socket") {
+		t.Fatalf("the CLI should be back: %v", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -68,8 +69,36 @@ func defaultSources() sources {
 		getenv:     os.Getenv,
 		findBinDir: pgtemp.FindBinDir,
 		startTemp:  startTemp,
-		docker:     startDocker,
+		docker:     startContainer,
 	}
+}
+
+// Starter starts PostgreSQL somewhere (a container) and returns its URL and
+// a function that stops it. Its error matches ErrNoDocker when no container
+// engine is reachable.
+type Starter func(ctx context.Context, logf func(string, ...any)) (url string, stop func(), err error)
+
+// containerStarter replaces the docker CLI in step 3 of URL when set (see
+// SetContainerStarter).
+var containerStarter atomic.Pointer[Starter]
+
+// SetContainerStarter makes step 3 of URL (and Docker) use f instead of the
+// docker CLI; nil restores the CLI. sentineltest/containers sets
+// testcontainers-go's postgres module here.
+func SetContainerStarter(f Starter) {
+	if f == nil {
+		containerStarter.Store(nil)
+		return
+	}
+	containerStarter.Store(&f)
+}
+
+// startContainer is step 3: the registered starter, else the docker CLI.
+func startContainer(ctx context.Context, logf func(string, ...any)) (string, func(), error) {
+	if f := containerStarter.Load(); f != nil {
+		return (*f)(ctx, logf)
+	}
+	return startDocker(ctx, logf)
 }
 
 func (s sources) url(ctx context.Context, logf func(string, ...any)) (string, func(), error) {
@@ -128,17 +157,19 @@ func Docker(ctx context.Context, logf func(string, ...any)) (url string, cleanup
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return startDocker(ctx, logf)
+	return startContainer(ctx, logf)
 }
 
 // ErrNoDocker reports that no Docker engine is reachable.
 var ErrNoDocker = errNoDocker
 
-// startDocker runs PostgreSQL in a container with the docker CLI.
+// startDocker runs PostgreSQL in a container with the docker CLI, when no
+// starter is registered.
 //
-// This deliberately does not use testcontainers-go: it would add the Docker
-// client and dozens of indirect modules to the library's go.mod for a last
-// resort fallback, while `docker run` via os/exec needs nothing.
+// The library's module does not require testcontainers-go: it would add the
+// Docker client and about fifty indirect modules to the module graph of
+// every Sentinel user for a last-resort path. The separate module
+// sentineltest/containers registers it (SetContainerStarter).
 func startDocker(ctx context.Context, logf func(string, ...any)) (string, func(), error) {
 	if _, err := exec.LookPath("docker"); err != nil {
 		return "", nil, fmt.Errorf("%w: docker CLI not on $PATH", errNoDocker)

@@ -1,13 +1,9 @@
 package sentinel_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/testmain"
 )
 
 const childEnv = "SENTINEL_TEST_CHILD"
@@ -62,30 +59,8 @@ func runChild(mode string) int {
 // inside fn, and SIGKILLs it.
 func killInside(t *testing.T, e *env, mode, key string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+mode, "SENTINEL_CHILD_DB="+dbURL,
+	testmain.KillInside(t, childEnv+"="+mode, "SENTINEL_CHILD_DB="+dbURL,
 		"SENTINEL_CHILD_SCHEMA="+e.schema, "SENTINEL_CHILD_KEY="+key)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	line := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(out)
-		for s.Scan() {
-			line <- s.Text()
-			return
-		}
-		line <- "EOF"
-	}()
-	select {
-	case l := <-line:
-		require.Equal(t, "INSIDE", strings.TrimSpace(l))
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("child never entered fn")
-	}
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	_ = cmd.Wait()
 }
 
 // waitLeaseExpired waits until key's execution lease has expired on the

@@ -233,6 +233,21 @@ func TestTurnNeverTwoHolders(t *testing.T) {
 	require.Equal(t, order, granted)
 }
 
+// servedAt takes a turn on resource in the background; the channel gets
+// the time it was served (the turn is then released) or is closed unserved.
+func servedAt(ctx context.Context, c *sentinel.Client, resource, label string) <-chan time.Time {
+	got := make(chan time.Time, 1)
+	go func() {
+		tn, err := c.Turn(ctx, resource, sentinel.WithLabel(label))
+		if err == nil {
+			got <- time.Now()
+			_ = tn.Release(ctx)
+		}
+		close(got)
+	}()
+	return got
+}
+
 func TestTurnHolderKilledNextServedWithinTTL(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -240,15 +255,7 @@ func TestTurnHolderKilledNextServedWithinTTL(t *testing.T) {
 	cmd, line := startQueueChild(t, e, "hold", "press")
 	require.True(t, strings.HasPrefix(line, "SERVED"), line)
 
-	got := make(chan time.Time, 1)
-	go func() {
-		tn, err := c.Turn(ctx, "press", sentinel.WithLabel("survivor"))
-		if err == nil {
-			got <- time.Now()
-			_ = tn.Release(ctx)
-		}
-		close(got)
-	}()
+	got := servedAt(ctx, c, "press", "survivor")
 	require.Eventually(t, func() bool {
 		q, err := c.Queue(ctx, "press")
 		return err == nil && len(q.Waiting) == 1
@@ -279,15 +286,7 @@ func TestTurnDeadWaiterDoesNotStall(t *testing.T) {
 	cmd, line := startQueueChild(t, e, "wait", "lathe")
 	require.True(t, strings.HasPrefix(line, "DRAWN"), line)
 
-	got := make(chan time.Time, 1)
-	go func() {
-		tn, err := c.Turn(ctx, "lathe", sentinel.WithLabel("behind the dead one"))
-		if err == nil {
-			got <- time.Now()
-			_ = tn.Release(ctx)
-		}
-		close(got)
-	}()
+	got := servedAt(ctx, c, "lathe", "behind the dead one")
 	require.Eventually(t, func() bool {
 		q, err := c.Queue(ctx, "lathe")
 		return err == nil && len(q.Waiting) == 2

@@ -1,13 +1,10 @@
 package console_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -62,30 +59,8 @@ func runChild() int {
 // (1s) expires.
 func killWorker(t *testing.T, schema, key string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "SENTINEL_CHILD_DB="+dbURL,
+	testmain.KillInside(t, childEnv+"=1", "SENTINEL_CHILD_DB="+dbURL,
 		"SENTINEL_CHILD_SCHEMA="+schema, "SENTINEL_CHILD_KEY="+key)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	line := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(out)
-		if s.Scan() {
-			line <- s.Text()
-			return
-		}
-		line <- "EOF"
-	}()
-	select {
-	case l := <-line:
-		require.Equal(t, "INSIDE", strings.TrimSpace(l))
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("worker never entered fn")
-	}
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	_ = cmd.Wait()
 }
 
 // newClient returns a migrated client in a schema of the test's own.

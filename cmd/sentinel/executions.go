@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -275,6 +276,27 @@ token, owner and metadata of each. Exit code 3 when the key has no history.`,
 	}
 }
 
+// storeValue is the body of force-complete and set-result: VALUE (args[1])
+// must be JSON; the operator confirms question (namespace, key, value);
+// store (a method of the client, connected when the body runs) stores it
+// for KEY (args[0]); done (namespace, key) is printed.
+func (a *app) storeValue(f *operatorFlags, question string,
+	store func(*sentinel.Client, context.Context, string, any, ...sentinel.Option) error, done string) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if !json.Valid([]byte(args[1])) {
+			return usageErr("VALUE must be a JSON document (quote strings: '\"text\"'), got %q", args[1])
+		}
+		if err := a.confirm(f.yes, question, a.namespace, args[0], args[1]); err != nil {
+			return err
+		}
+		if err := store(a.client, cmd.Context(), args[0], json.RawMessage(args[1]), f.options()...); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, done, a.namespace, args[0])
+		return nil
+	}
+}
+
 // operatorFlags are the flags shared by reconciliation steps.
 type operatorFlags struct {
 	yes    bool
@@ -350,19 +372,8 @@ Exit code 2 when VALUE is not JSON; 4 when the key is not reconciling or
 		Example: `  sentinel force-complete payment-order-789 '{"PaymentID":"pay_123"}' -n payments --token 42 --yes
   sentinel force-complete webhook-17 null -n hooks --yes`,
 		Args: args(2, 2),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
-			if !json.Valid([]byte(args[1])) {
-				return usageErr("VALUE must be a JSON document (quote strings: '\"text\"'), got %q", args[1])
-			}
-			if err := a.confirm(f.yes, "force-complete %q/%q with result %s", a.namespace, args[0], args[1]); err != nil {
-				return err
-			}
-			if err := a.client.ForceComplete(cmd.Context(), args[0], json.RawMessage(args[1]), f.options()...); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "%s/%s is completed; callers now get the stored result\n", a.namespace, args[0])
-			return nil
-		}),
+		RunE: a.runE(a.storeValue(&f, "force-complete %q/%q with result %s", (*sentinel.Client).ForceComplete,
+			"%s/%s is completed; callers now get the stored result\n")),
 	}
 	f.add(cmd)
 	return cmd
@@ -412,19 +423,8 @@ a result or --token no longer matches; 3 when it does not exist.`,
 		Example: `  sentinel inspect report-2026-11 -n reports     # result: (not stored: ...)
   sentinel set-result report-2026-11 '{"rows":1204}' -n reports --token 88 --yes`,
 		Args: args(2, 2),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
-			if !json.Valid([]byte(args[1])) {
-				return usageErr("VALUE must be a JSON document (quote strings: '\"text\"'), got %q", args[1])
-			}
-			if err := a.confirm(f.yes, "set the result of %q/%q to %s", a.namespace, args[0], args[1]); err != nil {
-				return err
-			}
-			if err := a.client.SetResult(cmd.Context(), args[0], json.RawMessage(args[1]), f.options()...); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "%s/%s now replays the stored result\n", a.namespace, args[0])
-			return nil
-		}),
+		RunE: a.runE(a.storeValue(&f, "set the result of %q/%q to %s", (*sentinel.Client).SetResult,
+			"%s/%s now replays the stored result\n")),
 	}
 	f.add(cmd)
 	return cmd

@@ -4,8 +4,13 @@
 package testmain
 
 import (
+	"bufio"
 	"context"
 	"log"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,4 +56,45 @@ func Run(m *testing.M, url *string, admin **pgxpool.Pool) int {
 		}
 	}
 	return code
+}
+
+// KillInside re-executes the test binary with env added (the child mode
+// its TestMain recognises), waits for the child to print "INSIDE" (it is
+// inside fn) and SIGKILLs it: a worker killed mid-execution.
+func KillInside(t testing.TB, env ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		if s.Scan() {
+			line <- s.Text()
+			return
+		}
+		line <- "EOF"
+	}()
+	select {
+	case l := <-line:
+		if strings.TrimSpace(l) != "INSIDE" {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("child said %q, want INSIDE", l)
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal("child never entered fn")
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
 }

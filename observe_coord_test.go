@@ -46,10 +46,7 @@ func TestObserverSeesQueueGrantsAndTerms(t *testing.T) {
 		}
 		waiting <- w
 	}()
-	require.Eventually(t, func() bool {
-		q, err := plain.Queue(ctx, "printer")
-		return err == nil && len(q.Waiting) == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	waitWaiting(t, plain, "printer", 1)
 	third := make(chan *sentinel.Turn, 1)
 	go func() {
 		w, err := c.Turn(ctx, "printer")
@@ -58,10 +55,7 @@ func TestObserverSeesQueueGrantsAndTerms(t *testing.T) {
 		}
 		third <- w
 	}()
-	require.Eventually(t, func() bool {
-		q, err := plain.Queue(ctx, "printer")
-		return err == nil && len(q.Waiting) == 2
-	}, 10*time.Second, 5*time.Millisecond)
+	waitWaiting(t, plain, "printer", 2)
 	require.NoError(t, holder.Release(ctx))
 	require.NoError(t, (<-waiting).Release(ctx))
 	require.NoError(t, (<-third).Release(ctx))

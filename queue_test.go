@@ -143,10 +143,7 @@ func TestTurnFIFOAcrossClients(t *testing.T) {
 			}
 		}()
 		// Wait until waiter i's ticket is drawn: the draw order is known.
-		require.Eventually(t, func() bool {
-			q, err := clients[0].Queue(ctx, "printer")
-			return err == nil && len(q.Waiting) == i+1
-		}, 30*time.Second, 2*time.Millisecond)
+		waitWaiting(t, clients[0], "printer", i+1)
 	}
 	q, err := clients[1].Queue(ctx, "printer")
 	require.NoError(t, err)
@@ -233,6 +230,17 @@ func TestTurnNeverTwoHolders(t *testing.T) {
 	require.Equal(t, order, granted)
 }
 
+// waitWaiting waits (up to 30s) until resource's queue has n waiters
+// behind its holder.
+func waitWaiting(t *testing.T, c *sentinel.Client, resource string, n int) {
+	t.Helper()
+	ctx := ctxT(t)
+	require.Eventually(t, func() bool {
+		q, err := c.Queue(ctx, resource)
+		return err == nil && len(q.Waiting) == n
+	}, 30*time.Second, 5*time.Millisecond, "waiting for %d waiters on %q", n, resource)
+}
+
 // servedAt takes a turn on resource in the background; the channel gets
 // the time it was served (the turn is then released) or is closed unserved.
 func servedAt(ctx context.Context, c *sentinel.Client, resource, label string) <-chan time.Time {
@@ -256,10 +264,7 @@ func TestTurnHolderKilledNextServedWithinTTL(t *testing.T) {
 	require.True(t, strings.HasPrefix(line, "SERVED"), line)
 
 	got := servedAt(ctx, c, "press", "survivor")
-	require.Eventually(t, func() bool {
-		q, err := c.Queue(ctx, "press")
-		return err == nil && len(q.Waiting) == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	waitWaiting(t, c, "press", 1)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
 	at, ok := <-got
@@ -287,10 +292,7 @@ func TestTurnDeadWaiterDoesNotStall(t *testing.T) {
 	require.True(t, strings.HasPrefix(line, "DRAWN"), line)
 
 	got := servedAt(ctx, c, "lathe", "behind the dead one")
-	require.Eventually(t, func() bool {
-		q, err := c.Queue(ctx, "lathe")
-		return err == nil && len(q.Waiting) == 2
-	}, 10*time.Second, 5*time.Millisecond)
+	waitWaiting(t, c, "lathe", 2)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
 	require.NoError(t, holder.Release(ctx))
@@ -324,10 +326,7 @@ func TestTurnCancelledWaiterLeavesAtOnce(t *testing.T) {
 		_, err := c.Turn(wctx, "kiln", sentinel.WithLabel("impatient"))
 		gone <- err
 	}()
-	require.Eventually(t, func() bool {
-		q, err := c.Queue(ctx, "kiln")
-		return err == nil && len(q.Waiting) == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	waitWaiting(t, c, "kiln", 1)
 	second := make(chan *sentinel.Turn, 1)
 	go func() {
 		tn, err := c.Turn(ctx, "kiln", sentinel.WithLabel("patient"))
@@ -336,10 +335,7 @@ func TestTurnCancelledWaiterLeavesAtOnce(t *testing.T) {
 		}
 		close(second)
 	}()
-	require.Eventually(t, func() bool {
-		q, err := c.Queue(ctx, "kiln")
-		return err == nil && len(q.Waiting) == 2
-	}, 10*time.Second, 5*time.Millisecond)
+	waitWaiting(t, c, "kiln", 2)
 
 	cancel()
 	start := time.Now()
@@ -412,10 +408,7 @@ func TestQueueStatusWithLabels(t *testing.T) {
 	require.NoError(t, err)
 	for i, l := range []string{"invoices", "labels"} {
 		go func() { _, _ = other.Turn(ctx, "printer", sentinel.WithLabel(l)) }()
-		require.Eventually(t, func() bool {
-			q, err := c.Queue(ctx, "printer")
-			return err == nil && len(q.Waiting) == i+1
-		}, 10*time.Second, 5*time.Millisecond)
+		waitWaiting(t, c, "printer", i+1)
 	}
 	q, err := c.Queue(ctx, "printer")
 	require.NoError(t, err)
@@ -642,15 +635,9 @@ func TestFollowQueues(t *testing.T) {
 	require.NoError(t, err)
 	wctx, cancel := context.WithCancel(ctx)
 	go func() { _, _ = c.Turn(wctx, "printer", sentinel.WithLabel("impatient")) }()
-	require.Eventually(t, func() bool {
-		q, _ := c.Queue(ctx, "printer")
-		return q != nil && len(q.Waiting) == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	waitWaiting(t, c, "printer", 1)
 	cancel()
-	require.Eventually(t, func() bool {
-		q, _ := c.Queue(ctx, "printer")
-		return q != nil && len(q.Waiting) == 0
-	}, 10*time.Second, 5*time.Millisecond)
+	waitWaiting(t, c, "printer", 0)
 	require.NoError(t, t1.Release(ctx))
 	require.NoError(t, other.Release(ctx))
 	n := t1.Ticket()
@@ -745,10 +732,7 @@ func TestTurnCloseGivesTicketsBack(t *testing.T) {
 		}
 		served <- err
 	}()
-	require.Eventually(t, func() bool {
-		q, _ := b.Queue(ctx, "drill")
-		return q != nil && len(q.Waiting) == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	waitWaiting(t, b, "drill", 1)
 	start := time.Now()
 	a.Close()
 	require.NoError(t, <-served)
@@ -825,10 +809,7 @@ func TestTurnWaitersOfOneClientStayQuiet(t *testing.T) {
 			_ = tn.Release(ctx)
 		}()
 	}
-	require.Eventually(t, func() bool {
-		q, err := c.Queue(ctx, "press")
-		return err == nil && len(q.Waiting) == 20
-	}, 10*time.Second, 5*time.Millisecond)
+	waitWaiting(t, c, "press", 20)
 	time.Sleep(2 * ttl) // their first checks are done
 	before := e.stmts.n.Load()
 	time.Sleep(3 * ttl)

@@ -168,7 +168,10 @@ func (b *bench) sentinelPool(ctx context.Context, n int) (*pgxpool.Pool, error) 
 	return newPool(ctx, b.url, n+2, nil)
 }
 
-func (b *bench) turnImpl(res string, n int) func(context.Context) (*queueImpl, error) {
+// clientsImpl is a queueImpl with a Sentinel client per contender on one
+// pool of N+2; contender makes a contender's lock and unlock from its
+// client.
+func (b *bench) clientsImpl(name, note string, n int, contender func(c *sentinel.Client) *queueContender) func(context.Context) (*queueImpl, error) {
 	return func(ctx context.Context) (*queueImpl, error) {
 		pool, err := b.sentinelPool(ctx, n)
 		if err != nil {
@@ -176,7 +179,7 @@ func (b *bench) turnImpl(res string, n int) func(context.Context) (*queueImpl, e
 		}
 		var mu sync.Mutex
 		var clients []*sentinel.Client
-		im := &queueImpl{name: nameQTurn, note: "a client per contender, one pool of N+2"}
+		im := &queueImpl{name: name, note: note}
 		im.newContender = func(ctx context.Context, i int) (*queueContender, error) {
 			c, err := sentinel.New(pool, &sentinel.Config{Schema: b.schema})
 			if err != nil {
@@ -185,18 +188,7 @@ func (b *bench) turnImpl(res string, n int) func(context.Context) (*queueImpl, e
 			mu.Lock()
 			clients = append(clients, c)
 			mu.Unlock()
-			var cur *sentinel.Turn
-			return &queueContender{
-				lock: func(ctx context.Context) (int64, error) {
-					t, err := c.Turn(ctx, res)
-					if err != nil {
-						return 0, err
-					}
-					cur = t
-					return t.Ticket(), nil
-				},
-				unlock: func(ctx context.Context) error { return cur.Release(ctx) },
-			}, nil
+			return contender(c), nil
 		}
 		im.close = func() {
 			for _, c := range clients {
@@ -208,41 +200,35 @@ func (b *bench) turnImpl(res string, n int) func(context.Context) (*queueImpl, e
 	}
 }
 
-func (b *bench) leaseWaitImpl(res string, n int) func(context.Context) (*queueImpl, error) {
-	return func(ctx context.Context) (*queueImpl, error) {
-		pool, err := b.sentinelPool(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		var mu sync.Mutex
-		var clients []*sentinel.Client
-		im := &queueImpl{name: nameQLease, note: "a client per contender, one pool of N+2; not a queue: no order"}
-		im.newContender = func(ctx context.Context, i int) (*queueContender, error) {
-			c, err := sentinel.New(pool, &sentinel.Config{Schema: b.schema})
-			if err != nil {
-				return nil, err
-			}
-			mu.Lock()
-			clients = append(clients, c)
-			mu.Unlock()
-			var cur *sentinel.Lease
-			return &queueContender{
-				lock: func(ctx context.Context) (int64, error) {
-					l, err := c.Lease(ctx, res, sentinel.WithWait())
-					cur = l
+func (b *bench) turnImpl(res string, n int) func(context.Context) (*queueImpl, error) {
+	return b.clientsImpl(nameQTurn, "a client per contender, one pool of N+2", n, func(c *sentinel.Client) *queueContender {
+		var cur *sentinel.Turn
+		return &queueContender{
+			lock: func(ctx context.Context) (int64, error) {
+				t, err := c.Turn(ctx, res)
+				if err != nil {
 					return 0, err
-				},
-				unlock: func(ctx context.Context) error { return cur.Release(ctx) },
-			}, nil
+				}
+				cur = t
+				return t.Ticket(), nil
+			},
+			unlock: func(ctx context.Context) error { return cur.Release(ctx) },
 		}
-		im.close = func() {
-			for _, c := range clients {
-				c.Close()
-			}
-			pool.Close()
+	})
+}
+
+func (b *bench) leaseWaitImpl(res string, n int) func(context.Context) (*queueImpl, error) {
+	return b.clientsImpl(nameQLease, "a client per contender, one pool of N+2; not a queue: no order", n, func(c *sentinel.Client) *queueContender {
+		var cur *sentinel.Lease
+		return &queueContender{
+			lock: func(ctx context.Context) (int64, error) {
+				l, err := c.Lease(ctx, res, sentinel.WithWait())
+				cur = l
+				return 0, err
+			},
+			unlock: func(ctx context.Context) error { return cur.Release(ctx) },
 		}
-		return im, nil
-	}
+	})
 }
 
 func (b *bench) advisoryWaitImpl() func(context.Context) (*queueImpl, error) {

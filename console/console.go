@@ -12,6 +12,33 @@
 //
 // or run it standalone with `sentinel serve` (loopback only by default).
 //
+// # Host check
+//
+// The console answers only requests whose Host header names it: a loopback
+// name or address (localhost, 127.0.0.1, [::1], any port), the address the
+// connection was accepted on, or a name in Options.AllowedHosts. Any other
+// Host gets 421 Misdirected Request. Without this, a web page the operator
+// visits could point its own name at 127.0.0.1 (DNS rebinding) and read the
+// console, stored results included, as a same-origin page. Mounted in your
+// own server under a name of its own (ops.example.com), list that name:
+//
+//	console.Options{AllowedHosts: []string{"ops.example.com"}, ...}
+//
+// A reverse proxy that forwards with Host set to the console's own loopback
+// address needs nothing; one that passes the public name on needs it
+// listed. AnyHost turns the check off, for a server that checks Host
+// itself.
+//
+// # Operators
+//
+// Options.Operators gives every operator a token of their own: the history
+// of a key then names the operator whose token was given (metadata
+// "operator_name", with "operator_auth": "token"), and no form field can
+// change it. With the shared Options.OperatorToken the name is the one
+// Options.Operator returns ("operator_auth": "application"), else the one
+// typed in the form ("self-declared"). Every token must carry at least
+// MinTokenBits (128 bits: `openssl rand -hex 32`).
+//
 // Pages are rendered on the server (html/template, every key, label and
 // value escaped) and readable without JavaScript. With JavaScript on, a
 // small script (served by the handler, no build step) follows the execution
@@ -20,7 +47,7 @@
 //
 // Every action (reconcile, force-complete, reset to claimed) is a two-step
 // form: a confirmation page shows what will happen, and the action is done
-// only with the operator token (compared in constant time), a CSRF token
+// only with an operator token (compared in constant time), a CSRF token
 // bound to that very action, key and fencing token, and the operator's name,
 // which is recorded in the key's history. The action is guarded by the
 // fencing token the operator saw (sentinel.WithToken): if the key moved on
@@ -33,7 +60,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"embed"
 	"encoding/base64"
 	"encoding/binary"
@@ -42,6 +68,7 @@ import (
 	"html/template"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -53,18 +80,39 @@ import (
 // Options configure a console. The zero value is a console that offers no
 // action (ReadOnly must then be set: New refuses actions without a token).
 type Options struct {
-	// OperatorToken must be given with every action. Required unless
-	// ReadOnly. Compared in constant time. Give it from a secret store or
-	// an environment variable, never in a URL.
+	// OperatorToken is a token shared by the operators: given with an
+	// action, it lets the action through, and the name recorded is
+	// Operator's answer, else the one typed in the form (self-declared).
+	// Operators names each operator from a token of their own instead. One
+	// of the two is required unless ReadOnly. Compared in constant time;
+	// at least MinTokenBits strong, else New returns ErrWeakToken. Give it
+	// from a secret store, an environment variable or a file, never in a
+	// URL or a command line.
 	OperatorToken string
+
+	// Operators maps each operator's name to their own token. An action
+	// given one of these tokens is recorded as done by that name
+	// (metadata "operator_name", "operator_auth": "token"); the form asks
+	// no name. Each token at least MinTokenBits strong, no two alike.
+	Operators map[string]string
+
+	// AllowedHosts lists the names (host or host:port, case-insensitive)
+	// the console answers for besides loopback names and the address a
+	// request arrived on; every other Host gets 421 Misdirected Request
+	// (see the package documentation: DNS rebinding). An entry without a
+	// port allows every port. AnyHost ("*") allows every Host: use it only
+	// when something in front already checks it.
+	AllowedHosts []string
 
 	// ReadOnly shows everything and offers and accepts no action.
 	ReadOnly bool
 
 	// Operator returns the name recorded in a key's history for an action
-	// (metadata "operator_name"). Default: the name the operator types in
-	// the confirmation form. Set it when your authentication knows who is
-	// acting (for example from a header your proxy sets).
+	// given the shared OperatorToken (metadata "operator_name",
+	// "operator_auth": "application"). Default: the name the operator types
+	// in the confirmation form ("self-declared"). Set it when your
+	// authentication knows who is acting (for example from a header your
+	// proxy sets). A token from Operators names its operator instead.
 	Operator func(r *http.Request) string
 
 	// Title is shown in every page's header. Default "Sentinel".
@@ -110,7 +158,8 @@ func addView(v view) {
 type Console struct {
 	c     *sentinel.Client
 	opts  Options
-	token [32]byte // sha256 of the operator token
+	ops   []operator
+	hosts hostPolicy
 	key   []byte
 	mux   *http.ServeMux
 	tmpl  *template.Template
@@ -125,8 +174,16 @@ func New(client *sentinel.Client, opts Options) (*Console, error) {
 	if client == nil {
 		return nil, errors.New("console: client must not be nil")
 	}
-	if !opts.ReadOnly && opts.OperatorToken == "" {
-		return nil, errors.New("console: an OperatorToken is required unless ReadOnly is set")
+	if !opts.ReadOnly && opts.OperatorToken == "" && len(opts.Operators) == 0 {
+		return nil, errors.New("console: an OperatorToken or Operators are required unless ReadOnly is set")
+	}
+	ops, err := newOperators(opts.OperatorToken, opts.Operators)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := newHostPolicy(opts.AllowedHosts)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Title == "" {
 		opts.Title = "Sentinel"
@@ -153,7 +210,7 @@ func New(client *sentinel.Client, opts Options) (*Console, error) {
 			return nil, fmt.Errorf("console: csrf key: %w", err)
 		}
 	}
-	cs := &Console{c: client, opts: opts, token: sha256.Sum256([]byte(opts.OperatorToken)), key: key, now: time.Now}
+	cs := &Console{c: client, opts: opts, ops: ops, hosts: hosts, key: key, now: time.Now}
 	t, err := template.New("").Funcs(cs.funcs()).ParseFS(files, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: templates: %w", err)
@@ -173,10 +230,16 @@ func New(client *sentinel.Client, opts Options) (*Console, error) {
 	return cs, nil
 }
 
-// ServeHTTP serves the console. Every response carries a strict Content
-// Security Policy: scripts and styles only from the console itself, no
-// framing, forms posting only to it.
+// ServeHTTP serves the console. A request for a host the console does not
+// answer for gets 421 Misdirected Request (see Options.AllowedHosts). Every
+// response carries a strict Content Security Policy: scripts and styles
+// only from the console itself, no framing, forms posting only to it.
 func (cs *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !cs.hosts.allowed(r.Host, local) {
+		misdirected(w, r)
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -206,14 +269,6 @@ func (cs *Console) static(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", ctype)
 	w.Header().Set("Cache-Control", "max-age=300")
 	_, _ = w.Write(b)
-}
-
-// checkOperatorToken compares a submitted token with the configured one in
-// constant time (over their SHA-256 digests, so the length leaks nothing
-// either).
-func (cs *Console) checkOperatorToken(got string) bool {
-	sum := sha256.Sum256([]byte(got))
-	return got != "" && subtle.ConstantTimeCompare(sum[:], cs.token[:]) == 1
 }
 
 // csrfToken binds a confirmation form to one action on one key at one
@@ -257,6 +312,12 @@ func (cs *Console) checkCSRF(tok string, fields ...string) error {
 
 // sameOrigin rejects requests a browser marks as cross-site. It backs up
 // the CSRF token; requests from tools that send neither header pass.
+//
+// Origin equal to Host alone proves nothing under DNS rebinding: the
+// attacker's page and its request share the attacker's name. It holds here
+// because ServeHTTP has already refused every Host that is not the
+// console's own (loopback, the listen address, AllowedHosts), so an Origin
+// equal to an accepted Host is a page the console itself served.
 func sameOrigin(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "same-origin", "none":
@@ -268,7 +329,7 @@ func sameOrigin(r *http.Request) bool {
 		if i := strings.Index(o, "://"); i >= 0 {
 			host = o[i+3:]
 		}
-		return host == r.Host
+		return strings.EqualFold(host, r.Host)
 	}
 	return true
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/sentinel-coordination/sentinel/console"
 )
 
-const opToken = "s3cret-operator-token"
+const opToken = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" // 256 bits, as `openssl rand -hex 32` makes
 
 const hostileKey = `<script>alert("x")</script>'"&amp; ключ 🔑`
 

@@ -419,7 +419,7 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := confirmData{Action: action, Label: a.Label, Verb: a.Verb, Help: a.Help, Exec: cs.view(*ex), Token: token,
-		CSRF: cs.csrfToken(cs.now(), action, ns, key, strconv.FormatInt(token, 10)), NeedsName: cs.opts.Operator == nil,
+		CSRF: cs.csrfToken(cs.now(), action, ns, key, strconv.FormatInt(token, 10)), NeedsName: cs.opts.Operator == nil && cs.opts.OperatorToken != "",
 		Value: q.Get("value")}
 	if ex.Token != token || ex.State != a.From || (action == "reconcile" && ex.LeaseAlive) {
 		d.Moved = movedText(ex, token, a.From)
@@ -476,7 +476,8 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		cs.fail(w, http.StatusForbidden, "Refused", err.Error(), back)
 		return
 	}
-	if !cs.checkOperatorToken(f.Get("operator_token")) {
+	name, auth, ok := cs.actor(r, f.Get("operator_token"), f.Get("operator"))
+	if !ok {
 		cs.fail(w, http.StatusForbidden, "Refused", "The operator token is missing or wrong. Nothing was changed.", back)
 		return
 	}
@@ -486,17 +487,11 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		cs.fail(w, http.StatusBadRequest, "Bad request", "Unknown action or token.", back)
 		return
 	}
-	name := ""
-	if cs.opts.Operator != nil {
-		name = cs.opts.Operator(r)
-	} else {
-		name = strings.TrimSpace(f.Get("operator"))
-	}
 	if name == "" || len(name) > 200 || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
 		cs.fail(w, http.StatusBadRequest, "Your name is needed", "Give your name (up to 200 bytes): it is recorded in the key's history with the action. Nothing was changed.", back)
 		return
 	}
-	meta := map[string]any{"operator_name": name, "via": "console"}
+	meta := map[string]any{"operator_name": name, "operator_auth": auth, "via": "console"}
 	if reason := strings.TrimSpace(f.Get("reason")); reason != "" {
 		if len(reason) > 2000 {
 			reason = reason[:2000]

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -12,8 +15,9 @@ import (
 
 func (a *app) serveCmd() *cobra.Command {
 	var (
-		addr, token       string
-		readOnly, anyAddr bool
+		addr, token, tokenFile, operatorsFile string
+		allowedHosts                          []string
+		readOnly, anyAddr                     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -22,26 +26,69 @@ func (a *app) serveCmd() *cobra.Command {
 a key's history and evidence, leases, queues and elections, and the
 reconcile / force-complete / reset actions, each guarded by the token the
 operator saw. It listens on loopback by default; another address needs
---listen-any (put it behind your own authentication). Actions need the
-operator token (--operator-token, default $SENTINEL_OPERATOR_TOKEN),
-compared in constant time; --read-only offers no action. It prints the URL
-it listens on, and stops on SIGINT or SIGTERM.`,
-		Example: `  SENTINEL_OPERATOR_TOKEN=$(openssl rand -hex 16) sentinel serve
-  sentinel serve --read-only --addr 127.0.0.1:8380 -n payments`,
+--listen-any (put it behind your own authentication).
+
+It answers only requests addressed to it: Host a loopback name (localhost,
+127.0.0.1, [::1]), the address it listens on, or a name given with
+--allowed-host; any other Host gets 421 Misdirected Request, so a web page
+cannot reach it by pointing its own name at this machine (DNS rebinding).
+
+Actions need an operator token of at least 128 bits (make one with
+` + "`openssl rand -hex 32`" + `); a weaker one is refused at start (exit 2).
+  --operators-file FILE      one line per operator, NAME:TOKEN: the history
+                             names the operator whose token was given
+  --operator-token-file FILE a token shared by the operators, who then type
+                             their name (recorded as self-declared)
+  $SENTINEL_OPERATOR_TOKEN   the same, from the environment
+  --operator-token TOKEN     the same; visible to every user in ps: avoid
+--read-only offers no action. Tokens are compared in constant time. It
+prints the URL it listens on, and stops on SIGINT or SIGTERM.`,
+		Example: `  SENTINEL_OPERATOR_TOKEN=$(openssl rand -hex 32) sentinel serve
+  sentinel serve --operators-file /etc/sentinel/operators   # lines: ada:<token>
+  sentinel serve --read-only --addr 127.0.0.1:8380 -n payments
+  sentinel serve --listen-any --addr 0.0.0.0:8380 --allowed-host ops.example.com --operators-file ops.txt`,
 		Args: args(0, 0),
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			opts := console.Options{ReadOnly: readOnly, AllowedHosts: allowedHosts}
+			stderr := cmd.ErrOrStderr()
+			if token != "" {
+				fmt.Fprintln(stderr, "warning: --operator-token is visible to every user of this machine (ps, /proc); prefer $SENTINEL_OPERATOR_TOKEN, --operator-token-file or --operators-file")
+			}
+			if tokenFile != "" {
+				if token != "" {
+					return usageErr("give --operator-token or --operator-token-file, not both")
+				}
+				b, err := readSecretFile(tokenFile, stderr)
+				if err != nil {
+					return usageErr("--operator-token-file: %v", err)
+				}
+				token = strings.TrimSpace(string(b))
+				if token == "" {
+					return usageErr("--operator-token-file %s is empty: put a token in it (openssl rand -hex 32 > %s)", tokenFile, tokenFile)
+				}
+			}
 			if token == "" {
 				token = os.Getenv("SENTINEL_OPERATOR_TOKEN")
+			}
+			opts.OperatorToken = token
+			if operatorsFile != "" {
+				ops, err := readOperators(operatorsFile, stderr)
+				if err != nil {
+					return usageErr("--operators-file: %v", err)
+				}
+				opts.Operators = ops
 			}
 			if !anyAddr && !console.IsLoopback(addr) {
 				return usageErr("--addr %s is not a loopback address: pass --listen-any to serve it beyond this machine", addr)
 			}
-			if !readOnly && token == "" {
-				return usageErr("actions need an operator token: set SENTINEL_OPERATOR_TOKEN or --operator-token, or pass --read-only")
+			if readOnly {
+				opts.OperatorToken, opts.Operators = "", nil
+			} else if opts.OperatorToken == "" && len(opts.Operators) == 0 {
+				return usageErr("actions need an operator token: --operators-file, --operator-token-file or $SENTINEL_OPERATOR_TOKEN (make one with `openssl rand -hex 32`), or pass --read-only")
 			}
-			h, err := console.New(a.client, console.Options{OperatorToken: token, ReadOnly: readOnly})
-			if err != nil {
-				return err
+			h, err := console.New(a.client, opts)
+			if err != nil { // a weak token (console.ErrWeakToken), a bad --allowed-host
+				return usageErr("%v", err)
 			}
 			return console.Serve(cmd.Context(), addr, h, func(l net.Addr) {
 				fmt.Fprintf(cmd.OutOrStdout(), "listening on http://%s/\n", l)
@@ -50,8 +97,56 @@ it listens on, and stops on SIGINT or SIGTERM.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", console.DefaultAddr, "address to listen on (loopback unless --listen-any)")
-	f.StringVar(&token, "operator-token", "", "token an operator must give for actions (default $SENTINEL_OPERATOR_TOKEN)")
+	f.StringArrayVar(&allowedHosts, "allowed-host", nil, "a name (host or host:port) the page answers for besides loopback names and the listen address; repeatable")
+	f.StringVar(&operatorsFile, "operators-file", "", "file of NAME:TOKEN lines, one token per operator; the history names the token's operator")
+	f.StringVar(&tokenFile, "operator-token-file", "", "file holding a token shared by the operators (default $SENTINEL_OPERATOR_TOKEN)")
+	f.StringVar(&token, "operator-token", "", "a token shared by the operators (visible in ps: prefer $SENTINEL_OPERATOR_TOKEN or a file)")
 	f.BoolVar(&readOnly, "read-only", false, "offer no action")
 	f.BoolVar(&anyAddr, "listen-any", false, "allow a non-loopback --addr")
 	return cmd
+}
+
+// readSecretFile reads a file of secrets, warning when others may read it.
+func readSecretFile(name string, warn io.Writer) ([]byte, error) {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(warn, "warning: %s is readable by other users (mode %v): chmod 600 %s\n", name, fi.Mode().Perm(), name)
+	}
+	return os.ReadFile(name)
+}
+
+// readOperators reads NAME:TOKEN lines; blank lines and lines starting
+// with # are skipped.
+func readOperators(name string, warn io.Writer) (map[string]string, error) {
+	b, err := readSecretFile(name, warn)
+	if err != nil {
+		return nil, err
+	}
+	ops := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		op, tok, ok := strings.Cut(line, ":")
+		op, tok = strings.TrimSpace(op), strings.TrimSpace(tok)
+		if !ok || op == "" || tok == "" {
+			return nil, fmt.Errorf("%s line %d: want NAME:TOKEN (for example ada:$(openssl rand -hex 32))", name, n)
+		}
+		if _, dup := ops[op]; dup {
+			return nil, fmt.Errorf("%s line %d: operator %q is listed twice", name, n, op)
+		}
+		ops[op] = tok
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(ops) == 0 {
+		return nil, fmt.Errorf("%s lists no operator: add NAME:TOKEN lines", name)
+	}
+	return ops, nil
 }

@@ -197,10 +197,11 @@ const (
 // the name typed in the form (self-declared: the shared token cannot tell
 // operators apart).
 func (cs *Console) actor(r *http.Request, tok, typed string) (name, auth string, ok bool) {
-	name, named, ok := cs.operatorOf(tok)
-	switch {
-	case !ok:
+	if !cs.checkOperatorToken(tok) {
 		return "", "", false
+	}
+	name, named, _ := cs.operatorOf(tok)
+	switch {
 	case named:
 		return name, authToken, true
 	case cs.opts.Operator != nil:

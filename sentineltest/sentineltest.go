@@ -13,9 +13,10 @@
 //
 // The first test that asks for a database finds one, once per test binary:
 //
-//  1. $SENTINEL_TEST_DATABASE_URL, else $DATABASE_URL, when set: an existing
-//     server (nothing is started; only the test schemas are created and
-//     dropped in it);
+//  1. $SENTINEL_TEST_DATABASE_URL, when set: an existing server (nothing is
+//     started; only the test schemas are created and dropped in it). Never
+//     $DATABASE_URL: that names the application's database, and a test
+//     helper writes only where it was pointed for tests;
 //  2. else a private cluster started from local PostgreSQL server binaries
 //     (initdb and postgres on $PATH, via pg_config, or in
 //     /usr/lib/postgresql/*/bin) in a temporary directory;
@@ -38,7 +39,7 @@
 // # Isolation and cost
 //
 // Every test (and every subtest) that calls New or Pool gets a schema of its
-// own, named sentineltest_<random>: Sentinel's tables live there, and the
+// own, named sentineltest_<owner>_<created>_<random>: Sentinel's tables live there, and the
 // pool's search_path puts the test's own unqualified tables there too. The
 // schema is dropped when the test ends. Creating, migrating and dropping a
 // schema costs 35 to 70 ms on a loaded 2-core machine (see BenchmarkNew; a
@@ -46,6 +47,18 @@
 // one server in seconds. With SharedSchema, New isolates by namespace in a
 // schema migrated once per binary instead: about 3 ms per test. Tests that
 // stop or restart the database must start a server of their own instead.
+//
+// # Schemas a killed test binary left behind
+//
+// A test binary killed before its cleanups ran (SIGKILL, an OOM kill, a
+// test timeout) leaves its schemas in an existing server. The first test of
+// every later binary drops them, safely: each binary holds a session
+// advisory lock on a connection of its own while it runs, its schemas'
+// names carry that lock's id and their creation time (database clock), and
+// a schema is dropped only when its owner's lock is free (the binary is
+// gone) and it is more than 10 minutes old. Schemas named
+// sentineltest_<12 hex> by versions before 0.3 are never dropped
+// automatically: drop them by hand when no test runs.
 //
 // # Lifetime of a started server
 //
@@ -96,6 +109,10 @@ var server struct {
 	// pool; dropped and closed when the server is released.
 	shared     string
 	sharedPool *pgxpool.Pool
+
+	// owner names this binary's schemas and holds the lock that marks
+	// them live (see stale.go).
+	owner *owner
 }
 
 // url returns the shared database URL, starting a server when needed, and
@@ -110,12 +127,27 @@ func url(t testing.TB) string {
 	if server.stop == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 		u, stop, err := testdb.URL(ctx, logf)
+		var o *owner
+		if err == nil {
+			if o, err = newOwner(ctx, u); err != nil {
+				stop()
+			}
+		}
+		if err == nil {
+			dropped, serr := sweepStale(ctx, o.conn, o.id, staleAfter)
+			for _, d := range dropped {
+				logf("sentineltest: dropped schema %s, left by a test binary that is gone", d)
+			}
+			if serr != nil {
+				logf("sentineltest: removing stale schemas: %v", serr)
+			}
+		}
 		cancel()
 		if err != nil {
 			server.err = err
 			t.Fatalf("sentineltest: %v", err)
 		}
-		server.url, server.stop = u, stop
+		server.url, server.stop, server.owner = u, stop, o
 	}
 	server.refs++
 	t.Cleanup(release)
@@ -139,10 +171,11 @@ func stopLocked() {
 		server.sharedPool.Close()
 		server.shared, server.sharedPool = "", nil
 	}
+	server.owner.close()
 	if server.stop != nil {
 		server.stop()
 	}
-	server.url, server.stop = "", nil
+	server.url, server.stop, server.owner = "", nil, nil
 }
 
 func logf(format string, args ...any) {
@@ -277,7 +310,9 @@ func getEnv(t testing.TB) *env {
 	}
 
 	u := url(t) // its release is registered first, so it runs last
-	e := &env{schema: "sentineltest_" + randomHex(), url: u}
+	server.mu.Lock()
+	e := &env{schema: server.owner.schemaName("sentineltest_"), url: u}
+	server.mu.Unlock()
 	p, err := newPool(e, nil)
 	if err != nil {
 		t.Fatalf("sentineltest: %v", err)
@@ -414,7 +449,7 @@ func sharedSchema(t testing.TB) (*pgxpool.Pool, string) {
 	if err != nil {
 		t.Fatalf("sentineltest: open pool: %v", err)
 	}
-	schema := "sentineltest_shared_" + randomHex()
+	schema := server.owner.schemaName("sentineltest_shared_")
 	c, err := sentinel.New(p, &sentinel.Config{Schema: schema})
 	if err == nil {
 		err = c.Migrate(ctx)

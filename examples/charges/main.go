@@ -85,7 +85,7 @@ func api(client *sentinel.Client) http.Handler {
 func run(out io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url, cleanup, err := testdb.URL(ctx, func(string, ...any) {})
+	url, cleanup, err := testdb.DemoURL(ctx, func(string, ...any) {})
 	if err != nil {
 		return err
 	}

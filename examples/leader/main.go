@@ -119,7 +119,7 @@ func run(out *os.File) error {
 	defer cancel()
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
-		u, cleanup, err := testdb.URL(ctx, func(string, ...any) {})
+		u, cleanup, err := testdb.DemoURL(ctx, func(string, ...any) {})
 		if err != nil {
 			return err
 		}

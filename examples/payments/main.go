@@ -64,7 +64,7 @@ func run(nPayments, nWorkers int) error {
 	}
 	fmt.Printf("Sentinel payments demo: %d payments, %d workers, every payment delivered to every worker\n", nPayments, nWorkers)
 	fmt.Printf("database: %s\n\n", where)
-	url, cleanup, err := testdb.URL(ctx, func(string, ...any) {})
+	url, cleanup, err := testdb.DemoURL(ctx, func(string, ...any) {})
 	if err != nil {
 		return err
 	}

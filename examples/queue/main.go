@@ -146,7 +146,7 @@ func run(w io.Writer, customers, jobs int) error {
 	out := &lockedWriter{w: w}
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
-		u, cleanup, err := testdb.URL(ctx, func(string, ...any) {})
+		u, cleanup, err := testdb.DemoURL(ctx, func(string, ...any) {})
 		if err != nil {
 			return fmt.Errorf("no $DATABASE_URL and no local PostgreSQL: %w", err)
 		}

@@ -28,8 +28,13 @@ import (
 )
 
 // EnvURL is the environment variable that points tests at an existing
-// database. DATABASE_URL is used when it is unset.
+// database. Tests never fall back to DATABASE_URL, the application's own
+// database: a test helper writes only where it was pointed for tests.
 const EnvURL = "SENTINEL_TEST_DATABASE_URL"
+
+// EnvDemoURL is the environment variable DemoURL uses first: a demo is the
+// main job of its process and runs against the application's database.
+const EnvDemoURL = "DATABASE_URL"
 
 // EnvDockerImage overrides the image used by the Docker fallback.
 const EnvDockerImage = "SENTINEL_TEST_POSTGRES_IMAGE"
@@ -40,11 +45,11 @@ const DefaultDockerImage = "postgres:16-alpine"
 // errNoDocker reports that no Docker engine is reachable.
 var errNoDocker = errors.New("no Docker engine reachable")
 
-// URL returns a database URL for tests and the demo, and a cleanup function
-// to call when done (never nil when err is nil). In order:
+// URL returns a database URL for tests, and a cleanup function to call
+// when done (never nil when err is nil). In order:
 //
-//  1. $SENTINEL_TEST_DATABASE_URL, else $DATABASE_URL, if set (cleanup is a
-//     no-op);
+//  1. $SENTINEL_TEST_DATABASE_URL, if set (cleanup is a no-op); never
+//     $DATABASE_URL, which names the application's database;
 //  2. else a throwaway cluster from local PostgreSQL server binaries
 //     (package pgtemp);
 //  3. else, when a Docker engine is reachable, a PostgreSQL container;
@@ -53,7 +58,14 @@ var errNoDocker = errors.New("no Docker engine reachable")
 // Tests that stop or restart the server must use pgtemp directly, never a
 // database from step 1.
 func URL(ctx context.Context, logf func(string, ...any)) (url string, cleanup func(), err error) {
-	return defaultSources().url(ctx, logf)
+	return defaultSources().url(ctx, logf, EnvURL)
+}
+
+// DemoURL is URL for a demo program (examples/...): $DATABASE_URL when set,
+// the database the user chose to run it against, else the same throwaway
+// cluster or container as URL. Never use it from a test.
+func DemoURL(ctx context.Context, logf func(string, ...any)) (url string, cleanup func(), err error) {
+	return defaultSources().url(ctx, logf, EnvDemoURL)
 }
 
 // sources are the steps of URL, replaceable in tests.
@@ -101,15 +113,16 @@ func startContainer(ctx context.Context, logf func(string, ...any)) (string, fun
 	return startDocker(ctx, logf)
 }
 
-func (s sources) url(ctx context.Context, logf func(string, ...any)) (string, func(), error) {
+func (s sources) url(ctx context.Context, logf func(string, ...any), env string) (string, func(), error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	for _, name := range []string{EnvURL, "DATABASE_URL"} {
-		if u := s.getenv(name); u != "" {
-			logf("testdb: using $%s", name)
-			return u, func() {}, nil
-		}
+	if u := s.getenv(env); u != "" {
+		logf("testdb: using $%s", env)
+		return u, func() {}, nil
+	}
+	if env == EnvURL && s.getenv(EnvDemoURL) != "" {
+		logf("testdb: $%s is set but not used: tests use $%s or a throwaway cluster, never the application's database", EnvDemoURL, EnvURL)
 	}
 
 	var localErr error
@@ -130,12 +143,12 @@ func (s sources) url(ctx context.Context, logf func(string, ...any)) (string, fu
 		return u, cleanup, nil
 	}
 	return "", nil, fmt.Errorf("testdb: no PostgreSQL database for tests. Provide one of:\n"+
-		"  - set %s (or DATABASE_URL) to a database URL, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable\n"+
+		"  - set %s to a database URL, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable\n"+
 		"    (never a shared server for suites that stop or restart it);\n"+
 		"  - install the PostgreSQL server binaries, e.g. `apt-get install postgresql` "+
 		"(found on $PATH, via `pg_config --bindir`, or in /usr/lib/postgresql/*/bin);\n"+
 		"  - or make a Docker engine reachable (image %s, or $%s).\n"+
-		"local binaries: %v\ndocker: %v", EnvURL, DefaultDockerImage, EnvDockerImage, localErr, dockerErr)
+		"local binaries: %v\ndocker: %v", env, DefaultDockerImage, EnvDockerImage, localErr, dockerErr)
 }
 
 func startTemp(ctx context.Context, binDir string, logf func(string, ...any)) (string, func(), error) {

@@ -3,6 +3,7 @@ package testdb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -37,11 +38,10 @@ func TestEnvPrecedence(t *testing.T) {
 		want string
 	}{
 		{map[string]string{EnvURL: "postgres://a", "DATABASE_URL": "postgres://b"}, "postgres://a"},
-		{map[string]string{"DATABASE_URL": "postgres://b"}, "postgres://b"},
-		{map[string]string{EnvURL: "", "DATABASE_URL": "postgres://b"}, "postgres://b"},
+		{map[string]string{EnvURL: "postgres://a"}, "postgres://a"},
 	} {
 		s.getenv = fakeEnv(tc.env)
-		got, cleanup, err := s.url(context.Background(), t.Logf)
+		got, cleanup, err := s.url(context.Background(), t.Logf, EnvURL)
 		if err != nil || got != tc.want || cleanup == nil {
 			t.Fatalf("env %v: got %q, %v (cleanup nil: %v); want %q", tc.env, got, err, cleanup == nil, tc.want)
 		}
@@ -49,8 +49,37 @@ func TestEnvPrecedence(t *testing.T) {
 	}
 }
 
+// Tests never use the application's $DATABASE_URL: without
+// $SENTINEL_TEST_DATABASE_URL they get a throwaway cluster. A demo
+// (DemoURL) uses $DATABASE_URL.
+func TestTestsIgnoreDatabaseURL(t *testing.T) {
+	for _, env := range []map[string]string{
+		{"DATABASE_URL": "postgres://app@prod/payments"},
+		{EnvURL: "", "DATABASE_URL": "postgres://app@prod/payments"},
+	} {
+		s := failingSources(t)
+		s.getenv = fakeEnv(env)
+		s.findBinDir = func() (string, error) { return "/opt/pg/bin", nil }
+		s.startTemp = func(context.Context, string, func(string, ...any)) (string, func(), error) {
+			return "postgres://throwaway", func() {}, nil
+		}
+		var logged []string
+		got, _, err := s.url(context.Background(), func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }, EnvURL)
+		if err != nil || got != "postgres://throwaway" {
+			t.Fatalf("env %v: got %q, %v; want the throwaway cluster", env, got, err)
+		}
+		if !strings.Contains(strings.Join(logged, "\n"), "DATABASE_URL is set but not used") {
+			t.Errorf("no log line says DATABASE_URL was ignored: %q", logged)
+		}
+		got, _, err = s.url(context.Background(), t.Logf, EnvDemoURL)
+		if err != nil || got != "postgres://app@prod/payments" {
+			t.Fatalf("demo: got %q, %v; want $DATABASE_URL", got, err)
+		}
+	}
+}
+
 func TestNothingAvailable(t *testing.T) {
-	_, _, err := failingSources(t).url(context.Background(), t.Logf)
+	_, _, err := failingSources(t).url(context.Background(), t.Logf, EnvURL)
 	if err == nil {
 		t.Fatal("want an error")
 	}
@@ -72,13 +101,13 @@ func TestFallbackToDocker(t *testing.T) {
 		dockerCalled = true
 		return "postgres://docker", func() {}, nil
 	}
-	got, _, err := s.url(context.Background(), t.Logf)
+	got, _, err := s.url(context.Background(), t.Logf, EnvURL)
 	if err != nil || got != "postgres://docker" || !dockerCalled {
 		t.Fatalf("got %q, %v (docker called: %v)", got, err, dockerCalled)
 	}
 
 	s.docker = func(context.Context, func(string, ...any)) (string, func(), error) { return "", nil, errNoDocker }
-	_, _, err = s.url(context.Background(), t.Logf)
+	_, _, err = s.url(context.Background(), t.Logf, EnvURL)
 	if err == nil || !strings.Contains(err.Error(), "initdb exploded") {
 		t.Fatalf("error should carry the local failure: %v", err)
 	}

@@ -89,6 +89,12 @@ type Event struct {
 	Owner     string
 	At        time.Time // database clock
 	Metadata  map[string]any
+
+	// Event is Type under its name before 0.2, set to the same value in
+	// every Event this package returns.
+	//
+	// Deprecated: use Type. Event will be removed in 1.0.
+	Event string
 }
 
 type execSQL struct {
@@ -346,6 +352,7 @@ func (c *Client) History(ctx context.Context, key string, opts ...Option) ([]Eve
 	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
 		var e Event
 		err := r.Scan(&e.ID, &e.Namespace, &e.Key, &e.Type, &e.State, &e.Token, &e.Owner, &e.At, &e.Metadata)
+		e.Event = e.Type
 		return e, err
 	})
 	if err != nil {

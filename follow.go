@@ -376,7 +376,7 @@ func (fw *follower) read(ctx context.Context) (evs []Event, active, full bool, e
 		r.id = *id
 		r.match = match != nil && *match
 		if r.match {
-			r.ev = Event{ID: r.id, Namespace: *ns, Key: *key, Type: *typ, State: State(*state), Token: *token, Owner: *owner, At: *at, Metadata: r.ev.Metadata}
+			r.ev = Event{ID: r.id, Namespace: *ns, Key: *key, Type: *typ, Event: *typ, State: State(*state), Token: *token, Owner: *owner, At: *at, Metadata: r.ev.Metadata}
 		}
 		if r.id > fw.cursor {
 			above++

@@ -134,7 +134,7 @@ func checkOperatorName(name string) error {
 func newOperators(shared string, named map[string]string) ([]operator, error) {
 	var ops []operator
 	if shared != "" {
-		if err := checkToken("OperatorToken", shared); err != nil {
+		if err := checkToken("the operator token", shared); err != nil {
 			return nil, err
 		}
 		ops = append(ops, operator{sum: sha256.Sum256([]byte(shared))})

@@ -5,8 +5,8 @@ package sentinel_test
 //	go test -run '^$' -bench . -benchtime 2s
 //
 // Every benchmark works in a schema of its own (newEnv) on the package's test
-// database ($SENTINEL_TEST_DATABASE_URL, $DATABASE_URL, else a throwaway
-// cluster). Besides ns/op they report stmts/op: the statements the client
+// database ($SENTINEL_TEST_DATABASE_URL, else a throwaway cluster; never
+// $DATABASE_URL). Besides ns/op they report stmts/op: the statements the client
 // sent per operation, counted by a pgx tracer. The comparison against the
 // hand-written floor and against other lock implementations is the command in
 // ./bench (see docs/benchmarks.md).

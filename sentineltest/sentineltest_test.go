@@ -139,13 +139,13 @@ func TestWithConfig(t *testing.T) {
 // Without Main the server is reference-counted by the tests using it.
 func TestServerRefCounting(t *testing.T) {
 	server.mu.Lock()
-	savedURL, savedStop, savedRefs, savedInMain := server.url, server.stop, server.refs, server.inMain
+	savedURL, savedStop, savedRefs, savedInMain, savedOwner := server.url, server.stop, server.refs, server.inMain, server.owner
 	stops := 0
-	server.url, server.stop, server.refs, server.inMain = "postgres://fake", func() { stops++ }, 0, false
+	server.url, server.stop, server.refs, server.inMain, server.owner = "postgres://fake", func() { stops++ }, 0, false, nil
 	server.mu.Unlock()
 	defer func() {
 		server.mu.Lock()
-		server.url, server.stop, server.refs, server.inMain = savedURL, savedStop, savedRefs, savedInMain
+		server.url, server.stop, server.refs, server.inMain, server.owner = savedURL, savedStop, savedRefs, savedInMain, savedOwner
 		server.mu.Unlock()
 	}()
 

@@ -33,9 +33,10 @@ func newHostPolicy(allowed []string) (hostPolicy, error) {
 			return hostPolicy{}, fmt.Errorf("console: AllowedHosts entry %q: give a host name or IP, optionally with :port (for example ops.example.com or ops.example.com:8443), or %q for any", a, AnyHost)
 		}
 		if n, port := splitHost(a); port != "" {
+			n = strings.TrimSuffix(n, ".")
 			p.names[joinHost(n, port)] = true
 		} else {
-			p.names[n] = true
+			p.names[strings.TrimSuffix(n, ".")] = true
 		}
 	}
 	return p, nil
@@ -56,6 +57,7 @@ func (p hostPolicy) allowed(host string, local net.Addr) bool {
 	}
 	host = strings.ToLower(host)
 	name, port := splitHost(host)
+	name = strings.TrimSuffix(name, ".") // the root's dot: ops.example.com. is ops.example.com
 	if name == "" {
 		return false
 	}

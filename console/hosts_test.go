@@ -70,7 +70,7 @@ func TestHostCheckRefusesForeignHost(t *testing.T) {
 		}
 	}
 	for _, host := range []string{"127.0.0.1" + p, "localhost" + p, "LOCALHOST" + p, "localhost", "[::1]" + p, "127.0.0.1",
-		"ops.example.com", "ops.example.com:8443", "OPS.example.com" + p, "console.internal:9443"} {
+		"ops.example.com", "ops.example.com:8443", "OPS.example.com" + p, "ops.example.com.", "localhost.:" + itoa(port), "console.internal:9443"} {
 		code, body := getHost(t, s.URL+"/ops/", host)
 		require.Equal(t, http.StatusOK, code, "%s: %s", host, body)
 		require.Contains(t, body, "charge-1")

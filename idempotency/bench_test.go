@@ -39,9 +39,9 @@ func BenchmarkMiddleware(b *testing.B) {
 	}
 	plain := httptest.NewServer(h)
 	defer plain.Close()
-	srv := httptest.NewServer(idempotency.Middleware(c, idempotency.Options{})(h))
+	srv := httptest.NewServer(idempotency.Middleware(c, idempotency.Options{Scope: idempotency.SingleTenant})(h))
 	defer srv.Close()
-	tx := httptest.NewServer(idempotency.Middleware(c, idempotency.Options{Transactional: true})(h))
+	tx := httptest.NewServer(idempotency.Middleware(c, idempotency.Options{Scope: idempotency.SingleTenant, Transactional: true})(h))
 	defer tx.Close()
 
 	b.Run("plain", func(b *testing.B) {

@@ -57,7 +57,7 @@ func crashChild() int {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // after the write, before the response
 		select {}
 	})
-	srv := serveRaw(idempotency.Middleware(c, idempotency.Options{Transactional: mode == "tx"})(h))
+	srv := serveRaw(idempotency.Middleware(c, idempotency.Options{Scope: idempotency.SingleTenant, Transactional: mode == "tx"})(h))
 	req, _ := http.NewRequest("POST", srv+"/book", nil)
 	req.Header.Set(idempotency.HeaderKey, "crash-1")
 	_, _ = http.DefaultClient.Do(req)
@@ -85,7 +85,7 @@ func TestProcessCrashTransactional(t *testing.T) {
 	if n := bookings(t, c); n != 0 {
 		t.Fatalf("%d bookings after the crash, want 0", n)
 	}
-	srv := serve(t, c, idempotency.Options{Transactional: true}, l.ServeHTTP)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Transactional: true}, l.ServeHTTP)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r := do(t, srv, "POST", "/book", "crash-1", "")
@@ -112,7 +112,7 @@ func TestProcessCrashPlain(t *testing.T) {
 	if n := bookings(t, c); n != 1 {
 		t.Fatalf("%d bookings after the crash, want 1 (the write was not transactional)", n)
 	}
-	srv := serve(t, c, idempotency.Options{}, l.ServeHTTP)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, l.ServeHTTP)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r := do(t, srv, "POST", "/book", "crash-1", "")

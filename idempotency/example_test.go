@@ -39,6 +39,7 @@ func exampleClient() (*sentinel.Client, func()) {
 func post(url, key, body string) {
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("X-Account", "acct_42") // the principal, for ExampleMiddleware's Scope
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		fmt.Println("error:", err)
@@ -105,7 +106,7 @@ func ExampleTx() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, "booking %d", id)
 	})
-	srv := httptest.NewServer(idempotency.Middleware(client, idempotency.Options{Transactional: true})(book))
+	srv := httptest.NewServer(idempotency.Middleware(client, idempotency.Options{Scope: idempotency.SingleTenant, Transactional: true})(book))
 	defer srv.Close()
 
 	post(srv.URL, "seat-12A-for-ada", "")

@@ -17,13 +17,29 @@
 //     key (over 255 bytes) gets 400.
 //   - A first request that crashed or panicked leaves the key uncertain: it
 //     may or may not have taken effect, so a repeat gets a 500 problem naming
-//     the key and is never silently run again. An operator reconciles it
-//     (sentinel.Client.Reconcile, ForceComplete, ResetToClaimed).
+//     the key and is never silently run again. An operator resolves it with
+//     an HTTP response (`sentinel idempotency inspect` and `resolve`, or
+//     Inspect and Resolve here), which repeats of the same request then get;
+//     or reconciles and resets it (sentinel.Client.Reconcile, ResetToClaimed) so
+//     the next repeat runs.
 //   - Every error is an RFC 9457 problem+json response (see Problem).
 //
 // Safe methods (GET, HEAD, OPTIONS, TRACE) pass through untouched. Keys are
-// scoped per principal by Options.Scope: two users sending the same key do
-// not collide.
+// scoped per principal by Options.Scope, which is required: two principals
+// sending the same key do not collide, and no response crosses principals.
+// Credentials are never stored nor replayed: Set-Cookie, Set-Cookie2,
+// Authorization, Proxy-Authorization, Authentication-Info and
+// Proxy-Authentication-Info go out with the first response only (see
+// StoredHeader).
+//
+// # Errors that changed nothing
+//
+// A stored 5xx is replayed to every repeat (as Stripe does), because a
+// handler that failed may have had an effect first. A handler that knows
+// nothing happened (the card network was unreachable) calls NoEffect(w)
+// before answering: that one response is sent without being stored and the
+// key is given back, so the client's retry with the same key runs again.
+// Options.Store decides the same by status for every response.
 //
 // # Transactional mode
 //
@@ -51,11 +67,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,8 +95,8 @@ const (
 	maxScopeLen             = 512
 )
 
-// Options configure Middleware. The zero value is usable: keys optional,
-// one global scope, the client's namespace and TTL.
+// Options configure Middleware. Scope is required; every other field has
+// a default: keys optional, the client's namespace and TTL.
 type Options struct {
 	// Required makes a request without an Idempotency-Key fail with 400.
 	// Otherwise such a request passes through to the handler unprotected.
@@ -86,7 +104,11 @@ type Options struct {
 
 	// Scope returns the principal a request acts for (an account or API
 	// key id, never something the client can choose freely); keys are
-	// unique per scope. At most 512 bytes. Default: one scope for all.
+	// unique per scope, so one client's key never replays another's
+	// response. At most 512 bytes. Required: Middleware panics without
+	// one; a service with a single principal passes SingleTenant. A
+	// request for which Scope returns "" gets 403 (ProblemNoScope) and the
+	// handler does not run.
 	Scope func(r *http.Request) string
 
 	// Namespace is the Sentinel namespace the keys live in. Default: the
@@ -123,6 +145,21 @@ type Options struct {
 	// client's Config.MaxResultSize must hold the stored form (about 4/3 of
 	// this, JSON with a base64 body).
 	MaxResponseBytes int
+
+	// CanonicalJSON fingerprints a JSON request body (Content-Type
+	// application/json or any +json type) by its canonical form rather
+	// than its bytes: insignificant whitespace, object member order and
+	// string escapes do not make a repeat "a different request" (422).
+	// The canonical form is the body decoded as encoding/json decodes it
+	// (numbers kept as written, a duplicated member's last value wins) and
+	// re-encoded with sorted members. Use it when your handler reads the
+	// body with encoding/json, so that two bodies with the same canonical
+	// form mean the same to it; leave it off when the handler reads the raw
+	// bytes (a signature over the body, a stored document). A body that
+	// is not valid JSON is fingerprinted byte for byte. Changing it
+	// changes the fingerprint of JSON requests: repeats of requests made
+	// before the change get 422.
+	CanonicalJSON bool
 
 	// Transactional runs the handler inside a transaction (Tx) that commits
 	// with the stored response.
@@ -165,6 +202,10 @@ func Middleware(client *sentinel.Client, opts Options) func(http.Handler) http.H
 	if client == nil {
 		panic("idempotency: Middleware needs a *sentinel.Client")
 	}
+	if opts.Scope == nil {
+		panic("idempotency: Middleware needs Options.Scope, the principal each request acts for (an account or API key id), " +
+			"so that one client's key never replays another's response; a service with one principal passes idempotency.SingleTenant")
+	}
 	if opts.TTL < 0 || opts.HardTTL < 0 || opts.Wait < 0 || opts.MaxBodyBytes < 0 || opts.MaxResponseBytes < 0 {
 		panic(fmt.Sprintf("idempotency: negative Options: TTL %s, HardTTL %s, Wait %s, MaxBodyBytes %d, MaxResponseBytes %d",
 			opts.TTL, opts.HardTTL, opts.Wait, opts.MaxBodyBytes, opts.MaxResponseBytes))
@@ -195,22 +236,15 @@ func Middleware(client *sentinel.Client, opts Options) func(http.Handler) http.H
 		}
 	}
 	return func(next http.Handler) http.Handler {
-		return &middleware{c: client, o: opts, next: next}
+		return &middleware{c: client, o: opts, single: isSingleTenant(opts.Scope), next: next}
 	}
 }
 
 type middleware struct {
-	c    *sentinel.Client
-	o    Options
-	next http.Handler
-}
-
-// stored is a response as stored and replayed.
-type stored struct {
-	Fingerprint string      `json:"fingerprint"`
-	Status      int         `json:"status"`
-	Header      http.Header `json:"header,omitempty"`
-	Body        []byte      `json:"body,omitempty"`
+	c      *sentinel.Client
+	o      Options
+	single bool // Options.Scope is SingleTenant
+	next   http.Handler
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -250,19 +284,25 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Detail: fmt.Sprintf("an idempotent request body may be at most %d bytes", m.o.MaxBodyBytes)}, 0)
 		return
 	}
-	fp := fingerprint(r, body)
+	fp := fingerprint(r, body, m.o.CanonicalJSON)
 
 	var scope string
-	if m.o.Scope != nil {
+	if !m.single {
 		scope = m.o.Scope(r)
+		if scope == "" {
+			// No principal: storing the response under a shared scope could
+			// replay it to someone else.
+			writeProblem(w, Problem{Type: ProblemNoScope, Title: "No principal for the Idempotency-Key", Status: http.StatusForbidden, Key: key,
+				Detail: "the server could not tell whom this request acts for, so it cannot keep its Idempotency-Key apart from other clients' keys; nothing was run: authenticate and retry with the same key"}, 0)
+			return
+		}
 	}
 	if len(scope) > maxScopeLen {
 		writeProblem(w, Problem{Type: "about:blank", Title: "Internal Server Error", Status: http.StatusInternalServerError,
 			Detail: fmt.Sprintf("idempotency: the server's Scope function returned %d bytes; at most %d are allowed", len(scope), maxScopeLen)}, 0)
 		return
 	}
-	// Length-prefixed, so no scope/key pair can collide with another.
-	onceKey := "idempotency:" + strconv.Itoa(len(scope)) + ":" + scope + ":" + key
+	onceKey := ExecutionKey(scope, key)
 
 	if m.attempt(w, r, key, onceKey, fp, body, false) && m.o.Wait > 0 {
 		m.attempt(w, r, key, onceKey, fp, body, true)
@@ -336,53 +376,71 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, key, onceKe
 		return rec, req
 	}
 
-	var res sentinel.Result[stored]
+	var res sentinel.Result[json.RawMessage]
 	var err error
-	var unstored *recorder // transactional: a response sent without being stored
+	var unstored *recorder // a response sent without being stored
+	var first *recorder    // this call ran the handler, and this is its response
 	if m.o.Transactional {
-		res, err = sentinel.OnceTx(ctx, m.c, onceKey, func(ctx context.Context, tx pgx.Tx) (stored, error) {
+		res, err = sentinel.OnceTx(ctx, m.c, onceKey, func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error) {
 			if err := gate(ctx); err != nil {
-				return stored{}, err
+				return nil, err
 			}
 			rec, _ := run(context.WithValue(ctx, txKey{}, tx))
 			if rec.overflow {
-				return stored{}, errResponseTooLarge
+				return nil, errResponseTooLarge
 			}
-			if !m.o.Store(rec.statusCode()) {
+			if rec.noEffect || !m.o.Store(rec.statusCode()) {
 				unstored = rec
-				return stored{}, errNotStored
+				return nil, errNotStored
 			}
-			return rec.stored(fp), nil
+			first = rec
+			return rec.stored(fp).encode(), nil
 		}, opts...)
 	} else {
-		res, err = sentinel.Once(ctx, m.c, onceKey, func(ctx context.Context) (stored, error) {
+		res, err = sentinel.Once(ctx, m.c, onceKey, func(ctx context.Context) (json.RawMessage, error) {
 			if err := gate(ctx); err != nil {
-				return stored{}, err
+				return nil, err
 			}
 			rec, _ := run(ctx)
 			if rec.overflow {
 				// The request was processed: store the failure, so every
 				// repeat learns the same and nothing runs twice.
-				return stored{Fingerprint: fp, Status: -1}, nil
+				return Response{Fingerprint: fp, Status: statusTooLarge}.encode(), nil
 			}
-			if !m.o.Store(rec.statusCode()) {
+			if rec.noEffect || !m.o.Store(rec.statusCode()) {
 				unstored = rec
-				return stored{}, sentinel.Retryable(errNotStored)
+				return nil, sentinel.Retryable(errNotStored)
 			}
-			return rec.stored(fp), nil
+			first = rec
+			return rec.stored(fp).encode(), nil
 		}, opts...)
 	}
 
+	var resp Response
+	var respErr error
+	if err == nil {
+		resp, respErr = DecodeResponse(res.Value)
+	}
 	switch {
-	case err == nil && res.Cached && res.Value.Fingerprint != fp:
+	case err == nil && respErr != nil:
+		writeProblem(w, Problem{Type: ProblemUnreplayable, Title: "Stored outcome cannot be replayed", Status: http.StatusInternalServerError, Key: key,
+			State: string(sentinel.StateCompleted), Token: res.Token,
+			Detail: fmt.Sprintf("the request with Idempotency-Key %q was resolved (by an operator or the server) without an HTTP response that can be sent back (%v); "+
+				"it will not run again, and its outcome is recorded on the server: ask the service's operators for it, and do not repeat it with another key, "+
+				"which could perform it twice", key, respErr)}, 0)
+	case err == nil && res.Cached && resp.Fingerprint != fp:
 		m.reused(w, key, nil)
-	case err == nil && res.Value.Status == -1:
+	case err == nil && resp.Status == statusTooLarge:
 		writeProblem(w, Problem{Type: ProblemResponseTooLarge, Title: "Response too large to store", Status: http.StatusInternalServerError, Key: key,
 			Detail: fmt.Sprintf("the request was processed, but its response exceeded %d bytes and could not be stored; it will not run again with this key", m.o.MaxResponseBytes)}, 0)
+	case err == nil && first != nil && !res.Cached:
+		// The first response goes out in full, credentials included; only
+		// replays go without them.
+		first.sentResponse().write(w, false)
 	case err == nil:
-		res.Value.write(w, res.Cached)
+		resp.write(w, res.Cached)
 	case errors.Is(err, errNotStored):
-		unstored.stored("").write(w, false)
+		unstored.sentResponse().write(w, false)
 	case errors.Is(err, errResponseTooLarge):
 		writeProblem(w, Problem{Type: ProblemResponseTooLarge, Title: "Response too large to store", Status: http.StatusInternalServerError, Key: key,
 			Detail: fmt.Sprintf("the response exceeded %d bytes and could not be stored, so nothing was committed; retrying with this key runs the request again", m.o.MaxResponseBytes)}, 0)
@@ -409,7 +467,9 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, key, onceKe
 		}
 		writeProblem(w, Problem{Type: ProblemUncertain, Title: "Outcome of the original request unknown", Status: http.StatusInternalServerError, Key: key,
 			State: string(ee.State), Token: ee.Token,
-			Detail: fmt.Sprintf("the request with Idempotency-Key %q did not finish (crash, panic or lost lease) and may or may not have taken effect; it will not be run again until an operator reconciles execution %q", key, ee.Key)}, 0)
+			Detail: fmt.Sprintf("the request with Idempotency-Key %q did not finish (crash, panic or lost lease) and may or may not have taken effect; "+
+				"it will not be run again: an operator resolves it (sentinel idempotency inspect %s), after which repeating this same request gets its outcome. "+
+				"Do not send it with a new key, which could perform it twice", key, shellQuote(key))}, 0)
 	case errors.Is(err, sentinel.ErrReconciling):
 		ee := execErr(err, onceKey)
 		writeProblem(w, Problem{Type: ProblemReconciling, Title: "Request being reconciled", Status: http.StatusServiceUnavailable, Key: key,
@@ -476,18 +536,42 @@ func (m *middleware) differs(ctx context.Context, ee *sentinel.ExecutionError, f
 
 // fingerprint digests what makes two requests "the same": method, path and
 // query, and body.
-func fingerprint(r *http.Request, body []byte) string {
+func fingerprint(r *http.Request, body []byte, canonicalJSON bool) string {
 	h := sha256.New()
 	bd := sha256.Sum256(body)
+	if canonicalJSON && isJSON(r.Header.Get("Content-Type")) {
+		if c, ok := canonical(body); ok {
+			// Marked apart, so no canonical digest equals a raw one.
+			bd = sha256.Sum256(append([]byte("canonical-json\n"), c...))
+		}
+	}
 	fmt.Fprintf(h, "%s\n%s\n%x", r.Method, r.URL.RequestURI(), bd)
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// hopHeaders are not stored: they describe one connection or message.
-var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Trailer", "Upgrade",
-	"Te", "Content-Length", "Date"}
+// isJSON reports whether a Content-Type is application/json or +json.
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
 
-func (s stored) write(w http.ResponseWriter, replayed bool) {
+// canonical re-encodes a JSON document with sorted object members, no
+// insignificant whitespace and numbers as written.
+func canonical(body []byte) ([]byte, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false // trailing data
+	}
+	b, err := json.Marshal(v)
+	return b, err == nil
+}
+
+func (s Response) write(w http.ResponseWriter, replayed bool) {
 	h := w.Header()
 	for k, v := range s.Header {
 		h[k] = append([]string(nil), v...)
@@ -507,6 +591,38 @@ type recorder struct {
 	body     bytes.Buffer
 	max      int
 	overflow bool
+	noEffect bool // the handler called NoEffect
+}
+
+// NoEffect marks the response the handler is writing as one after which
+// nothing happened (the card network was unreachable, a dependency said
+// no before any effect): the middleware sends it but does not store it,
+// and gives the key back, so the client's retry with the same key runs
+// the handler again. In transactional mode it also rolls the transaction
+// back. Call it before returning, from the handler given w (or a writer
+// wrapping it with an Unwrap() http.ResponseWriter method). It reports
+// false, changing nothing, when w is not the middleware's (the request
+// had no Idempotency-Key, or is not behind Middleware).
+//
+// By default every response is stored, 5xx included, because a handler
+// that failed may have had an effect first: the replay then tells the
+// client what happened instead of running it twice. Use NoEffect only
+// when the handler knows that nothing took effect; when in doubt, let the
+// response be stored. Options.Store decides by status for all responses;
+// NoEffect decides for one.
+func NoEffect(w http.ResponseWriter) bool {
+	for w != nil {
+		if rec, ok := w.(*recorder); ok {
+			rec.noEffect = true
+			return true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return false
+		}
+		w = u.Unwrap()
+	}
+	return false
 }
 
 // ErrResponseTooLarge is returned by the ResponseWriter's Write when the
@@ -538,16 +654,33 @@ func (rec *recorder) statusCode() int {
 	return rec.status
 }
 
-func (rec *recorder) stored(fp string) stored {
+// sentResponse is the response as sent to the request that ran the
+// handler: every header but the per-connection ones.
+func (rec *recorder) sentResponse() Response {
 	h := rec.sent
 	if h == nil {
-		h = rec.header.Clone()
+		h = rec.header
 	}
+	h = h.Clone()
 	for _, k := range hopHeaders {
 		h.Del(k)
 	}
-	if len(h) == 0 {
-		h = nil
+	return Response{Status: rec.statusCode(), Header: h, Body: rec.body.Bytes()}
+}
+
+// encode is r as stored.
+func (r Response) encode() json.RawMessage {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic("idempotency: encode a response: " + err.Error()) // an http.Header and []byte always encode
 	}
-	return stored{Fingerprint: fp, Status: rec.statusCode(), Header: h, Body: rec.body.Bytes()}
+	return b
+}
+
+func (rec *recorder) stored(fp string) Response {
+	h := rec.sent
+	if h == nil {
+		h = rec.header
+	}
+	return Response{Fingerprint: fp, Status: rec.statusCode(), Header: StoredHeader(h), Body: rec.body.Bytes()}
 }

@@ -123,7 +123,7 @@ func (c *charge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestFirstRunsThenReplays(t *testing.T) {
 	c := sentineltest.New(t)
 	h := &charge{}
-	srv := serve(t, c, idempotency.Options{Required: true}, h.ServeHTTP)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Required: true}, h.ServeHTTP)
 
 	first := do(t, srv, "POST", "/charges", "8e03978e-40d5-43e8-bc93-6894a57f9324", `{"amount":100}`)
 	if first.status != 201 || first.header.Get(idempotency.HeaderReplayed) != "" || first.header.Get("Location") != "/charges/1" {
@@ -148,8 +148,8 @@ func TestFirstRunsThenReplays(t *testing.T) {
 func TestMissingAndInvalidKeys(t *testing.T) {
 	c := sentineltest.New(t)
 	h := &charge{}
-	required := serve(t, c, idempotency.Options{Required: true}, h.ServeHTTP)
-	optional := serve(t, c, idempotency.Options{}, h.ServeHTTP)
+	required := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Required: true}, h.ServeHTTP)
+	optional := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, h.ServeHTTP)
 
 	wantProblem(t, do(t, required, "POST", "/x", "", ""), 400, idempotency.ProblemKeyMissing)
 	for _, key := range []string{`"unterminated`, `a b`, `"a"; p=1`, `"bad\escape"`, "ключ", strings.Repeat("k", 256), `""`} {
@@ -180,7 +180,7 @@ func TestMissingAndInvalidKeys(t *testing.T) {
 func TestDifferentRequestSameKey(t *testing.T) {
 	c := sentineltest.New(t)
 	h := &charge{}
-	srv := serve(t, c, idempotency.Options{}, h.ServeHTTP)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, h.ServeHTTP)
 	if r := do(t, srv, "POST", "/charges", "k1", `{"amount":100}`); r.status != 201 {
 		t.Fatal(r.status)
 	}
@@ -196,7 +196,7 @@ func TestDifferentRequestSameKey(t *testing.T) {
 func TestBodyTooLarge(t *testing.T) {
 	c := sentineltest.New(t)
 	h := &charge{}
-	srv := serve(t, c, idempotency.Options{MaxBodyBytes: 8}, h.ServeHTTP)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, MaxBodyBytes: 8}, h.ServeHTTP)
 	wantProblem(t, do(t, srv, "POST", "/x", "k", "123456789"), 413, idempotency.ProblemBodyTooLarge)
 	if r := do(t, srv, "POST", "/x", "k", "12345678"); r.status != 201 {
 		t.Fatal(r.status, r.body)
@@ -225,7 +225,7 @@ func (b *blocking) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestConcurrentRepeatsGet409(t *testing.T) {
 	c := sentineltest.New(t)
 	h := newBlocking()
-	srv := serve(t, c, idempotency.Options{}, h.ServeHTTP)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, h.ServeHTTP)
 
 	first := make(chan reply, 1)
 	go func() { first <- do(t, srv, "POST", "/jobs", "job-1", "x") }()
@@ -264,7 +264,7 @@ func TestConcurrentRepeatsGet409(t *testing.T) {
 func TestWaitForFirst(t *testing.T) {
 	c := sentineltest.New(t)
 	h := newBlocking()
-	srv := serve(t, c, idempotency.Options{Wait: 30 * time.Second}, h.ServeHTTP)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Wait: 30 * time.Second}, h.ServeHTTP)
 
 	first := make(chan reply, 1)
 	go func() { first <- do(t, srv, "POST", "/jobs", "job-2", "x") }()
@@ -289,7 +289,7 @@ func TestWaitForFirst(t *testing.T) {
 
 	// A short wait still ends in 409.
 	h2 := newBlocking()
-	srv2 := serve(t, c, idempotency.Options{Wait: 100 * time.Millisecond}, h2.ServeHTTP)
+	srv2 := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Wait: 100 * time.Millisecond}, h2.ServeHTTP)
 	go func() { first <- do(t, srv2, "POST", "/jobs", "job-3", "x") }()
 	<-h2.started
 	wantProblem(t, do(t, srv2, "POST", "/jobs", "job-3", "x"), 409, idempotency.ProblemInProgress)
@@ -300,7 +300,7 @@ func TestWaitForFirst(t *testing.T) {
 func TestPanickingHandlerLeavesKeyUncertain(t *testing.T) {
 	c := sentineltest.New(t)
 	var runs atomic.Int64
-	srv := serve(t, c, idempotency.Options{}, func(w http.ResponseWriter, r *http.Request) {
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
 		panic("card network exploded")
 	})
@@ -352,7 +352,7 @@ func TestResponseTooLarge(t *testing.T) {
 	c := sentineltest.New(t)
 	var runs atomic.Int64
 	var writeErr error
-	srv := serve(t, c, idempotency.Options{MaxResponseBytes: 10}, func(w http.ResponseWriter, r *http.Request) {
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, MaxResponseBytes: 10}, func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
 		_, writeErr = w.Write([]byte(strings.Repeat("x", 11)))
 	})
@@ -370,7 +370,7 @@ func TestResponseTooLarge(t *testing.T) {
 func TestRetentionAndPrune(t *testing.T) {
 	c := sentineltest.New(t)
 	h := &charge{}
-	srv := serve(t, c, idempotency.Options{Namespace: "http"}, h.ServeHTTP)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Namespace: "http"}, h.ServeHTTP)
 	do(t, srv, "POST", "/charges", "old", "x")
 	if r := do(t, srv, "POST", "/charges", "old", "x"); r.header.Get(idempotency.HeaderReplayed) != "true" {
 		t.Fatal("not replayed before pruning")
@@ -470,7 +470,7 @@ func newLedger(t *testing.T) (*sentinel.Client, *ledger) {
 
 func TestTransactionalExactlyOnce(t *testing.T) {
 	c, l := newLedger(t)
-	srv := serve(t, c, idempotency.Options{Transactional: true, MaxResponseBytes: 50}, l.ServeHTTP)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Transactional: true, MaxResponseBytes: 50}, l.ServeHTTP)
 
 	// A crash between the write and the response: nothing is left behind,
 	// the key is not uncertain, and the retry runs afresh.
@@ -517,7 +517,7 @@ func TestTransactionalExactlyOnce(t *testing.T) {
 // server completes the request exactly once.
 func TestTransactionalLostLeaseCommitsNothing(t *testing.T) {
 	c, l := newLedger(t)
-	srv := serve(t, c, idempotency.Options{Transactional: true}, l.ServeHTTP)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Transactional: true}, l.ServeHTTP)
 	l.fail.Store("block")
 	done := make(chan reply, 1)
 	go func() { done <- do(t, srv, "POST", "/book", "b2", "x") }()
@@ -532,7 +532,7 @@ func TestTransactionalLostLeaseCommitsNothing(t *testing.T) {
 	}
 
 	l.fail.Store("")
-	other := serve(t, sentineltest.New(t), idempotency.Options{Transactional: true}, l.ServeHTTP)
+	other := serve(t, sentineltest.New(t), idempotency.Options{Scope: idempotency.SingleTenant, Transactional: true}, l.ServeHTTP)
 	if r := do(t, other, "POST", "/book", "b2", "x"); r.status != 201 {
 		t.Fatalf("retry on another server: %+v", r)
 	}
@@ -547,7 +547,7 @@ func TestTransactionalLostLeaseCommitsNothing(t *testing.T) {
 func TestStoreFalseFreesTheKey(t *testing.T) {
 	c := sentineltest.New(t)
 	var runs atomic.Int64
-	srv := serve(t, c, idempotency.Options{Store: func(status int) bool { return status != http.StatusTooManyRequests }},
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Store: func(status int) bool { return status != http.StatusTooManyRequests }},
 		func(w http.ResponseWriter, r *http.Request) {
 			if runs.Add(1) == 1 {
 				http.Error(w, "slow down", http.StatusTooManyRequests)
@@ -573,7 +573,7 @@ func TestClientDisconnectDoesNotCancelHandler(t *testing.T) {
 	c := sentineltest.New(t)
 	h := newBlocking()
 	var handlerErr atomic.Value
-	srv := serve(t, c, idempotency.Options{}, func(w http.ResponseWriter, r *http.Request) {
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r)
 		handlerErr.Store(fmt.Sprint(r.Context().Err()))
 	})
@@ -617,7 +617,7 @@ func TestWaiterTakesOverAGivenBackKey(t *testing.T) {
 	var runs atomic.Int64
 	started := make(chan struct{}, 2)
 	var lateErr atomic.Value
-	srv := serve(t, c, idempotency.Options{Transactional: true, Wait: 300 * time.Millisecond}, func(w http.ResponseWriter, r *http.Request) {
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Transactional: true, Wait: 300 * time.Millisecond}, func(w http.ResponseWriter, r *http.Request) {
 		n := runs.Add(1)
 		started <- struct{}{}
 		if n == 1 {
@@ -643,7 +643,10 @@ func TestWaiterTakesOverAGivenBackKey(t *testing.T) {
 
 func TestBadOptionsPanicAtConstruction(t *testing.T) {
 	c := sentineltest.New(t)
-	for _, o := range []idempotency.Options{{TTL: -1}, {Wait: -time.Second}, {MaxResponseBytes: -1}, {TTL: 2 * time.Second, HardTTL: time.Second}, {MaxResponseBytes: 15 << 20}} {
+	for i, o := range []idempotency.Options{{}, {TTL: -1}, {Wait: -time.Second}, {MaxResponseBytes: -1}, {TTL: 2 * time.Second, HardTTL: time.Second}, {MaxResponseBytes: 15 << 20}} {
+		if i > 0 {
+			o.Scope = idempotency.SingleTenant // only the field under test is wrong
+		}
 		func() {
 			defer func() {
 				if recover() == nil {
@@ -659,7 +662,7 @@ func TestBadOptionsPanicAtConstruction(t *testing.T) {
 // or live.
 func TestHeadersAfterWriteHeaderIgnored(t *testing.T) {
 	c := sentineltest.New(t)
-	srv := serve(t, c, idempotency.Options{}, func(w http.ResponseWriter, r *http.Request) {
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Before", "1")
 		w.WriteHeader(http.StatusCreated)
 		w.Header().Set("X-After", "1")

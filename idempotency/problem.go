@@ -19,6 +19,9 @@ const (
 	ProblemKeyInvalid = problemBase + "ProblemKeyInvalid"
 	// ProblemBodyTooLarge (413): the request body is over Options.MaxBodyBytes.
 	ProblemBodyTooLarge = problemBase + "ProblemBodyTooLarge"
+	// ProblemNoScope (403): Options.Scope returned "" for the request: the
+	// server could not tell whom it acts for. The handler did not run.
+	ProblemNoScope = problemBase + "ProblemNoScope"
 	// ProblemInProgress (409): a request with this key is being processed;
 	// retry after the Retry-After delay.
 	ProblemInProgress = problemBase + "ProblemInProgress"
@@ -41,6 +44,13 @@ const (
 	// ProblemNotStored (500): the request was processed but its response
 	// could not be stored or read back.
 	ProblemNotStored = problemBase + "ProblemNotStored"
+	// ProblemUnreplayable (500): the key is completed, but its stored
+	// result is not a response the middleware can replay (an operator
+	// resolved it with a generic tool, or it ended with an error instead of
+	// a response). The request's outcome is recorded but cannot be sent;
+	// an operator must look at it (sentinel idempotency inspect). The key
+	// is never run again.
+	ProblemUnreplayable = problemBase + "ProblemUnreplayable"
 	// ProblemUnavailable (503): the idempotency store could not be reached
 	// or refused the completion; nothing was recorded as done. Retry.
 	ProblemUnavailable = problemBase + "ProblemUnavailable"

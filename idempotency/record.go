@@ -1,0 +1,348 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// This file is the one description of what the middleware stores, used by
+// the middleware itself, by `sentinel idempotency` and by the
+// reconciliation page (console): the execution key naming a client's key,
+// the stored response, and the request recorded with the claim.
+
+// KeyPrefix starts every Sentinel execution key the middleware writes.
+const KeyPrefix = "idempotency:"
+
+// ExecutionKey returns the Sentinel execution key under which the
+// middleware keeps the client's Idempotency-Key value key for scope (what
+// Options.Scope returned; "" for SingleTenant):
+// "idempotency:<len(scope)>:<scope>:<key>". The length prefix keeps every
+// scope/key pair apart.
+func ExecutionKey(scope, key string) string {
+	return KeyPrefix + strconv.Itoa(len(scope)) + ":" + scope + ":" + key
+}
+
+// ParseExecutionKey splits an execution key written by the middleware into
+// its scope and the client's key. ok is false for any other key.
+func ParseExecutionKey(execKey string) (scope, key string, ok bool) {
+	rest, found := strings.CutPrefix(execKey, KeyPrefix)
+	if !found {
+		return "", "", false
+	}
+	n, rest, found := strings.Cut(rest, ":")
+	if !found {
+		return "", "", false
+	}
+	l, err := strconv.Atoi(n)
+	if err != nil || l < 0 || strconv.Itoa(l) != n || len(rest) < l+2 || rest[l] != ':' {
+		return "", "", false
+	}
+	return rest[:l], rest[l+1:], true
+}
+
+// SingleTenant is the Options.Scope of a service with one principal: every
+// request shares one scope. Middleware recognises this function and stores
+// its keys with the empty scope (as keys were stored before Scope was
+// required), which `sentinel idempotency` addresses when --scope is
+// omitted. Wrapping it in another function does not work: a Scope that
+// returns "" refuses the request.
+func SingleTenant(*http.Request) string { return "" }
+
+func isSingleTenant(f func(*http.Request) string) bool {
+	return f != nil && reflect.ValueOf(f).Pointer() == reflect.ValueOf(SingleTenant).Pointer()
+}
+
+// Response is an HTTP response as the middleware stores it (the result of
+// the key's execution, JSON) and replays it. Fingerprint identifies the
+// request it answers (see Request): a repeat with another fingerprint gets
+// 422.
+type Response struct {
+	Fingerprint string      `json:"fingerprint"`
+	Status      int         `json:"status"` // -1: the response was too large to store
+	Header      http.Header `json:"header,omitempty"`
+	Body        []byte      `json:"body,omitempty"` // base64 in the JSON
+}
+
+// statusTooLarge marks a stored Response for a handler whose response
+// exceeded Options.MaxResponseBytes.
+const statusTooLarge = -1
+
+// ErrNotResponse is matched by the error of DecodeResponse and CheckResult
+// when a stored result is not a response the middleware can replay.
+var ErrNotResponse = errors.New("idempotency: not a stored HTTP response the middleware can replay")
+
+// DecodeResponse decodes the stored result of a middleware key. It fails
+// with an error matching ErrNotResponse unless data is a response the
+// middleware can replay: a JSON object with a fingerprint and a status
+// from 200 to 599 (or the too-large marker).
+func DecodeResponse(data []byte) (Response, error) {
+	var r Response
+	if len(data) == 0 {
+		return r, fmt.Errorf("%w: the key has no stored result", ErrNotResponse)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, fmt.Errorf("%w: %v", ErrNotResponse, err)
+	}
+	if r.Fingerprint == "" {
+		return r, fmt.Errorf("%w: it has no request fingerprint", ErrNotResponse)
+	}
+	if r.Status != statusTooLarge && (r.Status < 200 || r.Status > 599) {
+		return r, fmt.Errorf("%w: status %d is not a final HTTP status (200-599)", ErrNotResponse, r.Status)
+	}
+	return r, nil
+}
+
+// CheckResult reports whether value (JSON) may be stored as the result of
+// the execution execKey: nil for a key the middleware did not write, an
+// error matching ErrNotResponse and naming `sentinel idempotency resolve`
+// when the middleware could not replay value for it. The generic operator
+// tools (sentinel force-complete, set-result, the console) call it before
+// storing a value.
+func CheckResult(execKey string, value []byte) error {
+	scope, key, ok := ParseExecutionKey(execKey)
+	if !ok {
+		return nil
+	}
+	if _, err := DecodeResponse(value); err != nil {
+		return fmt.Errorf("%q is an Idempotency-Key written by the idempotency middleware, and it could not replay this value to the client (%w); "+
+			"resolve it with an HTTP response instead: %s", execKey, err, ResolveCommand(scope, key))
+	}
+	return nil
+}
+
+// ResolveCommand is the `sentinel idempotency resolve` command line that
+// resolves the client's key in scope, for messages.
+func ResolveCommand(scope, key string) string {
+	s := "sentinel idempotency resolve " + shellQuote(key)
+	if scope != "" {
+		s += " --scope " + shellQuote(scope)
+	}
+	return s + " --status N --body JSON [--token N] --yes"
+}
+
+// shellQuote quotes s for a POSIX shell when needed.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// credentialHeaders are never stored nor replayed: they carry one
+// principal's credentials or session (RFC 9110 section 11, RFC 6265). A
+// handler that sets a cookie sets it on the first response only.
+var credentialHeaders = []string{"Set-Cookie", "Set-Cookie2", "Authorization", "Proxy-Authorization",
+	"Authentication-Info", "Proxy-Authentication-Info"}
+
+// hopHeaders are not stored: they describe one connection or message.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Trailer", "Upgrade",
+	"Te", "Content-Length", "Date"}
+
+// StoredHeader returns the part of h the middleware stores and replays: h
+// without per-connection headers (Connection, Transfer-Encoding,
+// Content-Length, Date, ...) and without credentials (Set-Cookie,
+// Set-Cookie2, Authorization, Proxy-Authorization, Authentication-Info,
+// Proxy-Authentication-Info), so that no replay hands one principal's
+// session to another. nil when nothing is left.
+func StoredHeader(h http.Header) http.Header {
+	h = h.Clone()
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	for _, k := range credentialHeaders {
+		h.Del(k)
+	}
+	if len(h) == 0 {
+		return nil
+	}
+	return h
+}
+
+// NewResponse builds the stored form of a response answering the request
+// with fingerprint fp: the value `sentinel idempotency resolve` stores. It
+// checks status (200-599) and keeps only the headers StoredHeader keeps.
+func NewResponse(fp string, status int, header http.Header, body []byte) (Response, error) {
+	if fp == "" {
+		return Response{}, errors.New("idempotency: the request's fingerprint is unknown (no claim in the key's history), so no response can be matched to it")
+	}
+	if status < 200 || status > 599 {
+		return Response{}, fmt.Errorf("idempotency: status %d: give a final HTTP status from 200 to 599", status)
+	}
+	return Response{Fingerprint: fp, Status: status, Header: StoredHeader(header), Body: body}, nil
+}
+
+// Request is the request that claimed a middleware key, as recorded in the
+// key's history with its claim.
+type Request struct {
+	Method      string
+	Path        string
+	Fingerprint string
+	Token       int64     // the fencing token of that claim
+	At          time.Time // when it claimed the key (database clock)
+}
+
+// RequestOf returns the request of the last claim in a key's history
+// (sentinel.Client.History). ok is false when the history has none.
+func RequestOf(events []sentinel.Event) (req Request, ok bool) {
+	for i := len(events) - 1; i >= 0; i-- {
+		ev := events[i]
+		if ev.Type != "claimed" {
+			continue
+		}
+		req = Request{Token: ev.Token, At: ev.At}
+		req.Method, _ = ev.Metadata["method"].(string)
+		req.Path, _ = ev.Metadata["path"].(string)
+		req.Fingerprint, _ = ev.Metadata["fingerprint"].(string)
+		return req, true
+	}
+	return Request{}, false
+}
+
+// RefusedResponse returns the response the handler produced for the key's
+// last run when its completion was refused (the lease was lost before the
+// response was stored): the history's completion_refused event carries
+// it. ok is false when there is none, or it is not a response.
+func RefusedResponse(events []sentinel.Event) (resp Response, ok bool) {
+	for i := len(events) - 1; i >= 0; i-- {
+		switch events[i].Type {
+		case "completion_refused":
+			raw, found := events[i].Metadata["result"]
+			if !found {
+				return Response{}, false
+			}
+			b, err := json.Marshal(raw)
+			if err != nil {
+				return Response{}, false
+			}
+			r, err := DecodeResponse(b)
+			return r, err == nil && r.Status != statusTooLarge
+		case "started", "claimed":
+			return Response{}, false
+		}
+	}
+	return Response{}, false
+}
+
+// Record is a middleware key as operators see it.
+type Record struct {
+	Scope     string
+	Key       string // the client's Idempotency-Key value
+	Execution *sentinel.Execution
+	Request   Request // zero when the history has no claim (pruned)
+	// Response is the stored response of a completed key (nil otherwise);
+	// ResponseError says why a completed key's result cannot be replayed.
+	Response      *Response
+	ResponseError string
+	// Refused is the response of a run whose completion was refused.
+	Refused *Response
+}
+
+// Uncertain reports whether the key is uncertain: executing with an
+// expired lease.
+func (r *Record) Uncertain() bool {
+	return r.Execution.State == sentinel.StateExecuting && !r.Execution.LeaseAlive
+}
+
+// Inspect reads the record of the client's key in scope, in the namespace
+// given by opts (sentinel.WithNamespace; default the client's). A key with
+// no execution returns an error matching sentinel.ErrNotFound.
+func Inspect(ctx context.Context, c *sentinel.Client, scope, key string, opts ...sentinel.Option) (*Record, error) {
+	execKey := ExecutionKey(scope, key)
+	ex, err := c.Inspect(ctx, execKey, opts...)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := c.History(ctx, execKey, opts...)
+	if err != nil {
+		return nil, err
+	}
+	rec := &Record{Scope: scope, Key: key, Execution: ex}
+	rec.Request, _ = RequestOf(evs)
+	if ex.State == sentinel.StateCompleted {
+		switch r, err := DecodeResponse(ex.Result); {
+		case ex.ResultError != "":
+			rec.ResponseError = "not stored: " + ex.ResultError
+		case err != nil:
+			rec.ResponseError = err.Error()
+		default:
+			rec.Response = &r
+		}
+	} else if r, ok := RefusedResponse(evs); ok {
+		rec.Refused = &r
+	}
+	return rec, nil
+}
+
+// Resolve completes an uncertain or reconciling middleware key with resp,
+// so that the client's repeat of the same request gets resp with
+// Idempotent-Replayed: true. resp.Fingerprint must be the request's (see
+// NewResponse and Record.Request). An uncertain key is first reconciled
+// (sentinel.Client.Reconcile, which mints a new token), then
+// force-completed at that token; with sentinel.WithToken both steps act
+// only if the key is still at the token the operator inspected. It returns
+// the token the key completed at.
+func Resolve(ctx context.Context, c *sentinel.Client, scope, key string, resp Response, opts ...sentinel.Option) (int64, error) {
+	if _, err := NewResponse(resp.Fingerprint, resp.Status, nil, nil); err != nil {
+		return 0, err
+	}
+	execKey := ExecutionKey(scope, key)
+	ex, err := c.Inspect(ctx, execKey, opts...)
+	if err != nil {
+		return 0, err
+	}
+	var fopts []sentinel.Option
+	switch {
+	case ex.State == sentinel.StateExecuting:
+		// Reconcile refuses a live lease itself, with the reason.
+		rex, err := c.Reconcile(ctx, execKey, opts...)
+		if err != nil {
+			return 0, err
+		}
+		// Complete exactly the reconciliation just started.
+		fopts = append(append(fopts, opts...), sentinel.WithToken(rex.Token))
+	case ex.State == sentinel.StateReconciling:
+		// The operator's WithToken, if any, wins over the token just read.
+		fopts = append(append(fopts, sentinel.WithToken(ex.Token)), opts...)
+	default:
+		return 0, &sentinel.ExecutionError{Kind: sentinel.ErrWrongState, Namespace: ex.Namespace, Key: ex.Key, State: ex.State,
+			Owner: ex.Owner, Token: ex.Token, Since: ex.UpdatedAt,
+			Cause: fmt.Errorf("only an uncertain or reconciling key can be resolved; this one is %s", ex.State)}
+	}
+	data, err := json.Marshal(resp)
+	if err != nil {
+		return 0, err
+	}
+	if err := CheckResult(execKey, data); err != nil {
+		return 0, err
+	}
+	if err := c.ForceComplete(ctx, execKey, json.RawMessage(data), fopts...); err != nil {
+		return 0, err
+	}
+	done, err := c.Inspect(ctx, execKey, opts...)
+	if err != nil {
+		return 0, err
+	}
+	return done.Token, nil
+}
+
+// BodyText is body as an operator reads it: the text when it is UTF-8,
+// else base64 with a note.
+func BodyText(body []byte) string {
+	if !utf8.Valid(body) {
+		return "(base64) " + base64.StdEncoding.EncodeToString(body)
+	}
+	return string(body)
+}

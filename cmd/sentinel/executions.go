@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/idempotency"
 )
 
 // execJSON is an execution as the command prints it with --json.
@@ -142,6 +143,15 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event) err
 			b, _ := json.Marshal(r)
 			fmt.Fprintf(a.stdout, "fn's result: %s\n", b)
 		}
+	}
+	if scope, key, ok := idempotency.ParseExecutionKey(e.Key); ok && (uncertain(e) || e.State == sentinel.StateReconciling) {
+		cmd := "sentinel idempotency inspect " + shellQuote(key)
+		if scope != "" {
+			cmd += " --scope " + shellQuote(scope)
+		}
+		fmt.Fprintf(a.stdout, "\nnext: this is an HTTP Idempotency-Key; see its request and resolve it with a response:\n  %s -n %s\n",
+			cmd, shellQuote(e.Namespace))
+		return nil
 	}
 	switch {
 	case uncertain(e) && refused != nil:
@@ -285,6 +295,9 @@ func (a *app) storeValue(f *operatorFlags, question string,
 	return func(cmd *cobra.Command, args []string) error {
 		if !json.Valid([]byte(args[1])) {
 			return usageErr("VALUE must be a JSON document (quote strings: '\"text\"'), got %q", args[1])
+		}
+		if err := idempotency.CheckResult(args[0], []byte(args[1])); err != nil {
+			return usageErr("%v", err)
 		}
 		if err := a.confirm(f.yes, question, a.namespace, args[0], args[1]); err != nil {
 			return err

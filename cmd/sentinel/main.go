@@ -212,6 +212,7 @@ command exit with the command's code.`,
 		a.observeCmd(),
 		a.queueCmd(),
 		a.serveCmd(),
+		a.idempotencyCmd(),
 	)
 	return root
 }

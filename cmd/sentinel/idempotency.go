@@ -1,0 +1,446 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/idempotency"
+)
+
+// The idempotency commands address keys written by the idempotency
+// middleware by the client's Idempotency-Key value and --scope (what
+// Options.Scope returned; omitted for idempotency.SingleTenant), never by
+// the execution key the middleware derives from them. The stored format is
+// package idempotency's (record.go); nothing here parses it.
+
+func (a *app) idempotencyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "idempotency",
+		Short: "Find, inspect and resolve Idempotency-Key requests (the idempotency middleware)",
+		Long: `idempotency operates the keys of the idempotency middleware (package
+idempotency): KEY is the client's own Idempotency-Key value and --scope the
+principal the server's Options.Scope returned for the request (omit it for
+idempotency.SingleTenant).
+
+A request that crashed or panicked mid-handler leaves its key UNCERTAIN:
+the client's retries get a 500 problem and nothing runs again. Find out
+what happened (your own records, the payment provider), then resolve the
+key with the HTTP response the client should get: its retry of the same
+request (same method, path, query and body) then gets exactly that
+response, with Idempotent-Replayed: true. If nothing happened, reconcile
+and reset the execution instead (sentinel reset), so the retry runs.`,
+		Example: `  sentinel idempotency list --uncertain -n payments
+  sentinel idempotency inspect 8e03978e --scope acct_42 -n payments
+  sentinel idempotency resolve 8e03978e --scope acct_42 -n payments --token 7 \
+      --status 201 --body '{"charge_id":"ch_97ea3056"}' --yes`,
+	}
+	cmd.AddCommand(a.idemListCmd(), a.idemInspectCmd(), a.idemResolveCmd())
+	return cmd
+}
+
+// idemKeyJSON is a listed key with --json.
+type idemKeyJSON struct {
+	Scope     string         `json:"scope"`
+	Key       string         `json:"key"`
+	Namespace string         `json:"namespace"`
+	State     sentinel.State `json:"state"`
+	Uncertain bool           `json:"uncertain"`
+	Token     int64          `json:"token"`
+	Method    string         `json:"method,omitempty"`
+	Path      string         `json:"path,omitempty"`
+	UpdatedAt *string        `json:"updated_at"`
+	CreatedAt *string        `json:"created_at"`
+}
+
+func (a *app) idemListCmd() *cobra.Command {
+	var unc bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the middleware's keys not completed: uncertain first",
+		Long: `list shows the Idempotency-Keys of --namespace that are not completed
+(uncertain, being reconciled, in progress), uncertain ones first, each with
+its scope, key, the request's method and path, and how long it has been in
+its state. --uncertain keeps only the uncertain ones.`,
+		Example: `  sentinel idempotency list -n payments
+  sentinel idempotency list --uncertain -n payments --json`,
+		Args: args(0, 0),
+		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			var keys []idemKeyJSON
+			var execs []sentinel.Execution
+			for _, st := range []sentinel.State{sentinel.StateExecuting, sentinel.StateReconciling, sentinel.StateClaimed} {
+				if unc && st != sentinel.StateExecuting {
+					continue
+				}
+				f := sentinel.ExecutionFilter{State: st, Uncertain: unc, Limit: sentinel.MaxExecutionsLimit}
+				for {
+					page, next, err := a.client.Executions(cmd.Context(), f)
+					if err != nil {
+						return err
+					}
+					execs = append(execs, page...)
+					if next == "" {
+						break
+					}
+					f.After = next
+				}
+			}
+			for i := range execs {
+				e := &execs[i]
+				scope, key, ok := idempotency.ParseExecutionKey(e.Key)
+				if !ok {
+					continue
+				}
+				k := idemKeyJSON{Scope: scope, Key: key, Namespace: e.Namespace, State: e.State, Uncertain: uncertain(e),
+					Token: e.Token, UpdatedAt: tsJSON(e.UpdatedAt), CreatedAt: tsJSON(e.CreatedAt)}
+				evs, err := a.client.History(cmd.Context(), e.Key)
+				if err != nil {
+					return err
+				}
+				if req, ok := idempotency.RequestOf(evs); ok {
+					k.Method, k.Path = req.Method, req.Path
+				}
+				keys = append(keys, k)
+			}
+			rank := func(k idemKeyJSON) int {
+				switch {
+				case k.Uncertain:
+					return 0
+				case k.State == sentinel.StateReconciling:
+					return 1
+				}
+				return 2
+			}
+			sort.SliceStable(keys, func(i, j int) bool { return rank(keys[i]) < rank(keys[j]) })
+			if a.jsonOut {
+				if keys == nil {
+					keys = []idemKeyJSON{}
+				}
+				return a.printJSON(map[string]any{"keys": keys})
+			}
+			if len(keys) == 0 {
+				fmt.Fprintf(a.stdout, "no Idempotency-Keys %sin namespace %q\n", map[bool]string{true: "uncertain ", false: "open "}[unc], a.namespace)
+				return nil
+			}
+			w := a.table()
+			row(w, "STATE", "SCOPE", "KEY", "METHOD", "PATH", "SINCE", "TOKEN")
+			byKey := map[string]*sentinel.Execution{}
+			for i := range execs {
+				byKey[execs[i].Key] = &execs[i]
+			}
+			for _, k := range keys {
+				e := byKey[idempotency.ExecutionKey(k.Scope, k.Key)]
+				state := string(k.State)
+				switch {
+				case k.Uncertain:
+					state = "UNCERTAIN"
+				case (k.State == sentinel.StateExecuting || k.State == sentinel.StateClaimed) && e.LeaseAlive:
+					state += " (in progress)"
+				}
+				row(w, state, printable(orDash(k.Scope)), printable(k.Key), printable(orDash(k.Method)), printable(orDash(k.Path)),
+					relative(e.UpdatedAt), k.Token)
+			}
+			return w.Flush()
+		}),
+	}
+	cmd.Flags().BoolVar(&unc, "uncertain", false, "only uncertain keys (the request crashed: outcome unknown)")
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printable escapes control and invalid bytes of text that came from an
+// HTTP client or handler, so that it cannot drive the operator's terminal.
+func printable(s string) string {
+	ok := utf8.ValidString(s)
+	for _, r := range s {
+		if ok && unicode.IsControl(r) {
+			ok = false
+		}
+	}
+	if ok {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// idemResponseJSON is a response with --json; the body as text when it is
+// UTF-8, else base64.
+type idemResponseJSON struct {
+	Status     int         `json:"status"`
+	Header     http.Header `json:"header,omitempty"`
+	Body       *string     `json:"body,omitempty"`
+	BodyBase64 string      `json:"body_base64,omitempty"`
+}
+
+func toIdemResponseJSON(r *idempotency.Response) *idemResponseJSON {
+	if r == nil {
+		return nil
+	}
+	j := &idemResponseJSON{Status: r.Status, Header: r.Header}
+	if utf8.Valid(r.Body) {
+		s := string(r.Body)
+		j.Body = &s
+	} else {
+		j.BodyBase64 = base64.StdEncoding.EncodeToString(r.Body)
+	}
+	return j
+}
+
+// idemRecordJSON is inspect's --json output.
+type idemRecordJSON struct {
+	Scope         string            `json:"scope"`
+	Key           string            `json:"key"`
+	ExecutionKey  string            `json:"execution_key"`
+	Namespace     string            `json:"namespace"`
+	State         sentinel.State    `json:"state"`
+	Uncertain     bool              `json:"uncertain"`
+	Token         int64             `json:"token"`
+	UpdatedAt     *string           `json:"updated_at"`
+	Method        string            `json:"method,omitempty"`
+	Path          string            `json:"path,omitempty"`
+	Fingerprint   string            `json:"fingerprint,omitempty"`
+	Response      *idemResponseJSON `json:"response,omitempty"`
+	ResponseError string            `json:"response_error,omitempty"`
+	Refused       *idemResponseJSON `json:"refused_response,omitempty"`
+}
+
+func (a *app) idemInspectCmd() *cobra.Command {
+	var scope string
+	cmd := &cobra.Command{
+		Use:   "inspect KEY",
+		Short: "Show an Idempotency-Key: its request, state and response",
+		Long: `inspect shows the key's state and fencing token, the request that claimed
+it (method, path, fingerprint), and its stored response (status, headers,
+decoded body) when completed, or the response the handler produced when
+its completion was refused (the lease was lost first). Exit code 3 when the
+key has no execution.`,
+		Example: `  sentinel idempotency inspect 8e03978e --scope acct_42 -n payments
+  sentinel idempotency inspect 8e03978e --scope acct_42 -n payments --json`,
+		Args: args(1, 1),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			rec, err := idempotency.Inspect(cmd.Context(), a.client, scope, args[0])
+			if err != nil {
+				return err
+			}
+			e := rec.Execution
+			if a.jsonOut {
+				return a.printJSON(idemRecordJSON{Scope: rec.Scope, Key: rec.Key, ExecutionKey: e.Key, Namespace: e.Namespace,
+					State: e.State, Uncertain: rec.Uncertain(), Token: e.Token, UpdatedAt: tsJSON(e.UpdatedAt),
+					Method: rec.Request.Method, Path: rec.Request.Path, Fingerprint: rec.Request.Fingerprint,
+					Response: toIdemResponseJSON(rec.Response), ResponseError: rec.ResponseError, Refused: toIdemResponseJSON(rec.Refused)})
+			}
+			w := a.table()
+			row(w, "key:", printable(rec.Key))
+			row(w, "scope:", printable(orDash(rec.Scope)))
+			row(w, "namespace:", e.Namespace)
+			row(w, "state:", stateLabel(e))
+			row(w, "since:", ts(e.UpdatedAt)+"  ("+relative(e.UpdatedAt)+")")
+			row(w, "token:", e.Token)
+			if rec.Request.Method != "" {
+				row(w, "request:", printable(rec.Request.Method+" "+rec.Request.Path))
+				row(w, "fingerprint:", rec.Request.Fingerprint)
+			} else {
+				row(w, "request:", "- (no claim in the history: pruned)")
+			}
+			if rec.ResponseError != "" {
+				row(w, "response:", "(cannot be replayed: "+rec.ResponseError+")")
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if rec.Response != nil {
+				fmt.Fprintln(a.stdout, "\nstored response:")
+				a.printResponse(rec.Response)
+			}
+			if rec.Refused != nil {
+				fmt.Fprintln(a.stdout, "\nrefused response (the handler finished, but its lease was lost before the response was stored):")
+				a.printResponse(rec.Refused)
+			}
+			resolve := "sentinel idempotency resolve " + shellQuote(rec.Key)
+			if rec.Scope != "" {
+				resolve += " --scope " + shellQuote(rec.Scope)
+			}
+			resolve += " -n " + shellQuote(e.Namespace) + " --token " + strconv.FormatInt(e.Token, 10)
+			switch {
+			case rec.Uncertain() || e.State == sentinel.StateReconciling:
+				if rec.Refused != nil {
+					fmt.Fprintf(a.stdout, "\nnext: the handler finished; send its response to the client's retries:\n  %s --refused --yes\n", resolve)
+				} else {
+					fmt.Fprintf(a.stdout, "\nnext: find out whether the request took effect; if it did, give the response its retries get:\n"+
+						"  %s --status 201 --body '{...}' --yes\n", resolve)
+				}
+				fmt.Fprintf(a.stdout, "if it did not: sentinel reconcile %s -n %s --token %d, then sentinel reset (the retry runs it)\n",
+					shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&scope, "scope", "", "the principal Options.Scope returned for the request (omit for idempotency.SingleTenant)")
+	return cmd
+}
+
+// printResponse prints a response: status, headers, body (decoded).
+func (a *app) printResponse(r *idempotency.Response) {
+	if r.Status == -1 {
+		fmt.Fprintln(a.stdout, "  (the handler's response was too large to store)")
+		return
+	}
+	fmt.Fprintf(a.stdout, "  %d %s\n", r.Status, http.StatusText(r.Status))
+	names := make([]string, 0, len(r.Header))
+	for k := range r.Header {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, v := range r.Header[k] {
+			fmt.Fprintf(a.stdout, "  %s: %s\n", printable(k), printable(v))
+		}
+	}
+	switch {
+	case len(r.Body) == 0:
+		fmt.Fprintln(a.stdout, "  (no body)")
+	case utf8.Valid(r.Body):
+		for _, line := range strings.Split(strings.TrimRight(string(r.Body), "\n"), "\n") {
+			fmt.Fprintf(a.stdout, "  %s\n", printable(line))
+		}
+	default:
+		fmt.Fprintf(a.stdout, "  (%d bytes, not text; base64) %s\n", len(r.Body), base64.StdEncoding.EncodeToString(r.Body))
+	}
+}
+
+func (a *app) idemResolveCmd() *cobra.Command {
+	var (
+		scope, body string
+		status      int
+		headers     []string
+		refusedResp bool
+		f           operatorFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "resolve KEY (--status N --body JSON|@FILE [--header 'K: V']... | --refused)",
+		Short: "Resolve an uncertain Idempotency-Key with the HTTP response its retries get",
+		Long: `resolve completes an uncertain (or reconciling) Idempotency-Key with an HTTP
+response, keeping the fingerprint of the request that claimed it: the
+client's retry of the same request (same method, path, query and body) then
+gets exactly that response, with Idempotent-Replayed: true. A different
+request with the key still gets 422.
+
+  --status N        the status (200-599)
+  --body TEXT       the body (JSON, or any text); @FILE reads it from FILE
+  --header 'K: V'   a response header, repeatable; Content-Type defaults to
+                    application/json when the body is JSON. Credentials
+                    (Set-Cookie, Authorization, ...) are dropped, as the
+                    middleware never stores them.
+  --refused         the response the handler produced when its completion
+                    was refused (inspect shows it), instead of the above
+
+An uncertain key is reconciled first (a new fencing token, so a late
+completion by the crashed request is refused), then completed. --token
+makes both act only if the key is still at the token inspect showed.
+
+Exit code 2 for bad input (nothing is written); 3 when the key does not
+exist; 4 when it is not uncertain or reconciling, or --token no longer
+matches.`,
+		Example: `  sentinel idempotency resolve 8e03978e --scope acct_42 -n payments --token 7 \
+      --status 201 --body '{"charge_id":"ch_97ea3056"}' --yes
+  sentinel idempotency resolve 8e03978e --scope acct_42 -n payments --body @response.json --status 201 --yes
+  sentinel idempotency resolve 8e03978e --scope acct_42 -n payments --refused --yes`,
+		Args: args(1, 1),
+		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			given := cmd.Flags().Changed
+			if refusedResp && (given("status") || given("body") || given("header")) {
+				return usageErr("give --refused or --status/--body/--header, not both")
+			}
+			if !refusedResp && (!given("status") || !given("body")) {
+				return usageErr("give --status and --body (the response the client's retries get), or --refused")
+			}
+			var hdr http.Header
+			var bodyBytes []byte
+			if !refusedResp {
+				if status < 200 || status > 599 {
+					return usageErr("--status %d: give a final HTTP status from 200 to 599", status)
+				}
+				bodyBytes = []byte(body)
+				if name, ok := strings.CutPrefix(body, "@"); ok {
+					b, err := os.ReadFile(name)
+					if err != nil {
+						return usageErr("--body @%s: %v", name, err)
+					}
+					bodyBytes = b
+				}
+				hdr = http.Header{}
+				for _, h := range headers {
+					k, v, ok := strings.Cut(h, ":")
+					k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+					if !ok || k == "" || strings.ContainsAny(k, " \t\r\n") || strings.ContainsAny(v, "\r\n") {
+						return usageErr("--header %q: want 'Name: value'", h)
+					}
+					hdr.Add(k, v)
+				}
+				if hdr.Get("Content-Type") == "" && json.Valid(bodyBytes) {
+					hdr.Set("Content-Type", "application/json")
+				}
+			}
+			rec, err := idempotency.Inspect(cmd.Context(), a.client, scope, args[0])
+			if err != nil {
+				return err
+			}
+			var resp idempotency.Response
+			if refusedResp {
+				if rec.Refused == nil {
+					return refused("%q has no refused response in its history: give the response with --status and --body", args[0])
+				}
+				resp = *rec.Refused
+			} else {
+				resp, err = idempotency.NewResponse(rec.Request.Fingerprint, status, hdr, bodyBytes)
+				if err != nil {
+					return refused("%v", err)
+				}
+			}
+			who := printable(args[0])
+			if scope != "" {
+				who += " (scope " + printable(scope) + ")"
+			}
+			if err := a.confirm(f.yes, "resolve Idempotency-Key %s in %q: its retries of %s get %d with a %d-byte body",
+				who, a.namespace, printable(rec.Request.Method+" "+rec.Request.Path), resp.Status, len(resp.Body)); err != nil {
+				return err
+			}
+			token, err := idempotency.Resolve(cmd.Context(), a.client, scope, args[0], resp, f.options()...)
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(map[string]any{"scope": scope, "key": args[0], "namespace": a.namespace, "token": token,
+					"response": toIdemResponseJSON(&resp)})
+			}
+			fmt.Fprintf(a.stdout, "Idempotency-Key %s is resolved (token %d): retries of %s now get %d %s with Idempotent-Replayed: true\n",
+				who, token, printable(rec.Request.Method+" "+rec.Request.Path), resp.Status, http.StatusText(resp.Status))
+			return nil
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&scope, "scope", "", "the principal Options.Scope returned for the request (omit for idempotency.SingleTenant)")
+	fl.IntVar(&status, "status", 0, "the response's HTTP status (200-599)")
+	fl.StringVar(&body, "body", "", "the response body (JSON or text); @FILE reads FILE")
+	fl.StringArrayVar(&headers, "header", nil, "a response header 'Name: value' (repeatable)")
+	fl.BoolVar(&refusedResp, "refused", false, "resolve with the response of the run whose completion was refused")
+	f.add(cmd)
+	return cmd
+}

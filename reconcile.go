@@ -28,7 +28,10 @@ func (c *Client) Reconcile(ctx context.Context, key string, opts ...Option) (*Ex
 // result (encoded with WithCodec, JSON by default); later Once callers get
 // value as a cached result. Only allowed from reconciling. Pass
 // WithToken(exec.Token) with the token Reconcile returned so that a second
-// operator's reconciliation cannot be resolved by mistake.
+// operator's reconciliation cannot be resolved by mistake. A value that a
+// check registered with RegisterResultCheck refuses (for example a value
+// that is not an HTTP response, for a key of package idempotency) returns
+// an error matching ErrInvalid and writes nothing.
 func (c *Client) ForceComplete(ctx context.Context, key string, value any, opts ...Option) error {
 	_, data, err := c.operatorValue(key, value, opts)
 	if err != nil {
@@ -150,6 +153,9 @@ func (c *Client) operatorValue(key string, value any, opts []Option) (callOption
 	}
 	if len(data) > c.cfg.MaxResultSize {
 		return o, nil, invalid("value", "encodes to %d bytes, over MaxResultSize %d", len(data), c.cfg.MaxResultSize)
+	}
+	if err := checkResult(key, data); err != nil {
+		return o, nil, err
 	}
 	return o, data, nil
 }

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -311,5 +312,32 @@ func TestCheckResult(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "sentinel idempotency resolve k --scope a") {
 			t.Errorf("%s: %v", bad, err)
 		}
+	}
+}
+
+// Issue 18.3 at the library level: with package idempotency linked in,
+// sentinel.Client.ForceComplete and SetResult refuse, for its keys, a value
+// the middleware could not replay, and write nothing.
+func TestForceCompleteRefusesUnreplayableValue(t *testing.T) {
+	c := sentineltest.New(t)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, func(w http.ResponseWriter, r *http.Request) {
+		panic("crashed after charging")
+	})
+	do(t, srv, "POST", "/charges", "pay-3", "x")
+	execKey := idempotency.ExecutionKey("", "pay-3")
+	ex, err := c.Reconcile(ctxT(t), execKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.ForceComplete(ctxT(t), execKey, map[string]string{"charge_id": "ch_1"}, sentinel.WithToken(ex.Token))
+	if !errors.Is(err, sentinel.ErrInvalid) || !strings.Contains(err.Error(), "sentinel idempotency resolve pay-3") {
+		t.Fatalf("ForceComplete of a bare value: %v", err)
+	}
+	if got, _ := c.Inspect(ctxT(t), execKey); got.State != sentinel.StateReconciling {
+		t.Fatalf("state %s after a refused ForceComplete", got.State)
+	}
+	// Keys of other kinds are not concerned.
+	if err := c.ForceComplete(ctxT(t), "order-1", 42); !errors.Is(err, sentinel.ErrNotFound) {
+		t.Fatalf("ForceComplete of another key: %v", err)
 	}
 }

@@ -123,6 +123,12 @@ func CheckResult(execKey string, value []byte) error {
 	return nil
 }
 
+func init() {
+	// For the middleware's keys, sentinel.Client.ForceComplete and
+	// SetResult refuse a value the middleware could not replay.
+	sentinel.RegisterResultCheck(CheckResult)
+}
+
 // ResolveCommand is the `sentinel idempotency resolve` command line that
 // resolves the client's key in scope, for messages.
 func ResolveCommand(scope, key string) string {

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/idempotency"
 )
 
 // page is what every template gets.
@@ -219,6 +220,7 @@ type keyData struct {
 	History  []eventView
 	Evidence []evidence
 	Actions  []actionLink
+	HTTP     *httpKey // the key is the idempotency middleware's
 }
 
 type eventView struct {
@@ -303,7 +305,7 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 		cs.fail(w, http.StatusInternalServerError, "Could not read the history", err.Error(), "./")
 		return
 	}
-	d := keyData{Exec: cs.view(*ex)}
+	d := keyData{Exec: cs.view(*ex), HTTP: cs.readHTTPKey(ctx, ex)}
 	if len(ex.Result) > 0 {
 		d.Result, d.ResultJS = prettyResult(ex.Result)
 	}
@@ -320,8 +322,8 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(d.Evidence, func(i, j int) bool { return d.Evidence[i].ID > d.Evidence[j].ID })
 	if !cs.opts.ReadOnly {
-		d.Actions = actionsFor(d.Exec)
-		if ex.State == sentinel.StateReconciling {
+		d.Actions = actionsFor(d.Exec, d.HTTP != nil)
+		if ex.State == sentinel.StateReconciling && d.HTTP == nil {
 			for i := range d.Evidence {
 				if d.Evidence[i].Result != "" {
 					d.Evidence[i].UseLink = confirmLink("force_complete", ex.Namespace, ex.Key, ex.Token, url.Values{"evidence": {strconv.FormatInt(d.Evidence[i].ID, 10)}})
@@ -350,16 +352,29 @@ var actions = map[string]struct {
 }{
 	"reconcile":      {"Reconcile", "reconcile", "Take the key out of the worker's hands: it becomes reconciling with a new fencing token, so the old worker can no longer complete it. Then find out whether the side effect happened.", sentinel.StateExecuting},
 	"force_complete": {"Force-complete", "force-complete", "The work did happen: store this value as the key's result. Every later Once caller gets it as a cached result; fn does not run again.", sentinel.StateReconciling},
+	"resolve":        {"Resolve with a response", "resolve", "The request took effect: give the HTTP response the client's retries of this same request get (with Idempotent-Replayed: true). An uncertain key is reconciled first (a new fencing token), then completed with the response.", sentinel.StateReconciling},
 	"reset":          {"Reset to claimed", "reset to claimed", "The work did not happen: the key becomes claimed with an expired lease, so the next Once caller runs fn again.", sentinel.StateReconciling},
 }
 
-func actionsFor(e execView) []actionLink {
+// actionsFor lists the actions for e; an HTTP key (isHTTP) is resolved with
+// a response rather than force-completed with a value.
+func actionsFor(e execView, isHTTP bool) []actionLink {
 	var out []actionLink
+	if isHTTP && resolvable(e) {
+		out = append(out, actionLink{actions["resolve"].Label, actions["resolve"].Help, confirmLink("resolve", e.Namespace, e.Key, e.Token, nil)})
+	}
+	complete := "force_complete"
+	if isHTTP {
+		complete = ""
+	}
 	switch {
 	case e.Uncertain:
 		out = append(out, actionLink{actions["reconcile"].Label, actions["reconcile"].Help, confirmLink("reconcile", e.Namespace, e.Key, e.Token, nil)})
 	case e.State == sentinel.StateReconciling:
-		for _, a := range []string{"force_complete", "reset"} {
+		for _, a := range []string{complete, "reset"} {
+			if a == "" {
+				continue
+			}
 			out = append(out, actionLink{actions[a].Label, actions[a].Help, confirmLink(a, e.Namespace, e.Key, e.Token, nil)})
 		}
 	}
@@ -384,6 +399,8 @@ type confirmData struct {
 	NeedsName                 bool
 	Moved                     string // the key is no longer as the link said
 	Error                     string
+	HTTP                      *httpKey    // resolve: the HTTP key
+	Resolve                   resolveForm // resolve: the form's values
 }
 
 // confirm is the confirmation step of an action: it shows the key as it is
@@ -421,7 +438,17 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 	d := confirmData{Action: action, Label: a.Label, Verb: a.Verb, Help: a.Help, Exec: cs.view(*ex), Token: token,
 		CSRF: cs.csrfToken(cs.now(), action, ns, key, strconv.FormatInt(token, 10)), NeedsName: cs.opts.Operator == nil && cs.opts.OperatorToken != "",
 		Value: q.Get("value")}
-	if ex.Token != token || ex.State != a.From || (action == "reconcile" && ex.LeaseAlive) {
+	switch {
+	case action == "resolve":
+		if d.HTTP = cs.readHTTPKey(ctx, ex); d.HTTP == nil {
+			cs.fail(w, http.StatusBadRequest, "Not an HTTP key", "Only keys of the idempotency middleware are resolved with a response.", keyLink(ns, key))
+			return
+		}
+		d.Resolve = d.HTTP.prefill()
+		if ex.Token != token || !resolvable(d.Exec) {
+			d.Moved = movedText(ex, token, a.From)
+		}
+	case ex.Token != token || ex.State != a.From || (action == "reconcile" && ex.LeaseAlive):
 		d.Moved = movedText(ex, token, a.From)
 	}
 	if evID := q.Get("evidence"); evID != "" && action == "force_complete" {
@@ -516,6 +543,26 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		err = cs.c.ForceComplete(ctx, key, json.RawMessage(value), opts...)
+	case "resolve":
+		scope, ckey, ok := idempotency.ParseExecutionKey(key)
+		if !ok {
+			cs.fail(w, http.StatusBadRequest, "Not an HTTP key", "Only keys of the idempotency middleware are resolved with a response. Nothing was changed.", back)
+			return
+		}
+		rec, ierr := idempotency.Inspect(ctx, cs.c, scope, ckey, sentinel.WithNamespace(ns))
+		if ierr != nil {
+			err = ierr
+			break
+		}
+		resp, perr := parseResolve(f, rec.Request.Fingerprint)
+		if perr != nil {
+			cs.fail(w, http.StatusBadRequest, "Bad response", perr.Error()+". Nothing was changed.", back)
+			return
+		}
+		var done int64
+		if done, err = idempotency.Resolve(ctx, cs.c, scope, ckey, resp, opts...); err == nil {
+			token = done
+		}
 	}
 	ex, rerr := cs.c.Inspect(ctx, key, sentinel.WithNamespace(ns))
 	var ev *execView

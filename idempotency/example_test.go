@@ -119,3 +119,33 @@ func ExampleTx() {
 	// 201 replayed="true" booking 1
 	// bookings: 1
 }
+
+// A handler that knows nothing happened gives the key back with NoEffect:
+// that response is not stored, and the client's retry with the same key
+// runs the handler again. Without NoEffect the 502 would be replayed.
+func ExampleNoEffect() {
+	client, done := exampleClient()
+	defer done()
+
+	reachable := false
+	charge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !reachable {
+			reachable = true // the next attempt gets through
+			idempotency.NoEffect(w)
+			http.Error(w, "card network unreachable: nothing was charged", http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, "charged")
+	})
+	srv := httptest.NewServer(idempotency.Middleware(client, idempotency.Options{Scope: idempotency.SingleTenant})(charge))
+	defer srv.Close()
+
+	post(srv.URL, "order-77", "")
+	post(srv.URL, "order-77", "") // the client's retry, same key
+	post(srv.URL, "order-77", "") // and again: now replayed
+	// Output:
+	// 502 replayed="" card network unreachable: nothing was charged
+	// 201 replayed="" charged
+	// 201 replayed="true" charged
+}

@@ -147,7 +147,7 @@ its state. --uncertain keeps only the uncertain ones.`,
 				case (k.State == sentinel.StateExecuting || k.State == sentinel.StateClaimed) && e.LeaseAlive:
 					state += " (in progress)"
 				}
-				row(w, state, printable(orDash(k.Scope)), printable(k.Key), printable(orDash(k.Method)), printable(orDash(k.Path)),
+				row(w, state, idemPrintable(idemOrDash(k.Scope)), idemPrintable(k.Key), idemPrintable(idemOrDash(k.Method)), idemPrintable(idemOrDash(k.Path)),
 					relative(e.UpdatedAt), k.Token)
 			}
 			return w.Flush()
@@ -157,16 +157,16 @@ its state. --uncertain keeps only the uncertain ones.`,
 	return cmd
 }
 
-func orDash(s string) string {
+func idemOrDash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
 }
 
-// printable escapes control and invalid bytes of text that came from an
+// idemPrintable escapes control and invalid bytes of text that came from an
 // HTTP client or handler, so that it cannot drive the operator's terminal.
-func printable(s string) string {
+func idemPrintable(s string) string {
 	ok := utf8.ValidString(s)
 	for _, r := range s {
 		if ok && unicode.IsControl(r) {
@@ -247,14 +247,14 @@ key has no execution.`,
 					Response: toIdemResponseJSON(rec.Response), ResponseError: rec.ResponseError, Refused: toIdemResponseJSON(rec.Refused)})
 			}
 			w := a.table()
-			row(w, "key:", printable(rec.Key))
-			row(w, "scope:", printable(orDash(rec.Scope)))
+			row(w, "key:", idemPrintable(rec.Key))
+			row(w, "scope:", idemPrintable(idemOrDash(rec.Scope)))
 			row(w, "namespace:", e.Namespace)
 			row(w, "state:", stateLabel(e))
 			row(w, "since:", ts(e.UpdatedAt)+"  ("+relative(e.UpdatedAt)+")")
 			row(w, "token:", e.Token)
 			if rec.Request.Method != "" {
-				row(w, "request:", printable(rec.Request.Method+" "+rec.Request.Path))
+				row(w, "request:", idemPrintable(rec.Request.Method+" "+rec.Request.Path))
 				row(w, "fingerprint:", rec.Request.Fingerprint)
 			} else {
 				row(w, "request:", "- (no claim in the history: pruned)")
@@ -310,7 +310,7 @@ func (a *app) printResponse(r *idempotency.Response) {
 	sort.Strings(names)
 	for _, k := range names {
 		for _, v := range r.Header[k] {
-			fmt.Fprintf(a.stdout, "  %s: %s\n", printable(k), printable(v))
+			fmt.Fprintf(a.stdout, "  %s: %s\n", idemPrintable(k), idemPrintable(v))
 		}
 	}
 	switch {
@@ -318,7 +318,7 @@ func (a *app) printResponse(r *idempotency.Response) {
 		fmt.Fprintln(a.stdout, "  (no body)")
 	case utf8.Valid(r.Body):
 		for _, line := range strings.Split(strings.TrimRight(string(r.Body), "\n"), "\n") {
-			fmt.Fprintf(a.stdout, "  %s\n", printable(line))
+			fmt.Fprintf(a.stdout, "  %s\n", idemPrintable(line))
 		}
 	default:
 		fmt.Fprintf(a.stdout, "  (%d bytes, not text; base64) %s\n", len(r.Body), base64.StdEncoding.EncodeToString(r.Body))
@@ -414,12 +414,12 @@ matches.`,
 					return refused("%v", err)
 				}
 			}
-			who := printable(args[0])
+			who := idemPrintable(args[0])
 			if scope != "" {
-				who += " (scope " + printable(scope) + ")"
+				who += " (scope " + idemPrintable(scope) + ")"
 			}
 			if err := a.confirm(f.yes, "resolve Idempotency-Key %s in %q: its retries of %s get %d with a %d-byte body",
-				who, a.namespace, printable(rec.Request.Method+" "+rec.Request.Path), resp.Status, len(resp.Body)); err != nil {
+				who, a.namespace, idemPrintable(rec.Request.Method+" "+rec.Request.Path), resp.Status, len(resp.Body)); err != nil {
 				return err
 			}
 			token, err := idempotency.Resolve(cmd.Context(), a.client, scope, args[0], resp, f.options()...)
@@ -431,7 +431,7 @@ matches.`,
 					"response": toIdemResponseJSON(&resp)})
 			}
 			fmt.Fprintf(a.stdout, "Idempotency-Key %s is resolved (token %d): retries of %s now get %d %s with Idempotent-Replayed: true\n",
-				who, token, printable(rec.Request.Method+" "+rec.Request.Path), resp.Status, http.StatusText(resp.Status))
+				who, token, idemPrintable(rec.Request.Method+" "+rec.Request.Path), resp.Status, http.StatusText(resp.Status))
 			return nil
 		}),
 	}

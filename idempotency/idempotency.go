@@ -478,6 +478,12 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, key, onceKe
 	case errors.Is(err, sentinel.ErrResult):
 		writeProblem(w, Problem{Type: ProblemNotStored, Title: "Response not stored", Status: http.StatusInternalServerError, Key: key,
 			Detail: "the request was processed but its response could not be stored or read back: " + err.Error()}, 0)
+	case errors.Is(err, sentinel.ErrFinal):
+		// The middleware never completes a key with an error; an operator
+		// tool did. The outcome is recorded, not a response.
+		writeProblem(w, Problem{Type: ProblemUnreplayable, Title: "Stored outcome cannot be replayed", Status: http.StatusInternalServerError, Key: key,
+			Detail: fmt.Sprintf("the request with Idempotency-Key %q was completed with an error instead of an HTTP response (%v); "+
+				"it will not run again: ask the service's operators for its outcome, and do not repeat it with another key, which could perform it twice", key, err)}, 0)
 	case errors.Is(err, sentinel.ErrInvalid):
 		writeProblem(w, Problem{Type: "about:blank", Title: "Internal Server Error", Status: http.StatusInternalServerError, Key: key,
 			Detail: "idempotency: the middleware is misconfigured: " + err.Error()}, 0)
@@ -510,7 +516,11 @@ func (m *middleware) reused(w http.ResponseWriter, key string, ee *sentinel.Exec
 	p := Problem{Type: ProblemKeyReused, Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity, Key: key,
 		Detail: "this Idempotency-Key was already used for a different request (method, path, query or body differ); use a new key for a new request"}
 	if ee != nil {
+		// The first request's outcome is not known yet: a client that
+		// meant to retry it must not be sent to a new key.
 		p.State, p.Token = string(ee.State), ee.Token
+		p.Detail = "this Idempotency-Key belongs to a different request (method, path, query or body differ) whose outcome is not known yet; " +
+			"if this is a retry of that request, send it exactly as the first time: a new key would perform it again"
 	}
 	writeProblem(w, p, 0)
 }

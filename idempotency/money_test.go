@@ -221,6 +221,13 @@ func TestUnreplayableRecordIsNotAKeyReuse(t *testing.T) {
 	if strings.Contains(r.problem.Detail, "use a new key") || !strings.Contains(r.problem.Detail, "sentinel idempotency inspect pay-1") {
 		t.Fatalf("uncertain problem: %q", r.problem.Detail)
 	}
+	// The same key with another body while the outcome is unknown: 422,
+	// but no advice to use a new key (it may be a botched retry).
+	r = do(t, srv, "POST", "/charges", "pay-1", `{"amount": 4200}`)
+	wantProblem(t, r, 422, idempotency.ProblemKeyReused)
+	if strings.Contains(r.problem.Detail, "use a new key") || r.problem.State != "executing" {
+		t.Fatalf("422 while the outcome is unknown: %+v", r.problem)
+	}
 	execKey := idempotency.ExecutionKey("", "pay-1")
 	if _, err := c.Reconcile(ctxT(t), execKey); err != nil {
 		t.Fatal(err)

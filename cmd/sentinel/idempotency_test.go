@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -182,4 +183,54 @@ func TestIdempotencyResolveEndToEnd(t *testing.T) {
 	out = e.run("idempotency", "list", "--uncertain", "-n", "payments")
 	requireCode(t, out, exitOK)
 	require.Contains(t, out.stdout, "no Idempotency-Keys uncertain")
+}
+
+// resolve --refused: the handler finished but lost its lease before its
+// response was stored; inspect shows that response, and resolve --refused
+// sends it to the client's retries.
+func TestIdempotencyResolveRefused(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	c := e.newClient("default")
+	var runs atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		<-r.Context().Done() // the hard TTL passes: the lease is lost
+		time.Sleep(300 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Set-Cookie", "session=secret")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"charge_id":"ch_late"}`)
+	})
+	mw := idempotency.Middleware(c, idempotency.Options{Scope: idempotency.SingleTenant, TTL: time.Second, HardTTL: time.Second})
+	srv := httptest.NewServer(mw(h))
+	t.Cleanup(srv.Close)
+	post := func() (*http.Response, string) {
+		req, err := http.NewRequestWithContext(ctxT(t), "POST", srv.URL+"/charges", strings.NewReader("x"))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", "late-1")
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := post()
+	require.Equal(t, 500, resp.StatusCode, body)
+
+	out := e.run("idempotency", "inspect", "late-1")
+	requireCode(t, out, exitOK)
+	require.Contains(t, out.stdout, "refused response")
+	require.Contains(t, out.stdout, `{"charge_id":"ch_late"}`)
+	require.NotContains(t, out.stdout, "secret", "a credential was recorded")
+	require.Contains(t, out.stdout, "--refused --yes")
+
+	out = e.run("idempotency", "resolve", "late-1", "--refused", "--yes")
+	requireCode(t, out, exitOK)
+	resp, body = post()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
+	require.Equal(t, `{"charge_id":"ch_late"}`, body)
+	require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"))
+	require.Empty(t, resp.Header.Get("Set-Cookie"))
+	require.EqualValues(t, 1, runs.Load())
 }

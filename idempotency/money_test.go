@@ -348,3 +348,23 @@ func TestForceCompleteRefusesUnreplayableValue(t *testing.T) {
 		t.Fatalf("ForceComplete of another key: %v", err)
 	}
 }
+
+// Resolve refuses a response built for another request: the retries would
+// get 422.
+func TestResolveRefusesAnotherFingerprint(t *testing.T) {
+	c := sentineltest.New(t)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, func(w http.ResponseWriter, r *http.Request) {
+		panic("crashed")
+	})
+	do(t, srv, "POST", "/charges", "pay-4", "x")
+	resp, err := idempotency.NewResponse("sha256:not-this-request", 201, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idempotency.Resolve(ctxT(t), c, "", "pay-4", resp); err == nil || !strings.Contains(err.Error(), "fingerprint") {
+		t.Fatalf("Resolve with another request's fingerprint: %v", err)
+	}
+	if ex, _ := c.Inspect(ctxT(t), idempotency.ExecutionKey("", "pay-4")); ex.State != sentinel.StateExecuting {
+		t.Fatalf("state %s: a refused Resolve wrote something", ex.State)
+	}
+}

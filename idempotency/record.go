@@ -299,15 +299,27 @@ func Inspect(ctx context.Context, c *sentinel.Client, scope, key string, opts ..
 // (sentinel.Client.Reconcile, which mints a new token), then
 // force-completed at that token; with sentinel.WithToken both steps act
 // only if the key is still at the token the operator inspected. It returns
-// the token the key completed at.
+// the token the key completed at. A response whose fingerprint is not the
+// claiming request's is refused; credentials in resp.Header are dropped
+// (see StoredHeader).
 func Resolve(ctx context.Context, c *sentinel.Client, scope, key string, resp Response, opts ...sentinel.Option) (int64, error) {
 	if _, err := NewResponse(resp.Fingerprint, resp.Status, nil, nil); err != nil {
 		return 0, err
 	}
+	resp.Header = StoredHeader(resp.Header)
 	execKey := ExecutionKey(scope, key)
 	ex, err := c.Inspect(ctx, execKey, opts...)
 	if err != nil {
 		return 0, err
+	}
+	evs, err := c.History(ctx, execKey, opts...)
+	if err != nil {
+		return 0, err
+	}
+	if req, ok := RequestOf(evs); ok && req.Fingerprint != "" && req.Fingerprint != resp.Fingerprint {
+		return 0, fmt.Errorf("idempotency: the response's fingerprint %s is not that of the request that claimed %q (%s %s, %s): "+
+			"its retries would get 422; build the response with NewResponse(record.Request.Fingerprint, ...)",
+			resp.Fingerprint, key, req.Method, req.Path, req.Fingerprint)
 	}
 	var fopts []sentinel.Option
 	switch {

@@ -361,6 +361,12 @@ another state, or --token no longer matches); 3 when it does not exist.`,
 				return a.printJSON(toExecJSON(e))
 			}
 			fmt.Fprintf(a.stdout, "%s/%s is reconciling, token %d\n", e.Namespace, e.Key, e.Token)
+			if _, _, ok := idempotency.ParseExecutionKey(e.Key); ok {
+				fmt.Fprintf(a.stdout, "next: %s -n %s   (the request took effect: the response its retries get)\n"+
+					"  or: sentinel reset %s -n %s --token %d   (it did not: the retry runs it)\n",
+					idempotencyResolveHint(e.Key, e.Token), shellQuote(e.Namespace), shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
+				return nil
+			}
 			fmt.Fprintf(a.stdout, "next: sentinel force-complete %s 'RESULT-JSON' -n %s --token %d   (the work happened)\n"+
 				"  or: sentinel reset %s -n %s --token %d                        (it did not)\n",
 				shellQuote(e.Key), shellQuote(e.Namespace), e.Token, shellQuote(e.Key), shellQuote(e.Namespace), e.Token)

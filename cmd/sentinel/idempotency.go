@@ -157,6 +157,17 @@ its state. --uncertain keeps only the uncertain ones.`,
 	return cmd
 }
 
+// idempotencyResolveHint is the resolve command line for the middleware's
+// execution key execKey at token.
+func idempotencyResolveHint(execKey string, token int64) string {
+	scope, key, _ := idempotency.ParseExecutionKey(execKey)
+	s := "sentinel idempotency resolve " + shellQuote(key)
+	if scope != "" {
+		s += " --scope " + shellQuote(scope)
+	}
+	return s + " --status N --body JSON --token " + strconv.FormatInt(token, 10) + " --yes"
+}
+
 func idemOrDash(s string) string {
 	if s == "" {
 		return "-"

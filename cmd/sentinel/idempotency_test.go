@@ -118,12 +118,21 @@ func TestIdempotencyResolveEndToEnd(t *testing.T) {
 	require.Equal(t, idempotency.ExecutionKey("acct_42", key), rec.ExecutionKey)
 	token := strconv.FormatInt(rec.Token, 10)
 
+	// The generic inspect sends the operator to the HTTP view.
+	out = e.run("inspect", rec.ExecutionKey, "-n", "payments")
+	requireCode(t, out, exitOK)
+	require.Contains(t, out.stdout, "sentinel idempotency inspect "+key+" --scope acct_42 -n payments")
+	require.NotContains(t, out.stdout, "force-complete")
+
 	// Another scope's key of the same value is another key.
 	requireCode(t, e.run("idempotency", "inspect", key, "--scope", "acct_43", "-n", "payments"), exitNotFound)
 
 	// Issue 18.3: the generic tools refuse a value the middleware could
 	// not replay, and say what to use instead; nothing is written.
-	requireCode(t, e.run("reconcile", rec.ExecutionKey, "-n", "payments", "--token", token, "--yes"), exitOK)
+	out = e.run("reconcile", rec.ExecutionKey, "-n", "payments", "--token", token, "--yes")
+	requireCode(t, out, exitOK)
+	require.Contains(t, out.stdout, "next: sentinel idempotency resolve "+key+" --scope acct_42 --status N --body JSON --token ")
+	require.NotContains(t, out.stdout, "force-complete")
 	fc := e.run("force-complete", rec.ExecutionKey, `{"charge_id":"ch_1"}`, "-n", "payments", "--yes")
 	requireCode(t, fc, exitUsage)
 	require.Contains(t, fc.stderr, "sentinel idempotency resolve "+key+" --scope acct_42")

@@ -368,3 +368,24 @@ func TestResolveRefusesAnotherFingerprint(t *testing.T) {
 		t.Fatalf("state %s: a refused Resolve wrote something", ex.State)
 	}
 }
+
+// ExecutionKey and ParseExecutionKey are inverse: no two scope/key pairs
+// share an execution key, and every parsed key names its own pair.
+func FuzzExecutionKey(f *testing.F) {
+	f.Add("", "k")
+	f.Add("acct:1", "a:b")
+	f.Add("3:x", "y")
+	f.Fuzz(func(t *testing.T, scope, key string) {
+		if key == "" {
+			t.Skip("the middleware never has an empty key (ParseKey refuses it)")
+		}
+		s, k, ok := idempotency.ParseExecutionKey(idempotency.ExecutionKey(scope, key))
+		if !ok || s != scope || k != key {
+			t.Fatalf("%q/%q: parsed back as %q/%q %v", scope, key, s, k, ok)
+		}
+		raw := scope + key
+		if s, k, ok := idempotency.ParseExecutionKey(raw); ok && idempotency.ExecutionKey(s, k) != raw {
+			t.Fatalf("%q parsed as %q/%q, which names %q", raw, s, k, idempotency.ExecutionKey(s, k))
+		}
+	})
+}

@@ -34,7 +34,8 @@ func ExecutionKey(scope, key string) string {
 }
 
 // ParseExecutionKey splits an execution key written by the middleware into
-// its scope and the client's key. ok is false for any other key.
+// its scope and the client's key (never empty). ok is false for any other
+// key.
 func ParseExecutionKey(execKey string) (scope, key string, ok bool) {
 	rest, found := strings.CutPrefix(execKey, KeyPrefix)
 	if !found {

@@ -425,9 +425,9 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, key, onceKe
 	case err == nil && respErr != nil:
 		writeProblem(w, Problem{Type: ProblemUnreplayable, Title: "Stored outcome cannot be replayed", Status: http.StatusInternalServerError, Key: key,
 			State: string(sentinel.StateCompleted), Token: res.Token,
-			Detail: fmt.Sprintf("the request with Idempotency-Key %q was resolved (by an operator or the server) without an HTTP response that can be sent back (%v); "+
+			Detail: fmt.Sprintf("the request with Idempotency-Key %q was resolved (by an operator or the server) without an HTTP response that can be sent back; "+
 				"it will not run again, and its outcome is recorded on the server: ask the service's operators for it, and do not repeat it with another key, "+
-				"which could perform it twice", key, respErr)}, 0)
+				"which could perform it twice", key)}, 0)
 	case err == nil && res.Cached && resp.Fingerprint != fp:
 		m.reused(w, key, nil)
 	case err == nil && resp.Status == statusTooLarge:
@@ -482,8 +482,8 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, key, onceKe
 		// The middleware never completes a key with an error; an operator
 		// tool did. The outcome is recorded, not a response.
 		writeProblem(w, Problem{Type: ProblemUnreplayable, Title: "Stored outcome cannot be replayed", Status: http.StatusInternalServerError, Key: key,
-			Detail: fmt.Sprintf("the request with Idempotency-Key %q was completed with an error instead of an HTTP response (%v); "+
-				"it will not run again: ask the service's operators for its outcome, and do not repeat it with another key, which could perform it twice", key, err)}, 0)
+			Detail: fmt.Sprintf("the request with Idempotency-Key %q was completed with an error instead of an HTTP response; "+
+				"it will not run again: ask the service's operators for its outcome, and do not repeat it with another key, which could perform it twice", key)}, 0)
 	case errors.Is(err, sentinel.ErrInvalid):
 		writeProblem(w, Problem{Type: "about:blank", Title: "Internal Server Error", Status: http.StatusInternalServerError, Key: key,
 			Detail: "idempotency: the middleware is misconfigured: " + err.Error()}, 0)

@@ -192,6 +192,19 @@ func TestIdempotencyResolveEndToEnd(t *testing.T) {
 	out = e.run("idempotency", "list", "--uncertain", "-n", "payments")
 	requireCode(t, out, exitOK)
 	require.Contains(t, out.stdout, "no Idempotency-Keys uncertain")
+
+	// A path chosen by the client cannot drive the operator's terminal.
+	req, err := http.NewRequestWithContext(ctxT(t), "POST", srv.URL+"/charges/%1b%5b2J", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", "hostile-1")
+	req.Header.Set("X-Account", "acct_42")
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	out = e.run("idempotency", "inspect", "hostile-1", "--scope", "acct_42", "-n", "payments")
+	requireCode(t, out, exitOK)
+	require.NotContains(t, out.stdout, "\x1b")
+	require.Contains(t, out.stdout, `POST /charges/\x1b[2J`)
 }
 
 // resolve --refused: the handler finished but lost its lease before its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -132,6 +133,14 @@ const (
 // term up (waking the followers) once OnElected returned.
 type termHeld struct {
 	ctx context.Context
+	el  *sentinel.Elector
+}
+
+func (h termHeld) Deadline() time.Time {
+	if h.el == nil {
+		return time.Time{}
+	}
+	return h.el.Deadline()
 }
 
 func (h termHeld) Done() <-chan struct{} { return h.ctx.Done() }
@@ -158,13 +167,13 @@ steps down (a follower takes over within milliseconds) and exits with
 CMD's exit code (128+N when a signal N ended it).
 
 If leadership is lost while CMD runs (renewals could not reach the database
-before the term's local deadline), CMD gets SIGTERM, then SIGKILL after
---kill-after, and elect exits with CMD's code, or 1 if CMD exited 0.
-SIGINT and SIGTERM sent to elect are passed on to CMD.
+before the term's local deadline), CMD's process group is killed (see
+below) and elect exits with CMD's code, or 1 if CMD exited 0.
 
 Without CMD, elect prints the term once elected and leads until
 interrupted (then steps down, exit 0); exit 1 if leadership is lost. While
-following it prints each new leader to stderr.`,
+following it prints each new leader to stderr. Interrupted before being
+elected, elect exits 4 (CMD did not run).`+strings.ReplaceAll(guardHelp, "the lease", "the term"),
 		Example: `  sentinel elect scheduler -n billing -- ./run-scheduler.sh
   sentinel elect scheduler --ttl 5s -- sh -c 'exec scheduler --term "$SENTINEL_ELECTION_TERM"'
   sentinel elect maintenance --json   # lead until Ctrl-C`,
@@ -192,6 +201,7 @@ func (a *app) elect(ctx context.Context, group string, command []string, opts se
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
 	result := make(chan error, 1)
+	elector := make(chan *sentinel.Elector, 1) // for OnElected, once created
 	opts.OnNewLeader = func(l sentinel.Leader) {
 		fmt.Fprintf(a.stderr, "sentinel: following: %s/%s is led by %s (term %d)\n", l.Namespace, l.Group, l.Owner, l.Term)
 	}
@@ -203,16 +213,17 @@ func (a *app) elect(ctx context.Context, group string, command []string, opts se
 			return
 		}
 		fmt.Fprintf(a.stderr, "sentinel: elected: %s; running %s\n", what, command[0])
-		result <- a.runHeld(ctx, termHeld{tctx}, what, []string{
+		result <- a.runHeld(ctx, termHeld{tctx, <-elector}, what, []string{
 			envElectionGroup + "=" + group,
 			envElectionNamespace + "=" + a.namespace,
 			envElectionTerm + "=" + strconv.FormatInt(term, 10),
-		}, command, killAfter)
+		}, command, killAfter, opts.TTL)
 	}
 	el, err := a.client.Elector(group, opts)
 	if err != nil {
 		return err
 	}
+	elector <- el
 	ran := make(chan error, 1)
 	go func() { ran <- el.Run(runCtx) }()
 	select {
@@ -260,7 +271,7 @@ func (a *app) leadUntilInterrupted(ctx, tctx context.Context, group string, term
 		fmt.Fprintf(a.stderr, "stepped down from %s/%s\n", a.namespace, group)
 		return nil
 	case <-tctx.Done():
-		return termHeld{tctx}.Err()
+		return termHeld{ctx: tctx}.Err()
 	}
 }
 

@@ -344,10 +344,11 @@ token, for VerifyTurn) in its environment. When CMD exits the turns are
 released (the next ticket is served at once) and queue lock exits with
 CMD's exit code.
 
-If a turn is lost while CMD runs, CMD gets SIGTERM, then SIGKILL after
---kill-after, and queue lock exits with CMD's code, or 1 if it exited 0.
+If a turn is lost while CMD runs, CMD's process group is killed (see
+below) and queue lock exits with CMD's code, or 1 if it exited 0.
 Without CMD it prints the tickets and holds the turns until interrupted.
---timeout gives up waiting (exit 4, tickets cancelled).`,
+--timeout gives up waiting (exit 4, tickets cancelled); so does an
+interrupt while waiting (exit 4, CMD did not run).`+strings.ReplaceAll(guardHelp, "the lease", "the turn"),
 		Example: `  sentinel queue lock printer -- lp report.pdf
   sentinel queue lock printer scanner --label "monthly scan" -- ./scan-and-print.sh
   sentinel queue lock printer        # hold until Ctrl-C`,
@@ -390,11 +391,11 @@ Without CMD it prints the tickets and holds the turns until interrupted.
 			if len(command) == 0 {
 				return a.holdTurns(ctx, set)
 			}
-			return a.runHeld(ctx, set, what, []string{
+			return a.runHeld(ctx, turnsHeld{set}, what, []string{
 				envQueueNamespace + "=" + a.namespace,
 				envQueueResources + "=" + strings.Join(names, " "),
 				envQueueTickets + "=" + strings.Join(tickets, " "),
-			}, command, killAfter)
+			}, command, killAfter, ttl)
 		}),
 	}
 	cmd.Flags().StringVar(&label, "label", "", `label shown in status and messages (default "sentinel queue lock by OPERATOR")`)
@@ -429,4 +430,18 @@ func (a *app) holdTurns(ctx context.Context, set *sentinel.TurnSet) error {
 	case <-set.Done():
 		return fmt.Errorf("turn lost: %w", set.Err())
 	}
+}
+
+// turnsHeld is a set of turns seen as something a command runs under; its
+// deadline is the earliest of the turns'.
+type turnsHeld struct{ *sentinel.TurnSet }
+
+func (h turnsHeld) Deadline() time.Time {
+	var d time.Time
+	for _, t := range h.Turns() {
+		if td := t.Deadline(); d.IsZero() || td.Before(d) {
+			d = td
+		}
+	}
+	return d
 }

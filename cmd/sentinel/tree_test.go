@@ -1,0 +1,196 @@
+//go:build linux
+
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// The command run by lock, elect and queue lock and everything it starts
+// stop before the lock can pass to another holder: on SIGTERM to
+// sentinel, on SIGKILL of sentinel, and when the lease is lost because
+// renewals cannot reach the database. The command starts a grandchild
+// that writes a timestamp to a file every 50ms; a second sentinel waits
+// on the same lock and runs a command that writes its start time.
+func TestCommandTreeDiesBeforeTheNextHolder(t *testing.T) {
+	kinds := []struct {
+		name  string
+		args  []string // the command up to "--"
+		table string   // the table whose renewals the lost case blocks
+	}{
+		{"lock", []string{"lock", "job"}, "leases"},
+		{"elect", []string{"elect", "group"}, "leaders"},
+		{"queue-lock", []string{"queue", "lock", "printer"}, "tickets"},
+	}
+	for _, k := range kinds {
+		for _, how := range []string{"sigterm", "sigkill", "lost"} {
+			t.Run(k.name+"/"+how, func(t *testing.T) {
+				e := newEnv(t)
+				e.migrate()
+				dir := t.TempDir()
+				work, pidFile, second := filepath.Join(dir, "work"), filepath.Join(dir, "pid"), filepath.Join(dir, "second")
+				env := []string{"DATABASE_URL=" + dbURL, "WORK=" + work, "PIDFILE=" + pidFile, "SECOND=" + second}
+				const ttl = 2 * time.Second
+				first, firstErr := startBin(t, env, append(append([]string{"--schema", e.schema}, k.args...),
+					"--ttl", ttl.String(), "--kill-after", "5s", "--", "sh", "-c",
+					`sh -c 'while :; do date +%s%N >> "$WORK"; sleep 0.05; done' & echo $! > "$PIDFILE"; wait`)...)
+				var pid int
+				waitUntil(t, 20*time.Second, "the first command's grandchild", func() bool {
+					b, err := os.ReadFile(pidFile)
+					if err != nil || !strings.HasSuffix(string(b), "\n") {
+						return false
+					}
+					pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+					return err == nil && fileHasLine(work)
+				}, firstErr)
+				require.True(t, alive(pid))
+
+				next, nextErr := startBin(t, env, append(append([]string{"--schema", e.schema}, k.args...),
+					"--ttl", ttl.String(), "--", "sh", "-c", `date +%s%N > "$SECOND.tmp" && mv "$SECOND.tmp" "$SECOND"`)...)
+				time.Sleep(500 * time.Millisecond) // let it queue up behind the first
+				require.False(t, exists(second), "the second holder ran while the first held: %s", nextErr)
+
+				// Within: how long after the trigger the grandchild must be
+				// gone. A lost lease is noticed at its local deadline (at
+				// most TTL minus the 10% margin after the last renewal).
+				within := 500 * time.Millisecond
+				var tx pgx.Tx
+				start := time.Now()
+				switch how {
+				case "sigterm":
+					require.NoError(t, first.Process.Signal(syscall.SIGTERM))
+				case "sigkill":
+					require.NoError(t, first.Process.Kill())
+				case "lost":
+					// An admin blocks every renewal (and the second holder)
+					// for longer than the TTL.
+					var err error
+					tx, err = admin.Begin(ctxT(t))
+					require.NoError(t, err)
+					defer func() { _ = tx.Rollback(ctxT(t)) }()
+					_, err = tx.Exec(ctxT(t), "LOCK TABLE "+pgx.Identifier{e.schema, k.table}.Sanitize()+" IN ACCESS EXCLUSIVE MODE")
+					require.NoError(t, err)
+					start = time.Now()
+					within += ttl - ttl/10
+				}
+				var died time.Time
+				for died.IsZero() {
+					// Second's file is looked at before the grandchild: seen
+					// both, the second ran while the first's work was alive.
+					secondRan := exists(second)
+					if !alive(pid) {
+						died = time.Now()
+						break
+					}
+					require.False(t, secondRan, "the second holder's command started while the first's grandchild was alive")
+					require.Less(t, time.Since(start), within+5*time.Second, "the grandchild survives; first: %s", firstErr)
+					time.Sleep(2 * time.Millisecond)
+				}
+				t.Logf("grandchild gone %v after the trigger", died.Sub(start).Round(time.Millisecond))
+				require.LessOrEqual(t, died.Sub(start), within, "first: %s", firstErr)
+				if tx != nil {
+					time.Sleep(time.Until(start.Add(ttl + time.Second)))
+					require.NoError(t, tx.Rollback(ctxT(t)))
+				}
+
+				waitUntil(t, 30*time.Second, "the second holder's command", func() bool { return exists(second) }, nextErr)
+				b, err := os.ReadFile(second)
+				require.NoError(t, err)
+				secondAt := mustNanos(t, string(b))
+				lines := strings.Fields(readFile(t, work))
+				lastWork := mustNanos(t, lines[len(lines)-1])
+				require.Less(t, lastWork, secondAt, "the first's work wrote after the second started")
+				require.Less(t, died.UnixNano(), secondAt+int64(5*time.Millisecond))
+				require.False(t, alive(pid))
+
+				code := exitCodeOf(t, first)
+				switch how {
+				case "sigterm":
+					require.Equal(t, 128+int(syscall.SIGTERM), code, "stderr: %s", firstErr)
+				case "sigkill":
+					require.Equal(t, -1, code)
+				case "lost":
+					require.NotEqual(t, 0, code, "stderr: %s", firstErr)
+				}
+				require.Equal(t, 0, exitCodeOf(t, next), "stderr: %s", nextErr)
+			})
+		}
+	}
+}
+
+// A command that exits leaving work behind in its group: that work is
+// stopped before the lease is released.
+func TestLockStopsLeftoversBeforeRelease(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	cmd, stderr := startBin(t, []string{"DATABASE_URL=" + dbURL, "PIDFILE=" + pidFile},
+		"--schema", e.schema, "lock", "job", "--", "sh", "-c", `sleep 100 & echo $! > "$PIDFILE"`)
+	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	require.False(t, alive(pid), "the background sleep outlived the lock")
+}
+
+// startBin starts the binary with env added to a clean environment.
+func startBin(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(cleanEnv(), env...)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd, out
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool, out *syncBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		require.Truef(t, time.Now().Before(deadline), "timed out waiting for %s; output: %s", what, out)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// alive reports whether process pid exists (a zombie counts: it is not
+// reaped yet).
+func alive(pid int) bool { return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
+
+func exists(path string) bool { _, err := os.Stat(path); return err == nil }
+
+func fileHasLine(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.Contains(string(b), "\n")
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func mustNanos(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	require.NoError(t, err, "%q", s)
+	return n
+}

@@ -1,0 +1,18 @@
+package sentinel
+
+import "time"
+
+// Deadline returns the local time (monotonic clock) until which this
+// elector may trust its current term, moving forward with every renewal;
+// zero while it does not lead. Work done as leader must stop by then: a
+// follower can be elected once the term expires on the database clock,
+// which is the safety margin later.
+func (e *Elector) Deadline() time.Time {
+	e.mu.Lock()
+	t := e.term
+	e.mu.Unlock()
+	if t == nil || t.stepping.Load() || t.lease.Err() != nil {
+		return time.Time{}
+	}
+	return t.lease.Deadline()
+}

@@ -173,7 +173,7 @@ below) and elect exits with CMD's code, or 1 if CMD exited 0.
 Without CMD, elect prints the term once elected and leads until
 interrupted (then steps down, exit 0); exit 1 if leadership is lost. While
 following it prints each new leader to stderr. Interrupted before being
-elected, elect exits 4 (CMD did not run).`+strings.ReplaceAll(guardHelp, "the lease", "the term"),
+elected, elect exits 4 (CMD did not run).` + strings.ReplaceAll(guardHelp, "the lease", "the term"),
 		Example: `  sentinel elect scheduler -n billing -- ./run-scheduler.sh
   sentinel elect scheduler --ttl 5s -- sh -c 'exec scheduler --term "$SENTINEL_ELECTION_TERM"'
   sentinel elect maintenance --json   # lead until Ctrl-C`,

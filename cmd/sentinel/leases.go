@@ -139,7 +139,7 @@ exited 0: work guarded by a lost lease never reports success.
 
 Without CMD, lock prints the token and holds the lease until interrupted.
 With --no-wait, a lease held elsewhere exits 4 at once; an interrupt while
-waiting exits 4 (CMD did not run).`+guardHelp,
+waiting exits 4 (CMD did not run).` + guardHelp,
 		Example: `  sentinel lock nightly-report -- ./report.sh --full
   sentinel lock -n jobs reindex --ttl 10s -- sh -c 'reindex --fence "$SENTINEL_LEASE_TOKEN"'
   sentinel lock maintenance          # hold until Ctrl-C`,

@@ -348,7 +348,7 @@ If a turn is lost while CMD runs, CMD's process group is killed (see
 below) and queue lock exits with CMD's code, or 1 if it exited 0.
 Without CMD it prints the tickets and holds the turns until interrupted.
 --timeout gives up waiting (exit 4, tickets cancelled); so does an
-interrupt while waiting (exit 4, CMD did not run).`+strings.ReplaceAll(guardHelp, "the lease", "the turn"),
+interrupt while waiting (exit 4, CMD did not run).` + strings.ReplaceAll(guardHelp, "the lease", "the turn"),
 		Example: `  sentinel queue lock printer -- lp report.pdf
   sentinel queue lock printer scanner --label "monthly scan" -- ./scan-and-print.sh
   sentinel queue lock printer        # hold until Ctrl-C`,

@@ -250,8 +250,7 @@ func (a *app) elect(ctx context.Context, group string, command []string, opts se
 		if rerr != nil {
 			return rerr
 		}
-		fmt.Fprintf(a.stderr, "sentinel: interrupted before being elected\n")
-		return nil
+		return refused("elect %q/%q: interrupted before being elected; nothing ran", a.namespace, group)
 	}
 }
 

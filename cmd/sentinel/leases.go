@@ -165,6 +165,9 @@ waiting exits 4 (CMD did not run).` + guardHelp,
 				if !noWait && errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 					return refused("lock %q/%q: not acquired within --timeout %s: %v", a.namespace, key, timeout, err)
 				}
+				if ctx.Err() != nil {
+					return refused("lock %q/%q: interrupted while waiting; not acquired, nothing ran", a.namespace, key)
+				}
 				return err
 			}
 			defer func() { _ = lease.Release(context.WithoutCancel(ctx)) }()

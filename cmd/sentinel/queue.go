@@ -376,8 +376,8 @@ interrupt while waiting (exit 4, CMD did not run).` + strings.ReplaceAll(guardHe
 				if errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 					return refused("queue lock %s: not served within --timeout %s: %v", strings.Join(resources, " "), timeout, err)
 				}
-				if ctx.Err() != nil {
-					return nil // interrupted while waiting: the tickets were cancelled
+				if ctx.Err() != nil { // the tickets were cancelled
+					return refused("queue lock %s: interrupted while waiting; not served, nothing ran", strings.Join(resources, " "))
 				}
 				return err
 			}

@@ -194,3 +194,30 @@ func mustNanos(t *testing.T, s string) int64 {
 	require.NoError(t, err, "%q", s)
 	return n
 }
+
+// Interrupted while waiting, lock, elect and queue lock exit 4: the
+// command never ran.
+func TestInterruptedWhileWaitingExits4(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	l, err := e.client.Lease(ctxT(t), "job")
+	require.NoError(t, err)
+	defer func() { _ = l.Release(ctxT(t)) }()
+	_, stop := e.runElector(e.client, "group")
+	defer stop()
+	turn, err := e.client.Turn(ctxT(t), "printer")
+	require.NoError(t, err)
+	defer func() { _ = turn.Release(ctxT(t)) }()
+
+	for _, args := range [][]string{{"lock", "job"}, {"elect", "group"}, {"queue", "lock", "printer"}} {
+		dir := t.TempDir()
+		ran := filepath.Join(dir, "ran")
+		cmd, out := startBin(t, []string{"DATABASE_URL=" + dbURL, "RAN=" + ran},
+			append(append([]string{"--schema", e.schema}, args...), "--", "sh", "-c", `touch "$RAN"`)...)
+		time.Sleep(700 * time.Millisecond) // waiting now
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		require.Equal(t, exitRefused, exitCodeOf(t, cmd), "%v: %s", args, out)
+		require.Contains(t, out.String(), "interrupted", "%v", args)
+		require.False(t, exists(ran), "%v: the command ran", args)
+	}
+}

@@ -103,7 +103,7 @@ expires on the database clock.`,
 				return a.printJSON(out)
 			}
 			if len(ms) == 0 {
-				fmt.Fprintf(a.stderr, "no electors in %s/%s\n", a.namespace, args[0])
+				fprintf(a.stderr, "no electors in %s/%s\n", a.namespace, args[0])
 				return nil
 			}
 			w := a.table()
@@ -203,7 +203,7 @@ func (a *app) elect(ctx context.Context, group string, command []string, opts se
 	result := make(chan error, 1)
 	elector := make(chan *sentinel.Elector, 1) // for OnElected, once created
 	opts.OnNewLeader = func(l sentinel.Leader) {
-		fmt.Fprintf(a.stderr, "sentinel: following: %s/%s is led by %s (term %d)\n", l.Namespace, l.Group, l.Owner, l.Term)
+		fprintf(a.stderr, "sentinel: following: %s/%s is led by %s (term %d)\n", l.Namespace, l.Group, l.Owner, l.Term)
 	}
 	opts.OnElected = func(tctx context.Context, term int64) {
 		defer stopRun()
@@ -212,7 +212,7 @@ func (a *app) elect(ctx context.Context, group string, command []string, opts se
 			result <- a.leadUntilInterrupted(ctx, tctx, group, term)
 			return
 		}
-		fmt.Fprintf(a.stderr, "sentinel: elected: %s; running %s\n", what, command[0])
+		fprintf(a.stderr, "sentinel: elected: %s; running %s\n", what, command[0])
 		result <- a.runHeld(ctx, termHeld{tctx, <-elector}, what, []string{
 			envElectionGroup + "=" + group,
 			envElectionNamespace + "=" + a.namespace,
@@ -263,11 +263,11 @@ func (a *app) leadUntilInterrupted(ctx, tctx context.Context, group string, term
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.stdout, "leading %s/%s with term %d; interrupt to step down\n", a.namespace, group, term)
+		fprintf(a.stdout, "leading %s/%s with term %d; interrupt to step down\n", a.namespace, group, term)
 	}
 	select {
 	case <-ctx.Done():
-		fmt.Fprintf(a.stderr, "stepped down from %s/%s\n", a.namespace, group)
+		fprintf(a.stderr, "stepped down from %s/%s\n", a.namespace, group)
 		return nil
 	case <-tctx.Done():
 		return termHeld{ctx: tctx}.Err()
@@ -346,10 +346,10 @@ func (a *app) printLeaderChange(group string, l *sentinel.Leader) error {
 	}
 	now := ts(time.Now())
 	if l == nil {
-		fmt.Fprintf(a.stdout, "%s  %s/%s: no leader\n", now, a.namespace, group)
+		fprintf(a.stdout, "%s  %s/%s: no leader\n", now, a.namespace, group)
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "%s  %s/%s: term %d led by %s (host %s, pid %d), elected %s\n",
+	fprintf(a.stdout, "%s  %s/%s: term %d led by %s (host %s, pid %d), elected %s\n",
 		now, a.namespace, group, l.Term, l.Owner, l.Host, l.PID, ts(l.ElectedAt))
 	return nil
 }

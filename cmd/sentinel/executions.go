@@ -137,11 +137,11 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event) err
 		return err
 	}
 	if refused != nil {
-		fmt.Fprintf(a.stdout, "\nevidence: fn returned success but its completion was refused (%s, token %d: %v)\n",
+		fprintf(a.stdout, "\nevidence: fn returned success but its completion was refused (%s, token %d: %v)\n",
 			ts(refused.At), refused.Token, refused.Metadata["cause"])
 		if r, ok := refused.Metadata["result"]; ok {
 			b, _ := json.Marshal(r)
-			fmt.Fprintf(a.stdout, "fn's result: %s\n", b)
+			fprintf(a.stdout, "fn's result: %s\n", b)
 		}
 	}
 	if scope, key, ok := idempotency.ParseExecutionKey(e.Key); ok && (uncertain(e) || e.State == sentinel.StateReconciling) {
@@ -149,19 +149,19 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event) err
 		if scope != "" {
 			cmd += " --scope " + shellQuote(scope)
 		}
-		fmt.Fprintf(a.stdout, "\nnext: this is an HTTP Idempotency-Key; see its request and resolve it with a response:\n  %s -n %s\n",
+		fprintf(a.stdout, "\nnext: this is an HTTP Idempotency-Key; see its request and resolve it with a response:\n  %s -n %s\n",
 			cmd, shellQuote(e.Namespace))
 		return nil
 	}
 	switch {
 	case uncertain(e) && refused != nil:
-		fmt.Fprintf(a.stdout, "\nnext: the work happened; reconcile, then force-complete with fn's result:\n"+
+		fprintf(a.stdout, "\nnext: the work happened; reconcile, then force-complete with fn's result:\n"+
 			"  sentinel reconcile %s -n %s --token %d\n", shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
 	case uncertain(e):
-		fmt.Fprintf(a.stdout, "\nnext: find out whether the work happened, then\n"+
+		fprintf(a.stdout, "\nnext: find out whether the work happened, then\n"+
 			"  sentinel reconcile %s -n %s --token %d\n", shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
 	case e.State == sentinel.StateReconciling:
-		fmt.Fprintf(a.stdout, "\nnext: if the work happened,     sentinel force-complete %s 'RESULT-JSON' -n %s --token %d\n"+
+		fprintf(a.stdout, "\nnext: if the work happened,     sentinel force-complete %s 'RESULT-JSON' -n %s --token %d\n"+
 			"      if it did not happen,     sentinel reset %s -n %s --token %d\n",
 			shellQuote(e.Key), shellQuote(e.Namespace), e.Token, shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
 	}
@@ -305,7 +305,7 @@ func (a *app) storeValue(f *operatorFlags, question string,
 		if err := store(a.client, cmd.Context(), args[0], json.RawMessage(args[1]), f.options()...); err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stdout, done, a.namespace, args[0])
+		fprintf(a.stdout, done, a.namespace, args[0])
 		return nil
 	}
 }
@@ -360,14 +360,14 @@ another state, or --token no longer matches); 3 when it does not exist.`,
 			if a.jsonOut {
 				return a.printJSON(toExecJSON(e))
 			}
-			fmt.Fprintf(a.stdout, "%s/%s is reconciling, token %d\n", e.Namespace, e.Key, e.Token)
+			fprintf(a.stdout, "%s/%s is reconciling, token %d\n", e.Namespace, e.Key, e.Token)
 			if _, _, ok := idempotency.ParseExecutionKey(e.Key); ok {
-				fmt.Fprintf(a.stdout, "next: %s -n %s   (the request took effect: the response its retries get)\n"+
+				fprintf(a.stdout, "next: %s -n %s   (the request took effect: the response its retries get)\n"+
 					"  or: sentinel reset %s -n %s --token %d   (it did not: the retry runs it)\n",
 					idempotencyResolveHint(e.Key, e.Token), shellQuote(e.Namespace), shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "next: sentinel force-complete %s 'RESULT-JSON' -n %s --token %d   (the work happened)\n"+
+			fprintf(a.stdout, "next: sentinel force-complete %s 'RESULT-JSON' -n %s --token %d   (the work happened)\n"+
 				"  or: sentinel reset %s -n %s --token %d                        (it did not)\n",
 				shellQuote(e.Key), shellQuote(e.Namespace), e.Token, shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
 			return nil
@@ -418,7 +418,7 @@ Exit code 4 when the key is not reconciling or --token no longer matches;
 			if err := a.client.ResetToClaimed(cmd.Context(), args[0], f.options()...); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "%s/%s is claimed with an expired lease; the next caller runs it\n", a.namespace, args[0])
+			fprintf(a.stdout, "%s/%s is claimed with an expired lease; the next caller runs it\n", a.namespace, args[0])
 			return nil
 		}),
 	}
@@ -510,7 +510,7 @@ It acts on --namespace only; --all-namespaces prunes every namespace.`,
 			if a.jsonOut {
 				return a.printJSON(out)
 			}
-			fmt.Fprintf(a.stdout, "pruned %s: %d executions, %d events, %d lease rows\n", scope, res.Executions, res.Events, res.Leases)
+			fprintf(a.stdout, "pruned %s: %d executions, %d events, %d lease rows\n", scope, res.Executions, res.Events, res.Leases)
 			return nil
 		}),
 	}

@@ -78,7 +78,7 @@ rows, kept until prune removes them.`,
 				return err
 			}
 			if len(hs) == 0 {
-				fmt.Fprintln(a.stderr, "no live leases")
+				fprintln(a.stderr, "no live leases")
 			}
 			return nil
 		}),
@@ -191,14 +191,14 @@ func (a *app) holdUntilInterrupted(ctx context.Context, lease *sentinel.Lease) e
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.stdout, "holding %s/%s with token %d; interrupt to release\n", lease.Namespace(), lease.Key(), lease.Token())
+		fprintf(a.stdout, "holding %s/%s with token %d; interrupt to release\n", lease.Namespace(), lease.Key(), lease.Token())
 	}
 	select {
 	case <-ctx.Done():
 		if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stderr, "released %s/%s\n", lease.Namespace(), lease.Key())
+		fprintf(a.stderr, "released %s/%s\n", lease.Namespace(), lease.Key())
 		return nil
 	case <-lease.Done():
 		return fmt.Errorf("lease lost: %w", lease.Err())
@@ -266,7 +266,7 @@ wait:
 			g.kill()
 			if ctx.Err() == nil { // not an interrupt that ended h as well
 				lost = h.Err()
-				fmt.Fprintf(a.stderr, "sentinel: %s lost (%v); killed %s and everything it started\n", what, lost, command[0])
+				fprintf(a.stderr, "sentinel: %s lost (%v); killed %s and everything it started\n", what, lost, command[0])
 			}
 		case <-interrupted:
 			interrupted = nil

@@ -136,9 +136,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	var ee *codeError
 	if !errors.As(err, &ee) || ee.err != nil {
-		fmt.Fprintln(stderr, "sentinel:", trimPrefix(err.Error()))
+		fprintln(stderr, "sentinel:", trimPrefix(err.Error()))
 		if code == exitUsage && !a.ran {
-			fmt.Fprintln(stderr, "Run 'sentinel --help' for usage.")
+			fprintln(stderr, "Run 'sentinel --help' for usage.")
 		}
 	}
 	return code

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -53,9 +51,9 @@ serialize on an advisory lock.`,
 				last = after.Applied[n-1].Version
 			}
 			if applied == 0 {
-				fmt.Fprintf(a.stdout, "schema %q is up to date at version %d\n", after.Schema, last)
+				fprintf(a.stdout, "schema %q is up to date at version %d\n", after.Schema, last)
 			} else {
-				fmt.Fprintf(a.stdout, "schema %q migrated: %d applied, now at version %d\n", after.Schema, applied, last)
+				fprintf(a.stdout, "schema %q migrated: %d applied, now at version %d\n", after.Schema, applied, last)
 			}
 			return nil
 		}),

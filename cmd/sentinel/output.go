@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -33,15 +35,93 @@ func (a *app) table() *tabwriter.Writer {
 	return tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 }
 
-// row writes tab-separated cells and a newline.
+// row writes tab-separated cells, each escaped (see esc), and a newline.
 func row(w io.Writer, cells ...any) {
 	for i, c := range cells {
 		if i > 0 {
 			fmt.Fprint(w, "\t")
 		}
-		fmt.Fprint(w, c)
+		fmt.Fprint(w, esc(fmt.Sprint(c)))
 	}
 	fmt.Fprintln(w)
+}
+
+// esc makes a user-supplied string (a key, label, owner, namespace,
+// result, an error quoting one) safe to print to a terminal: control
+// characters (C0, DEL, C1: newlines, tabs, escape sequences), Unicode
+// format characters (bidirectional overrides, zero-width) and line or
+// paragraph separators are written as Go escapes (\n, \x1b, \u202e), and
+// invalid UTF-8 bytes as \xNN, so no value can forge a line, a column or
+// hide text. Other text, backslashes included, is unchanged; esc of an
+// escaped string is the same string. --json output needs none of this.
+func esc(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || needsEscape(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case needsEscape(r) && r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case needsEscape(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+func needsEscape(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+}
+
+// escArgs escapes every string, error and Stringer among args (see esc).
+func escArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, v := range args {
+		switch v := v.(type) {
+		case string:
+			out[i] = esc(v)
+		case []byte:
+			out[i] = esc(string(v))
+		case error:
+			out[i] = esc(v.Error())
+		case fmt.Stringer:
+			out[i] = esc(v.String())
+		default:
+			out[i] = v
+		}
+	}
+	return out
+}
+
+// fprintf is fmt.Fprintf for human output: every string argument is
+// escaped (see esc). The format itself is the command's own text.
+func fprintf(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, format, escArgs(args)...)
+}
+
+// fprintln is fmt.Fprintln for human output, every argument escaped.
+func fprintln(w io.Writer, args ...any) {
+	fmt.Fprintln(w, escArgs(args)...)
 }
 
 // ts formats a database time for humans; zero is "-".

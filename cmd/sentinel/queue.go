@@ -114,31 +114,31 @@ has not yet confirmed its turn is marked "(handover)".`,
 				return a.printJSON(out)
 			}
 			if len(qs) == 0 {
-				fmt.Fprintf(a.stderr, "no queue in namespace %q has a live ticket\n", a.namespace)
+				fprintf(a.stderr, "no queue in namespace %q has a live ticket\n", a.namespace)
 				return nil
 			}
 			const width = 60
 			for i, q := range qs {
 				if i > 0 {
-					fmt.Fprintln(a.stdout)
+					fprintln(a.stdout)
 				}
 				holder := "-"
 				if q.Holder != nil {
 					holder = strconv.FormatInt(q.Holder.Ticket, 10)
 				}
-				fmt.Fprintln(a.stdout, padded(q.Resource, holder, width))
-				fmt.Fprintln(a.stdout, strings.Repeat("-", width))
+				fprintln(a.stdout, padded(q.Resource, holder, width))
+				fprintln(a.stdout, strings.Repeat("-", width))
 				if q.Holder == nil {
-					fmt.Fprintln(a.stdout, "(empty)")
+					fprintln(a.stdout, "(empty)")
 					continue
 				}
 				name := ticketName(*q.Holder)
 				if q.Holder.ServedAt.IsZero() {
 					name += " (handover)"
 				}
-				fmt.Fprintln(a.stdout, padded(name, strconv.FormatInt(q.Holder.Ticket, 10), width))
+				fprintln(a.stdout, padded(name, strconv.FormatInt(q.Holder.Ticket, 10), width))
 				for _, t := range q.Waiting {
-					fmt.Fprintln(a.stdout, padded(ticketName(t), strconv.FormatInt(t.Ticket, 10), width))
+					fprintln(a.stdout, padded(ticketName(t), strconv.FormatInt(t.Ticket, 10), width))
 				}
 			}
 			return nil
@@ -148,6 +148,7 @@ has not yet confirmed its turn is marked "(handover)".`,
 
 // padded puts left and right on one line of at least width columns.
 func padded(left, right string, width int) string {
+	left = esc(left)
 	gap := width - len([]rune(left)) - len(right)
 	if gap < 2 {
 		gap = 2
@@ -204,7 +205,7 @@ With --json it prints one JSON object per line, with the event's id.`,
 				if len(resources) > 0 {
 					what = strings.Join(resources, ", ")
 				}
-				fmt.Fprintf(a.stderr, "following %s in namespace %q; interrupt to stop\n", what, a.namespace)
+				fprintf(a.stderr, "following %s in namespace %q; interrupt to stop\n", what, a.namespace)
 			}
 			lines := lineCounter{max: count}
 			err := a.client.FollowQueues(cmd.Context(), resources, func(ev sentinel.QueueEvent) error {
@@ -215,7 +216,7 @@ With --json it prints one JSON object per line, with the event's id.`,
 						return err
 					}
 				} else {
-					fmt.Fprintln(a.stdout, ev.String())
+					fprintln(a.stdout, ev.String())
 				}
 				return lines.printed()
 			}, opts...)
@@ -281,15 +282,15 @@ so reset asks no confirmation.`,
 				isBusy := map[string]bool{}
 				for _, b := range busy {
 					isBusy[b.Resource] = true
-					fmt.Fprintf(a.stdout, "%s: busy (%d live tickets), not reset\n", b.Resource, b.Live)
+					fprintf(a.stdout, "%s: busy (%d live tickets), not reset\n", b.Resource, b.Live)
 				}
 				for _, r := range names {
 					if !isBusy[r] {
-						fmt.Fprintf(a.stdout, "%s: removed %d dead tickets\n", r, removed[r])
+						fprintf(a.stdout, "%s: removed %d dead tickets\n", r, removed[r])
 					}
 				}
 				if len(names) == 0 && len(busy) == 0 {
-					fmt.Fprintf(a.stderr, "no queue in namespace %q has tickets\n", a.namespace)
+					fprintf(a.stderr, "no queue in namespace %q has tickets\n", a.namespace)
 				}
 			}
 			if len(busy) > 0 {
@@ -416,16 +417,16 @@ func (a *app) holdTurns(ctx context.Context, set *sentinel.TurnSet) error {
 		}
 	} else {
 		for _, t := range set.Turns() {
-			fmt.Fprintf(a.stdout, "%s: holding ticket %d\n", t.Resource(), t.Ticket())
+			fprintf(a.stdout, "%s: holding ticket %d\n", t.Resource(), t.Ticket())
 		}
-		fmt.Fprintln(a.stdout, "interrupt to release")
+		fprintln(a.stdout, "interrupt to release")
 	}
 	select {
 	case <-ctx.Done():
 		if err := set.Release(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
-		fmt.Fprintln(a.stderr, "released")
+		fprintln(a.stderr, "released")
 		return nil
 	case <-set.Done():
 		return fmt.Errorf("turn lost: %w", set.Err())

@@ -52,7 +52,7 @@ prints the URL it listens on, and stops on SIGINT or SIGTERM.`,
 			opts := console.Options{ReadOnly: readOnly, AllowedHosts: allowedHosts}
 			stderr := cmd.ErrOrStderr()
 			if token != "" {
-				fmt.Fprintln(stderr, "warning: --operator-token is visible to every user of this machine (ps, /proc); prefer $SENTINEL_OPERATOR_TOKEN, --operator-token-file or --operators-file")
+				fprintln(stderr, "warning: --operator-token is visible to every user of this machine (ps, /proc); prefer $SENTINEL_OPERATOR_TOKEN, --operator-token-file or --operators-file")
 			}
 			if tokenFile != "" {
 				if token != "" {
@@ -91,7 +91,7 @@ prints the URL it listens on, and stops on SIGINT or SIGTERM.`,
 				return usageErr("%v", err)
 			}
 			return console.Serve(cmd.Context(), addr, h, func(l net.Addr) {
-				fmt.Fprintf(cmd.OutOrStdout(), "listening on http://%s/\n", l)
+				fprintf(cmd.OutOrStdout(), "listening on http://%s/\n", l)
 			})
 		}),
 	}
@@ -113,7 +113,7 @@ func readSecretFile(name string, warn io.Writer) ([]byte, error) {
 		return nil, err
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		fmt.Fprintf(warn, "warning: %s is readable by other users (mode %v): chmod 600 %s\n", name, fi.Mode().Perm(), name)
+		fprintf(warn, "warning: %s is readable by other users (mode %v): chmod 600 %s\n", name, fi.Mode().Perm(), name)
 	}
 	return os.ReadFile(name)
 }

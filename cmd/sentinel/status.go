@@ -95,7 +95,7 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 				return a.printJSON(out)
 			}
 			if len(counts) == 0 {
-				fmt.Fprintf(a.stdout, "no executions in %s\n", nsLabel(namespace))
+				fprintf(a.stdout, "no executions in %s\n", nsLabel(namespace))
 				return nil
 			}
 			w := a.table()
@@ -111,13 +111,13 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 				return err
 			}
 			if len(unc) == 0 {
-				fmt.Fprintln(a.stdout, "\nno uncertain executions")
+				fprintln(a.stdout, "\nno uncertain executions")
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "\nuncertain executions (outcome unknown; inspect, then reconcile):\n")
+			fprintf(a.stdout, "\nuncertain executions (outcome unknown; inspect, then reconcile):\n")
 			a.execTable(unc)
 			if next != "" {
-				fmt.Fprintf(a.stdout, "... more: sentinel list --uncertain %s\n", nsArgs(namespace))
+				fprintf(a.stdout, "... more: sentinel list --uncertain %s\n", nsArgs(namespace))
 			}
 			return nil
 		}),
@@ -253,12 +253,12 @@ next page (--after CURSOR); --all follows every page. With --json it prints
 				return a.printJSON(out)
 			}
 			if len(rows) == 0 {
-				fmt.Fprintln(a.stderr, "no executions match")
+				fprintln(a.stderr, "no executions match")
 				return nil
 			}
 			a.execTable(rows)
 			if next != "" {
-				fmt.Fprintf(a.stderr, "more: repeat with --after %s (or --all)\n", next)
+				fprintf(a.stderr, "more: repeat with --after %s (or --all)\n", next)
 			}
 			return nil
 		}),
@@ -320,7 +320,7 @@ prints one JSON object per line.`,
 			f := sentinel.FollowFilter{Namespace: namespace, AllNamespaces: ns.all, Keys: keys, Types: types, After: after}
 			ctx := cmd.Context()
 			if !a.jsonOut {
-				fmt.Fprintf(a.stderr, "following %s; interrupt to stop\n", nsLabel(namespace))
+				fprintf(a.stderr, "following %s; interrupt to stop\n", nsLabel(namespace))
 			}
 			lines := lineCounter{max: count}
 			err = a.client.Follow(ctx, f, func(ev sentinel.Event) error {
@@ -334,7 +334,7 @@ prints one JSON object per line.`,
 					if m := metadataText(ev.Metadata); m != "" {
 						line += "  " + m
 					}
-					fmt.Fprintln(a.stdout, line)
+					fprintln(a.stdout, line)
 				}
 				return lines.printed()
 			})

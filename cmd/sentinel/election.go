@@ -353,3 +353,68 @@ func (a *app) printLeaderChange(group string, l *sentinel.Leader) error {
 		now, a.namespace, group, l.Term, l.Owner, l.Host, l.PID, ts(l.ElectedAt))
 	return nil
 }
+
+// electionJSON is a group as printed by elections --json.
+type electionJSON struct {
+	Namespace string      `json:"namespace"`
+	Group     string      `json:"group"`
+	Leader    *leaderJSON `json:"leader"`
+	Members   int         `json:"members"`
+}
+
+func (a *app) electionsCmd() *cobra.Command {
+	var (
+		ns    nsFlags
+		limit int
+	)
+	cmd := &cobra.Command{
+		Use:   "elections",
+		Short: "List the election groups: leader, term, live members",
+		Long: `elections lists the election groups of --namespace (or of every namespace
+with --all-namespaces): every group with a leadership row or a live
+elector, its current leader and term (or "-" when it has none now) and how
+many electors are live. Liveness is decided by the database clock. See
+'sentinel leader GROUP' and 'sentinel members GROUP' for one group.`,
+		Example: `  sentinel elections -n billing
+  sentinel elections --all-namespaces --json`,
+		Args: args(0, 0),
+		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			namespace, err := ns.resolve(cmd, a)
+			if err != nil {
+				return err
+			}
+			es, err := a.client.Elections(cmd.Context(), sentinel.ElectionFilter{Namespace: namespace, AllNamespaces: ns.all, Limit: limit})
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				out := make([]electionJSON, len(es))
+				for i, e := range es {
+					out[i] = electionJSON{Namespace: e.Namespace, Group: e.Group, Members: e.Members}
+					if e.Leader != nil {
+						l := toLeaderJSON(e.Leader)
+						out[i].Leader = &l
+					}
+				}
+				return a.printJSON(out)
+			}
+			if len(es) == 0 {
+				fprintf(a.stderr, "no election groups in %s\n", nsLabel(namespace))
+				return nil
+			}
+			w := a.table()
+			row(w, "NAMESPACE", "GROUP", "LEADER", "HOST", "PID", "TERM", "EXPIRES", "MEMBERS")
+			for _, e := range es {
+				if l := e.Leader; l != nil {
+					row(w, e.Namespace, e.Group, l.Owner, l.Host, l.PID, l.Term, ts(l.ExpiresAt)+" ("+relative(l.ExpiresAt)+")", e.Members)
+				} else {
+					row(w, e.Namespace, e.Group, "-", "-", "-", "-", "-", e.Members)
+				}
+			}
+			return w.Flush()
+		}),
+	}
+	ns.add(cmd)
+	cmd.Flags().IntVar(&limit, "limit", 1000, "at most this many groups")
+	return cmd
+}

@@ -252,12 +252,14 @@ func metadataText(m map[string]any) string {
 }
 
 func (a *app) historyCmd() *cobra.Command {
-	return &cobra.Command{
+	var limit int
+	cmd := &cobra.Command{
 		Use:   "history KEY",
 		Short: "Show the event history of a Once key, oldest first",
 		Long: `history lists every transition a Once key went through: claimed, started,
 completed, failed, reconciling, force_completed, reset, ... with the fencing
-token, owner and metadata of each. Exit code 3 when the key has no history.`,
+token, owner and metadata of each. --limit N shows only the newest N.
+Exit code 3 when the key has no history.`,
 		Example: `  sentinel history payment-order-789 -n payments
   sentinel history payment-order-789 -n payments --json`,
 		Args: args(1, 1),
@@ -268,6 +270,14 @@ token, owner and metadata of each. Exit code 3 when the key has no history.`,
 			}
 			if len(evs) == 0 {
 				return fmt.Errorf("no history for %q/%q: %w", a.namespace, args[0], sentinel.ErrNotFound)
+			}
+			if limit < 0 {
+				return usageErr("--limit must be 0 (all) or more, got %d", limit)
+			}
+			skipped := 0
+			if limit > 0 && len(evs) > limit {
+				skipped = len(evs) - limit
+				evs = evs[skipped:]
 			}
 			if a.jsonOut {
 				out := make([]eventJSON, len(evs))
@@ -281,9 +291,14 @@ token, owner and metadata of each. Exit code 3 when the key has no history.`,
 			for _, e := range evs {
 				row(w, e.ID, ts(e.At), e.Type, e.State, e.Token, e.Owner, metadataText(e.Metadata))
 			}
+			if skipped > 0 {
+				fprintf(a.stderr, "%d earlier events not shown (--limit %d)\n", skipped, limit)
+			}
 			return w.Flush()
 		}),
 	}
+	cmd.Flags().IntVar(&limit, "limit", 0, "show only the newest N events (0: all)")
+	return cmd
 }
 
 // storeValue is the body of force-complete and set-result: VALUE (args[1])

@@ -7,7 +7,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/spf13/cobra"
 
@@ -79,7 +82,8 @@ func ticketName(t sentinel.Ticket) string {
 }
 
 func (a *app) queueStatusCmd() *cobra.Command {
-	return &cobra.Command{
+	var ns nsFlags
+	cmd := &cobra.Command{
 		Use:   "status [RESOURCE...]",
 		Short: "Show each queue: whose turn it is, and who waits, in order",
 		Long: `queue status prints a snapshot of the queues of RESOURCEs, or of every
@@ -92,19 +96,26 @@ has not yet confirmed its turn is marked "(handover)".`,
   sentinel queue status --json`,
 		RunE: a.runE(func(cmd *cobra.Command, resources []string) error {
 			ctx := cmd.Context()
-			var qs []sentinel.QueueStatus
-			if len(resources) == 0 {
-				var err error
-				if qs, err = a.client.Queues(ctx); err != nil {
-					return err
-				}
+			namespaces, err := a.queueNamespaces(cmd, &ns)
+			if err != nil {
+				return err
 			}
-			for _, r := range resources {
-				q, err := a.client.Queue(ctx, r)
-				if err != nil {
-					return err
+			var qs []sentinel.QueueStatus // the queues of every namespace
+			for _, n := range namespaces {
+				if len(resources) == 0 {
+					nq, err := a.client.Queues(ctx, sentinel.WithNamespace(n))
+					if err != nil {
+						return err
+					}
+					qs = append(qs, nq...)
 				}
-				qs = append(qs, *q)
+				for _, r := range resources {
+					q, err := a.client.Queue(ctx, r, sentinel.WithNamespace(n))
+					if err != nil {
+						return err
+					}
+					qs = append(qs, *q)
+				}
 			}
 			if a.jsonOut {
 				out := make([]queueJSON, len(qs))
@@ -114,7 +125,7 @@ has not yet confirmed its turn is marked "(handover)".`,
 				return a.printJSON(out)
 			}
 			if len(qs) == 0 {
-				fprintf(a.stderr, "no queue in namespace %q has a live ticket\n", a.namespace)
+				fprintf(a.stderr, "no queue in %s has a live ticket\n", nsLabel(nsOf(&ns, a)))
 				return nil
 			}
 			const width = 60
@@ -126,7 +137,11 @@ has not yet confirmed its turn is marked "(handover)".`,
 				if q.Holder != nil {
 					holder = strconv.FormatInt(q.Holder.Ticket, 10)
 				}
-				fprintln(a.stdout, padded(q.Resource, holder, width))
+				title := q.Resource
+				if ns.all {
+					title = q.Namespace + "/" + q.Resource
+				}
+				fprintln(a.stdout, padded(title, holder, width))
 				fprintln(a.stdout, strings.Repeat("-", width))
 				if q.Holder == nil {
 					fprintln(a.stdout, "(empty)")
@@ -144,6 +159,35 @@ has not yet confirmed its turn is marked "(handover)".`,
 			return nil
 		}),
 	}
+	ns.add(cmd)
+	return cmd
+}
+
+// queueNamespaces is the namespace of a queue command: --namespace, or
+// with --all-namespaces every namespace that has a queue (a ticket, or a
+// queue's history).
+func (a *app) queueNamespaces(cmd *cobra.Command, ns *nsFlags) ([]string, error) {
+	n, err := ns.resolve(cmd, a)
+	if err != nil || !ns.all {
+		return []string{n}, err
+	}
+	s := pgx.Identifier{a.schema}.Sanitize()
+	rows, err := a.pool.Query(cmd.Context(), `SELECT namespace FROM `+s+`.tickets
+UNION SELECT namespace FROM `+s+`.queues
+UNION SELECT namespace FROM `+s+`.queue_events
+ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("list the namespaces of queues: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// nsOf is the namespace of a command with nsFlags, "" for all.
+func nsOf(ns *nsFlags, a *app) string {
+	if ns.all {
+		return ""
+	}
+	return a.namespace
 }
 
 // padded puts left and right on one line of at least width columns.
@@ -174,7 +218,9 @@ func (a *app) queueFollowCmd() *cobra.Command {
 	var (
 		count int
 		after int64
+		ns    nsFlags
 	)
+	var printEv func(sentinel.QueueEvent, *lineCounter) error
 	cmd := &cobra.Command{
 		Use:   "follow [RESOURCE...]",
 		Short: "Print queue progression messages live, in turn's style",
@@ -200,28 +246,55 @@ With --json it prints one JSON object per line, with the event's id.`,
 			if cmd.Flags().Changed("after") {
 				opts = append(opts, sentinel.WithAfterEvent(after))
 			}
+			namespaces, err := a.queueNamespaces(cmd, &ns)
+			if err != nil {
+				return err
+			}
 			if !a.jsonOut {
 				what := "every queue"
 				if len(resources) > 0 {
 					what = strings.Join(resources, ", ")
 				}
-				fprintf(a.stderr, "following %s in namespace %q; interrupt to stop\n", what, a.namespace)
+				fprintf(a.stderr, "following %s in %s; interrupt to stop\n", what, nsLabel(nsOf(&ns, a)))
 			}
 			lines := lineCounter{max: count}
-			err := a.client.FollowQueues(cmd.Context(), resources, func(ev sentinel.QueueEvent) error {
-				if a.jsonOut {
-					if err := a.printJSONLine(queueEventJSON{ID: ev.ID, Namespace: ev.Namespace, Resource: ev.Resource,
-						Ticket: ev.Ticket, Type: ev.Type, Label: ev.Label, Owner: ev.Owner, By: ev.By,
-						At: tsJSON(ev.At), Message: ev.String()}); err != nil {
-						return err
+			var mu sync.Mutex // one line at a time across namespaces
+			follow := func(ctx context.Context, n string) error {
+				return a.client.FollowQueues(ctx, resources, func(ev sentinel.QueueEvent) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if ns.all && !a.jsonOut {
+						ev.Resource = ev.Namespace + "/" + ev.Resource
 					}
-				} else {
-					fprintln(a.stdout, ev.String())
-				}
-				return lines.printed()
-			}, opts...)
+					return printEv(ev, &lines)
+				}, append(opts, sentinel.WithNamespace(n))...)
+			}
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			errs := make(chan error, len(namespaces))
+			for _, n := range namespaces {
+				go func() { errs <- follow(ctx, n) }()
+			}
+			err = <-errs // the first to end ends them all
+			cancel()
+			for range len(namespaces) - 1 {
+				<-errs
+			}
 			return streamEnd(cmd, err)
 		}),
+	}
+	ns.add(cmd)
+	printEv = func(ev sentinel.QueueEvent, lines *lineCounter) error {
+		if a.jsonOut {
+			if err := a.printJSONLine(queueEventJSON{ID: ev.ID, Namespace: ev.Namespace, Resource: ev.Resource,
+				Ticket: ev.Ticket, Type: ev.Type, Label: ev.Label, Owner: ev.Owner, By: ev.By,
+				At: tsJSON(ev.At), Message: ev.String()}); err != nil {
+				return err
+			}
+		} else {
+			fprintln(a.stdout, ev.String())
+		}
+		return lines.printed()
 	}
 	cmd.Flags().IntVar(&count, "count", 0, "exit after printing this many messages (0: until interrupted)")
 	cmd.Flags().Int64Var(&after, "after", 0, "start after this event ID (the \"id\" of --json), replaying what was recorded since; 0 replays the whole history")
@@ -229,7 +302,8 @@ With --json it prints one JSON object per line, with the event's id.`,
 }
 
 func (a *app) queueResetCmd() *cobra.Command {
-	return &cobra.Command{
+	var ns nsFlags
+	cmd := &cobra.Command{
 		Use:   "reset [RESOURCE...]",
 		Short: "Remove dead tickets from queues; busy queues are left alone",
 		Long: `queue reset removes the dead tickets (expired on the database clock, their
@@ -242,23 +316,41 @@ so reset asks no confirmation.`,
   sentinel queue reset -n office --json`,
 		RunE: a.runE(func(cmd *cobra.Command, resources []string) error {
 			ctx := cmd.Context()
+			namespaces, err := a.queueNamespaces(cmd, &ns)
+			if err != nil {
+				return err
+			}
+			// With --all-namespaces every resource is named NAMESPACE/RESOURCE.
+			name := func(n, r string) string {
+				if ns.all {
+					return n + "/" + r
+				}
+				return r
+			}
 			removed := map[string]int{}
 			var errs error
-			if len(resources) == 0 {
-				var err error
-				removed, err = a.client.ResetQueues(ctx)
-				if err != nil && !errors.Is(err, sentinel.ErrQueueBusy) {
-					return err
+			for _, n := range namespaces {
+				if len(resources) == 0 {
+					got, err := a.client.ResetQueues(ctx, sentinel.WithNamespace(n))
+					if err != nil && !errors.Is(err, sentinel.ErrQueueBusy) {
+						return err
+					}
+					for r, c := range got {
+						removed[name(n, r)] = c
+					}
+					errs = errors.Join(errs, err)
 				}
-				errs = err
+				for _, r := range resources {
+					c, err := a.client.ResetQueue(ctx, r, sentinel.WithNamespace(n))
+					if err != nil && !errors.Is(err, sentinel.ErrQueueBusy) {
+						return err
+					}
+					removed[name(n, r)] = c
+					errs = errors.Join(errs, err)
+				}
 			}
-			for _, r := range resources {
-				n, err := a.client.ResetQueue(ctx, r)
-				if err != nil && !errors.Is(err, sentinel.ErrQueueBusy) {
-					return err
-				}
-				removed[r] = n
-				errs = errors.Join(errs, err)
+			for _, b := range busyQueues(errs) {
+				b.Resource = name(b.Namespace, b.Resource)
 			}
 			busy := busyQueues(errs)
 			if a.jsonOut {
@@ -290,7 +382,7 @@ so reset asks no confirmation.`,
 					}
 				}
 				if len(names) == 0 && len(busy) == 0 {
-					fprintf(a.stderr, "no queue in namespace %q has tickets\n", a.namespace)
+					fprintf(a.stderr, "no queue in %s has tickets\n", nsLabel(nsOf(&ns, a)))
 				}
 			}
 			if len(busy) > 0 {
@@ -299,6 +391,8 @@ so reset asks no confirmation.`,
 			return nil
 		}),
 	}
+	ns.add(cmd)
+	return cmd
 }
 
 // busyQueues unpacks the QueueBusyErrors of an error or a joined error.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,19 +54,26 @@ func (a *app) statusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Count executions per state; list uncertain ones first",
-		Long: `status counts the Once executions of --namespace (or of every namespace with
---all-namespaces) per state, with the oldest in each state, and lists the
+		Long: `status counts the Once executions of every namespace (or only of the one
+given with --namespace) per state, with the oldest in each state, and lists the
 uncertain ones (executing, lease expired on the database clock: their
 worker crashed or lost its lease mid-run, and the outcome is unknown) with
 their owner and since when. Those need an operator: see 'sentinel inspect'
 and 'sentinel reconcile'.
 
+With --namespace, other namespaces that have uncertain executions are
+named at the end, so none is missed.
+
 Exit code 0 whether or not executions are uncertain; use --json (the
 "uncertain" list) or 'sentinel list --uncertain' in scripts.`,
-		Example: `  sentinel status -n payments
-  sentinel status --all-namespaces --json`,
+		Example: `  sentinel status
+  sentinel status -n payments
+  sentinel status --json`,
 		Args: args(0, 0),
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("namespace") {
+				ns.all = true // every namespace unless one is asked for
+			}
 			namespace, err := ns.resolve(cmd, a)
 			if err != nil {
 				return err
@@ -74,6 +82,24 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 				return err
 			}
 			ctx := cmd.Context()
+			// Namespaces other than the one asked for that need attention.
+			var elsewhere []string
+			if !ns.all {
+				all, err := a.client.ExecutionCounts(ctx, "", true)
+				if err != nil {
+					return err
+				}
+				for _, c := range all {
+					if c.Uncertain && c.Namespace != namespace {
+						elsewhere = append(elsewhere, fmt.Sprintf("%s (%d)", c.Namespace, c.Count))
+					}
+				}
+			}
+			defer func() {
+				if len(elsewhere) > 0 && !a.jsonOut {
+					fprintf(a.stdout, "\nuncertain executions in other namespaces too: %s (sentinel status)\n", strings.Join(elsewhere, ", "))
+				}
+			}()
 			counts, err := a.client.ExecutionCounts(ctx, namespace, ns.all)
 			if err != nil {
 				return err
@@ -123,6 +149,7 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 		}),
 	}
 	ns.add(cmd)
+	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
 	cmd.Flags().IntVar(&limit, "limit", 20, "list at most this many uncertain executions")
 	return cmd
 }

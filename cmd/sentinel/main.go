@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -76,6 +77,7 @@ type app struct {
 
 	pool   *pgxpool.Pool
 	client *sentinel.Client
+	target string // where the command looks: database, host, user, schema; set by connect
 }
 
 // codeError carries an explicit exit code (a child's, or a refusal).
@@ -229,8 +231,60 @@ func (a *app) runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra
 		if err := a.connect(cmd.Context()); err != nil {
 			return err
 		}
+		if showsTarget[cmd.CommandPath()] && !a.jsonOut {
+			fprintf(a.stderr, "sentinel: %s, %s (%s)\n", a.target, a.namespaceText(cmd), a.source())
+		}
 		return fn(cmd, args)
 	}
+}
+
+// showsTarget lists the commands whose human output starts by naming where
+// they look (on stderr): status and every command that changes something.
+var showsTarget = map[string]bool{
+	"sentinel status": true, "sentinel migrate": true, "sentinel migrate status": true,
+	"sentinel reconcile": true, "sentinel force-complete": true, "sentinel reset": true,
+	"sentinel set-result": true, "sentinel prune": true, "sentinel queue reset": true,
+	"sentinel lock": true, "sentinel elect": true, "sentinel queue lock": true,
+}
+
+// namespaceText names the namespaces cmd acts on.
+func (a *app) namespaceText(cmd *cobra.Command) string {
+	all := false
+	if f := cmd.Flags().Lookup("all-namespaces"); f != nil {
+		all = f.Value.String() == "true" || (cmd.CommandPath() == "sentinel status" && !cmd.Flags().Changed("namespace"))
+	}
+	if all {
+		return "every namespace"
+	}
+	return fmt.Sprintf("namespace %q", a.namespace)
+}
+
+// source says where the connection settings came from.
+func (a *app) source() string {
+	switch {
+	case a.databaseURL != "":
+		return "from --database-url"
+	case os.Getenv("DATABASE_URL") != "":
+		return "from $DATABASE_URL"
+	case a.fromDefaults():
+		return "from libpq defaults: no --database-url, $DATABASE_URL, PGHOST, PGDATABASE or PGSERVICE"
+	}
+	return "from the PG* environment variables"
+}
+
+// fromDefaults reports whether nothing chose the database: no
+// --database-url, $DATABASE_URL, PGHOST, PGDATABASE or PGSERVICE, so libpq's
+// defaults apply (the local socket, a database named after the user).
+func (a *app) fromDefaults() bool {
+	if a.databaseURL != "" {
+		return false
+	}
+	for _, v := range []string{"DATABASE_URL", "PGHOST", "PGDATABASE", "PGSERVICE"} {
+		if os.Getenv(v) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // args checks the number of positional arguments as a usage error.
@@ -262,6 +316,14 @@ func (a *app) connect(ctx context.Context) error {
 		return usageErr("bad connection string: %v", err)
 	}
 	cfg.MaxConns = 4
+	cc := cfg.ConnConfig
+	host := cc.Host
+	if strings.HasPrefix(host, "/") {
+		host = "socket " + host
+	} else {
+		host = fmt.Sprintf("%s:%d", host, cc.Port)
+	}
+	a.target = fmt.Sprintf("database %q on %s as %q, schema %q", cc.Database, host, cc.User, a.schema)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)

@@ -21,16 +21,34 @@ type migrateStatusJSON struct {
 }
 
 func (a *app) migrateCmd() *cobra.Command {
+	var yes bool
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade Sentinel's schema",
 		Long: `migrate applies every pending migration to --schema in one transaction.
 It is idempotent and safe when many processes run it at once: they
-serialize on an advisory lock.`,
+serialize on an advisory lock.
+
+It names the database, host, user and schema it migrates (on stderr).
+When nothing chose the database (no --database-url, $DATABASE_URL, PGHOST,
+PGDATABASE or PGSERVICE: libpq's defaults, the local socket and a database
+named after the user) it asks for confirmation on a terminal, and without
+one refuses (exit 4) unless --yes is given.`,
 		Example: `  sentinel migrate --database-url postgres://app@db/app
   sentinel migrate --schema sentinel_staging`,
 		Args: args(0, 0),
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if a.fromDefaults() && !yes && !isTerminal(a.stdin) {
+				return refused("migrate: the database comes from libpq's defaults (no --database-url, $DATABASE_URL, PGHOST, PGDATABASE or PGSERVICE); refused without a terminal to confirm: name the database, or pass --yes")
+			}
+			return nil
+		},
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+			if a.fromDefaults() {
+				if err := a.confirm(yes, "migrate %s, which comes from libpq's defaults?", a.target); err != nil {
+					return err
+				}
+			}
 			before, err := a.client.MigrationStatus(cmd.Context())
 			if err != nil {
 				return err
@@ -58,6 +76,7 @@ serialize on an advisory lock.`,
 			return nil
 		}),
 	}
+	addYes(cmd, &yes)
 	cmd.AddCommand(a.migrateStatusCmd())
 	return cmd
 }

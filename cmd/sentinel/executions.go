@@ -291,10 +291,13 @@ Exit code 3 when the key has no history.`,
 			for _, e := range evs {
 				row(w, e.ID, ts(e.At), e.Type, e.State, e.Token, e.Owner, metadataText(e.Metadata))
 			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
 			if skipped > 0 {
 				fprintf(a.stderr, "%d earlier events not shown (--limit %d)\n", skipped, limit)
 			}
-			return w.Flush()
+			return nil
 		}),
 	}
 	cmd.Flags().IntVar(&limit, "limit", 0, "show only the newest N events (0: all)")

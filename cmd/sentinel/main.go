@@ -16,12 +16,17 @@
 //	3  not found: the key has no execution or lease, the group no leader
 //	4  refused or wrong state: a destructive command without confirmation,
 //	   a key not in the state the command needs, a lease held elsewhere,
-//	   a busy queue (queue reset), a wait past --timeout, pending
-//	   migrations (migrate status)
+//	   a busy queue (queue reset), a wait past --timeout, an interrupt
+//	   while waiting (lock, elect, queue lock: nothing ran), pending
+//	   migrations (migrate status), migrate on libpq's default database
+//	   without a terminal or --yes
 //
 // `sentinel lock KEY -- CMD`, `sentinel elect GROUP -- CMD` and
 // `sentinel queue lock RESOURCE... -- CMD` exit with CMD's exit code
-// instead.
+// instead. CMD runs in a process group of its own under a supervising
+// process (guard_unix.go): the whole group stops before the lock can pass
+// to another holder, even when sentinel is SIGKILLed (Linux: parent-death
+// signal; other Unix: best effort, the control pipe's end of file).
 package main
 
 import (
@@ -168,8 +173,11 @@ Global flags may stand before or after the command name.
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 not found (also: no leader),
 4 refused or wrong state (also: a busy queue for 'queue reset', pending
-migrations for 'migrate status'). lock, elect and queue lock with a
-command exit with the command's code.`,
+migrations for 'migrate status', an interrupt while waiting for lock, elect
+and queue lock). lock, elect and queue lock with a command exit with the
+command's code; the command and everything it starts stop before the lock
+passes on (Linux: even when sentinel is SIGKILLed; see 'sentinel lock
+--help').`,
 		Example: `  # find uncertain executions and resolve one
   sentinel inspect payment-order-789 --namespace payments
   sentinel reconcile payment-order-789 --namespace payments --yes

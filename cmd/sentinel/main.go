@@ -253,6 +253,7 @@ var showsTarget = map[string]bool{
 	"sentinel reconcile": true, "sentinel force-complete": true, "sentinel reset": true,
 	"sentinel set-result": true, "sentinel prune": true, "sentinel queue reset": true,
 	"sentinel lock": true, "sentinel elect": true, "sentinel queue lock": true,
+	"sentinel idempotency resolve": true,
 }
 
 // namespaceText names the namespaces cmd acts on.

@@ -101,7 +101,10 @@ after --kill-after or at the lease's local deadline, whichever is first;
 late renewals send SIGTERM min(--kill-after, TTL/4) before the local
 deadline and SIGKILL at it; when the lease is taken over the group gets
 SIGKILL at once; what CMD leaves running in its group when it exits is
-stopped too. Only then is the lease released.
+stopped too. Only then is the lease released. Being in a group of its own,
+CMD is not in the terminal's foreground: Ctrl-C reaches it through
+sentinel (as SIGTERM), and it cannot read from the terminal (give it its
+input from a file or a pipe).
 
 If sentinel itself dies (SIGKILL, the OOM killer): on Linux the parent-death
 signal, on every Unix the end of the control pipe, makes the supervisor

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -147,7 +146,7 @@ its state. --uncertain keeps only the uncertain ones.`,
 				case (k.State == sentinel.StateExecuting || k.State == sentinel.StateClaimed) && e.LeaseAlive:
 					state += " (in progress)"
 				}
-				row(w, state, idemPrintable(idemOrDash(k.Scope)), idemPrintable(k.Key), idemPrintable(idemOrDash(k.Method)), idemPrintable(idemOrDash(k.Path)),
+				row(w, state, esc(idemOrDash(k.Scope)), esc(k.Key), esc(idemOrDash(k.Method)), esc(idemOrDash(k.Path)),
 					relative(e.UpdatedAt), k.Token)
 			}
 			return w.Flush()
@@ -173,22 +172,6 @@ func idemOrDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// idemPrintable escapes control and invalid bytes of text that came from an
-// HTTP client or handler, so that it cannot drive the operator's terminal.
-func idemPrintable(s string) string {
-	ok := utf8.ValidString(s)
-	for _, r := range s {
-		if ok && unicode.IsControl(r) {
-			ok = false
-		}
-	}
-	if ok {
-		return s
-	}
-	q := strconv.Quote(s)
-	return q[1 : len(q)-1]
 }
 
 // idemResponseJSON is a response with --json; the body as text when it is
@@ -258,14 +241,14 @@ key has no execution.`,
 					Response: toIdemResponseJSON(rec.Response), ResponseError: rec.ResponseError, Refused: toIdemResponseJSON(rec.Refused)})
 			}
 			w := a.table()
-			row(w, "key:", idemPrintable(rec.Key))
-			row(w, "scope:", idemPrintable(idemOrDash(rec.Scope)))
+			row(w, "key:", esc(rec.Key))
+			row(w, "scope:", esc(idemOrDash(rec.Scope)))
 			row(w, "namespace:", e.Namespace)
 			row(w, "state:", stateLabel(e))
 			row(w, "since:", ts(e.UpdatedAt)+"  ("+relative(e.UpdatedAt)+")")
 			row(w, "token:", e.Token)
 			if rec.Request.Method != "" {
-				row(w, "request:", idemPrintable(rec.Request.Method+" "+rec.Request.Path))
+				row(w, "request:", esc(rec.Request.Method+" "+rec.Request.Path))
 				row(w, "fingerprint:", rec.Request.Fingerprint)
 			} else {
 				row(w, "request:", "- (no claim in the history: pruned)")
@@ -321,7 +304,7 @@ func (a *app) printResponse(r *idempotency.Response) {
 	sort.Strings(names)
 	for _, k := range names {
 		for _, v := range r.Header[k] {
-			fmt.Fprintf(a.stdout, "  %s: %s\n", idemPrintable(k), idemPrintable(v))
+			fmt.Fprintf(a.stdout, "  %s: %s\n", esc(k), esc(v))
 		}
 	}
 	switch {
@@ -329,7 +312,7 @@ func (a *app) printResponse(r *idempotency.Response) {
 		fmt.Fprintln(a.stdout, "  (no body)")
 	case utf8.Valid(r.Body):
 		for _, line := range strings.Split(strings.TrimRight(string(r.Body), "\n"), "\n") {
-			fmt.Fprintf(a.stdout, "  %s\n", idemPrintable(line))
+			fmt.Fprintf(a.stdout, "  %s\n", esc(line))
 		}
 	default:
 		fmt.Fprintf(a.stdout, "  (%d bytes, not text; base64) %s\n", len(r.Body), base64.StdEncoding.EncodeToString(r.Body))
@@ -425,12 +408,12 @@ matches.`,
 					return refused("%v", err)
 				}
 			}
-			who := idemPrintable(args[0])
+			who := esc(args[0])
 			if scope != "" {
-				who += " (scope " + idemPrintable(scope) + ")"
+				who += " (scope " + esc(scope) + ")"
 			}
 			if err := a.confirm(f.yes, "resolve Idempotency-Key %s in %q: its retries of %s get %d with a %d-byte body",
-				who, a.namespace, idemPrintable(rec.Request.Method+" "+rec.Request.Path), resp.Status, len(resp.Body)); err != nil {
+				who, a.namespace, esc(rec.Request.Method+" "+rec.Request.Path), resp.Status, len(resp.Body)); err != nil {
 				return err
 			}
 			token, err := idempotency.Resolve(cmd.Context(), a.client, scope, args[0], resp, f.options()...)
@@ -442,7 +425,7 @@ matches.`,
 					"response": toIdemResponseJSON(&resp)})
 			}
 			fmt.Fprintf(a.stdout, "Idempotency-Key %s is resolved (token %d): retries of %s now get %d %s with Idempotent-Replayed: true\n",
-				who, token, idemPrintable(rec.Request.Method+" "+rec.Request.Path), resp.Status, http.StatusText(resp.Status))
+				who, token, esc(rec.Request.Method+" "+rec.Request.Path), resp.Status, http.StatusText(resp.Status))
 			return nil
 		}),
 	}

@@ -154,7 +154,7 @@ func (c *Client) Lease(ctx context.Context, key string, opts ...Option) (l *Leas
 		return nil, invalid("option", "WithCodec, WithMetadata and WithToken do not apply to Lease")
 	}
 	if !o.wait {
-		l, held, err := c.tryAcquire(ctx, key, o)
+		l, held, err := c.tryAcquire(ctx, key, o, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -166,17 +166,48 @@ func (c *Client) Lease(ctx context.Context, key string, opts ...Option) (l *Leas
 	return c.waitAcquire(ctx, key, o)
 }
 
-func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (*Lease, error) {
+// waitAcquire acquires key, waiting for it while it is held.
+//
+// A release notifies only when some caller waits for the key
+// (leases.waiters > 0), so a waiter counts itself in (sqlLeaseWait) after
+// its first failed attempt, and never misses a wake-up:
+//
+//   - It LISTENs before its first attempt (subscribe), so every
+//     notification sent after its count-in commits reaches it.
+//   - The count-in and a release both update the key's row, so they are
+//     serialized by its row lock. If the count-in comes first, the
+//     release's UPDATE is made from the row version the count-in wrote (read
+//     committed re-reads the newest version of a row it updates) and its
+//     RETURNING sees waiters > 0: it notifies. If the release comes first,
+//     the count-in, which locks the row after the release committed, reads
+//     the row expired and the waiter re-checks at once, in a statement that
+//     starts after the release committed and so sees it.
+//   - A count-in that finds the row locked (a release or a fencing check
+//     under way) or missing counts nothing in; the waiter re-checks soon,
+//     backing off, and counts itself in at its next failed attempt.
+//
+// The grant that ends the wait counts the waiter out in the same statement;
+// a waiter that gives up counts itself out in a statement of its own. A
+// count left too high (a waiter that died) costs a NOTIFY per release, never
+// a missed wake-up.
+func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l *Lease, err error) {
 	var lastHeld *HeldError
 	// Subscribe once, before the first attempt, so a release between an
 	// attempt and the wait is not missed and the waiter keeps its place.
 	wake, listening := c.ln.subscribe(ctx, notifyLease, o.namespace, key)
 	defer c.ln.unsubscribe(notifyLease, o.namespace, key, wake)
+	counted := 0 // 1 once this waiter is counted in leases.waiters
+	defer func() {
+		if counted == 1 && l == nil {
+			c.leaseWaitLeave(ctx, o.namespace, key)
+		}
+	}()
+	recheck := 10 * time.Millisecond // backoff while the count-in finds the row locked
 	for {
 		if err := c.checkOpen(); err != nil {
 			return nil, err
 		}
-		l, held, err := c.tryAcquire(ctx, key, o)
+		l, held, err := c.tryAcquire(ctx, key, o, counted)
 		if err != nil && transient(err) && ctx.Err() == nil {
 			// The database is unreachable for now (restarting, network):
 			// a waiter keeps waiting, re-checking every WaitRecheck.
@@ -186,10 +217,18 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (*L
 				return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last error: %w)", o.namespace, key, context.Cause(ctx), err)
 			case <-time.After(c.cfg.WaitRecheck):
 			}
+			counted = 0 // see below
 			continue
 		}
+		if err != nil {
+			// The statement may have committed a grant, which counts
+			// this waiter out: never count out twice (a count too low
+			// could cost another waiter its wake-up; too high costs a
+			// NOTIFY). Count in again if the wait goes on.
+			counted = 0
+		}
 		if err != nil || l != nil {
-			return l, err
+			return l, err // a grant counted this waiter out
 		}
 		lastHeld = held
 		// Re-check at the holder's expiry as the database computed it; a
@@ -202,10 +241,29 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (*L
 		if !listening || held.Holder == nil {
 			delay = min(delay, c.cfg.WaitRecheck)
 		}
+		if listening && counted == 0 && held.Holder != nil {
+			// Count in, so that releases of the key notify; see above.
+			in, live, err := c.leaseWaitJoin(ctx, o.namespace, key)
+			if err != nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last holder: %w)", o.namespace, key, context.Cause(ctx), lastHeld)
+			}
+			if in {
+				counted = 1
+				if !live {
+					continue // released meanwhile: re-check now
+				}
+			}
+			// Not counted in (row locked or gone, or an error): nothing
+			// may notify; re-check soon, backing off (below).
+		}
 		// A holder whose expiry already passed means the row is locked by
 		// another transaction (a competing grant, a fencing check): back
 		// off a little instead of spinning.
 		delay = max(delay, 10*time.Millisecond)
+		if counted == 0 && held.Holder != nil && listening {
+			delay = min(delay, recheck)
+			recheck = min(recheck*2, c.cfg.WaitRecheck)
+		}
 		t := time.NewTimer(delay)
 		select {
 		case <-wake:
@@ -219,9 +277,33 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (*L
 	}
 }
 
+// leaseWaitJoin counts the caller in as waiting for key (sqlLeaseWait). in
+// says whether it was counted in (not when the row was locked or missing);
+// live whether the key was still held then.
+func (c *Client) leaseWaitJoin(ctx context.Context, ns, key string) (in, live bool, err error) {
+	err = c.pool.QueryRow(ctx, c.sql.leaseWait, ns, key, 1).Scan(&live)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, c.wrapErr(fmt.Sprintf("wait for lease %q/%q", ns, key), err)
+	}
+	return true, live, nil
+}
+
+// leaseWaitLeave counts a waiter that gives up out of key's waiters, best
+// effort: a count left too high costs a NOTIFY per release, nothing else.
+func (c *Client) leaseWaitLeave(ctx context.Context, ns, key string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+	defer cancel()
+	var live bool
+	_ = c.pool.QueryRow(rctx, c.sql.leaseWait, ns, key, -1).Scan(&live)
+}
+
 // tryAcquire runs the acquire statement once. It returns the lease, or the
-// holder when the key is held elsewhere.
-func (c *Client) tryAcquire(ctx context.Context, key string, o callOptions) (*Lease, *HeldError, error) {
+// holder when the key is held elsewhere. leaving is 1 for a waiter counted
+// in leases.waiters: a grant counts it out.
+func (c *Client) tryAcquire(ctx context.Context, key string, o callOptions, leaving int) (*Lease, *HeldError, error) {
 	sent := time.Now()
 	var (
 		acquired  bool
@@ -234,7 +316,7 @@ func (c *Client) tryAcquire(ctx context.Context, key string, o callOptions) (*Le
 	// back below, instead of held unknown to anyone for a TTL.
 	sctx, scancel := graceCtx(ctx, grantGrace)
 	err := c.pool.QueryRow(sctx, c.sql.acquire, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
-		us(o.ttl), us(o.hardTTL), o.force).
+		us(o.ttl), us(o.hardTTL), o.force, leaving).
 		Scan(&acquired, &h.Owner, &h.Host, &h.PID, &h.Token, &h.AcquiredAt, &h.ExpiresAt, &hard, &remaining)
 	scancel()
 	if errors.Is(err, pgx.ErrNoRows) {

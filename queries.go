@@ -22,6 +22,7 @@ type queries struct {
 	acquire   string
 	release   string
 	releaseN  string
+	leaseWait string
 	renew     string
 	holder    string
 	verify    string
@@ -37,6 +38,7 @@ func newQueries(schema string) *queries {
 		acquire:   r.Replace(sqlAcquire),
 		release:   r.Replace(sqlRelease),
 		releaseN:  r.Replace(sqlReleaseMany),
+		leaseWait: r.Replace(sqlLeaseWait),
 		renew:     r.Replace(renewSQL()),
 		holder:    r.Replace(sqlHolder),
 		verify:    r.Replace(sqlVerify),
@@ -77,8 +79,10 @@ func channelName(schema string) string {
 // only by the statement that writes the grant. New expiries count from
 // clock_timestamp(), the time of the write, never from a statement start
 // that a wait may have pushed into the past.
+// A waiter that counted itself in leases.waiters (sqlLeaseWait) counts
+// itself out in the grant that ends its wait ($9 = 1; 0 otherwise).
 // $1 namespace, $2 key, $3 owner, $4 host, $5 pid, $6 ttl µs, $7 hard TTL µs
-// (0 = none), $8 force.
+// (0 = none), $8 force, $9 waiters leaving (0 or 1).
 const sqlAcquire = `
 WITH lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.leases t
@@ -91,7 +95,8 @@ up AS (
         acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
         expires_at = pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
         hard_expires_at = CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
-                          ELSE 'infinity'::timestamptz END
+                          ELSE 'infinity'::timestamptz END,
+        waiters = greatest(t.waiters - $9::int, 0)
     FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
     RETURNING t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
         nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
@@ -110,7 +115,8 @@ ins AS (
         pid = excluded.pid, acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
         expires_at = pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
         hard_expires_at = CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
-                          ELSE 'infinity'::timestamptz END
+                          ELSE 'infinity'::timestamptz END,
+        waiters = greatest(t.waiters - $9::int, 0)
     WHERE t.expires_at <= pg_catalog.clock_timestamp() OR $8::bool
     RETURNING t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
         nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
@@ -124,20 +130,30 @@ FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 
 // sqlRelease ends a lease guarded by owner, token and expiry, and notifies
-// waiters in the same statement. The row is kept, expired, rather than
+// waiters in the same statement, only when some caller waits for the key
+// (leases.waiters > 0, see sqlLeaseWait): a transaction that calls NOTIFY
+// serializes its commit on a database-wide lock, so a release that nobody
+// waits for sends none. The row is kept, expired, rather than
 // deleted: the next grant of the key then takes it over and mints its token
 // under the row lock, so no grant can ever carry a token minted before an
 // earlier grant of the same key. Prune removes rows long expired.
+//
+// RETURNING reads the row version this UPDATE wrote, made from the newest
+// committed version (a concurrent sqlLeaseWait is waited for and re-read,
+// read committed's re-check), so a waiter counted in before the release
+// commits is always seen: see waitAcquire for the whole argument.
 // $1 namespace, $2 key, $3 owner, $4 token, $5 channel.
 const sqlRelease = `
 WITH d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
     WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4 AND t.expires_at > pg_catalog.clock_timestamp()
-    RETURNING t.namespace, t.key
+    RETURNING CASE WHEN t.waiters > 0 THEN
+        pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
 )
-SELECT pg_catalog.count(*) FROM d, LATERAL (SELECT pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(d.namespace)::text || ':' || d.namespace || d.key)) AS n`
+SELECT pg_catalog.count(*) FROM d`
 
-// sqlReleaseMany is sqlRelease for many leases of one owner (Close).
+// sqlReleaseMany is sqlRelease for many leases of one owner (Close); it
+// notifies only for keys that have waiters.
 // $1 namespaces, $2 keys, $3 tokens, $4 owner, $5 channel.
 const sqlReleaseMany = `
 WITH d AS (
@@ -145,9 +161,26 @@ WITH d AS (
     FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::bigint[])) AS v(ns, key, token)
     WHERE t.namespace = v.ns AND t.key = v.key AND t.token = v.token AND t.owner = $4
       AND t.expires_at > pg_catalog.clock_timestamp()
-    RETURNING t.namespace, t.key
+    RETURNING t.namespace, t.key, CASE WHEN t.waiters > 0 THEN
+        pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END AS n
 )
-SELECT d.namespace, d.key FROM d, LATERAL (SELECT pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(d.namespace)::text || ':' || d.namespace || d.key)) AS n`
+SELECT d.namespace, d.key FROM d`
+
+// sqlLeaseWait counts a caller in ($3 = 1) or out ($3 = -1) as waiting for
+// a lease key, so releases of the key notify (see sqlRelease). It never
+// waits for a row another transaction has locked (a fencing check, a
+// release under way): it then returns no row, like a key with no row, and
+// the caller re-checks soon. It returns whether the key is still held.
+// $1 namespace, $2 key, $3 +1 or -1.
+const sqlLeaseWait = `
+WITH lk AS (
+    SELECT t.namespace, t.key FROM {{schema}}.leases t
+    WHERE t.namespace = $1 AND t.key = $2
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+UPDATE {{schema}}.leases t SET waiters = greatest(t.waiters + $3::int, 0)
+FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
+RETURNING t.expires_at > pg_catalog.clock_timestamp()`
 
 // renewKind is one kind of row the heartbeat renews. Every kind adds a
 // lock+update step to the one renewal statement per tick (see renewSQL), so a

@@ -87,7 +87,8 @@ up AS (
         acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
         expires_at = pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
         hard_expires_at = CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
-                          ELSE 'infinity'::timestamptz END
+                          ELSE 'infinity'::timestamptz END,
+        waiters = greatest(t.waiters - $9::int, 0)
     FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
     RETURNING t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
         nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
@@ -106,7 +107,8 @@ ins AS (
         pid = excluded.pid, acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
         expires_at = pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
         hard_expires_at = CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
-                          ELSE 'infinity'::timestamptz END
+                          ELSE 'infinity'::timestamptz END,
+        waiters = greatest(t.waiters - $9::int, 0)
     WHERE t.expires_at <= pg_catalog.clock_timestamp() OR $8::bool
     RETURNING t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
         nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
@@ -122,7 +124,8 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 WITH d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
     WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4 AND t.expires_at > pg_catalog.clock_timestamp()
-    RETURNING t.namespace, t.key
+    RETURNING CASE WHEN t.waiters > 0 THEN
+        pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
 )
-SELECT pg_catalog.count(*) FROM d, LATERAL (SELECT pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(d.namespace)::text || ':' || d.namespace || d.key)) AS n`
+SELECT pg_catalog.count(*) FROM d`
 )

@@ -158,7 +158,8 @@ func (f *floor) replay(ctx context.Context, key string) error {
 	return json.Unmarshal(row.result, &v)
 }
 
-// lease: the acquire statement, then the release statement (with NOTIFY).
+// lease: the acquire statement, then the release statement (it notifies
+// only when a caller waits for the key: here, never).
 func (f *floor) lease(ctx context.Context, key string) error {
 	var (
 		acquired    bool
@@ -169,7 +170,7 @@ func (f *floor) lease(ctx context.Context, key string) error {
 		hard        *time.Time
 		remaining   time.Duration
 	)
-	if err := f.pool.QueryRow(ctx, f.acquire, namespace, key, f.owner, f.host, f.pid, ttl.Microseconds(), int64(0), false).
+	if err := f.pool.QueryRow(ctx, f.acquire, namespace, key, f.owner, f.host, f.pid, ttl.Microseconds(), int64(0), false, 0).
 		Scan(&acquired, &owner, &host, &pid, &token, &at, &exp, &hard, &remaining); err != nil {
 		return fmt.Errorf("floor acquire: %w", err)
 	}

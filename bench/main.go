@@ -53,6 +53,8 @@ type options struct {
 	pglockLease     time.Duration
 	pglockHeartbeat time.Duration
 	only            []string // sections to run; empty: all
+	manyCallers     []int    // the many-callers section: concurrent callers on one client
+	manyPool        int      // its pool size, for every implementation
 
 	electionTTL       time.Duration // leader election: the TTL of every implementation
 	electionTrials    int           // failovers (leader process killed) per implementation
@@ -61,7 +63,7 @@ type options struct {
 }
 
 // Sections of a run, for -only.
-var sections = []string{"throughput", "handover", "leases", "rows", "election", "queue"}
+var sections = []string{"throughput", "handover", "leases", "rows", "election", "queue", "many"}
 
 func (o options) want(section string) bool {
 	return len(o.only) == 0 || slices.Contains(o.only, section)
@@ -85,6 +87,8 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.IntVar(&o.electionTrials, "election-trials", 10, "leader election: failovers (leader process killed) per implementation")
 	fs.IntVar(&o.electionHandovers, "election-handovers", 20, "leader election: resign handovers per implementation")
 	fs.DurationVar(&o.electionWindow, "election-window", 6*time.Second, "leader election: window of the statements-per-second figures")
+	manyCallers := fs.String("many-callers", "1,64", "many-callers section: comma-separated counts of concurrent callers on one client")
+	fs.IntVar(&o.manyPool, "many-pool", 8, "many-callers section: pool size of every implementation")
 	only := fs.String("only", "", "comma-separated sections to run, of "+strings.Join(sections, ", ")+" (default all)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -100,6 +104,18 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 		if !slices.Contains(o.workers, n) {
 			o.workers = append(o.workers, n)
 		}
+	}
+	for _, f := range strings.Split(*manyCallers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1024 {
+			return o, fmt.Errorf("-many-callers: %q is not a count in 1..1024", f)
+		}
+		if !slices.Contains(o.manyCallers, n) {
+			o.manyCallers = append(o.manyCallers, n)
+		}
+	}
+	if o.manyPool < 1 {
+		return o, errors.New("-many-pool must be at least 1")
 	}
 	for _, f := range strings.Split(*only, ",") {
 		if f = strings.TrimSpace(f); f == "" {
@@ -228,6 +244,11 @@ func run(ctx context.Context, opts options, out, logw io.Writer) error {
 				return err
 			}
 			r.handovers = append(r.handovers, res)
+		}
+	}
+	if opts.want("many") {
+		if r.many, err = b.manyCallers(ctx); err != nil {
+			return fmt.Errorf("many callers: %w", err)
 		}
 	}
 	if opts.want("leases") {

@@ -18,6 +18,7 @@ type report struct {
 	million   *millionResult
 	election  *electionSection
 	queue     *queueSection
+	many      []*group // the many-callers section (many.go)
 	total     time.Duration
 }
 
@@ -81,6 +82,8 @@ func (r *report) String() string {
 	p("- each figure: %s of measurement per implementation and worker count, in %d rounds interleaved with the other implementations of the same row group, after a %s warm-up; pools of %d connections\n",
 		r.opts.duration, r.opts.rounds, r.opts.warmup, slices.Max(r.opts.workers)+2)
 	p("- pglock %s: lease %s, heartbeat %s (its defaults are %s and %s)\n\n", pglockVersion, r.opts.pglockLease, r.opts.pglockHeartbeat, "20s", "5s")
+
+	r.manyReport(p)
 
 	p("## Throughput and latency\n\n")
 	p("Absolute figures pool all rounds. Ratios are this row's ops/s and p50 divided by the baseline's, computed per round (the two ran next to each other) and reported as the median over the %d rounds: ops/s above 1 is better, p50 below 1 is better.\n\n", r.opts.rounds)

@@ -315,7 +315,7 @@ func (c *Client) tryAcquire(ctx context.Context, key string, o callOptions, leav
 	// grantGrace, so that a lease granted as ctx ends is known, and given
 	// back below, instead of held unknown to anyone for a TTL.
 	sctx, scancel := graceCtx(ctx, grantGrace)
-	err := c.pool.QueryRow(sctx, c.sql.acquire, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
+	err := c.co.queryRow(sctx, ctx, coAcquire, c.sql.acquire, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
 		us(o.ttl), us(o.hardTTL), o.force, leaving).
 		Scan(&acquired, &h.Owner, &h.Host, &h.PID, &h.Token, &h.AcquiredAt, &h.ExpiresAt, &hard, &remaining)
 	scancel()
@@ -419,7 +419,7 @@ func (l *Lease) Release(ctx context.Context) error {
 
 func (c *Client) releaseRow(ctx context.Context, ns, key, owner string, token int64) (int64, error) {
 	var n int64
-	if err := c.pool.QueryRow(ctx, c.sql.release, ns, key, owner, token, c.sql.channel).Scan(&n); err != nil {
+	if err := c.co.queryRow(ctx, ctx, coRelease, c.sql.release, ns, key, owner, token, c.sql.channel).Scan(&n); err != nil {
 		return 0, c.wrapErr(fmt.Sprintf("release lease %q/%q", ns, key), err)
 	}
 	return n, nil

@@ -507,7 +507,7 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		// that a claim made as ctx ends is known and given back below,
 		// instead of keeping the key in progress for a TTL.
 		sctx, scancel := graceCtx(ctx, grantGrace)
-		ex, err = scanExecution(c.pool.QueryRow(sctx, c.exe.claim, o.namespace, key, string(state), c.cfg.Owner,
+		ex, err = scanExecution(c.co.queryRow(sctx, ctx, coClaim, c.exe.claim, o.namespace, key, string(state), c.cfg.Owner,
 			c.cfg.Host, c.cfg.PID, us(o.ttl), us(o.hardTTL), meta), &claimed)
 		scancel()
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -684,7 +684,7 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 	giveUp := l.Deadline().Add(l.margin)
 	for {
 		var n int64
-		err = c.pool.QueryRow(ctx, c.exe.finish, l.ns, l.key, l.owner, l.token, string(to), result, resErr,
+		err = c.co.queryRow(ctx, ctx, coFinish, c.exe.finish, l.ns, l.key, l.owner, l.token, string(to), result, resErr,
 			fromStates, requireAlive, event, md, finErr, c.sql.channel).Scan(&n)
 		if err == nil {
 			if n == 1 {

@@ -223,6 +223,7 @@ type Client struct {
 	exe  *execSQL
 
 	hb     *heartbeater
+	co     *coalescer // concurrent state changes share round trips (coalesce.go)
 	ln     *listener
 	closed atomic.Bool
 	once   sync.Once
@@ -245,6 +246,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 	cl := &Client{pool: pool, cfg: c, sql: newQueries(c.Schema)}
 	cl.exe = newExecSQL(cl.sql.schema)
 	cl.hb = newHeartbeater(cl)
+	cl.co = newCoalescer(pool)
 	cl.ln = newListener(cl)
 	return cl, nil
 }

@@ -1,0 +1,47 @@
+package sentinel
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Coalescer kinds, for tests.
+const (
+	CoAcquire = int(coAcquire)
+	CoRelease = int(coRelease)
+	CoClaim   = int(coClaim)
+	CoFinish  = int(coFinish)
+)
+
+// HoldCoalescer makes every lane of c's coalescer busy, as if statements
+// of every kind were in flight, so callers queue. queued reports a kind's
+// queue length; release lands the held lanes, sending what queued.
+func HoldCoalescer(c *Client) (queued func(kind int) int, release func()) {
+	co := c.co
+	for k := range co.lanes {
+		ln := &co.lanes[k]
+		ln.mu.Lock()
+		ln.inflight += coLanes
+		ln.mu.Unlock()
+	}
+	queued = func(kind int) int {
+		ln := &co.lanes[kind]
+		ln.mu.Lock()
+		defer ln.mu.Unlock()
+		return len(ln.queue)
+	}
+	release = func() {
+		for k := range co.lanes {
+			for range coLanes {
+				co.landed(coKind(k))
+			}
+		}
+	}
+	return queued, release
+}
+
+// CoQueryRow sends a statement through c's coalescer as kind.
+func CoQueryRow(ctx context.Context, c *Client, kind int, sql string, args ...any) pgx.Row {
+	return c.co.queryRow(ctx, ctx, coKind(kind), sql, args...)
+}

@@ -36,8 +36,10 @@ import (
 //     committed, and the callers handle that as they do today.
 //   - A caller whose ctx (queued) ends while it waits in the queue leaves
 //     it and gets ctx's error; nothing of its was sent. Once sent, it waits
-//     for its row like any statement in flight: the batch runs until every
-//     caller's statement context ended.
+//     for its row like any statement in flight, until its statement
+//     context ends (then its outcome is unknown, as for a statement
+//     cancelled in flight); the batch runs until every caller's statement
+//     context ended.
 //
 // Bounds: a batch carries at most coMaxBatch statements (statement size,
 // and the time its transaction holds row locks); a queue holds at most
@@ -133,8 +135,17 @@ func (co *coalescer) queryRow(ctx, queued context.Context, kind coKind, sql stri
 		return &coRow{err: err}
 	}
 	ln.mu.Unlock()
-	<-call.done // in flight: its outcome decides, as for any statement
-	return &call.row
+	// In flight: its outcome decides, as for any statement, until ctx
+	// (the statement's own bound) ends: then the caller learns ctx's
+	// error, as a statement cancelled in flight reports it, and does not
+	// wait on statements of other callers whose contexts last longer. (Its
+	// row, when it lands, is read by no one.)
+	select {
+	case <-call.done:
+		return &call.row
+	case <-ctx.Done():
+		return &coRow{err: context.Cause(ctx)}
+	}
 }
 
 // landed is called when a statement or batch of kind finished: the lane

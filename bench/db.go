@@ -160,3 +160,18 @@ func procField(path, name string) string {
 	}
 	return "unknown"
 }
+
+// The library sends statements of concurrent callers as batches (its
+// coalescing): each statement of a batch counts, is recorded, and is
+// reported to onStart and onEnd once its result is read.
+
+func (t *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (t *tracer) TraceBatchQuery(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchQueryData) {
+	ctx = t.TraceQueryStart(ctx, c, pgx.TraceQueryStartData{SQL: d.SQL, Args: d.Args})
+	t.TraceQueryEnd(ctx, c, pgx.TraceQueryEndData{CommandTag: d.CommandTag, Err: d.Err})
+}
+
+func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

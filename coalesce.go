@@ -62,11 +62,12 @@ const (
 	coRelease               // a lease release (sqlRelease)
 	coClaim                 // a Once claim (sqlClaim)
 	coFinish                // a Once completion or other final transition (sqlFinish)
+	coRead                  // a Once key's row (sqlReadExecution): reads share round trips too
 	coKinds
 )
 
 const (
-	coLanes    = 2   // statements of a kind in flight before callers queue
+	coLanes    = 1   // statements of a kind in flight before callers queue
 	coMaxBatch = 32  // statements per batch
 	coMaxQueue = 512 // queued callers per kind; more go on their own
 )

@@ -12,14 +12,16 @@ const (
 	CoRelease = int(coRelease)
 	CoClaim   = int(coClaim)
 	CoFinish  = int(coFinish)
+	CoRead    = int(coRead)
 )
 
-// HoldCoalescer makes every lane of c's coalescer busy, as if statements
-// of every kind were in flight, so callers queue. queued reports a kind's
-// queue length; release lands the held lanes, sending what queued.
-func HoldCoalescer(c *Client) (queued func(kind int) int, release func()) {
+// HoldCoalescer makes the lanes of kinds busy in c's coalescer, as if
+// statements of those kinds were in flight, so callers queue. queued
+// reports a kind's queue length; release lands the held lanes, sending
+// what queued.
+func HoldCoalescer(c *Client, kinds ...int) (queued func(kind int) int, release func()) {
 	co := c.co
-	for k := range co.lanes {
+	for _, k := range kinds {
 		ln := &co.lanes[k]
 		ln.mu.Lock()
 		ln.inflight += coLanes
@@ -32,7 +34,7 @@ func HoldCoalescer(c *Client) (queued func(kind int) int, release func()) {
 		return len(ln.queue)
 	}
 	release = func() {
-		for k := range co.lanes {
+		for _, k := range kinds {
 			for range coLanes {
 				co.landed(coKind(k))
 			}

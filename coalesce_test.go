@@ -57,7 +57,7 @@ func TestCoalescedClaimsKeepTheirOwnOutcomes(t *testing.T) {
 	c, bc := coalescingClient(t, e, nil)
 
 	for round, bad := range []bool{false, true} {
-		queued, release := sentinel.HoldCoalescer(c)
+		queued, release := sentinel.HoldCoalescer(c, sentinel.CoClaim)
 		batchesBefore := bc.batches.Load()
 		type outcome struct {
 			name string
@@ -147,7 +147,7 @@ func TestCoalescedLeasesShareARoundTrip(t *testing.T) {
 	ctx := ctxT(t)
 	c, bc := coalescingClient(t, e, nil)
 	const n = 20
-	queued, release := sentinel.HoldCoalescer(c)
+	queued, release := sentinel.HoldCoalescer(c, sentinel.CoAcquire)
 	leases := make([]*sentinel.Lease, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -174,7 +174,7 @@ func TestCoalescedLeasesShareARoundTrip(t *testing.T) {
 	}
 	require.Len(t, tokens, n, "distinct tokens")
 
-	queued, release = sentinel.HoldCoalescer(c)
+	queued, release = sentinel.HoldCoalescer(c, sentinel.CoRelease)
 	for i := range n {
 		wg.Add(1)
 		go func() {
@@ -197,8 +197,7 @@ func TestCoalescedLeasesShareARoundTrip(t *testing.T) {
 func TestCoalescedCallerLeavesTheQueueWhenCtxEnds(t *testing.T) {
 	e := newEnv(t)
 	c, _ := coalescingClient(t, e, nil)
-	queued, release := sentinel.HoldCoalescer(c)
-	defer release()
+	queued, release := sentinel.HoldCoalescer(c, sentinel.CoAcquire)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	got := make(chan error, 1)
 	go func() {

@@ -15,8 +15,8 @@ import (
 // Coalescing: many concurrent callers of one client share statements'
 // round trips and commits, with no added wait for a lone caller.
 //
-// Each kind of state change below has a lane. While fewer than coLanes
-// statements of a kind are in flight, an operation is sent at once, on its
+// Each kind of state change below has a lane. While fewer than
+// Config.CoalesceInFlight statements of a kind are in flight, an operation is sent at once, on its
 // own, as it always was (a lone caller pays nothing). While the lanes are
 // busy, callers that arrive queue, and when a lane lands the next round
 // trip carries all of them (up to coMaxBatch) as one pgx.Batch: one round
@@ -67,14 +67,14 @@ const (
 )
 
 const (
-	coLanes    = 1   // statements of a kind in flight before callers queue
 	coMaxBatch = 32  // statements per batch
 	coMaxQueue = 512 // queued callers per kind; more go on their own
 )
 
 type coalescer struct {
-	pool  *pgxpool.Pool
-	lanes [coKinds]coLane
+	pool     *pgxpool.Pool
+	inFlight int // statements of a kind in flight before callers queue; < 0: off
+	lanes    [coKinds]coLane
 }
 
 type coLane struct {
@@ -92,7 +92,9 @@ type coCall struct {
 	row  coRow
 }
 
-func newCoalescer(pool *pgxpool.Pool) *coalescer { return &coalescer{pool: pool} }
+func newCoalescer(pool *pgxpool.Pool, inFlight int) *coalescer {
+	return &coalescer{pool: pool, inFlight: inFlight}
+}
 
 // queryRow runs a statement of kind that returns at most one row, like
 // pool.QueryRow, coalesced with concurrent statements of its kind. ctx
@@ -100,9 +102,12 @@ func newCoalescer(pool *pgxpool.Pool) *coalescer { return &coalescer{pool: pool}
 // withdraws it. The returned row must be scanned (Scan reports the
 // statement's error, pgx.ErrNoRows included).
 func (co *coalescer) queryRow(ctx, queued context.Context, kind coKind, sql string, args ...any) pgx.Row {
+	if co.inFlight < 0 {
+		return co.pool.QueryRow(ctx, sql, args...)
+	}
 	ln := &co.lanes[kind]
 	ln.mu.Lock()
-	if ln.inflight < coLanes {
+	if ln.inflight < co.inFlight {
 		ln.inflight++
 		ln.mu.Unlock()
 		return &loneRow{row: co.pool.QueryRow(ctx, sql, args...), landed: func() { co.landed(kind) }}

@@ -24,7 +24,7 @@ func HoldCoalescer(c *Client, kinds ...int) (queued func(kind int) int, release 
 	for _, k := range kinds {
 		ln := &co.lanes[k]
 		ln.mu.Lock()
-		ln.inflight += coLanes
+		ln.inflight += co.inFlight
 		ln.mu.Unlock()
 	}
 	queued = func(kind int) int {
@@ -35,7 +35,7 @@ func HoldCoalescer(c *Client, kinds ...int) (queued func(kind int) int, release 
 	}
 	release = func() {
 		for _, k := range kinds {
-			for range coLanes {
+			for range co.inFlight {
 				co.landed(coKind(k))
 			}
 		}

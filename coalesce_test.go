@@ -217,3 +217,36 @@ func TestCoalescedCallerLeavesTheQueueWhenCtxEnds(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	require.Equal(t, 0, e.count("leases", "key = 'gone'"), "nothing was sent for it")
 }
+
+// A caller whose statement is in flight in a batch stops waiting when its
+// own ctx ends, not when a slower statement of another caller in the same
+// batch finishes.
+func TestCoalescedCallerInFlightLeavesWhenCtxEnds(t *testing.T) {
+	e := newEnv(t)
+	c, _ := coalescingClient(t, e, nil)
+	queued, release := sentinel.HoldCoalescer(c, sentinel.CoRelease)
+	slow := make(chan error, 1)
+	go func() {
+		var s string
+		slow <- sentinel.CoQueryRow(ctxT(t), c, sentinel.CoRelease, "SELECT pg_sleep(3)::text").Scan(&s)
+	}()
+	waitQueued(t, queued, sentinel.CoRelease, 1)
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+	defer cancel()
+	quick := make(chan error, 1)
+	go func() {
+		var n int
+		quick <- sentinel.CoQueryRow(ctx, c, sentinel.CoRelease, "SELECT 1").Scan(&n)
+	}()
+	waitQueued(t, queued, sentinel.CoRelease, 2)
+	start := time.Now()
+	release() // both go out in one batch, the slow statement first
+	select {
+	case err := <-quick:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Less(t, time.Since(start), 2500*time.Millisecond)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caller waited past its ctx")
+	}
+	require.NoError(t, <-slow)
+}

@@ -34,6 +34,9 @@ type onceLoad struct {
 	uncertain int
 	errors    int
 	maxKey    atomic.Int64
+	// fn, if set, makes the Once fn actor a runs for key k (default:
+	// effectFn with up to 10ms sleeps).
+	fn func(a *onceActor, k string) func(context.Context) (effect, error)
 }
 
 type onceActor struct {
@@ -57,7 +60,11 @@ func (ol *onceLoad) run(ctx context.Context, a *onceActor, now func() int64, v *
 			}
 		}
 		for ctx.Err() == nil {
-			res, err := sentinel.Once(ctx, a.client, k, effectFn(a.pool, k, a.name, 10*time.Millisecond, nil))
+			fn := effectFn(a.pool, k, a.name, 10*time.Millisecond, nil)
+			if ol.fn != nil {
+				fn = ol.fn(a, k)
+			}
+			res, err := sentinel.Once(ctx, a.client, k, fn)
 			if err == nil {
 				a.lastOK.Store(now())
 				ol.mu.Lock()

@@ -1,0 +1,437 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel/internal/pgtemp"
+)
+
+// A two-node PostgreSQL cluster managed by Patroni, with a one-node etcd as
+// its configuration store, all on 127.0.0.1 ports picked free at start.
+// It needs root (Patroni and PostgreSQL run as the postgres OS user) and
+// Debian's patroni and etcd-server packages. Every process it starts is
+// killed at cleanup, also when the test fails: Patroni and etcd by PID,
+// each postmaster by the PID in its data directory (Patroni starts it
+// detached), then its children.
+
+// patroniTimings are the DCS settings: Patroni wants
+// loop_wait + 2*retry_timeout <= ttl. A crashed primary's leader key
+// expires after at most ttl; failover takes about that long.
+const (
+	patroniTTL       = 6
+	patroniLoopWait  = 1
+	patroniRetry     = 2
+	patroniScope     = "sentinel-faults"
+	patroniNodeCount = 2
+)
+
+// patroniMissing says why the Patroni scenarios cannot run here, or "".
+func patroniMissing() string {
+	if os.Geteuid() != 0 {
+		return "not root (Patroni must be started as the postgres OS user)"
+	}
+	var missing []string
+	for _, bin := range []string{"patroni", "patronictl", "etcd"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			missing = append(missing, bin)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("%s not found (apt-get install patroni etcd-server)", strings.Join(missing, ", "))
+	}
+	if _, err := user.Lookup("postgres"); err != nil {
+		return "no postgres OS user"
+	}
+	if _, err := pgtemp.FindBinDir(); err != nil {
+		return fmt.Sprintf("PostgreSQL server binaries: %v", err)
+	}
+	return ""
+}
+
+type patroniNode struct {
+	name            string
+	pgPort, apiPort int
+	dir, cfg        string
+	proc            *exec.Cmd // Patroni; nil while down
+	exited          chan struct{}
+}
+
+func (n *patroniNode) dataDir() string { return filepath.Join(n.dir, "data") }
+
+type patroniCluster struct {
+	t        testing.TB
+	dir      string
+	sync     bool
+	cred     *syscall.Credential
+	etcd     *exec.Cmd
+	etcdPort int
+	nodes    []*patroniNode
+}
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1 (held open
+// until all are picked, so they differ).
+func freePorts(t testing.TB, n int) []int {
+	var ls []net.Listener
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	return ports
+}
+
+// startPatroni starts etcd and two Patroni nodes and waits until node0 is
+// primary and node1 is its (synchronous, when sync) standby.
+func startPatroni(t testing.TB, sync bool) *patroniCluster {
+	t.Helper()
+	u, err := user.Lookup("postgres")
+	require.NoError(t, err)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	binDir, err := pgtemp.FindBinDir()
+	require.NoError(t, err)
+	dir, err := os.MkdirTemp("", "sentinel-patroni-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	pc := &patroniCluster{t: t, dir: dir, sync: sync, cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	t.Cleanup(pc.close)
+
+	ports := freePorts(t, 2+2*patroniNodeCount)
+	pc.etcdPort = ports[0]
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	etcdLog, err := os.Create(filepath.Join(dir, "etcd.log"))
+	require.NoError(t, err)
+	defer etcdLog.Close()
+	pc.etcd = exec.Command("etcd", "--name", "sf", "--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "sf="+peerURL, "--initial-cluster-state", "new", "--initial-cluster-token", filepath.Base(dir))
+	pc.etcd.Stdout, pc.etcd.Stderr = etcdLog, etcdLog
+	pc.etcd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, pc.etcd.Start())
+	go func() { _ = pc.etcd.Wait() }()
+
+	for i := range patroniNodeCount {
+		n := &patroniNode{name: fmt.Sprintf("node%d", i), pgPort: ports[2+2*i], apiPort: ports[3+2*i]}
+		n.dir = filepath.Join(dir, n.name)
+		n.cfg = filepath.Join(n.dir, "patroni.yml")
+		require.NoError(t, os.MkdirAll(filepath.Join(n.dir, "log"), 0o700))
+		require.NoError(t, os.WriteFile(n.cfg, []byte(pc.config(n, binDir, ports[0])), 0o600))
+		require.NoError(t, filepath.Walk(n.dir, func(p string, _ os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Chown(p, uid, gid)
+		}))
+		pc.nodes = append(pc.nodes, n)
+	}
+	pc.startNode(pc.nodes[0])
+	pc.waitRole(pc.nodes[0], "primary", 90*time.Second)
+	pc.startNode(pc.nodes[1])
+	pc.waitHealthy(pc.nodes[0], 90*time.Second)
+	return pc
+}
+
+func (pc *patroniCluster) config(n *patroniNode, binDir string, etcdPort int) string {
+	return fmt.Sprintf(`scope: %[1]s
+namespace: /%[1]s/
+name: %[2]s
+log:
+  level: INFO
+  dir: %[3]s/log
+restapi:
+  listen: 127.0.0.1:%[4]d
+  connect_address: 127.0.0.1:%[4]d
+etcd3:
+  hosts: 127.0.0.1:%[5]d
+bootstrap:
+  dcs:
+    ttl: %[6]d
+    loop_wait: %[7]d
+    retry_timeout: %[8]d
+    maximum_lag_on_failover: 1048576
+    synchronous_mode: %[9]t
+    synchronous_mode_strict: false
+    postgresql:
+      use_pg_rewind: true
+      use_slots: true
+      parameters:
+        synchronous_commit: "on"
+        wal_level: replica
+        hot_standby: "on"
+        wal_log_hints: "on"
+        track_commit_timestamp: "on"
+        max_connections: 200
+        max_wal_senders: 10
+        max_replication_slots: 10
+        wal_keep_size: 128MB
+        shared_buffers: 32MB
+        fsync: "on"
+  initdb:
+  - encoding: UTF8
+  - data-checksums
+  - auth-local: trust
+  - auth-host: trust
+postgresql:
+  listen: 127.0.0.1:%[10]d
+  connect_address: 127.0.0.1:%[10]d
+  data_dir: %[3]s/data
+  bin_dir: %[11]s
+  pgpass: %[3]s/pgpass
+  authentication:
+    superuser: {username: postgres, password: postgres}
+    replication: {username: replicator, password: replicator}
+    rewind: {username: rewind_user, password: rewind}
+  pg_hba:
+  - local all all trust
+  - host all all 127.0.0.1/32 trust
+  - host replication all 127.0.0.1/32 trust
+  parameters:
+    unix_socket_directories: %[3]s
+tags: {nofailover: false, noloadbalance: false, clonefrom: false, nosync: false}
+`, patroniScope, n.name, n.dir, n.apiPort, etcdPort, patroniTTL, patroniLoopWait, patroniRetry, pc.sync, n.pgPort, binDir)
+}
+
+// startNode starts node n's Patroni (it starts, rewinds or clones its
+// PostgreSQL by itself).
+func (pc *patroniCluster) startNode(n *patroniNode) {
+	pc.t.Helper()
+	out, err := os.OpenFile(filepath.Join(n.dir, "patroni.stdout"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	require.NoError(pc.t, err)
+	defer out.Close()
+	cmd := exec.Command("patroni", n.cfg)
+	cmd.Dir = n.dir
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + n.dir, "LANG=C.UTF-8"}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pc.cred, Pdeathsig: syscall.SIGKILL}
+	require.NoError(pc.t, cmd.Start())
+	n.proc, n.exited = cmd, make(chan struct{})
+	done := n.exited
+	go func() { _ = cmd.Wait(); close(done) }()
+}
+
+// postmasterPID reads node n's postmaster PID (0 if none).
+func postmasterPID(n *patroniNode) int {
+	b, err := os.ReadFile(filepath.Join(n.dataDir(), "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return 0
+	}
+	return pid
+}
+
+// childrenOf lists the PIDs whose parent is pid.
+func childrenOf(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces; split after ')'.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// crash kills node n at once: its Patroni, its postmaster and every
+// postmaster child are stopped (SIGSTOP) together, then SIGKILLed, as if
+// the machine died. It returns once Patroni has been reaped.
+func (pc *patroniCluster) crash(n *patroniNode) {
+	pc.t.Helper()
+	pids := []int{}
+	if n.proc != nil {
+		pids = append(pids, n.proc.Process.Pid)
+	}
+	if pm := postmasterPID(n); pm != 0 {
+		pids = append(pids, pm)
+		pids = append(pids, childrenOf(pm)...)
+	}
+	for _, p := range pids {
+		_ = syscall.Kill(p, syscall.SIGSTOP)
+	}
+	for _, p := range pids {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	if n.proc != nil {
+		<-n.exited
+		n.proc = nil
+	}
+	waitGone(pids, 10*time.Second)
+}
+
+// waitGone waits until no process in pids exists (zombies reaped by init
+// count as gone once their /proc entry is).
+func waitGone(pids []int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		alive := false
+		for _, p := range pids {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p)); err == nil && !strings.Contains(string(b), ") Z ") {
+				alive = true
+			}
+		}
+		if !alive {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// close kills everything the cluster started and removes its directory
+// (kept, with its logs, when the test failed).
+func (pc *patroniCluster) close() {
+	for _, n := range pc.nodes {
+		if n.proc != nil {
+			_ = n.proc.Process.Kill()
+			<-n.exited
+			n.proc = nil
+		}
+	}
+	for _, n := range pc.nodes {
+		pm := postmasterPID(n)
+		if pm == 0 {
+			continue
+		}
+		kids := childrenOf(pm)
+		_ = syscall.Kill(pm, syscall.SIGQUIT) // immediate shutdown
+		waitGone([]int{pm}, 10*time.Second)
+		_ = syscall.Kill(pm, syscall.SIGKILL)
+		for _, k := range append(kids, childrenOf(pm)...) {
+			_ = syscall.Kill(k, syscall.SIGKILL)
+		}
+		waitGone(append(kids, pm), 10*time.Second)
+	}
+	if pc.etcd != nil && pc.etcd.Process != nil {
+		_ = pc.etcd.Process.Kill()
+	}
+	if pc.t.Failed() {
+		pc.t.Logf("Patroni cluster kept for diagnosis in %s (logs: nodeN/patroni.stdout, nodeN/log, etcd.log)", pc.dir)
+		return
+	}
+	_ = os.RemoveAll(pc.dir)
+}
+
+// role asks node n's REST API whether it is "primary", "sync" (the
+// synchronous standby) or "replica": true on HTTP 200.
+func (pc *patroniCluster) role(n *patroniNode, role string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/%s", n.apiPort, role), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func (pc *patroniCluster) waitRole(n *patroniNode, role string, d time.Duration) {
+	pc.t.Helper()
+	deadline := time.Now().Add(d)
+	for !pc.role(n, role) {
+		if time.Now().After(deadline) {
+			pc.t.Fatalf("%s did not become %s within %s; see %s", n.name, role, d, n.dir)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// primary returns the node whose REST API says it is primary, or nil.
+func (pc *patroniCluster) primary() *patroniNode {
+	for _, n := range pc.nodes {
+		if pc.role(n, "primary") {
+			return n
+		}
+	}
+	return nil
+}
+
+func (pc *patroniCluster) other(n *patroniNode) *patroniNode {
+	for _, o := range pc.nodes {
+		if o != n {
+			return o
+		}
+	}
+	return nil
+}
+
+// waitHealthy waits until p is primary and the other node streams from it
+// (as the synchronous standby in synchronous mode).
+func (pc *patroniCluster) waitHealthy(p *patroniNode, d time.Duration) {
+	pc.t.Helper()
+	standby := "replica"
+	if pc.sync {
+		standby = "sync"
+	}
+	deadline := time.Now().Add(d)
+	for !pc.role(p, "primary") || !pc.role(pc.other(p), standby) {
+		if time.Now().After(deadline) {
+			pc.t.Fatalf("cluster not healthy within %s (%s primary, %s %s); see %s", d, p.name, pc.other(p).name, standby, pc.dir)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// switchover runs `patronictl failover` to the other node (a planned
+// change of primary: the old one shuts down, the standby is promoted).
+func (pc *patroniCluster) switchover(from *patroniNode) {
+	pc.t.Helper()
+	to := pc.other(from)
+	cmd := exec.Command("patronictl", "-c", from.cfg, "failover", "--candidate", to.name, "--force")
+	out, err := cmd.CombinedOutput()
+	require.NoError(pc.t, err, "patronictl failover: %s", out)
+}
+
+// dsn is the multi-host connection string a client uses: it connects to
+// whichever node accepts writes.
+func (pc *patroniCluster) dsn() string {
+	var hosts, ports []string
+	for _, n := range pc.nodes {
+		hosts = append(hosts, "127.0.0.1")
+		ports = append(ports, strconv.Itoa(n.pgPort))
+	}
+	return fmt.Sprintf("host=%s port=%s user=postgres dbname=postgres sslmode=disable connect_timeout=2 target_session_attrs=read-write",
+		strings.Join(hosts, ","), strings.Join(ports, ","))
+}
+
+// nodeURL connects to node n alone.
+func (pc *patroniCluster) nodeURL(n *patroniNode) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", n.pgPort)
+}

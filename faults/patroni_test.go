@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel/internal/pgtemp"
@@ -270,18 +271,27 @@ func childrenOf(pid int) []int {
 	return out
 }
 
-// crash kills node n at once: its Patroni, its postmaster and every
-// postmaster child are stopped (SIGSTOP) together, then SIGKILLed, as if
-// the machine died. It returns once Patroni has been reaped.
+// crash kills node n as if its machine died: its Patroni, its postmaster
+// and every postmaster child are stopped (SIGSTOP), then SIGKILLed. The
+// WAL senders are frozen first, 50ms before the rest, as when the link to
+// the standby goes first: commits made in those 50ms are acknowledged with
+// asynchronous replication and wait for the standby with synchronous
+// replication. It returns once Patroni has been reaped.
 func (pc *patroniCluster) crash(n *patroniNode) {
 	pc.t.Helper()
-	pids := []int{}
-	if n.proc != nil {
-		pids = append(pids, n.proc.Process.Pid)
-	}
+	var pids []int
 	if pm := postmasterPID(n); pm != 0 {
+		for _, c := range childrenOf(pm) {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c)); strings.Contains(string(b), "walsender") {
+				_ = syscall.Kill(c, syscall.SIGSTOP)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
 		pids = append(pids, pm)
 		pids = append(pids, childrenOf(pm)...)
+	}
+	if n.proc != nil {
+		pids = append(pids, n.proc.Process.Pid)
 	}
 	for _, p := range pids {
 		_ = syscall.Kill(p, syscall.SIGSTOP)
@@ -393,7 +403,10 @@ func (pc *patroniCluster) other(n *patroniNode) *patroniNode {
 }
 
 // waitHealthy waits until p is primary and the other node streams from it
-// (as the synchronous standby in synchronous mode).
+// (as the synchronous standby in synchronous mode) and has replayed
+// everything p had written when it was asked: only then can the other node
+// take over. (Patroni's /replica answers 200 already while a rejoining
+// node is still being rewound.)
 func (pc *patroniCluster) waitHealthy(p *patroniNode, d time.Duration) {
 	pc.t.Helper()
 	standby := "replica"
@@ -401,12 +414,42 @@ func (pc *patroniCluster) waitHealthy(p *patroniNode, d time.Duration) {
 		standby = "sync"
 	}
 	deadline := time.Now().Add(d)
-	for !pc.role(p, "primary") || !pc.role(pc.other(p), standby) {
+	for !pc.role(p, "primary") || !pc.role(pc.other(p), standby) || !pc.caughtUp(p) {
 		if time.Now().After(deadline) {
 			pc.t.Fatalf("cluster not healthy within %s (%s primary, %s %s); see %s", d, p.name, pc.other(p).name, standby, pc.dir)
 		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// caughtUp reports whether p has a streaming standby (synchronous in
+// synchronous mode) that has replayed all of p's WAL.
+func (pc *patroniCluster) caughtUp(p *patroniNode) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pc.nodeURL(p))
+	if err != nil {
+		return false
+	}
+	defer conn.Close(context.Background())
+	var lsn string
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		return false
+	}
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		var ok bool
+		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_replication
+			WHERE state = 'streaming' AND replay_lsn >= $1::pg_lsn AND (sync_state = 'sync' OR NOT $2))`, lsn, pc.sync).Scan(&ok)
+		if err != nil {
+			return false
+		}
+		if ok {
+			return true
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return false
 }
 
 // switchover runs `patronictl failover` to the other node (a planned

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,12 +29,13 @@ import (
 // reports success: a replication-less commit the client cannot tell from a
 // replicated one unless it reads the warning. A failover then loses it.
 //
-// The test stops the standby's WAL receiver (SIGSTOP), so every commit on
+// The test stops the primary's WAL sender (SIGSTOP), so every commit on
 // the primary waits, and shows:
 //
-//  1. pgx's default reaction to a context that ends (it closes the
-//     connection, it sends no cancel request) leaves the wait in place: the
-//     call fails, nobody sees the grant;
+//  1. a context that ends while a grant waits: pgx (v5.12, default
+//     settings) closes the connection and sends a cancel request as it
+//     does: the call fails, but the grant commits locally, unreplicated,
+//     and other clients on the primary see the key held until it expires;
 //  2. a cancelled wait makes a lease grant and a Once claim succeed and
 //     become visible to other clients on the primary; Once runs fn;
 //  3. after a crash of the primary, the new primary has neither: the key
@@ -64,18 +64,20 @@ func TestPatroniCancelledSyncWait(t *testing.T) {
 	client := newClient(t, pool, sentinel.Config{DefaultTTL: time.Minute, Owner: "a"})
 	other := newClient(t, admin, sentinel.Config{DefaultTTL: time.Minute, Owner: "b"})
 
-	// Freeze the standby's WAL receiver: commits on the primary wait.
-	pm := postmasterPID(standby)
+	// Freeze the primary's WAL sender: commits on the primary wait, and
+	// nothing new reaches the standby (freezing the standby's receiver
+	// instead would leave WAL in its socket buffer, read on resume).
+	pm := postmasterPID(primary)
 	require.NotZero(t, pm)
-	var receiver int
+	var sender int
 	for _, pid := range childrenOf(pm) {
-		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); strings.Contains(string(b), "walreceiver") {
-			receiver = pid
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); strings.Contains(string(b), "walsender") {
+			sender = pid
 		}
 	}
-	require.NotZero(t, receiver, "no walreceiver under %s's postmaster", standby.name)
-	require.NoError(t, syscall.Kill(receiver, syscall.SIGSTOP))
-	t.Cleanup(func() { _ = syscall.Kill(receiver, syscall.SIGCONT) })
+	require.NotZero(t, sender, "no walsender under %s's postmaster", primary.name)
+	require.NoError(t, syscall.Kill(sender, syscall.SIGSTOP))
+	t.Cleanup(func() { _ = syscall.Kill(sender, syscall.SIGCONT) })
 
 	waiting := func() []int32 {
 		rows, err := direct.Query(ctx, `SELECT pid FROM pg_catalog.pg_stat_activity WHERE wait_event = 'SyncRep'`)
@@ -90,18 +92,50 @@ func TestPatroniCancelledSyncWait(t *testing.T) {
 		return pids
 	}
 
-	// 1. A context that ends while the grant waits: pgx closes the
-	// connection; the wait goes on; nobody sees the grant.
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	_, err := client.Lease(cctx, "ctx-ended")
+	// 1. A context that ends while the grant waits: pgx (v5.12) closes
+	// the connection and, closing it, sends a cancel request: the wait is
+	// cancelled, the grant commits locally. The caller got an error, never
+	// the grant; other clients on the primary see it until it expires.
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := client.Lease(cctx, "ctx-ended")
+		errc <- err
+	}()
+	for deadline := time.Now().Add(30 * time.Second); len(waiting()) == 0; time.Sleep(20 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the grant's commit never waited for the standby")
+	}
 	cancel()
-	require.Error(t, err, "a grant cannot be acknowledged while the standby is frozen")
-	abandoned := waiting()
-	require.NotEmpty(t, abandoned, "the abandoned commit should still wait for the standby")
+	err := <-errc
+	require.Error(t, err, "the caller whose context ended must not get the grant")
 	var visible bool
-	require.NoError(t, direct.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sentinel.leases WHERE key = 'ctx-ended')`).Scan(&visible))
-	require.False(t, visible, "a commit still waiting for the standby must not be visible")
-	t.Logf("1: Lease with a context that ended during the wait: %v; the commit still waits and is invisible", err)
+	for deadline := time.Now().Add(10 * time.Second); !visible && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		require.NoError(t, direct.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sentinel.leases WHERE key = 'ctx-ended')`).Scan(&visible))
+	}
+	require.True(t, visible, "pgx's cancel request on close should have ended the wait and made the grant visible locally")
+	t.Logf("1: Lease whose context ended during the wait: %v; the grant is visible on the primary, not replicated", err)
+
+	// 1b. statement_timeout does not end the wait: PostgreSQL disarms it
+	// before the commit.
+	stPool := newPool(t, pc.dsn(), func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["statement_timeout"] = "300" })
+	stClient := newClient(t, stPool, sentinel.Config{DefaultTTL: time.Minute, Owner: "st"})
+	before := len(waiting())
+	sctx, scancel := context.WithCancel(ctx)
+	serr := make(chan error, 1)
+	go func() {
+		_, err := stClient.Lease(sctx, "statement-timeout")
+		serr <- err
+	}()
+	time.Sleep(2 * time.Second)
+	select {
+	case err := <-serr:
+		t.Fatalf("statement_timeout (300ms) ended the wait: %v", err)
+	default:
+	}
+	require.Greater(t, len(waiting()), before, "the grant under statement_timeout should still wait after 2s")
+	scancel()
+	<-serr
+	t.Logf("1b: statement_timeout=300ms: the commit still waited after 2s")
 
 	// 2. A cancelled wait: the grant and the claim succeed, visible on the
 	// primary without being replicated.
@@ -130,9 +164,6 @@ func TestPatroniCancelledSyncWait(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); !leaseDone || !onceDone; {
 		require.True(t, time.Now().Before(deadline), "lease/once did not return after their waits were cancelled")
 		for _, pid := range waiting() {
-			if slices.Contains(abandoned, pid) {
-				continue
-			}
 			var ok bool
 			require.NoError(t, direct.QueryRow(ctx, `SELECT pg_catalog.pg_cancel_backend($1)`, pid).Scan(&ok))
 			if ok {
@@ -159,7 +190,6 @@ func TestPatroniCancelledSyncWait(t *testing.T) {
 	// 3. The primary crashes before the standby got the WAL; the standby is
 	// promoted.
 	pc.crash(primary)
-	require.NoError(t, syscall.Kill(receiver, syscall.SIGCONT))
 	pc.waitRole(standby, "primary", time.Minute)
 	var l2 *sentinel.Lease
 	for deadline := time.Now().Add(30 * time.Second); ; {
@@ -179,6 +209,8 @@ func TestPatroniCancelledSyncWait(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, fnRuns.Load(), "the claim was lost with the failover: fn ran a second time")
+	require.NoError(t, admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sentinel.leases WHERE key = 'ctx-ended')`).Scan(&visible))
+	require.False(t, visible, "the grant of step 1 was never replicated")
 	report(t, "patroni-cancelled-sync-wait", map[string]any{
 		"waits_cancelled": cancelled, "first_token": lr.l.Token(), "second_token": l2.Token(),
 		"token_reissued": l2.Token() <= lr.l.Token(), "fn_runs": fnRuns.Load(),

@@ -155,6 +155,8 @@ type roundFacts struct {
 	WriteGapMs     int64            `json:"write_gap_ms"`    // longest gap between acknowledged probe writes
 	RecoveredMs    int64            `json:"recovered_ms"`    // fault -> every client made progress again
 	BackMs         map[string]int64 `json:"back_ms"`         // fault -> first progress, per workload
+	ListenSessions int              `json:"listen_sessions"` // the clients' LISTEN connections before the fault
+	ListenBackMs   int64            `json:"listen_back_ms"`  // fault -> as many LISTEN sessions on the new primary as before
 	HealthyMs      int64            `json:"healthy_ms"`      // fault -> standby streaming again (sync standby in sync mode)
 	RowsLost       int              `json:"rows_lost"`       // acknowledged probe rows missing on the new primary
 	TokenRegressed bool             `json:"token_regressed"` // a token handed out before the fault was handed out again, or the sequence went back
@@ -220,6 +222,19 @@ func (fr *failoverRun) checkRound(ctx context.Context, i int, rf *roundFacts, t0
 		}
 	}
 	fr.mu.Unlock()
+}
+
+// listenSessions counts the clients' LISTEN connections on the primary
+// (a pgx connection that ran LISTEN and nothing since).
+func (fr *failoverRun) listenSessions(ctx context.Context) int {
+	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var n int
+	if err := fr.admin.QueryRow(qctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity
+		WHERE backend_type = 'client backend' AND query LIKE 'LISTEN %'`).Scan(&n); err != nil {
+		return -1
+	}
+	return n
 }
 
 // writeGap is the longest gap between acknowledged probe writes in
@@ -346,6 +361,11 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 		if l := er.leader(); l != nil {
 			lastTerm = l.term
 		}
+		listenBefore := fr.listenSessions(ctx)
+		if listenBefore <= 0 {
+			v.add("round %d: no LISTEN session before the fault (%d): the reconnect check would be vacuous", i, listenBefore)
+		}
+		rf.ListenSessions = listenBefore
 		t0 := time.Now()
 		switch rf.Kind {
 		case "crash":
@@ -404,12 +424,22 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 		}
 		recovered := time.Now()
 		rf.RecoveredMs = recovered.Sub(t0).Milliseconds()
+		// Every client's LISTEN connection is back, on the new primary.
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if n := fr.listenSessions(ctx); n >= listenBefore {
+				rf.ListenBackMs = time.Since(t0).Milliseconds()
+				break
+			} else if time.Now().After(deadline) {
+				v.add("round %d (%s): %d LISTEN sessions on the new primary 20s after the clients were back, %d before the fault", i, rf.Kind, n, listenBefore)
+				break
+			}
+		}
 		pc.waitHealthy(next, 120*time.Second)
 		rf.HealthyMs = time.Since(t0).Milliseconds()
 		rf.WriteGapMs = fr.writeGap(t0.Add(-time.Second), recovered).Milliseconds()
 		fr.checkRound(ctx, i, &rf, t0, promoted)
-		t.Logf("round %d: %s %s -> %s: promoted %dms, longest write gap %dms, all clients back %dms %v, standby back %dms, rows lost %d, token regression %v",
-			i, rf.Kind, rf.From, rf.To, rf.PromotedMs, rf.WriteGapMs, rf.RecoveredMs, rf.BackMs, rf.HealthyMs, rf.RowsLost, rf.TokenRegressed)
+		t.Logf("round %d: %s %s -> %s: promoted %dms, longest write gap %dms, all clients back %dms %v, LISTEN back %dms, standby back %dms, rows lost %d, token regression %v",
+			i, rf.Kind, rf.From, rf.To, rf.PromotedMs, rf.WriteGapMs, rf.RecoveredMs, rf.BackMs, rf.ListenBackMs, rf.HealthyMs, rf.RowsLost, rf.TokenRegressed)
 		rounds = append(rounds, rf)
 		if opt.untilLoss && (rf.RowsLost > 0 || rf.TokenRegressed) {
 			break

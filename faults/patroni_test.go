@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -79,6 +80,8 @@ type patroniCluster struct {
 	sync     bool
 	cred     *syscall.Credential
 	etcd     *exec.Cmd
+	reaper   *exec.Cmd // kills the postmasters if the test process dies without cleaning up
+	reaperIn io.WriteCloser
 	etcdPort int
 	nodes    []*patroniNode
 }
@@ -146,6 +149,7 @@ func startPatroni(t testing.TB, sync bool) *patroniCluster {
 		}))
 		pc.nodes = append(pc.nodes, n)
 	}
+	pc.startReaper()
 	pc.startNode(pc.nodes[0])
 	pc.waitRole(pc.nodes[0], "primary", 90*time.Second)
 	pc.startNode(pc.nodes[1])
@@ -211,6 +215,34 @@ postgresql:
     unix_socket_directories: %[3]s
 tags: {nofailover: false, noloadbalance: false, clonefrom: false, nosync: false}
 `, patroniScope, n.name, n.dir, n.apiPort, etcdPort, patroniTTL, patroniLoopWait, patroniRetry, pc.sync, n.pgPort, binDir)
+}
+
+// startReaper starts the safety net for a test process that dies without
+// running its cleanup (a panic, go test's -timeout, SIGKILL): Patroni and
+// etcd get a parent-death signal, but each postmaster runs detached. The
+// reaper, in a session of its own, waits for EOF on its stdin (the test
+// process's end) and then stops every postmaster of this cluster: SIGQUIT,
+// then SIGKILL. A normal close kills the reaper first.
+func (pc *patroniCluster) startReaper() {
+	pc.t.Helper()
+	script := `cat >/dev/null
+pids=""
+for f in "$1"/node*/data/postmaster.pid; do
+	[ -f "$f" ] && pids="$pids $(head -n 1 "$f")"
+done
+[ -n "$pids" ] || exit 0
+kill -QUIT $pids 2>/dev/null
+sleep 5
+kill -KILL $pids 2>/dev/null
+exit 0`
+	cmd := exec.Command("sh", "-c", script, "reaper", pc.dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	in, err := cmd.StdinPipe() // held open by this process until it ends
+	require.NoError(pc.t, err)
+	pc.reaperIn = in
+	require.NoError(pc.t, cmd.Start())
+	pc.reaper = cmd
+	go func() { _ = cmd.Wait() }()
 }
 
 // startNode starts node n's Patroni (it starts, rewinds or clones its
@@ -327,6 +359,9 @@ func waitGone(pids []int, d time.Duration) {
 // close kills everything the cluster started and removes its directory
 // (kept, with its logs, when the test failed).
 func (pc *patroniCluster) close() {
+	if pc.reaper != nil {
+		_ = pc.reaper.Process.Kill()
+	}
 	for _, n := range pc.nodes {
 		if n.proc != nil {
 			_ = n.proc.Process.Kill()

@@ -221,19 +221,26 @@ tags: {nofailover: false, noloadbalance: false, clonefrom: false, nosync: false}
 // running its cleanup (a panic, go test's -timeout, SIGKILL): Patroni and
 // etcd get a parent-death signal, but each postmaster runs detached. The
 // reaper, in a session of its own, waits for EOF on its stdin (the test
-// process's end) and then stops every postmaster of this cluster: SIGQUIT,
-// then SIGKILL. A normal close kills the reaper first.
+// process's end) and then stops every postmaster of this cluster (SIGQUIT,
+// then SIGKILL) and removes the data directories, leaving the logs. A
+// normal close kills the reaper first.
 func (pc *patroniCluster) startReaper() {
 	pc.t.Helper()
 	script := `cat >/dev/null
 pids=""
 for f in "$1"/node*/data/postmaster.pid; do
-	[ -f "$f" ] && pids="$pids $(head -n 1 "$f")"
+	[ -f "$f" ] || continue
+	pid=$(head -n 1 "$f")
+	# only a live postgres: the file outlives a killed postmaster
+	[ "$(cat /proc/$pid/comm 2>/dev/null)" = postgres ] && pids="$pids $pid"
 done
-[ -n "$pids" ] || exit 0
-kill -QUIT $pids 2>/dev/null
-sleep 5
-kill -KILL $pids 2>/dev/null
+if [ -n "$pids" ]; then
+	kill -QUIT $pids 2>/dev/null
+	sleep 5
+	kill -KILL $pids 2>/dev/null
+	sleep 1
+fi
+rm -rf "$1"/node*/data "$1"/etcd
 exit 0`
 	cmd := exec.Command("sh", "-c", script, "reaper", pc.dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

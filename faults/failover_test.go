@@ -351,6 +351,7 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 	qr.warmUp(t)
 
 	var rounds []roundFacts
+	termSeen := map[int64]bool{}
 	for i := 0; i < opt.rounds; i++ {
 		require.NoError(t, sleepCtx(ctx, time.Duration(3000+rand.IntN(2000))*time.Millisecond))
 		old := pc.primary()
@@ -437,6 +438,18 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 		pc.waitHealthy(next, 120*time.Second)
 		rf.HealthyMs = time.Since(t0).Milliseconds()
 		rf.WriteGapMs = fr.writeGap(t0.Add(-time.Second), recovered).Milliseconds()
+		// Election terms come from the same sequence: each counts as
+		// handed out when its leader was elected.
+		er.mu.Lock()
+		for term, tn := range er.tenures {
+			if !termSeen[term] {
+				termSeen[term] = true
+				fr.mu.Lock()
+				fr.tokens = append(fr.tokens, ackedToken{token: term, at: time.Unix(0, tn.elected), what: "term"})
+				fr.mu.Unlock()
+			}
+		}
+		er.mu.Unlock()
 		fr.checkRound(ctx, i, &rf, t0, promoted)
 		t.Logf("round %d: %s %s -> %s: promoted %dms, longest write gap %dms, all clients back %dms %v, LISTEN back %dms, standby back %dms, rows lost %d, token regression %v",
 			i, rf.Kind, rf.From, rf.To, rf.PromotedMs, rf.WriteGapMs, rf.RecoveredMs, rf.BackMs, rf.ListenBackMs, rf.HealthyMs, rf.RowsLost, rf.TokenRegressed)
@@ -531,7 +544,7 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 		"patroni_ttl_s": patroniTTL, "client_ttl_ms": failoverTTL.Milliseconds(),
 		"write_gap_p50_ms": p50, "write_gap_max_ms": pmax, "recovered_p50_ms": r50, "recovered_max_ms": rmax,
 		"acked_rows": ackedRows, "acked_rows_lost": rowsLost, "token_regressions": regressions,
-		"once_keys": n, "once_ran": len(ran), "once_cached": ol.cached, "once_uncertain": len(oa.Uncertain),
+		"once_keys": n, "once_ran": len(ran), "once_cached": ol.cached, "once_uncertain": len(oa.Uncertain), "once_given_back": len(oa.GivenBack),
 		"forced": rs.Forced, "reset_and_rerun": rs.Reset,
 		"lease_grants": lc.Grants, "lease_ops_checked": lc.Ops, "porcupine": lc.Result, "guarded_writes": lc.GuardedWrites,
 		"election_tenures": ec.Tenures, "election_stale_refused": ec.StaleRefused,

@@ -225,6 +225,8 @@ LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify($5, ` + notifyQueueSQL + `) WHERE
 // waiter, Close), records `completed`/`cancelled` (or `crashed`/`bumped`
 // when it had expired), and wakes the next live ticket when the removed
 // one had no live ticket below it: only that one ticket is notified.
+// It runs after sqlLeaveLockTicket and sqlLeaveLockQueue, in the same
+// transaction (see Turn.leave for why).
 // $1 namespace, $2 resource, $3 ticket, $4 owner, $5 channel.
 const sqlTicketLeave = `
 WITH d AS (
@@ -251,6 +253,25 @@ FROM d
 LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify($5, 't' || pg_catalog.octet_length($1::text)::text || ':' || $1::text || nx.ticket::text)
     FROM nx) AS w ON true
 LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify($5, ` + notifyQueueSQL + `)) AS f ON true`
+
+// sqlLeaveLockTicket locks the leaving ticket's row, as its DELETE would,
+// before the queue's row is locked: a wait for a guard's transaction
+// (VerifyTurn) holds no lock that draws or other leaves need.
+// $1 namespace, $2 resource, $3 ticket, $4 owner.
+const sqlLeaveLockTicket = `
+SELECT 1 FROM {{schema}}.tickets t
+WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4
+FOR UPDATE`
+
+// sqlLeaveLockQueue locks the resource's queue row until the leave
+// commits. It conflicts with itself and with a draw's FOR UPDATE: the
+// leaves of one resource decide whom to wake one after the other, each
+// seeing every earlier leave (and draw) committed.
+// $1 namespace, $2 resource.
+const sqlLeaveLockQueue = `
+SELECT 1 FROM {{schema}}.queues q
+WHERE q.namespace = $1 AND q.resource = $2
+FOR NO KEY UPDATE`
 
 // sqlQueue lists the live tickets of one resource, lowest first.
 // $1 namespace, $2 resource.
@@ -321,6 +342,7 @@ const sqlQueueEventsHead = `SELECT coalesce(pg_catalog.max(id), 0) FROM {{schema
 
 type queueSQL struct {
 	draw, serve, leave, queue, queues, reset, verify, events, head, resources string
+	leaveLockTicket, leaveLockQueue                                           string
 }
 
 var queueSQLs sync.Map // quoted schema -> *queueSQL
@@ -334,7 +356,8 @@ func (c *Client) qsql() *queueSQL {
 		draw: r.Replace(sqlDraw), serve: r.Replace(sqlServe), leave: r.Replace(sqlTicketLeave),
 		queue: r.Replace(sqlQueue), queues: r.Replace(sqlQueues), reset: r.Replace(sqlReset),
 		verify: r.Replace(sqlVerifyTurn), events: r.Replace(sqlQueueEvents), head: r.Replace(sqlQueueEventsHead),
-		resources: r.Replace(sqlQueueResources),
+		resources:       r.Replace(sqlQueueResources),
+		leaveLockTicket: r.Replace(sqlLeaveLockTicket), leaveLockQueue: r.Replace(sqlLeaveLockQueue),
 	}
 	v, _ := queueSQLs.LoadOrStore(c.sql.schema, q)
 	return v.(*queueSQL)
@@ -469,6 +492,34 @@ type leaveResult struct {
 }
 
 // leave deletes the ticket row once (later calls do nothing).
+//
+// Whom to wake is decided under the queue row's lock, in one transaction
+// of three statements sent as one batch (one round trip; READ COMMITTED
+// takes a new snapshot for each statement):
+//
+//  1. lock our own ticket row (waiting, if need be, for a VerifyTurn
+//     transaction, before any other lock is held);
+//  2. lock the queue row (FOR NO KEY UPDATE), which serializes leaves of
+//     the resource with one another and with draws;
+//  3. delete the ticket and wake the next live ticket if none is live
+//     below ours (sqlTicketLeave), with a snapshot taken after 2.
+//
+// A single statement cannot do it: its one snapshot is taken before it
+// waits for any lock. Two tickets leaving at once (the holder releases
+// while the waiter behind it gives up) then each saw the other's row
+// alive: the holder woke the departing waiter, the waiter woke nobody (a
+// live ticket was below it), and the live ticket behind both slept until
+// the departed ticket's expiry. Under the queue lock, the leave that
+// decides second sees the first one's DELETE committed: if the holder
+// decides second it sees the waiter gone and wakes the ticket behind; if
+// the waiter decides second it sees the holder gone, no live ticket below
+// it, and wakes the ticket behind. By induction, with any number of
+// concurrent leaves the last to decide sees all the others' rows gone, so
+// the next live ticket is always woken, and only it (no herd). A ticket
+// drawn meanwhile is either seen by a later decision (its draw committed
+// under the same lock first) or sees the leaves committed at its own
+// first serving check. Nothing else reads this lock: renewals and serving
+// checks never touch the queue row.
 func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 	t.leftMu.Lock()
 	defer t.leftMu.Unlock()
@@ -476,8 +527,22 @@ func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 		return leaveResult{}, nil
 	}
 	var r leaveResult
-	err := t.c.pool.QueryRow(ctx, t.c.qsql().leave, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner, t.c.sql.channel).
-		Scan(&r.served, &r.alive, &r.next)
+	qs := t.c.qsql()
+	b := &pgx.Batch{}
+	b.Queue(qs.leaveLockTicket, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner)
+	b.Queue(qs.leaveLockQueue, t.l.ns, t.l.key)
+	b.Queue(qs.leave, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner, t.c.sql.channel)
+	br := t.c.pool.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&r.served, &r.alive, &r.next)
+	}
+	if cerr := br.Close(); err == nil || (errors.Is(err, pgx.ErrNoRows) && cerr != nil) {
+		err = cerr
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		t.left = true

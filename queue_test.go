@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
@@ -822,4 +823,110 @@ func TestTurnWaitersOfOneClientStayQuiet(t *testing.T) {
 	wg.Wait()
 	require.Len(t, order, 20)
 	require.True(t, slices.IsSorted(order), "served out of ticket order: %v", order)
+}
+
+// Issue 17.4: the holder releases while the waiter behind it gives up.
+// Each leave statement used to see the other's row still present: the
+// holder woke the departing waiter, which woke nobody (a live ticket was
+// below it), and the live ticket behind both slept until the departed
+// ticket's expiry. Randomised over many rounds, the ticket behind must be
+// served at once, never at that expiry (TTL 5s). Three clients, so that no
+// in-process wake-up (wakeBehind) can hide a lost notification.
+func TestTurnReleaseRacingCancelWakesNext(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	cfg := &sentinel.Config{DefaultTTL: 5 * time.Second}
+	ch, cw1, cw2 := e.client(cfg), e.client(cfg), e.client(cfg)
+	const rounds = 50
+	var slow []string
+	served := 0 // rounds where W1 was served before its ctx ended
+	for i := range rounds {
+		res := fmt.Sprintf("race-%d", i)
+		h, err := ch.Turn(ctx, res, sentinel.WithLabel("H"))
+		require.NoError(t, err)
+		wctx, cancel := context.WithCancel(ctx)
+		gone := make(chan error, 1)
+		go func() {
+			tn, err := cw1.Turn(wctx, res, sentinel.WithLabel("W1"))
+			if err == nil { // served before its ctx ended: leave at once
+				_ = tn.Release(ctx)
+			}
+			gone <- err
+		}()
+		waitWaiting(t, ch, res, 1)
+		got := servedAt(ctx, cw2, res, "W2")
+		waitWaiting(t, ch, res, 2)
+
+		// Release and cancel within a few milliseconds of each other,
+		// in either order.
+		delay := func() time.Duration { return time.Duration(rand.IntN(1500)) * time.Microsecond }
+		dc, dr := delay(), delay()
+		go func() {
+			time.Sleep(dc)
+			cancel()
+		}()
+		time.Sleep(dr)
+		released := time.Now()
+		require.NoError(t, h.Release(ctx))
+		at, ok := <-got
+		require.True(t, ok, "round %d: W2 was not served", i)
+		if err := <-gone; err == nil {
+			served++
+		}
+		if wait := at.Sub(released); wait >= time.Second {
+			slow = append(slow, fmt.Sprintf("round %d (cancel +%v, release +%v): W2 served %v after the release",
+				i, dc, dr, wait.Round(time.Millisecond)))
+			break // each lost wake-up costs a TTL: one is enough
+		}
+	}
+	t.Logf("W1 served before its cancellation in %d of %d rounds", served, rounds)
+	require.Empty(t, slow, "the ticket behind slept until the departed ticket's expiry (TTL 5s)")
+}
+
+// The same race made certain: a transaction holds both departing tickets'
+// rows (FOR KEY SHARE, as a guard would), so both leave statements start,
+// take their snapshots and wait; both then proceed at once. The ticket
+// behind must still be woken at once.
+func TestTurnReleaseAndCancelHeldTogetherWakeNext(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	cfg := &sentinel.Config{DefaultTTL: 5 * time.Second}
+	ch, cw1, cw2 := e.client(cfg), e.client(cfg), e.client(cfg)
+	h, err := ch.Turn(ctx, "kiln", sentinel.WithLabel("H"))
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	gone := make(chan error, 1)
+	go func() {
+		_, err := cw1.Turn(wctx, "kiln", sentinel.WithLabel("W1"))
+		gone <- err
+	}()
+	waitWaiting(t, ch, "kiln", 1)
+	got := servedAt(ctx, cw2, "kiln", "W2")
+	waitWaiting(t, ch, "kiln", 2)
+	q, err := ch.Queue(ctx, "kiln")
+	require.NoError(t, err)
+
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+e.table("tickets")+" WHERE namespace = 'default' AND resource = 'kiln' AND ticket = ANY($1) FOR KEY SHARE",
+		[]int64{h.Ticket(), q.Waiting[0].Ticket})
+	require.NoError(t, err)
+	released := make(chan error, 1)
+	go func() { released <- h.Release(ctx) }()
+	cancel()
+	// Both leave statements are now waiting for the rows.
+	require.Eventually(t, func() bool {
+		var n int
+		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%.tickets t%'`).Scan(&n)
+		return err == nil && n >= 2
+	}, 10*time.Second, time.Millisecond)
+	require.NoError(t, tx.Commit(ctx))
+	start := time.Now()
+	require.NoError(t, <-released)
+	require.ErrorIs(t, <-gone, context.Canceled)
+	at, ok := <-got
+	require.True(t, ok, "W2 was not served")
+	require.Less(t, at.Sub(start), time.Second, "W2 slept until W1's expiry (TTL 5s)")
 }

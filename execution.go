@@ -95,6 +95,11 @@ type Event struct {
 	//
 	// Deprecated: use Type. Event will be removed in 1.0.
 	Event string
+
+	// Cursor is set on events delivered by Client.Follow: the exact
+	// position after this event, to pass as FollowFilter.Cursor to resume
+	// with nothing missed and nothing repeated. Empty elsewhere.
+	Cursor string
 }
 
 type execSQL struct {

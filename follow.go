@@ -30,10 +30,27 @@ type FollowFilter struct {
 	Types []string
 
 	// After delivers events whose ID is greater than After, committed
-	// before Follow started or later: pass the ID of the last event a
-	// previous Follow delivered to resume without a gap. Zero: only events
-	// committed after Follow started (see Follow for the exact rule).
+	// before Follow started or later, and the events with a lower ID (among
+	// the 1024 IDs up to After) whose transactions are still under way
+	// when Follow starts. Zero: only events committed after Follow started
+	// (see Follow for the exact rule).
+	//
+	// An ID alone is not an exact resume position: IDs are drawn before
+	// commit, so an event with an ID below the last one a previous Follow
+	// delivered may commit after that Follow stopped and before this one
+	// started; After cannot tell it from one already delivered, and it is
+	// missed. To resume without a gap, pass Event.Cursor as Cursor instead.
 	After int64
+
+	// Cursor resumes exactly where a previous Follow stopped: pass the
+	// Event.Cursor of the last event it delivered. Every matching event that
+	// Follow did not deliver up to that event is delivered (once), however
+	// late its transaction commits, and none that it delivered is delivered
+	// again: a resumed Follow is as complete as a continuous one. A cursor
+	// is opaque text (digits, ':', ',' and '-'); an event ID written as a
+	// decimal number is a valid cursor, with the meaning of After. It
+	// cannot be combined with After. Empty: no cursor.
+	Cursor string
 
 	// OnStart, when set, is called once, on Follow's goroutine, when Follow
 	// holds its starting position: every matching event committed after
@@ -125,16 +142,18 @@ func (c *Client) Follow(ctx context.Context, f FollowFilter, fn func(Event) erro
 // keeps its gap open, and its event is delivered when it commits), never
 // less, and costs one index range probe per read meanwhile.
 type follower struct {
-	c        *Client
-	f        FollowFilter
-	sql      string // the read
-	startSQL string // the first read when f.After is 0
-	args     []any  // filter arguments, after the four fixed ones
-	poll     time.Duration
-	fast     time.Duration
+	c         *Client
+	f         FollowFilter
+	sql       string // the read
+	startSQL  string // the first read when f.After is 0
+	resumeSQL string // the first read when resuming from an ID alone
+	args      []any  // filter arguments, after the four fixed ones
+	poll      time.Duration
+	fast      time.Duration
 
 	cursor int64
 	gaps   []gap
+	resume *followCursor // FollowFilter.Cursor, parsed; nil without one
 }
 
 type gap struct {
@@ -169,6 +188,16 @@ func (c *Client) newFollower(f FollowFilter) (*follower, error) {
 	if f.After < 0 {
 		return nil, invalid("After", "must not be negative, got %d", f.After)
 	}
+	var resume *followCursor
+	if f.Cursor != "" {
+		if f.After != 0 {
+			return nil, invalid("Cursor", "give Cursor or After, not both")
+		}
+		var err error
+		if resume, err = parseFollowCursor(f.Cursor); err != nil {
+			return nil, err
+		}
+	}
 	poll := f.PollInterval
 	if poll == 0 {
 		poll = defaultFollowPoll
@@ -176,7 +205,7 @@ func (c *Client) newFollower(f FollowFilter) (*follower, error) {
 	if poll < minFollowPoll {
 		return nil, invalid("PollInterval", "must be at least %s (0 for %s), got %s", minFollowPoll, defaultFollowPoll, f.PollInterval)
 	}
-	fw := &follower{c: c, f: f, poll: poll, fast: max(poll/4, 5*time.Millisecond), cursor: f.After}
+	fw := &follower{c: c, f: f, poll: poll, fast: max(poll/4, 5*time.Millisecond), cursor: f.After, resume: resume}
 
 	// The match predicate: only the filters in use are written, values
 	// as parameters ($1..$4 are the cursor, batch size and gap bounds).
@@ -216,12 +245,34 @@ LEFT JOIN LATERAL (
 FROM (SELECT pg_catalog.pg_current_snapshot() AS s) s
 CROSS JOIN (SELECT coalesce(pg_catalog.max(id), 0) AS hi FROM ` + ev + `) h
 LEFT JOIN LATERAL (SELECT id FROM ` + ev + ` WHERE id > h.hi - $1 ORDER BY id) w ON true`
+	// The same at a given position ($2, from After or a bare-ID cursor).
+	fw.resumeSQL = `SELECT pg_catalog.pg_snapshot_xmin(s.s)::text, pg_catalog.pg_snapshot_xmax(s.s)::text, $2::bigint, w.id
+FROM (SELECT pg_catalog.pg_current_snapshot() AS s) s
+LEFT JOIN LATERAL (SELECT id FROM ` + ev + ` WHERE id > $2::bigint - $1 AND id <= $2::bigint ORDER BY id) w ON true`
 	return fw, nil
 }
 
 func (fw *follower) run(ctx context.Context, fn func(Event) error) error {
-	if fw.f.After == 0 {
-		if err := fw.retry(ctx, fw.start); err != nil {
+	switch {
+	case fw.resume != nil && fw.resume.exact:
+		// The previous follower's own position: its cursor and the IDs
+		// below it that it had not seen. Each gap's transaction drew its
+		// ID before that follower saw the gap, hence before now, so the
+		// gaps settle here exactly as they would have there.
+		now := time.Now()
+		fw.cursor = fw.resume.id
+		for _, g := range fw.resume.gaps {
+			fw.gaps = append(fw.gaps, gap{lo: g[0], hi: g[1], seen: now})
+		}
+	case fw.resume != nil || fw.f.After != 0:
+		if fw.resume != nil {
+			fw.cursor = fw.resume.id
+		}
+		if err := fw.retry(ctx, func(ctx context.Context) error { return fw.scan(ctx, fw.resumeSQL, fw.cursor) }); err != nil {
+			return err
+		}
+	default:
+		if err := fw.retry(ctx, func(ctx context.Context) error { return fw.scan(ctx, fw.startSQL) }); err != nil {
 			return err
 		}
 	}
@@ -297,13 +348,13 @@ func (fw *follower) retry(ctx context.Context, op func(context.Context) error) e
 	}
 }
 
-// start places the cursor at the newest visible event and records the
-// invisible IDs among the last followLookback as gaps: their transactions
-// were under way when Follow started, so their events are delivered if they
-// commit.
-func (fw *follower) start(ctx context.Context) error {
+// scan places the cursor at the newest visible event (startSQL) or at a
+// given ID (resumeSQL, at the ID in pos) and records the invisible IDs among the
+// followLookback up to it as gaps: their transactions were under way when
+// Follow started, so their events are delivered if they commit.
+func (fw *follower) scan(ctx context.Context, sql string, pos ...any) error {
 	now := time.Now()
-	rows, err := fw.c.pool.Query(ctx, fw.startSQL, int64(followLookback))
+	rows, err := fw.c.pool.Query(ctx, sql, append([]any{int64(followLookback)}, pos...)...)
 	if err != nil {
 		return err
 	}
@@ -404,6 +455,7 @@ func (fw *follower) read(ctx context.Context) (evs []Event, active, full bool, e
 			prev = r.id
 		}
 		if r.match {
+			r.ev.Cursor = encodeFollowCursor(prev, fw.gaps)
 			evs = append(evs, r.ev)
 		}
 	}
@@ -457,4 +509,87 @@ func followStarted(ctx context.Context) {
 	if f, ok := ctx.Value(followStartedKey{}).(func()); ok {
 		f()
 	}
+}
+
+// A follow cursor is a follower's position, as text: the highest ID it has
+// seen, then the ranges of IDs below it that it has not seen (their
+// transactions may still commit):
+//
+//	41872                    nothing missing below 41872
+//	41872:41801-41803,41870  41801..41803 and 41870 not seen yet
+//
+// Everything at or below the ID and outside the ranges was seen (delivered
+// when it matched). A bare ID is read with After's meaning: the invisible
+// IDs among the 1024 up to it become gaps. For a follower's own bare
+// cursor that is exact: it had no open gap, so every such ID belongs to a
+// transaction that ended without committing (or was pruned), and it never
+// appears; and an ID in flight from before that follower's own start is
+// delivered rather than missed. The common cursor is therefore the plain
+// event ID, as in SSE's Last-Event-ID.
+type followCursor struct {
+	id    int64
+	gaps  [][2]int64 // inclusive ranges, each below id
+	exact bool       // written by a follower (has the ':' part), not a bare ID
+}
+
+// maxFollowCursor bounds the cursor text accepted (64 KiB: thousands of
+// open transactions' IDs).
+const maxFollowCursor = 64 << 10
+
+func encodeFollowCursor(id int64, gaps []gap) string {
+	s := strconv.FormatInt(id, 10)
+	if len(gaps) == 0 {
+		return s
+	}
+	sorted := make([]gap, len(gaps))
+	copy(sorted, gaps)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].lo < sorted[j].lo })
+	b := make([]byte, 0, len(s)+1+len(sorted)*16)
+	b = append(b, s...)
+	b = append(b, ':')
+	for i, g := range sorted {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, g.lo, 10)
+		if g.hi != g.lo {
+			b = append(b, '-')
+			b = strconv.AppendInt(b, g.hi, 10)
+		}
+	}
+	return string(b)
+}
+
+func parseFollowCursor(s string) (*followCursor, error) {
+	bad := func(why string) error {
+		return invalid("Cursor", "%s: pass the Cursor of an event a previous Follow delivered (or an event ID), got %.64q", why, s)
+	}
+	if len(s) > maxFollowCursor {
+		return nil, bad(fmt.Sprintf("longer than %d bytes", maxFollowCursor))
+	}
+	head, tail, exact := strings.Cut(s, ":")
+	id, err := strconv.ParseInt(head, 10, 64)
+	if err != nil || id < 0 || head != strconv.FormatInt(id, 10) {
+		return nil, bad("not an event ID")
+	}
+	c := &followCursor{id: id, exact: exact}
+	if tail == "" {
+		return c, nil
+	}
+	prev := int64(0)
+	for _, part := range strings.Split(tail, ",") {
+		los, his, isRange := strings.Cut(part, "-")
+		lo, err1 := strconv.ParseInt(los, 10, 64)
+		hi := lo
+		var err2 error
+		if isRange {
+			hi, err2 = strconv.ParseInt(his, 10, 64)
+		}
+		if err1 != nil || err2 != nil || lo <= prev || hi < lo || hi >= id {
+			return nil, bad("malformed range " + strconv.Quote(part))
+		}
+		c.gaps = append(c.gaps, [2]int64{lo, hi})
+		prev = hi
+	}
+	return c, nil
 }

@@ -432,3 +432,66 @@ func TestFollowEnds(t *testing.T) {
 		t.Fatal("Follow did not end on Close")
 	}
 }
+
+// Issue 17.8: a Follow resumed from the last event a previous Follow
+// delivered misses nothing: an event whose ID is below that one but whose
+// transaction commits after the first Follow stopped is delivered by the
+// resumed one (once), and nothing the first one delivered comes again.
+func TestFollowCursorResumesInFlightEvent(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	ctx := ctxT(t)
+	first, stop, done := follow(t, c, sentinel.FollowFilter{PollInterval: 20 * time.Millisecond})
+
+	slow, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = slow.Rollback(ctx) }()
+	var slowID int64
+	require.NoError(t, slow.QueryRow(ctx, "INSERT INTO "+e.table("events")+
+		" (namespace, key, event, state, token, owner) VALUES ('default', 'slow', 'manual', 'completed', 1, 'test') RETURNING id").Scan(&slowID))
+	for _, k := range []string{"a", "b"} {
+		_, err := sentinel.Once(ctx, c, k, func(context.Context) (int, error) { return 1, nil })
+		require.NoError(t, err)
+	}
+	first.waitFor(t, "a and b", func(evs []sentinel.Event) bool { return len(evs) == 6 })
+	time.Sleep(200 * time.Millisecond) // past the gap grace: the gap waits on slow's transaction
+	stop()
+	<-done
+	delivered := first.events()
+	require.Len(t, delivered, 6)
+	last := delivered[len(delivered)-1]
+	require.Greater(t, last.ID, slowID)
+	require.NotEmpty(t, last.Cursor)
+	t.Logf("first follow delivered %v, stopped at cursor %q", ids(delivered), last.Cursor)
+
+	require.NoError(t, slow.Commit(ctx))
+	_, err = sentinel.Once(ctx, c, "later", func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+
+	resumed, _, _ := follow(t, c, sentinel.FollowFilter{Cursor: last.Cursor, PollInterval: 20 * time.Millisecond})
+	resumed.waitFor(t, "slow and later", func(evs []sentinel.Event) bool { return len(evs) == 4 })
+	time.Sleep(100 * time.Millisecond)
+	got := resumed.events()
+	require.Len(t, got, 4, "resumed follow delivered %v", ids(got))
+	require.Equal(t, slowID, got[0].ID, "the in-flight event is delivered first, once")
+	for _, ev := range got[1:] {
+		require.Equal(t, "later", ev.Key)
+	}
+	// Both follows together: every event of the table, each once.
+	all := append(delivered, got...)
+	checkPerKeyOrder(t, all)
+	require.ElementsMatch(t, ids(allEvents(t, e)), ids(all))
+
+	// An ID alone keeps After's meaning; Cursor and After together, or a
+	// malformed cursor, are refused.
+	for name, f := range map[string]sentinel.FollowFilter{
+		"both":      {Cursor: "5", After: 5},
+		"garbage":   {Cursor: "x"},
+		"negative":  {Cursor: "-1"},
+		"gap above": {Cursor: "5:7"},
+		"unsorted":  {Cursor: "9:5,3"},
+	} {
+		err := c.Follow(ctx, f, func(sentinel.Event) error { return nil })
+		require.ErrorIs(t, err, sentinel.ErrInvalid, name)
+	}
+}

@@ -370,3 +370,62 @@ func TestResetAction(t *testing.T) {
 	code, _ = post(t, s.URL, confirmForm(t, s.URL, "reconcile", "default", "k2", ex2.Token))
 	require.Equal(t, http.StatusBadRequest, code)
 }
+
+// Issue 17.8: a browser that reconnects with Last-Event-ID misses nothing,
+// not even an event whose transaction committed, with a lower ID than the
+// last one shown, while it was disconnected.
+func TestEventsStreamResumesWithLastEventID(t *testing.T) {
+	c, schema := newClient(t)
+	s := server(t, c, console.Options{ReadOnly: true, PollInterval: 20 * time.Millisecond})
+	ctx := ctxT(t)
+	type sse struct {
+		id  string
+		key string
+	}
+	// stream reads n execution events from a new connection.
+	stream := func(lastID string, n int, during func()) []sse {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(sctx, http.MethodGet, s.URL+"/ops/events?ns=default", nil)
+		require.NoError(t, err)
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		time.Sleep(200 * time.Millisecond) // the follow holds its position
+		if during != nil {
+			during()
+		}
+		sc := bufio.NewScanner(resp.Body)
+		var got []sse
+		var id string
+		for len(got) < n && sc.Scan() {
+			line := sc.Text()
+			if v, ok := strings.CutPrefix(line, "id: "); ok {
+				id = v
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				var m map[string]any
+				require.NoError(t, json.Unmarshal([]byte(data), &m))
+				got = append(got, sse{id: id, key: m["key"].(string)})
+			}
+		}
+		require.Len(t, got, n)
+		return got
+	}
+	slow, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = slow.Rollback(ctx) }()
+	first := stream("", 3, func() {
+		_, err := slow.Exec(ctx, `INSERT INTO "`+schema+`".events (namespace, key, event, state, token, owner)
+			VALUES ('default', 'slow', 'manual', 'completed', 1, 'test')`)
+		require.NoError(t, err)
+		_, err = sentinel.Once(ctx, c, "fast", func(context.Context) (int, error) { return 1, nil })
+		require.NoError(t, err)
+	})
+	require.NoError(t, slow.Commit(ctx)) // while no stream is open
+	second := stream(first[2].id, 1, nil)
+	require.Equal(t, "slow", second[0].key, "resumed from Last-Event-ID %q", first[2].id)
+}

@@ -607,10 +607,14 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 	if k := q.Get("key"); k != "" {
 		f.Keys = []string{k}
 	}
+	// The SSE id of each event is its Follow cursor (Event.Cursor): the
+	// browser sends the last one back as Last-Event-ID when it reconnects,
+	// and the stream resumes with nothing missed. An event ID is a cursor
+	// too, so ?after=ID and older ids keep working.
 	if after := q.Get("after"); after != "" {
-		f.After, _ = strconv.ParseInt(after, 10, 64)
+		f.Cursor = after
 	} else if id := r.Header.Get("Last-Event-ID"); id != "" {
-		f.After, _ = strconv.ParseInt(id, 10, 64)
+		f.Cursor = id
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -635,7 +639,7 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(w, "id: %d\nevent: execution\ndata: %s\n\n", ev.ID, b); err != nil {
+		if _, err := fmt.Fprintf(w, "id: %s\nevent: execution\ndata: %s\n\n", ev.Cursor, b); err != nil {
 			return err
 		}
 		fl.Flush()

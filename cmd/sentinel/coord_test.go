@@ -188,6 +188,49 @@ func TestFollowSeesLiveEvents(t *testing.T) {
 	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
 }
 
+// Issue 17.8: follow prints the cursor to resume from; --after CURSOR
+// delivers an event with a lower ID whose transaction committed while no
+// follow ran, and repeats nothing.
+func TestFollowResumesFromCursor(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	pay := e.newClient("payments")
+	ctx := ctxT(t)
+	// From the start of the history (cursor 0), so that the order in
+	// which the command starts and the events commit does not matter.
+	cmd, _, out, stderr := e.start("follow", "-n", "payments", "--json", "--count", "3", "--after", "0")
+	slow, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = slow.Rollback(ctx) }()
+	_, err = slow.Exec(ctx, `INSERT INTO "`+e.schema+`".events (namespace, key, event, state, token, owner)
+		VALUES ('payments', 'slow', 'manual', 'completed', 1, 'test')`)
+	require.NoError(t, err)
+	_, err = sentinel.Once(ctx, pay, "fast", func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+	var last eventJSON
+	for range 3 {
+		line, err := out.ReadString('\n')
+		require.NoError(t, err, "stderr: %s", stderr)
+		require.NoError(t, json.Unmarshal([]byte(line), &last))
+		require.Equal(t, "fast", last.Key)
+		require.NotEmpty(t, last.Cursor)
+	}
+	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
+	require.Contains(t, stderr.String(), "resume with --after "+last.Cursor)
+	require.NoError(t, slow.Commit(ctx))
+
+	r := e.run("follow", "-n", "payments", "--json", "--count", "1", "--after", last.Cursor)
+	requireCode(t, r, exitOK)
+	var ev eventJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ev), "stdout: %s", r.stdout)
+	require.Equal(t, "slow", ev.Key)
+	require.Less(t, ev.ID, last.ID)
+
+	r = e.run("follow", "--after", "not-a-cursor", "--count", "1")
+	require.NotEqual(t, exitOK, r.code)
+	require.Contains(t, r.stderr, "Cursor")
+}
+
 // follow runs until interrupted, then exits 0.
 func TestFollowInterrupted(t *testing.T) {
 	e := newEnv(t)

@@ -233,6 +233,7 @@ type eventJSON struct {
 	Owner     string         `json:"owner"`
 	At        *string        `json:"at"`
 	Metadata  map[string]any `json:"metadata,omitempty"`
+	Cursor    string         `json:"cursor,omitempty"` // follow only: the position to resume from
 }
 
 func toEventJSON(e sentinel.Event) eventJSON {

@@ -320,7 +320,7 @@ func (a *app) followCmd() *cobra.Command {
 	var (
 		ns    nsFlags
 		types []string
-		after int64
+		after string
 		count int
 	)
 	cmd := &cobra.Command{
@@ -331,28 +331,40 @@ func (a *app) followCmd() *cobra.Command {
 completion_refused, reconciling, force_completed, reset, ... Give KEYs to
 follow only those keys and --type to keep only some event types.
 
-It starts with the events committed from now on; --after ID resumes after
-an event ID a previous follow printed (none is skipped). It runs until
-interrupted (exit 0), or until --count events were printed. With --json it
-prints one JSON object per line.`,
+It starts with the events committed from now on. When it ends it prints
+(on stderr) the cursor to resume from; --after CURSOR resumes there with
+nothing skipped or repeated, even an event with a lower ID whose
+transaction committed in between (with --json each event carries its
+"cursor"). An event ID is accepted too, but only a cursor is exact. It runs
+until interrupted (exit 0), or until --count events were printed. With
+--json it prints one JSON object per line.`,
 		Example: `  sentinel follow -n payments
   sentinel follow --all-namespaces --type completion_refused --type reconciling
   sentinel follow order-1 order-2 -n payments --json
-  sentinel follow -n payments --after 41872     # resume without a gap`,
+  sentinel follow -n payments --after 41872     # resume from the cursor follow printed`,
 		RunE: a.runE(func(cmd *cobra.Command, keys []string) error {
 			namespace, err := ns.resolve(cmd, a)
 			if err != nil {
 				return err
 			}
-			f := sentinel.FollowFilter{Namespace: namespace, AllNamespaces: ns.all, Keys: keys, Types: types, After: after}
+			f := sentinel.FollowFilter{Namespace: namespace, AllNamespaces: ns.all, Keys: keys, Types: types, Cursor: after}
 			ctx := cmd.Context()
 			if !a.jsonOut {
 				fprintf(a.stderr, "following %s; interrupt to stop\n", nsLabel(namespace))
 			}
 			lines := lineCounter{max: count}
+			resume := after
+			defer func() {
+				if resume != "" {
+					fmt.Fprintf(a.stderr, "resume with --after %s\n", resume)
+				}
+			}()
 			err = a.client.Follow(ctx, f, func(ev sentinel.Event) error {
+				resume = ev.Cursor
 				if a.jsonOut {
-					if err := a.printJSONLine(toEventJSON(ev)); err != nil {
+					j := toEventJSON(ev)
+					j.Cursor = ev.Cursor
+					if err := a.printJSONLine(j); err != nil {
 						return err
 					}
 				} else {
@@ -370,7 +382,7 @@ prints one JSON object per line.`,
 	}
 	ns.add(cmd)
 	cmd.Flags().StringArrayVar(&types, "type", nil, "only events of this type (repeatable)")
-	cmd.Flags().Int64Var(&after, "after", 0, "resume after this event ID")
+	cmd.Flags().StringVar(&after, "after", "", "resume from this cursor (printed when follow ends; an event ID is accepted too)")
 	cmd.Flags().IntVar(&count, "count", 0, "exit after printing this many events (0: until interrupted)")
 	return cmd
 }

@@ -499,8 +499,10 @@ func (e *Elector) Resign(ctx context.Context) error {
 // a callback panics; then it gives up leadership (after OnElected returned)
 // and removes its member row. It rides out database outages, retrying
 // every Config.WaitRecheck. It returns nil when ctx ended, ErrClosed when
-// the client was closed, and a *CallbackPanicError when a callback
-// panicked. One Run at a time per client, namespace and group.
+// the client was closed, a *CallbackPanicError when a callback panicked,
+// and an error matching ErrNotMigrated at once, without retrying, when the
+// client's schema has no Sentinel tables (a wrong Config.Schema, or
+// Migrate never ran). One Run at a time per client, namespace and group.
 func (e *Elector) Run(ctx context.Context) error {
 	if err := e.c.checkOpen(); err != nil {
 		return err
@@ -539,6 +541,9 @@ func (e *Elector) Run(ctx context.Context) error {
 			if e.stopReason(ctx) != nil {
 				continue
 			}
+			if errors.Is(err, ErrNotMigrated) {
+				return err // no retry will create the tables
+			}
 			e.c.cfg.Logger.Warn("sentinel: elector: joining failed; retrying", "group", e.group, "err", err)
 			e.sleep(ctx, wake, e.c.cfg.WaitRecheck)
 			continue
@@ -554,6 +559,9 @@ func (e *Elector) Run(ctx context.Context) error {
 		if err != nil {
 			if e.stopReason(ctx) != nil {
 				continue
+			}
+			if errors.Is(err, ErrNotMigrated) {
+				return err
 			}
 			e.c.cfg.Logger.Warn("sentinel: elector: campaign failed; retrying", "group", e.group, "err", err)
 			cb.poll()

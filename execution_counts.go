@@ -2,7 +2,6 @@ package sentinel
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,7 +44,7 @@ GROUP BY namespace, state, uncertain
 ORDER BY uncertain DESC, namespace, state`
 	rows, err := c.pool.Query(ctx, q, ns)
 	if err != nil {
-		return nil, fmt.Errorf("sentinel: count executions: %w", err)
+		return nil, c.wrapErr("count executions", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StateCount, error) {
 		var s StateCount
@@ -53,7 +52,7 @@ ORDER BY uncertain DESC, namespace, state`
 		return s, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sentinel: count executions: %w", err)
+		return nil, c.wrapErr("count executions", err)
 	}
 	return out, nil
 }

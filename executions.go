@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -80,19 +79,19 @@ func (c *Client) Executions(ctx context.Context, f ExecutionFilter) ([]Execution
 	}
 	rows, err := c.pool.Query(ctx, q, args...)
 	if err != nil {
-		return nil, "", fmt.Errorf("sentinel: list executions: %w", err)
+		return nil, "", c.wrapErr("list executions", err)
 	}
 	defer rows.Close()
 	var out []Execution
 	for rows.Next() {
 		e, err := scanExecution(rows)
 		if err != nil {
-			return nil, "", fmt.Errorf("sentinel: list executions: %w", err)
+			return nil, "", c.wrapErr("list executions", err)
 		}
 		out = append(out, *e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("sentinel: list executions: %w", err)
+		return nil, "", c.wrapErr("list executions", err)
 	}
 	if len(out) <= limit {
 		return out, "", nil

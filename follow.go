@@ -331,7 +331,7 @@ func (fw *follower) retry(ctx context.Context, op func(context.Context) error) e
 			return ctx.Err()
 		}
 		if !transient(err) {
-			return fmt.Errorf("sentinel: follow: %w", err)
+			return fw.c.wrapErr("follow", err)
 		}
 		fw.c.cfg.Logger.Warn("sentinel: follow: reading events failed; retrying", "err", err, "in", backoff)
 		t := time.NewTimer(backoff)

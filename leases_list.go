@@ -2,7 +2,6 @@ package sentinel
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -61,7 +60,7 @@ ORDER BY namespace, key
 LIMIT $4`
 	rows, err := c.pool.Query(ctx, q, ns, f.Prefix, f.IncludeExpired, limit)
 	if err != nil {
-		return nil, fmt.Errorf("sentinel: list leases: %w", err)
+		return nil, c.wrapErr("list leases", err)
 	}
 	hs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Holder, error) {
 		var h Holder
@@ -73,7 +72,7 @@ LIMIT $4`
 		return h, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sentinel: list leases: %w", err)
+		return nil, c.wrapErr("list leases", err)
 	}
 	return hs, nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -551,4 +552,26 @@ func TestQueueResetRemovesDeadTickets(t *testing.T) {
 func TestExitCodesOfNewErrors(t *testing.T) {
 	require.Equal(t, exitNotFound, exitCode(errors.Join(errors.New("x"), sentinel.ErrNoLeader)))
 	require.Equal(t, exitRefused, exitCode(&sentinel.QueueBusyError{Resource: "p", Live: 1}))
+}
+
+// Issue 17.7: with a --schema that was never migrated every command that
+// reads or writes Sentinel's tables exits non-zero at once, saying so,
+// instead of printing a raw SQL error or (elect, follow, lock) waiting
+// forever.
+func TestCommandsOnUnmigratedSchema(t *testing.T) {
+	schema := "nope_" + strings.ReplaceAll(uuid.NewString()[:13], "-", "_")
+	for _, args := range [][]string{
+		{"status"}, {"list"}, {"leases"}, {"follow"}, {"follow", "--after", "5"},
+		{"elect", "g", "--", "true"}, {"elect", "g"}, {"leader", "g"}, {"members", "g"}, {"observe", "g"},
+		{"inspect", "k"}, {"history", "k"}, {"prune", "--older-than", "1h", "--yes"},
+		{"lock", "k", "--", "true"}, {"queue", "status"}, {"queue", "follow"}, {"queue", "lock", "r", "--", "true"},
+	} {
+		start := time.Now()
+		r := runBin(t, []string{"DATABASE_URL=" + dbURL}, nil, append([]string{"--schema", schema}, args...)...)
+		require.NotEqual(t, exitOK, r.code, "%v: %s", args, r.stdout)
+		require.Less(t, time.Since(start), 10*time.Second, "%v", args)
+		require.Contains(t, r.stderr, "not migrated", "%v", args)
+		require.Contains(t, r.stderr, "sentinel migrate", "%v", args)
+		require.NotContains(t, r.stderr, "Run 'sentinel --help'", "%v", args)
+	}
 }

@@ -147,6 +147,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if code == exitUsage && !a.ran {
 			fprintln(stderr, "Run 'sentinel --help' for usage.")
 		}
+		if errors.Is(err, sentinel.ErrNotMigrated) {
+			fmt.Fprintf(stderr, "Check --schema (it is %q); if it is right, create the tables with 'sentinel migrate' and the same --schema.\n", a.schema)
+		}
 	}
 	return code
 }

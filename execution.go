@@ -104,20 +104,22 @@ type Event struct {
 
 type execSQL struct {
 	read, claim, finish, operator, insertEvent, history, prune, watch, setResult string
+	pruneQueuesLock, pruneQueues                                                 string
 }
 
 func newExecSQL(schema string) *execSQL {
 	r := strings.NewReplacer("{{schema}}", schema, "{{seq}}", seqLiteral(schema), "{{cols}}", execCols)
 	return &execSQL{
-		read:        r.Replace(sqlReadExecution),
-		claim:       r.Replace(sqlClaim),
-		finish:      r.Replace(sqlFinish),
-		operator:    r.Replace(sqlOperator),
-		insertEvent: r.Replace(sqlInsertEvent),
-		history:     r.Replace(sqlHistory),
-		prune:       r.Replace(sqlPrune),
-		watch:       r.Replace(sqlWatch),
-		setResult:   r.Replace(sqlSetResult),
+		read:            r.Replace(sqlReadExecution),
+		claim:           r.Replace(sqlClaim),
+		finish:          r.Replace(sqlFinish),
+		operator:        r.Replace(sqlOperator),
+		insertEvent:     r.Replace(sqlInsertEvent),
+		history:         r.Replace(sqlHistory),
+		prune:           r.Replace(sqlPrune),
+		pruneQueuesLock: r.Replace(sqlPruneQueuesLock), pruneQueues: r.Replace(sqlPruneQueues),
+		watch:     r.Replace(sqlWatch),
+		setResult: r.Replace(sqlSetResult),
 	}
 }
 
@@ -279,6 +281,19 @@ FROM {{schema}}.events WHERE namespace = $1 AND key = $2 ORDER BY id`
 // key that is not completed (uncertain, reconciling, in flight) is kept: an
 // operator needs it. $2 limits it to a
 // namespace (” = all).
+//
+// The same statement prunes the queue and election tables (issue 17.9):
+// queue events older than $1, except those of a ticket still in the
+// queue; dead tickets expired for longer than $1 and at least an hour
+// (recorded as `crashed`/`bumped`, as ResetQueue does: a dead ticket is
+// skipped by anyone behind it, so removing it changes no turn); leader
+// rows and member rows expired for longer than $1 and at least an hour. A
+// live row (a live ticket, the current leader, a running elector's
+// member row) has expires_at in the future and is never touched; an
+// expired row is never revived (every renewal is guarded by expires_at >
+// clock_timestamp() under the row lock, which this DELETE also takes and
+// re-checks), and every term and ticket is minted from the non-cycling
+// fencing_token sequence, so a later grant never reuses a pruned number.
 const sqlPrune = `
 WITH x AS (
     DELETE FROM {{schema}}.executions t
@@ -299,8 +314,68 @@ l AS (
     WHERE t.expires_at < pg_catalog.statement_timestamp() - greatest($1::bigint * interval '1 microsecond', interval '1 hour')
       AND ($2 = '' OR t.namespace = $2)
     RETURNING 1
+),
+qe AS (
+    DELETE FROM {{schema}}.queue_events t
+    WHERE t.at < pg_catalog.statement_timestamp() - $1::bigint * interval '1 microsecond'
+      AND ($2 = '' OR t.namespace = $2)
+      AND NOT EXISTS (SELECT 1 FROM {{schema}}.tickets k
+          WHERE k.namespace = t.namespace AND k.resource = t.resource AND k.ticket = t.ticket)
+    RETURNING 1
+),
+qt AS (
+    DELETE FROM {{schema}}.tickets t
+    WHERE t.expires_at < pg_catalog.statement_timestamp() - greatest($1::bigint * interval '1 microsecond', interval '1 hour')
+      AND ($2 = '' OR t.namespace = $2)
+    RETURNING t.namespace, t.resource, t.ticket, t.label, t.owner, t.served_at IS NOT NULL AS served
+),
+qtev AS (
+    INSERT INTO {{schema}}.queue_events (namespace, resource, ticket, event, label, owner)
+    SELECT d.namespace, d.resource, d.ticket, CASE WHEN d.served THEN 'crashed' ELSE 'bumped' END, d.label, d.owner FROM qt d
+    RETURNING 1
+),
+ld AS (
+    DELETE FROM {{schema}}.leaders t
+    WHERE t.expires_at < pg_catalog.statement_timestamp() - greatest($1::bigint * interval '1 microsecond', interval '1 hour')
+      AND ($2 = '' OR t.namespace = $2)
+    RETURNING 1
+),
+mb AS (
+    DELETE FROM {{schema}}.members t
+    WHERE t.expires_at < pg_catalog.statement_timestamp() - greatest($1::bigint * interval '1 microsecond', interval '1 hour')
+      AND ($2 = '' OR t.namespace = $2)
+    RETURNING 1
 )
-SELECT (SELECT pg_catalog.count(*) FROM x), (SELECT pg_catalog.count(*) FROM e), (SELECT pg_catalog.count(*) FROM l)`
+SELECT (SELECT pg_catalog.count(*) FROM x), (SELECT pg_catalog.count(*) FROM e), (SELECT pg_catalog.count(*) FROM l),
+    (SELECT pg_catalog.count(*) FROM qe), (SELECT pg_catalog.count(*) FROM qt), (SELECT pg_catalog.count(*) FROM qtev),
+    (SELECT pg_catalog.count(*) FROM ld), (SELECT pg_catalog.count(*) FROM mb)`
+
+// sqlPruneQueuesLock locks the queue rows of resources drawn before $1
+// (µs) ago that have no ticket, and returns their names: the first step
+// of pruning the queues table, in a transaction with sqlPruneQueues.
+// FOR UPDATE waits for a draw in progress on the row; from then on no
+// draw can add a ticket to the resource until the transaction ends (a
+// draw locks the row before it inserts its ticket).
+// $1 retention µs, $2 namespace (” = all).
+const sqlPruneQueuesLock = `
+SELECT q.namespace, q.resource FROM {{schema}}.queues q
+WHERE q.created_at < pg_catalog.statement_timestamp() - greatest($1::bigint * interval '1 microsecond', interval '1 hour')
+  AND ($2 = '' OR q.namespace = $2)
+  AND NOT EXISTS (SELECT 1 FROM {{schema}}.tickets k WHERE k.namespace = q.namespace AND k.resource = q.resource)
+FOR UPDATE OF q`
+
+// sqlPruneQueues deletes the queue rows locked by sqlPruneQueuesLock that
+// still have no ticket. Its snapshot is taken after the locks were
+// granted, so it sees every ticket drawn on them: a queue row with a
+// ticket is never removed (the next leave locks that row to decide whom to
+// wake; see Turn.leave). A draw that waited for the lock finds the row
+// gone and draws again on a new one.
+// $1 namespaces, $2 resources.
+const sqlPruneQueues = `
+DELETE FROM {{schema}}.queues q
+USING ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS p(namespace, resource)
+WHERE q.namespace = p.namespace AND q.resource = p.resource
+  AND NOT EXISTS (SELECT 1 FROM {{schema}}.tickets k WHERE k.namespace = q.namespace AND k.resource = q.resource)`
 
 // metadataJSON encodes event metadata as JSON text; no metadata is nil (SQL
 // NULL). Text, not []byte: without prepared statements (PgBouncer) pgx would
@@ -371,6 +446,12 @@ type PruneResult struct {
 	Executions int64 // completed executions
 	Events     int64 // history events
 	Leases     int64 // expired lease rows
+
+	QueueEvents int64 // queue progression events (those written by this Prune for the dead tickets it removed not included)
+	Tickets     int64 // dead tickets (expired, not skipped by anyone)
+	Queues      int64 // queue rows of resources without any ticket
+	Leaders     int64 // expired leader rows (elections nobody has led since)
+	Members     int64 // expired member rows (electors that stopped or died)
 }
 
 // MinRetention is the shortest olderThan Prune accepts. Pruning a
@@ -386,6 +467,18 @@ const MinRetention = time.Hour
 // under a row lock; the hour keeps any statement still in flight from seeing
 // the key as new). Executions in any other state are never pruned: an
 // uncertain key stays until an operator resolves it.
+//
+// The same statement prunes the queues and elections: queue events older
+// than olderThan, except those of a ticket still in its queue; dead
+// tickets (expired, never skipped because nobody queued behind them)
+// expired for longer than olderThan and at least an hour, each recorded as
+// `crashed` or `bumped` like ResetQueue; leader rows and member rows
+// expired for longer than olderThan and at least an hour. Live rows (a
+// live ticket, the current leader, a running elector) are never pruned.
+// Then, in a short transaction of its own, it removes the queue rows of
+// resources first drawn before olderThan (and at least an hour ago) that
+// have no ticket left; the next Turn on such a resource creates its row
+// again.
 //
 // A pruned key can run again: the next Once for it finds no record and runs
 // fn. Choose olderThan longer than any redelivery window (for example 7
@@ -421,9 +514,46 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, opts ...Opt
 	} else if err := checkNamespace(ns); err != nil {
 		return res, err
 	}
-	err := c.pool.QueryRow(ctx, c.exe.prune, us(olderThan), ns).Scan(&res.Executions, &res.Events, &res.Leases)
+	var recorded int64
+	err := c.pool.QueryRow(ctx, c.exe.prune, us(olderThan), ns).Scan(&res.Executions, &res.Events, &res.Leases,
+		&res.QueueEvents, &res.Tickets, &recorded, &res.Leaders, &res.Members)
 	if err != nil {
 		return res, c.wrapErr("prune", err)
 	}
+	if res.Queues, err = c.pruneQueues(ctx, olderThan, ns); err != nil {
+		return res, c.wrapErr("prune queues", err)
+	}
 	return res, nil
+}
+
+// pruneQueues removes the queue rows without tickets, in a transaction of
+// two statements (lock, then delete with a snapshot taken after the locks;
+// see sqlPruneQueuesLock).
+func (c *Client) pruneQueues(ctx context.Context, olderThan time.Duration, ns string) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, c.exe.pruneQueuesLock, us(olderThan), ns)
+		if err != nil {
+			return err
+		}
+		var nss, res []string
+		for rows.Next() {
+			var a, b string
+			if err := rows.Scan(&a, &b); err != nil {
+				rows.Close()
+				return err
+			}
+			nss, res = append(nss, a), append(res, b)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(res) == 0 {
+			return nil
+		}
+		tag, err := tx.Exec(ctx, c.exe.pruneQueues, nss, res)
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, err
 }

@@ -475,6 +475,12 @@ type pruneJSON struct {
 	Executions int64   `json:"executions"`
 	Events     int64   `json:"events"`
 	Leases     int64   `json:"leases"`
+
+	QueueEvents int64 `json:"queue_events"`
+	Tickets     int64 `json:"tickets"`
+	Queues      int64 `json:"queues"`
+	Leaders     int64 `json:"leaders"`
+	Members     int64 `json:"members"`
 }
 
 func (a *app) pruneCmd() *cobra.Command {
@@ -485,7 +491,7 @@ func (a *app) pruneCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "prune --older-than DURATION",
-		Short: "Delete completed executions, old history and long-expired lease rows",
+		Short: "Delete completed executions, old history and long-expired lease, queue and election rows",
 		Long: `prune deletes, in one statement, completed executions completed before
 --older-than, history events older than that (except those of keys not yet
 completed: uncertain keys keep their history), and lease rows expired for
@@ -493,6 +499,12 @@ longer than that and at least an hour. Uncertain, in-progress and
 reconciling executions are never pruned. A pruned key can run again (the
 next Once finds no record), so --older-than must exceed any redelivery
 window; it must be at least 1h (sentinel.MinRetention), else exit 2.
+
+The same statement prunes queue events older than --older-than (except
+those of tickets still queued), dead tickets, and leader and member rows
+expired for longer than that and at least an hour; then the queue rows of
+resources with no ticket left. Live tickets, the current leader and running
+electors are never pruned.
 
 It acts on --namespace only; --all-namespaces prunes every namespace.`,
 		Example: `  sentinel prune --older-than 168h -n payments --yes
@@ -512,7 +524,7 @@ It acts on --namespace only; --all-namespaces prunes every namespace.`,
 			if all {
 				scope = "every namespace"
 			}
-			if err := a.confirm(yes, "prune %s: completed executions and history older than %s", scope, olderThan); err != nil {
+			if err := a.confirm(yes, "prune %s: completed executions, history, and dead lease, queue and election rows older than %s", scope, olderThan); err != nil {
 				return err
 			}
 			opts := []sentinel.Option{sentinel.WithAllNamespaces()}
@@ -526,15 +538,17 @@ It acts on --namespace only; --all-namespaces prunes every namespace.`,
 				return err
 			}
 			out.Executions, out.Events, out.Leases = res.Executions, res.Events, res.Leases
+			out.QueueEvents, out.Tickets, out.Queues, out.Leaders, out.Members = res.QueueEvents, res.Tickets, res.Queues, res.Leaders, res.Members
 			if a.jsonOut {
 				return a.printJSON(out)
 			}
-			fprintf(a.stdout, "pruned %s: %d executions, %d events, %d lease rows\n", scope, res.Executions, res.Events, res.Leases)
+			fprintf(a.stdout, "pruned %s: %d executions, %d events, %d lease rows, %d queue events, %d dead tickets, %d queue rows, %d leader rows, %d member rows\n",
+				scope, res.Executions, res.Events, res.Leases, res.QueueEvents, res.Tickets, res.Queues, res.Leaders, res.Members)
 			return nil
 		}),
 	}
 	addYes(cmd, &yes)
-	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "age past which completed executions and events are deleted (required)")
+	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "age past which completed executions, events and dead rows are deleted (required)")
 	cmd.Flags().BoolVar(&all, "all-namespaces", false, "prune every namespace instead of --namespace")
 	return cmd
 }

@@ -1,0 +1,107 @@
+package sentinel_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// Issue 17.9: Prune covers every table the library writes. Rows of each
+// kind older than the retention go (queue history, dead tickets, empty
+// queue rows, leader rows nobody holds, member rows of electors gone); live
+// ones stay (a live ticket and its history, the current leader, a running
+// elector), and other namespaces are left alone unless asked.
+func TestPruneQueuesAndElections(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: time.Second})
+	exec := func(q string, args ...any) {
+		t.Helper()
+		_, err := admin.Exec(ctx, q, args...)
+		require.NoError(t, err)
+	}
+
+	// Queues: "old" was used and released; "other/old" the same in another
+	// namespace; "dead" holds a ticket whose client vanished; "live" is
+	// held, with a waiter.
+	for _, ns := range []string{"default", "other"} {
+		tn, err := c.Turn(ctx, "old", sentinel.WithNamespace(ns))
+		require.NoError(t, err)
+		require.NoError(t, tn.Release(ctx))
+	}
+	dead, err := c.Turn(ctx, "dead")
+	require.NoError(t, err)
+	exec("UPDATE "+e.table("tickets")+" SET expires_at = pg_catalog.now() - interval '2 hours' WHERE resource = 'dead'")
+	<-dead.Done()
+	live, err := c.Turn(ctx, "live", sentinel.WithLabel("holder"))
+	require.NoError(t, err)
+	waiter := make(chan error, 1)
+	wctx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	go func() { _, err := c.Turn(wctx, "live", sentinel.WithLabel("waiter")); waiter <- err }()
+	waitWaiting(t, c, "live", 1)
+
+	// Elections: "old" was led and resigned (its leader row expired);
+	// "live" is led by a running elector; a member row of an elector that
+	// died.
+	for _, g := range []string{"old", "live"} {
+		el, err := c.Elector(g, sentinel.ElectorOptions{TTL: time.Second})
+		require.NoError(t, err)
+		stop := runElector(t, el)
+		waitFor(t, 10*time.Second, g+" elected", el.IsLeader)
+		if g == "old" {
+			require.NoError(t, stop())
+		}
+	}
+	exec("INSERT INTO "+e.table("members")+" (namespace, election, owner, token, started_at, last_poll, expires_at)"+
+		" VALUES ('default', 'live', 'died', 1, now() - interval '3 hours', now() - interval '3 hours', now() - interval '2 hours')")
+
+	// Age everything but the live rows' expiries by two hours.
+	exec("UPDATE " + e.table("queue_events") + " SET at = at - interval '2 hours'")
+	exec("UPDATE " + e.table("queues") + " SET created_at = created_at - interval '2 hours'")
+	exec("UPDATE " + e.table("leaders") + " SET expires_at = expires_at - interval '2 hours' WHERE election = 'old'")
+	liveEvents := e.count("queue_events", "resource = 'live'")
+	require.Equal(t, 3, liveEvents) // assigned x2, granted
+
+	res, err := c.Prune(ctx, time.Hour)
+	require.NoError(t, err)
+	t.Logf("%+v", res)
+	require.EqualValues(t, 3, res.QueueEvents, "old's assigned, granted, completed")
+	require.EqualValues(t, 1, res.Tickets, "the dead ticket")
+	require.EqualValues(t, 2, res.Queues, "old and dead, now without tickets")
+	require.EqualValues(t, 1, res.Leaders, "old's leader row")
+	require.EqualValues(t, 1, res.Members, "the dead elector's row")
+
+	require.Equal(t, liveEvents, e.count("queue_events", "resource = 'live'"), "a live ticket's history is kept")
+	require.Equal(t, 2, e.count("tickets", "resource = 'live'"), "live tickets are kept")
+	require.Equal(t, 0, e.count("tickets", "resource = 'dead'"))
+	require.Equal(t, 1, e.count("queue_events", "resource = 'dead' AND event = 'crashed'"), "the removed ticket is recorded")
+	require.Equal(t, 1, e.count("queues", "namespace = 'default'"), "only live's queue row is left")
+	require.Equal(t, 1, e.count("leaders", ""), "the current leader is kept")
+	require.Equal(t, 0, e.count("leaders", "election = 'old'"))
+	require.Equal(t, 1, e.count("members", ""), "the running elector is kept")
+	require.Equal(t, 3, e.count("queue_events", "namespace = 'other'"), "other namespaces are left alone")
+	require.Equal(t, 1, e.count("queues", "namespace = 'other'"))
+
+	// The live queue still works, in order, and a pruned resource is
+	// drawn on again as new.
+	require.NoError(t, live.Release(ctx))
+	require.NoError(t, <-waiter)
+	tn, err := c.Turn(ctx, "old")
+	require.NoError(t, err)
+	require.NoError(t, tn.Release(ctx))
+
+	res, err = c.Prune(ctx, time.Hour, sentinel.WithAllNamespaces())
+	require.NoError(t, err)
+	// other's history (3); dead's assigned and granted, kept the first
+	// time while its ticket was still there (2); live's holder's, now
+	// released (2). The waiter, served and still holding, keeps its own.
+	require.EqualValues(t, 7, res.QueueEvents)
+	require.Equal(t, 1, e.count("queue_events", "resource = 'live' AND at < now() - interval '1 hour'"), "the waiter's assigned")
+	require.EqualValues(t, 1, res.Queues, "other's queue row")
+	require.Equal(t, 0, e.count("queue_events", "namespace = 'other'"))
+}

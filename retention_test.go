@@ -35,7 +35,7 @@ func TestPruneQueuesAndElections(t *testing.T) {
 	}
 	dead, err := c.Turn(ctx, "dead")
 	require.NoError(t, err)
-	exec("UPDATE "+e.table("tickets")+" SET expires_at = pg_catalog.now() - interval '2 hours' WHERE resource = 'dead'")
+	exec("UPDATE " + e.table("tickets") + " SET expires_at = pg_catalog.now() - interval '2 hours' WHERE resource = 'dead'")
 	<-dead.Done()
 	live, err := c.Turn(ctx, "live", sentinel.WithLabel("holder"))
 	require.NoError(t, err)
@@ -57,7 +57,7 @@ func TestPruneQueuesAndElections(t *testing.T) {
 			require.NoError(t, stop())
 		}
 	}
-	exec("INSERT INTO "+e.table("members")+" (namespace, election, owner, token, started_at, last_poll, expires_at)"+
+	exec("INSERT INTO " + e.table("members") + " (namespace, election, owner, token, started_at, last_poll, expires_at)" +
 		" VALUES ('default', 'live', 'died', 1, now() - interval '3 hours', now() - interval '3 hours', now() - interval '2 hours')")
 
 	// Age everything but the live rows' expiries by two hours.

@@ -96,6 +96,10 @@ func TestQueryExecModesWithoutPreparedStatements(t *testing.T) {
 			_, err = c.Holder(ctx, k("lease"))
 			require.NoError(t, err, "Holder")
 			require.NoError(t, l.Release(ctx), "Release")
+			// A turn's release is a three-statement batch (issue 17.4).
+			tn, err := c.Turn(ctx, k("turn"))
+			require.NoError(t, err, "Turn")
+			require.NoError(t, tn.Release(ctx), "Turn.Release")
 			_, err = c.Prune(ctx, time.Hour)
 			require.NoError(t, err, "Prune")
 		})

@@ -105,3 +105,46 @@ func TestPruneQueuesAndElections(t *testing.T) {
 	require.EqualValues(t, 1, res.Queues, "other's queue row")
 	require.Equal(t, 0, e.count("queue_events", "namespace = 'other'"))
 }
+
+// A queue row is pruned only when it has no ticket, even when a draw
+// commits a ticket on it while Prune runs: Prune locks the rows it means to
+// remove and decides with a snapshot taken after the locks. Here the draw
+// is a transaction of the test's own, holding the row's lock as a draw
+// does, that inserts a ticket and commits only once Prune waits for it.
+func TestPruneKeepsAQueueRowADrawIsFilling(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	tn, err := c.Turn(ctx, "press")
+	require.NoError(t, err)
+	require.NoError(t, tn.Release(ctx))
+	_, err = admin.Exec(ctx, "UPDATE "+e.table("queues")+" SET created_at = created_at - interval '2 hours'")
+	require.NoError(t, err)
+
+	draw, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = draw.Rollback(ctx) }()
+	_, err = draw.Exec(ctx, "SELECT 1 FROM "+e.table("queues")+" WHERE resource = 'press' FOR UPDATE")
+	require.NoError(t, err)
+	pruned := make(chan sentinel.PruneResult, 1)
+	go func() {
+		res, err := c.Prune(ctx, time.Hour)
+		if err != nil {
+			t.Error(err)
+		}
+		pruned <- res
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%FROM%queues q%'`).Scan(&n)
+		return err == nil && n == 1
+	}, 10*time.Second, time.Millisecond, "Prune waits for the draw's lock")
+	_, err = draw.Exec(ctx, "INSERT INTO "+e.table("tickets")+" (namespace, resource, ticket, owner, drawn_at, expires_at)"+
+		" VALUES ('default', 'press', 1000, 'drawer', now(), now() + interval '1 hour')")
+	require.NoError(t, err)
+	require.NoError(t, draw.Commit(ctx))
+	res := <-pruned
+	require.Zero(t, res.Queues)
+	require.Equal(t, 1, e.count("queues", "resource = 'press'"), "the queue row of a live ticket is kept")
+}

@@ -495,3 +495,29 @@ func TestFollowCursorResumesInFlightEvent(t *testing.T) {
 		require.ErrorIs(t, err, sentinel.ErrInvalid, name)
 	}
 }
+
+// After (an ID alone) delivers an event below it whose transaction is
+// still open when Follow starts, once it commits.
+func TestFollowAfterDeliversEventStillInFlight(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	ctx := ctxT(t)
+	slow, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = slow.Rollback(ctx) }()
+	var slowID int64
+	require.NoError(t, slow.QueryRow(ctx, "INSERT INTO "+e.table("events")+
+		" (namespace, key, event, state, token, owner) VALUES ('default', 'slow', 'manual', 'completed', 1, 'test') RETURNING id").Scan(&slowID))
+	_, err = sentinel.Once(ctx, c, "a", func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+	h, err := c.History(ctx, "a")
+	require.NoError(t, err)
+	last := h[len(h)-1].ID
+	require.Greater(t, last, slowID)
+
+	col, _, _ := follow(t, c, sentinel.FollowFilter{After: last, PollInterval: 20 * time.Millisecond})
+	time.Sleep(200 * time.Millisecond) // past the gap grace
+	require.NoError(t, slow.Commit(ctx))
+	col.waitFor(t, "the slow event", func(evs []sentinel.Event) bool { return len(evs) == 1 })
+	require.Equal(t, slowID, col.events()[0].ID)
+}

@@ -93,7 +93,9 @@ const (
 // With f.After zero, Follow delivers the events committed after it started,
 // including those of transactions already under way; an event whose ID was
 // drawn more than 1024 events before Follow started but that commits after
-// it is missed (pass f.After to resume exhaustively).
+// it is missed. To resume where an earlier Follow stopped, pass the Cursor
+// of the last event it delivered as f.Cursor: the resumed Follow delivers
+// exactly what a continuous one would have (see FollowFilter.Cursor).
 //
 // Follow reads the event table by ID on the client's pool (one short
 // statement per read, no connection held between reads). It adds nothing

@@ -73,8 +73,8 @@ var (
 	ErrNotMigrated = errors.New("sentinel: schema not migrated: call Client.Migrate (or apply MigrationFS) first")
 
 	// ErrBusy reports that a row could not be changed now because another
-	// transaction holds its lock (a VerifyToken transaction, a completing
-	// OnceTx). Nothing was written; try again.
+	// transaction holds its lock (a completing OnceTx, a competing
+	// statement on the same row). Nothing was written; try again.
 	ErrBusy = errors.New("sentinel: row locked by another transaction")
 
 	// ErrResult reports that a result could not be encoded, decoded or
@@ -255,7 +255,8 @@ func transient(err error) bool {
 }
 
 // BusyError reports a renewal skipped because another transaction held the
-// row's lock (for example a VerifyToken transaction). It matches ErrBusy.
+// row's lock (for example a completing OnceTx, or a forced takeover under
+// way; fencing checks do not block renewals). It matches ErrBusy.
 type BusyError struct {
 	Namespace string
 	Key       string
@@ -264,7 +265,7 @@ type BusyError struct {
 
 func (e *BusyError) Error() string {
 	return fmt.Sprintf("sentinel: lease %q/%q (token %d) not renewed: its row is locked by another transaction "+
-		"(a VerifyToken or OnceTx transaction still open); try again", e.Namespace, e.Key, e.Token)
+		"(a completing OnceTx, or a competing statement on the same row); try again", e.Namespace, e.Key, e.Token)
 }
 
 // Unwrap returns ErrBusy.

@@ -127,8 +127,12 @@ const sqlReadExecution = `SELECT {{cols}} FROM {{schema}}.executions t WHERE t.n
 
 // sqlClaim claims a key in state $3 (executing for Once, claimed for
 // OnceTx), in the same shape as sqlAcquire: a claimed row whose lease
-// expired is locked SKIP LOCKED and taken over (a row locked by another
-// transaction is left alone and reported); a key with no row is inserted.
+// expired is locked FOR UPDATE SKIP LOCKED and taken over (a row locked by
+// another transaction, a VerifyExecutionToken guard included, is left alone
+// and reported); a key with no row is inserted, and a row inserted
+// concurrently is left to its claimant (DO NOTHING: no row is returned and
+// the caller looks again). FOR UPDATE, not FOR NO KEY UPDATE, because it is
+// the lock that conflicts with the guard's FOR KEY SHARE (see sqlVerify).
 // The token is minted after the row is locked or the insert is under way,
 // and the history is written by the same statement. When the claim fails
 // the current row is returned instead.
@@ -138,7 +142,7 @@ const sqlClaim = `
 WITH lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.executions t
     WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
-    FOR NO KEY UPDATE SKIP LOCKED
+    FOR UPDATE SKIP LOCKED
 ),
 up AS (
     UPDATE {{schema}}.executions t SET
@@ -157,13 +161,7 @@ ins AS (
         pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
         pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond'
     WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.executions WHERE namespace = $1 AND key = $2)
-    ON CONFLICT (namespace, key) DO UPDATE SET
-        state = excluded.state, owner = excluded.owner, token = pg_catalog.nextval({{seq}}),
-        host = excluded.host, pid = excluded.pid, updated_at = pg_catalog.clock_timestamp(),
-        lease_expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        hard_expires_at = pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL
-    WHERE t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
+    ON CONFLICT (namespace, key) DO NOTHING
     RETURNING {{cols}}
 ),
 g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
@@ -240,9 +238,17 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM u)`
 // guarded by state (and, from executing, by an expired lease; by token $10
 // when not 0). $5 mints a new token; $6 owner; $7 result; $8 event;
 // $9 metadata. When the guard
-// fails, the current row is returned and nothing is written.
+// fails, the current row is returned and nothing is written. The row is
+// locked FOR UPDATE first (lk): that waits for a VerifyExecutionToken
+// guard's FOR KEY SHARE, so no operator transition commits while a guarded
+// transaction of the current claim is open (see sqlVerify).
 const sqlOperator = `
-WITH u AS (
+WITH lk AS (
+    SELECT t.namespace, t.key FROM {{schema}}.executions t
+    WHERE t.namespace = $1 AND t.key = $2
+    FOR UPDATE
+),
+u AS (
     UPDATE {{schema}}.executions t SET
         state = $4,
         token = CASE WHEN $5::bool THEN pg_catalog.nextval({{seq}}) ELSE t.token END,
@@ -253,7 +259,8 @@ WITH u AS (
         completed_at = CASE WHEN $4 = 'completed' THEN pg_catalog.statement_timestamp() ELSE NULL END,
         lease_expires_at = CASE WHEN $4 = 'claimed' THEN pg_catalog.statement_timestamp() ELSE NULL END,
         updated_at = pg_catalog.statement_timestamp()
-    WHERE t.namespace = $1 AND t.key = $2 AND t.state = $3
+    FROM lk
+    WHERE t.namespace = lk.namespace AND t.key = lk.key AND t.state = $3
       AND ($3 <> 'executing' OR t.lease_expires_at <= pg_catalog.clock_timestamp())
       AND ($10::bigint = 0 OR t.token = $10)
     RETURNING {{cols}}

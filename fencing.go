@@ -11,8 +11,9 @@ import (
 // VerifyToken checks, inside the caller's own transaction, that token is the
 // current, unexpired fencing token of key's lease, and returns a
 // *StaleTokenError (matching ErrStaleToken) otherwise. It locks the lease row
-// FOR SHARE until the transaction ends, so no takeover or release can commit
-// before the caller's guarded writes do:
+// FOR KEY SHARE until the transaction ends, so no takeover can commit before
+// the caller's guarded writes do, while the lease's own renewals go on: a
+// holder may guard its writes back to back without starving them.
 //
 //	tx, _ := pool.Begin(ctx)
 //	if err := client.VerifyToken(ctx, tx, "invoice-123", lease.Token()); err != nil {

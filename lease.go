@@ -429,9 +429,10 @@ func (c *Client) releaseRow(ctx context.Context, ns, key, owner string, token in
 // the background heartbeat. It returns nil only when the lease was renewed.
 // It returns an error matching ErrLeaseLost (and ErrStaleToken when the
 // lease was taken over) if the lease is gone, and a *BusyError (ErrBusy)
-// when the lease row stayed locked by another transaction (an open
-// VerifyToken transaction) for a whole renewal interval or until ctx ended:
-// the lease is then still held but was not extended.
+// when the lease row stayed locked by another transaction (a competing
+// statement on the same row; VerifyToken's lock does not block renewals)
+// for a whole renewal interval or until ctx ended: the lease is then still
+// held but was not extended.
 func (l *Lease) Heartbeat(ctx context.Context) error {
 	giveUp := time.Now().Add(l.renewEvery)
 	var busy error // the last ErrBusy seen, if any

@@ -69,10 +69,17 @@ func channelName(schema string) string {
 // acquirer): such a row is reported as held.
 //
 //   - lk/up: an existing row whose lease expired (or any row when forced,
-//     $8) is locked SKIP LOCKED and taken over;
+//     $8) is locked FOR UPDATE SKIP LOCKED and taken over;
 //   - ins: a key with no row is inserted (should a concurrent insert win the
-//     race, its row is taken over only if expired);
+//     race, its row is left to it: DO NOTHING, and the caller retries);
 //   - otherwise the current holder is returned.
+//
+// Locks: a takeover locks the row FOR UPDATE, the only row lock that
+// conflicts with VerifyToken's FOR KEY SHARE, so no grant to anyone else
+// can commit while a guarded transaction of the current holder is open;
+// the holder's renewals (FOR NO KEY UPDATE) do not conflict with it. A
+// takeover only ever goes through lk: ON CONFLICT DO UPDATE would lock the
+// row FOR NO KEY UPDATE (no key column changes) and slip past a guard.
 //
 // The token is minted by nextval() in the SET list or the inserted row,
 // that is after the row is locked or the insert is under way, and kept
@@ -87,7 +94,7 @@ const sqlAcquire = `
 WITH lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.leases t
     WHERE t.namespace = $1 AND t.key = $2 AND (t.expires_at <= pg_catalog.clock_timestamp() OR $8::bool)
-    FOR NO KEY UPDATE SKIP LOCKED
+    FOR UPDATE SKIP LOCKED
 ),
 up AS (
     UPDATE {{schema}}.leases t SET
@@ -110,14 +117,7 @@ ins AS (
         CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
              ELSE 'infinity'::timestamptz END
     WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.leases WHERE namespace = $1 AND key = $2)
-    ON CONFLICT (namespace, key) DO UPDATE SET
-        owner = excluded.owner, token = pg_catalog.nextval({{seq}}), host = excluded.host,
-        pid = excluded.pid, acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
-        expires_at = pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
-        hard_expires_at = CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
-                          ELSE 'infinity'::timestamptz END,
-        waiters = greatest(t.waiters - $9::int, 0)
-    WHERE t.expires_at <= pg_catalog.clock_timestamp() OR $8::bool
+    ON CONFLICT (namespace, key) DO NOTHING
     RETURNING t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
         nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
 ),
@@ -250,7 +250,7 @@ eu AS (
 // earlier than the one already granted (a handle renewed with a short TTL
 // must not cut a holder's promised lease). For every input row it reports
 // "renewed" (with the time left and whether the hard TTL caps it), "busy"
-// (locked by another transaction: a fencing check, a completing OnceTx;
+// (locked by another transaction: a completing OnceTx, a takeover under way;
 // retry soon) or "lost". Input rows are matched to results by (namespace,
 // key, kind, token).
 // $1 owner; the rows as parallel arrays: $2 namespaces, $3 keys, $4 tokens,
@@ -296,17 +296,45 @@ FROM {{schema}}.leases
 WHERE namespace = $1 AND key = $2 AND expires_at > pg_catalog.clock_timestamp()`
 
 // sqlVerify checks that a lease token is current and locks the lease row
-// (FOR SHARE) until the caller's transaction ends, so no takeover or release
-// can commit before the caller's guarded writes do.
+// FOR KEY SHARE until the caller's transaction ends.
+//
+// Why that lock mode. PostgreSQL's row locks conflict as follows (x: the
+// two cannot be held together; the second one waits, or skips the row):
+//
+//	                 KEY SHARE  SHARE  NO KEY UPDATE  UPDATE
+//	KEY SHARE                                           x
+//	SHARE                              x                x
+//	NO KEY UPDATE               x      x                x
+//	UPDATE              x       x      x                x
+//
+// The holder's renewals lock the row FOR NO KEY UPDATE SKIP LOCKED and
+// update only non-key columns (a NO KEY UPDATE lock too). A guard that
+// locked FOR SHARE made every renewal skip the row as busy while a guarded
+// transaction was open, so a holder guarding its writes back to back lost
+// its own lease at its renewal deadline. FOR KEY SHARE lets renewals
+// through. What a guard must exclude is a grant to someone else, and every
+// such grant locks the row FOR UPDATE first (sqlAcquire's lk; a takeover
+// never goes through ON CONFLICT DO UPDATE, which would lock FOR NO KEY
+// UPDATE), and Prune deletes (a FOR UPDATE lock): both conflict with KEY
+// SHARE, so they skip or wait until the guarded transaction ends. A
+// renewal's new row version carries the KEY SHARE lock over (PostgreSQL
+// keeps key-share lockers across a non-key update), so a takeover after a
+// renewal still sees it. The holder's own release (a non-key update) does
+// not wait for its guarded transaction; it frees the key for nothing but a
+// FOR UPDATE grant, which still waits. So a stale token can never commit a
+// guarded write after another holder was granted the key.
 const sqlVerify = `
 SELECT token, expires_at > pg_catalog.clock_timestamp()
 FROM {{schema}}.leases
 WHERE namespace = $1 AND key = $2
-FOR SHARE`
+FOR KEY SHARE`
 
-// sqlVerifyExecution is sqlVerify for the token of a running Once.
+// sqlVerifyExecution is sqlVerify for the token of a running Once: FOR KEY
+// SHARE for the same reasons. Every transition that hands the key to
+// someone else locks the row FOR UPDATE first: a claim's takeover
+// (sqlClaim's lk) and an operator's transition (sqlOperator's lk).
 const sqlVerifyExecution = `
 SELECT token, state IN ('claimed', 'executing') AND lease_expires_at > pg_catalog.clock_timestamp()
 FROM {{schema}}.executions
 WHERE namespace = $1 AND key = $2
-FOR SHARE`
+FOR KEY SHARE`

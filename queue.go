@@ -318,15 +318,18 @@ const sqlQueueResources = `
 SELECT DISTINCT resource FROM {{schema}}.tickets WHERE namespace = $1 ORDER BY resource`
 
 // sqlVerifyTurn checks that a ticket is served and live, and locks its row
-// FOR SHARE until the caller's transaction ends: neither its release nor
-// its removal as dead can commit before the caller's guarded writes do, so
-// nobody behind it can be served meanwhile.
+// FOR KEY SHARE until the caller's transaction ends: neither its release nor
+// its removal as dead (both DELETEs, which lock FOR UPDATE) can commit
+// before the caller's guarded writes do, so nobody behind it can be served
+// meanwhile. The holder's renewals (FOR NO KEY UPDATE, a non-key update) do
+// not conflict with KEY SHARE, so guarded writes back to back never starve
+// them (see sqlVerify for the lock table).
 // $1 namespace, $2 resource, $3 ticket.
 const sqlVerifyTurn = `
 SELECT served_at IS NOT NULL AND expires_at > pg_catalog.clock_timestamp()
 FROM {{schema}}.tickets
 WHERE namespace = $1 AND resource = $2 AND ticket = $3
-FOR SHARE`
+FOR KEY SHARE`
 
 // sqlQueueEvents reads queue events after an id, oldest first.
 // $1 namespace, $2 resources (NULL: all), $3 after id, $4 limit.
@@ -911,9 +914,9 @@ func (c *Client) safetyRecheck(ttl time.Duration) time.Duration {
 
 // VerifyTurn checks, inside the caller's own transaction, that ticket is
 // the served, live ticket of resource, and returns a *StaleTokenError
-// (matching ErrStaleToken) otherwise. It locks the ticket row FOR SHARE
+// (matching ErrStaleToken) otherwise. It locks the ticket row FOR KEY SHARE
 // until the transaction ends, so the holder's guarded writes commit before
-// anyone behind it can be served:
+// anyone behind it can be served, while the turn's own renewals go on:
 //
 //	tx, _ := pool.Begin(ctx)
 //	if err := client.VerifyTurn(ctx, tx, "printer", turn.Ticket()); err != nil {

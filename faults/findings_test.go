@@ -228,7 +228,9 @@ func TestFailedReleaseDoesNotKeepTheLeaseAlive(t *testing.T) {
 // After waiting on the lease row's lock (a holder's VerifyToken
 // transaction) for longer than the TTL, an acquire is granted a lease that
 // has already expired: its expiry counts from the statement's start. Lease
-// returns it as a success; its Done closes at once.
+// returns it as a success; its Done closes at once. (Since issue 17.2 the
+// guard no longer blocks the holder's renewals, so the holder releases
+// instead of expiring: the grant still waits for the guard.)
 func TestGrantAfterALockWaitIsNotBornExpired(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
 	cl := startCluster(t, nil)
@@ -251,7 +253,14 @@ func TestGrantAfterALockWaitIsNotBornExpired(t *testing.T) {
 		}
 		got <- l
 	}()
-	time.Sleep(2 * ttl) // a's lease expires meanwhile: its renewals skip the locked row
+	// a releases meanwhile: its release does not wait for its own guard,
+	// but no grant to b may commit while the guard's transaction is open.
+	require.NoError(t, la.Release(ctx))
+	select {
+	case <-got:
+		t.Fatal("b was granted the lease while a's guarded transaction was open")
+	case <-time.After(2 * ttl):
+	}
 	require.NoError(t, tx.Commit(ctx))
 	lb := <-got
 	require.NotNil(t, lb)
@@ -261,7 +270,7 @@ func TestGrantAfterALockWaitIsNotBornExpired(t *testing.T) {
 }
 
 // A non-blocking Lease must answer at once: while the holder runs a
-// guarded transaction (VerifyToken locks the lease row FOR SHARE), another
+// guarded transaction (VerifyToken locks the lease row FOR KEY SHARE), another
 // client's Lease on that key blocks until the transaction ends, instead of
 // reporting ErrNotAcquired. A paused or partitioned holder inside such a
 // transaction blocks every acquirer, non-blocking ones included, until its

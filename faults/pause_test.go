@@ -337,7 +337,7 @@ func pausedTrial(t *testing.T, ctx context.Context, url string, pool *pgxpool.Po
 
 	// Past the TTL another client acquires. In "idle" mode that happens
 	// at the holder's expiry. In "intx" mode the holder's open
-	// transaction holds the lease row FOR SHARE, so the takeover waits
+	// transaction holds the lease row FOR KEY SHARE, so the takeover waits
 	// until it ends: measure how long.
 	time.Sleep(pauseTTL)
 	type grant struct {

@@ -707,7 +707,15 @@ func (e *Elector) ensureMember(ctx context.Context) error {
 		return e.c.wrapErr(fmt.Sprintf("elector %q/%q: join", e.ns, e.group), err)
 	}
 	l := e.c.newLease(kindMember, e.ns, e.group, token, e.ttl)
-	e.c.hb.add(l, sent, remaining, expires, time.Time{})
+	if !e.c.hb.add(l, sent, remaining, expires, time.Time{}) {
+		// Close began while the join was in flight: nobody would renew
+		// the row. Delete it now rather than leave it listed for a TTL.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.c.cfg.ReleaseTimeout)
+		defer cancel()
+		_, _ = e.c.pool.Exec(dctx, e.sql.leave, e.ns, e.group, e.c.cfg.Owner, token)
+		l.end(ErrReleased)
+		return ErrClosed
+	}
 	e.mu.Lock()
 	e.member, e.started, e.lastPoll = l, started, started
 	e.mu.Unlock()
@@ -762,12 +770,28 @@ func (e *Elector) leave() {
 
 // lead runs one term: it starts OnElected, waits for a reason to stop,
 // cancels OnElected's ctx, waits for it to return, then releases the term.
-// It returns an error only when Run must stop with it (a panic).
+// It returns an error only when Run must stop with it (a panic, or
+// ErrClosed for a term won while the client was closing).
 func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) error {
 	tm := &term{resign: make(chan struct{}), ended: make(chan struct{})}
 	l := e.c.newLease(kindLeader, e.ns, e.group, res.leader.Term, e.ttl)
 	l.acquiredAt = res.leader.ElectedAt
-	e.c.hb.add(l, res.sent, res.remaining, res.leader.ExpiresAt, time.Time{})
+	if !e.c.hb.add(l, res.sent, res.remaining, res.leader.ExpiresAt, time.Time{}) {
+		// Close began while the campaign was in flight: nobody would renew
+		// this term, arm its deadline or cancel OnElected. Give it back at
+		// once (waking the followers) without starting OnElected, and stop.
+		rctx, cancel := context.WithTimeout(context.Background(), e.c.cfg.ReleaseTimeout)
+		var n int64
+		err := e.c.pool.QueryRow(rctx, e.sql.resign, e.ns, e.group, e.c.cfg.Owner, l.token, e.c.sql.channel,
+			electionPayload(e.ns, e.group)).Scan(&n)
+		cancel()
+		if err != nil {
+			e.c.cfg.Logger.Warn("sentinel: elector: releasing a term won as the client closed failed; it expires within its TTL",
+				"group", e.group, "term", l.token, "err", err)
+		}
+		l.end(ErrReleased)
+		return ErrClosed
+	}
 	tm.lease = l
 	e.mu.Lock()
 	e.term = tm

@@ -170,6 +170,13 @@ func (ln *listener) setHealthy(h bool) {
 func (ln *listener) run(ctx context.Context) {
 	defer close(ln.done)
 	first := true
+	defer func() {
+		// Closed before the first attempt (Close raced the first
+		// subscriber): release the subscribers waiting for it.
+		if first {
+			close(ln.ready)
+		}
+	}()
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
 		conn, err := ln.connect(ctx)

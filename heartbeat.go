@@ -65,7 +65,7 @@ func (h *heartbeater) add(l *Lease, sent time.Time, remaining time.Duration, exp
 	l.expiresAt, l.hardAt = expiresAt, hardAt
 	// Capped: no renewal can extend the lease. The grant computes its
 	// expiry and its hard expiry from two clock reads, microseconds apart,
-	// so a hard TTL equal to the TTL (Once's default) leaves a sliver that
+	// so a hard TTL equal to the TTL (WithHardTTL(ttl)) leaves a sliver that
 	// renewals would extend by nothing worth a statement.
 	l.capped = !hardAt.IsZero() && hardAt.Sub(expiresAt) < cappedSlack
 	l.deadline = sent.Add(remaining - l.margin)

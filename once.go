@@ -58,7 +58,7 @@ func TokenFromContext(ctx context.Context) (int64, bool) {
 // A ctx that ends before fn starts leaves the key claimable: a claim in
 // flight is let finish (for at most a second) and given back.
 //
-// Options: WithTTL, WithHardTTL (default Config.OnceHardTTL, else the TTL),
+// Options: WithTTL, WithHardTTL (default Config.OnceHardTTL, 10 minutes),
 // WithNamespace, WithCodec, WithMetadata, WithWait. A fresh key costs three
 // single-statement round trips (read, claim, complete), each writing its
 // history in the same statement; a replay costs one.

@@ -120,8 +120,8 @@ func TestOnceStatementCounts(t *testing.T) {
 	require.EqualValues(t, 1, e.stmts.n.Load(), "replay")
 }
 
-// With the default hard TTL (equal to the TTL) nothing can extend an
-// execution's lease, so the heartbeat leaves it alone: a fn that runs for
+// With a hard TTL equal to the TTL nothing can extend an execution's
+// lease, so the heartbeat leaves it alone: a fn that runs for
 // more than one renewal interval still costs three statements, not three plus
 // renewals that extend the expiry by the microseconds between two clock
 // reads.
@@ -133,7 +133,7 @@ func TestOnceCappedLeaseIsNotRenewed(t *testing.T) {
 	_, err := sentinel.Once(ctx, c, "capped", func(context.Context) (int, error) {
 		time.Sleep(300 * time.Millisecond) // past the first renewal (200ms), well inside the TTL
 		return 1, nil
-	}, sentinel.WithTTL(600*time.Millisecond))
+	}, sentinel.WithTTL(600*time.Millisecond), sentinel.WithHardTTL(600*time.Millisecond))
 	require.NoError(t, err)
 	require.EqualValues(t, 3, e.stmts.n.Load(), "read, claim, complete; no renewals")
 

@@ -159,7 +159,7 @@ func TestCompletionRefusedLeavesEvidence(t *testing.T) {
 		<-ctx.Done() // hard TTL = TTL: the lease ends at 300 ms
 		time.Sleep(50 * time.Millisecond)
 		return receipt{"ch_42", 1999}, nil // the card was charged anyway
-	}, sentinel.WithTTL(300*time.Millisecond))
+	}, sentinel.WithTTL(300*time.Millisecond), sentinel.WithHardTTL(300*time.Millisecond))
 	require.ErrorIs(t, err, sentinel.ErrUncertain)
 	require.Contains(t, err.Error(), "completion_refused")
 	require.Contains(t, err.Error(), "ForceComplete")
@@ -219,7 +219,7 @@ func TestRetryableAfterReconcileSaysReconciling(t *testing.T) {
 			return err == nil
 		}, 10*time.Second, 20*time.Millisecond)
 		return 0, sentinel.Retryable(errors.New("gateway timeout before sending"))
-	}, sentinel.WithTTL(300*time.Millisecond))
+	}, sentinel.WithTTL(300*time.Millisecond), sentinel.WithHardTTL(300*time.Millisecond))
 	require.ErrorIs(t, err, sentinel.ErrReconciling)
 	ex, err := operator.Inspect(ctx, "k")
 	require.NoError(t, err)
@@ -413,4 +413,42 @@ func TestBadTTLsAndHonestMessages(t *testing.T) {
 	err = c.ForceComplete(ctx, "done", 2)
 	require.Contains(t, err.Error(), "ForceComplete requires state reconciling")
 	require.NotContains(t, err.Error(), "force_completed")
+}
+
+// Issue 17.3: with every default, a healthy fn that runs for several TTLs
+// completes. The hard TTL used to default to the TTL, so a call longer
+// than its TTL was refused and the key left uncertain although its process
+// was healthy and heartbeating.
+func TestOnceDefaultHardTTLLetsSlowWorkComplete(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: 500 * time.Millisecond})
+	res, err := sentinel.Once(ctx, c, "slow", func(context.Context) (string, error) {
+		time.Sleep(2 * time.Second) // four TTLs
+		return "charged", nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, sentinel.DefaultOnceHardTTL, c.Config().OnceHardTTL)
+	require.Equal(t, "charged", res.Value)
+	ex, err := c.Inspect(ctx, "slow")
+	require.NoError(t, err)
+	require.Equal(t, sentinel.StateCompleted, ex.State)
+
+	// OnceTx too.
+	tx, err := sentinel.OnceTx(ctx, c, "slow-tx", func(ctx context.Context, tx pgx.Tx) (int, error) {
+		time.Sleep(2 * time.Second)
+		return 1, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, tx.Value)
+
+	// The original rule is one setting away: a value below the TTL counts
+	// as the TTL, so heartbeats cannot carry fn past it.
+	strict := e.client(&sentinel.Config{DefaultTTL: 500 * time.Millisecond, OnceHardTTL: sentinel.MinTTL})
+	_, err = sentinel.Once(ctx, strict, "strict", func(ctx context.Context) (int, error) {
+		<-ctx.Done()                       // the hard TTL (= TTL) ends the lease
+		time.Sleep(100 * time.Millisecond) // and fn finishes after the database expiry too
+		return 1, nil
+	})
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
 }

@@ -33,6 +33,14 @@ const (
 // the lease would be lost while healthy.
 const MinTTL = 100 * time.Millisecond
 
+// DefaultOnceHardTTL is Config.OnceHardTTL's default: how long heartbeats
+// may keep a Once execution alive. It bounds how long a process that hangs
+// inside fn, while still heartbeating, keeps its key; the TTL, not the hard
+// TTL, is what detects a crash. It is not a multiple of the TTL, because
+// the TTL is chosen for the speed of failover and the work's duration does
+// not scale with it.
+const DefaultOnceHardTTL = 10 * time.Minute
+
 // Config configures a Client. The zero value is valid: every field documents
 // its default, which New fills in before validating the result.
 type Config struct {
@@ -49,14 +57,17 @@ type Config struct {
 	// WithTTL. Heartbeats extend a lease by this much at a time. Default 3s.
 	DefaultTTL time.Duration
 
-	// OnceHardTTL is the default hard TTL of a Once execution: heartbeats
-	// keep fn's lease alive for at most this long, however healthy.
-	// Zero keeps the original rule: the hard TTL equals the call's TTL, so
-	// heartbeats cannot extend an execution at all, and fn must finish
-	// within its TTL or its completion is refused (the key is left
-	// uncertain). Set it to the longest your side effects may take (for a
-	// card charge, say 30s). WithHardTTL overrides it per call. A value
-	// below a call's TTL counts as that TTL.
+	// OnceHardTTL is the default hard TTL of a Once (and OnceTx)
+	// execution: heartbeats keep fn's lease alive for at most this long,
+	// however healthy. Default DefaultOnceHardTTL (10 minutes): a healthy
+	// process finishing a multi-second or multi-minute call is not left
+	// uncertain. The trade-off: a process that hangs inside fn while its
+	// heartbeat goes on keeps the key for up to this long before it
+	// becomes uncertain (Once) or claimable again (OnceTx), so set it to
+	// the longest your side effects may take (for a card charge, say 30s).
+	// WithHardTTL overrides it per call. A value below a call's TTL counts
+	// as that TTL: MinTTL restores the original rule, under which the hard
+	// TTL equals the TTL and heartbeats cannot extend an execution at all.
 	OnceHardTTL time.Duration
 
 	// HeartbeatInterval is the longest time between two renewals of a
@@ -138,6 +149,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = c.DefaultTTL / 3
+	}
+	if c.OnceHardTTL == 0 {
+		c.OnceHardTTL = DefaultOnceHardTTL
 	}
 	if c.Host == "" {
 		c.Host, _ = os.Hostname()
@@ -382,9 +396,9 @@ type callOptions struct {
 func WithTTL(d time.Duration) Option { return func(o *callOptions) { o.ttl, o.ttlSet = d, true } }
 
 // WithHardTTL caps the lifetime of a lease or execution however healthy its
-// heartbeats are. For Once it defaults to the TTL (heartbeats then cannot
-// extend the execution, unless Config.OnceHardTTL is set); for Lease the
-// default is no cap. It must be at least the call's TTL.
+// heartbeats are. For Once and OnceTx it defaults to Config.OnceHardTTL (10
+// minutes unless set; never below the call's TTL); for Lease the default is
+// no cap. It must be at least the call's TTL.
 func WithHardTTL(d time.Duration) Option {
 	return func(o *callOptions) { o.hardTTL, o.hardSet = d, true }
 }

@@ -123,7 +123,7 @@ type Options struct {
 	// HardTTL caps how long a handler may run. When it passes, the
 	// handler's context is cancelled and its outcome is not stored (the
 	// key becomes uncertain; in transactional mode nothing is committed).
-	// Default: the TTL.
+	// Default: the client's Config.OnceHardTTL (10 minutes unless set).
 	HardTTL time.Duration
 
 	// Wait is how long a repeat that arrives while the first request runs

@@ -528,6 +528,7 @@ func (e *Elector) Run(ctx context.Context) error {
 
 	defer e.leave()
 	var seenTerm int64
+	lockedBackoff := 10 * time.Millisecond // see the follower's sleep below
 	for {
 		if err := e.stopReason(ctx); err != nil {
 			return filterCtx(ctx, err)
@@ -569,7 +570,7 @@ func (e *Elector) Run(ctx context.Context) error {
 			continue
 		}
 		if res.acquired {
-			seenTerm = res.leader.Term
+			seenTerm, lockedBackoff = res.leader.Term, 10*time.Millisecond
 			cb.poll()
 			if err := e.lead(ctx, res, cb); err != nil {
 				return err
@@ -598,8 +599,22 @@ func (e *Elector) Run(ctx context.Context) error {
 			delay = time.Until(holdOff)
 		case res.live:
 			delay = time.Until(res.localExpiry) + time.Millisecond
-		default: // expired but locked by another transaction: back off a little
-			delay = 10 * time.Millisecond
+		case !mayLead:
+			// No live leader (our own released row, say), but we may not
+			// lead before the hold-off ends: sleep until then, or until
+			// another elector's release wakes us. (This case used to
+			// read as "locked" and poll every 10 ms.)
+			delay = time.Until(holdOff)
+		default:
+			// Expired but locked by another transaction (a guarded
+			// transaction of the old term, a competing campaign): no
+			// notification marks its end, so back off, doubling up to a
+			// tenth of the TTL, rather than poll.
+			delay = lockedBackoff
+			lockedBackoff = min(2*lockedBackoff, max(e.ttl/10, 10*time.Millisecond))
+		}
+		if res.live || !mayLead {
+			lockedBackoff = 10 * time.Millisecond
 		}
 		if !mayLead {
 			delay = min(delay, time.Until(holdOff))

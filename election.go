@@ -229,6 +229,10 @@ FROM {{schema}}.leaders
 WHERE namespace = $1 AND election = $2
 FOR KEY SHARE`
 
+// maxIdleTimeoutMs is the largest idle_in_transaction_session_timeout
+// PostgreSQL accepts (INT_MAX milliseconds, about 24.8 days).
+const maxIdleTimeoutMs = 1<<31 - 1
+
 // electionSQL is the election statements rendered for one schema.
 type electionSQL struct {
 	campaign, resign, join, leave, leader, members, verifyTm string
@@ -1080,8 +1084,9 @@ func (c *Client) Members(ctx context.Context, group string, opts ...Option) ([]M
 // idle_in_transaction_session_timeout itself,
 // VerifyTerm bounds the transaction's idle time to the TTL (SET LOCAL), so
 // a leader frozen or cut off in the middle of it cannot block the next
-// election for longer. Options: WithNamespace, WithTTL (the election's
-// TTL; default Config.DefaultTTL).
+// election for longer (PostgreSQL caps that setting at about 24.8 days,
+// 2^31-1 ms: a longer TTL bounds it to that). Options: WithNamespace,
+// WithTTL (the election's TTL; default Config.DefaultTTL).
 func (c *Client) VerifyTerm(ctx context.Context, q Querier, group string, term int64, opts ...Option) error {
 	if q == nil {
 		return invalid("querier", "must not be nil")
@@ -1096,7 +1101,8 @@ func (c *Client) VerifyTerm(ctx context.Context, q Querier, group string, term i
 	var current int64
 	var alive bool
 	var set *string
-	err = q.QueryRow(ctx, c.electionSQL().verifyTm, o.namespace, group, fmt.Sprintf("%dms", max(o.ttl.Milliseconds(), 1))).
+	idle := min(max(o.ttl.Milliseconds(), 1), maxIdleTimeoutMs)
+	err = q.QueryRow(ctx, c.electionSQL().verifyTm, o.namespace, group, fmt.Sprintf("%dms", idle)).
 		Scan(&current, &alive, &set)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c.fencingRefused(ctx, &StaleTokenError{Namespace: o.namespace, Key: group, Token: term})

@@ -36,3 +36,27 @@ func TestResignedLoneElectorDoesNotSpin(t *testing.T) {
 	// Once the hold-off is over it leads again.
 	waitFor(t, 2*ttl, "leading again after the hold-off", el.IsLeader)
 }
+
+// Issue 17.6: VerifyTerm set idle_in_transaction_session_timeout to the
+// TTL in milliseconds, which PostgreSQL refuses above 2^31-1 ms (about 24.8
+// days): every VerifyTerm failed for such an election. The bound is now
+// capped at PostgreSQL's maximum.
+func TestVerifyTermWithATTLOverPostgresMaximum(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const ttl = 30 * 24 * time.Hour
+	c := e.client(nil)
+	el, err := c.Elector("monthly", sentinel.ElectorOptions{TTL: ttl})
+	require.NoError(t, err)
+	runElector(t, el)
+	waitFor(t, 10*time.Second, "leading", el.IsLeader)
+	tx, err := c.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	require.NoError(t, c.VerifyTerm(ctx, tx, "monthly", el.Term(), sentinel.WithTTL(ttl)))
+	var idle string
+	require.NoError(t, tx.QueryRow(ctx, "SELECT current_setting('idle_in_transaction_session_timeout')").Scan(&idle))
+	require.Equal(t, "2147483647ms", idle)
+	// The guard still refuses a stale term.
+	require.ErrorIs(t, c.VerifyTerm(ctx, c.Pool(), "monthly", el.Term()+1, sentinel.WithTTL(ttl)), sentinel.ErrStaleToken)
+}

@@ -453,7 +453,10 @@ func (t *Turn) Release(ctx context.Context) error {
 	t.relMu.Lock()
 	defer t.relMu.Unlock()
 	prior := t.l.Err()
-	if errors.Is(prior, ErrReleased) || t.hasLeft() {
+	if errors.Is(prior, ErrReleased) {
+		return nil // released before: idempotent, like Lease.Release
+	}
+	if t.hasLeft() {
 		return prior
 	}
 	if ctx.Err() != nil {

@@ -297,7 +297,9 @@ type Member struct {
 }
 
 // CallbackPanicError reports a panic in an elector callback. Run returns it
-// after ending leadership.
+// after ending leadership. Run may be called again on the same Elector: it
+// starts afresh, with the same callbacks; to run a fixed callback, create a
+// new Elector with it.
 type CallbackPanicError struct {
 	Callback string // "OnElected", "OnDemoted", "OnNewLeader" or "OnPoll"
 	Value    any    // the value passed to panic
@@ -305,7 +307,9 @@ type CallbackPanicError struct {
 }
 
 func (e *CallbackPanicError) Error() string {
-	return fmt.Sprintf("sentinel: elector callback %s panicked: %v (leadership was given up; fix the callback and run the elector again)", e.Callback, e.Value)
+	return fmt.Sprintf("sentinel: elector callback %s panicked: %v (leadership was given up; fix the callback, "+
+		"then create a new Elector with it (callbacks are fixed at Client.Elector); Run on this one campaigns again "+
+		"with the same callbacks)", e.Callback, e.Value)
 }
 
 // Unwrap returns the panic value when it is an error.
@@ -507,7 +511,7 @@ func (e *Elector) Resign(ctx context.Context) error {
 // and an error matching ErrNotMigrated at once, without retrying, when the
 // client's schema has no Sentinel tables (a wrong Config.Schema, or
 // Migrate never ran). One Run at a time per client, namespace and group.
-func (e *Elector) Run(ctx context.Context) error {
+func (e *Elector) Run(ctx context.Context) (err error) {
 	if err := e.c.checkOpen(); err != nil {
 		return err
 	}
@@ -525,7 +529,17 @@ func (e *Elector) Run(ctx context.Context) error {
 	e.panicErr, e.panicked = nil, make(chan struct{})
 	e.mu.Unlock()
 	cb := newCallbacks(e)
-	defer cb.stop()
+	defer func() {
+		cb.stop()
+		// A callback that panicked while Run was stopping (OnDemoted of
+		// the last term, say) is reported, not swallowed.
+		e.mu.Lock()
+		p := e.panicErr
+		e.mu.Unlock()
+		if p != nil && err == nil {
+			err = p
+		}
+	}()
 
 	wake, _ := e.c.ln.subscribe(ctx, notifyElection, e.ns, e.group)
 	defer e.c.ln.unsubscribe(notifyElection, e.ns, e.group, wake)

@@ -1,6 +1,8 @@
 package sentinel_test
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,4 +61,46 @@ func TestVerifyTermWithATTLOverPostgresMaximum(t *testing.T) {
 	require.Equal(t, "2147483647ms", idle)
 	// The guard still refuses a stale term.
 	require.ErrorIs(t, c.VerifyTerm(ctx, c.Pool(), "monthly", el.Term()+1, sentinel.WithTTL(ttl)), sentinel.ErrStaleToken)
+}
+
+// Issue 17.11: Run again after a callback panic returned the old panic at
+// once, while the error text said to fix the callback and run again. A
+// fresh Run campaigns again.
+func TestElectorRunAgainAfterACallbackPanic(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var calls atomic.Int32
+	el, err := e.client(&sentinel.Config{DefaultTTL: 2 * time.Second}).Elector("again", sentinel.ElectorOptions{
+		OnElected: func(ctx context.Context, term int64) {
+			if calls.Add(1) == 1 {
+				panic("first run's bug")
+			}
+			<-ctx.Done()
+		},
+	})
+	require.NoError(t, err)
+	err = el.Run(ctx)
+	var pe *sentinel.CallbackPanicError
+	require.ErrorAs(t, err, &pe)
+	require.Contains(t, pe.Error(), "create a new Elector", "the text says how to run a fixed callback")
+
+	stop := runElector(t, el)
+	waitFor(t, 10*time.Second, "leading in the second Run", el.IsLeader)
+	require.EqualValues(t, 2, calls.Load())
+	require.NoError(t, stop())
+
+	// A panic in the last OnDemoted, as Run stops, is reported rather
+	// than swallowed (Run used to return nil).
+	dem, err := e.client(&sentinel.Config{DefaultTTL: 2 * time.Second}).Elector("demoted", sentinel.ElectorOptions{
+		OnElected: func(ctx context.Context, term int64) { <-ctx.Done() },
+		OnDemoted: func(int64) { panic("demotion bug") },
+	})
+	require.NoError(t, err)
+	rctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- dem.Run(rctx) }()
+	waitFor(t, 10*time.Second, "leading", dem.IsLeader)
+	cancel()
+	require.ErrorAs(t, <-errc, &pe)
+	require.Equal(t, "OnDemoted", pe.Callback)
 }

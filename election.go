@@ -171,9 +171,12 @@ SELECT pg_catalog.count(*) FROM d, LATERAL (SELECT pg_catalog.pg_notify($5, $6))
 // sqlJoin writes this elector's member row, minting its token. It also
 // deletes the group's rows of other owners expired for over a minute
 // (crashed electors: a stopped one deletes its own), so the table does not
-// grow with every crash.
+// grow with every crash. A row of the same owner is overwritten only when
+// it expired or is this elector's own ($8, its previous token): a live row
+// of another running elector with the same Owner is left alone, and no row
+// is returned.
 // $1 namespace, $2 election, $3 owner, $4 host, $5 pid, $6 app version,
-// $7 ttl µs.
+// $7 ttl µs, $8 this elector's previous member token (0: none).
 const sqlJoin = `
 WITH gc AS (
     DELETE FROM {{schema}}.members
@@ -190,6 +193,7 @@ ON CONFLICT (namespace, election, owner) DO UPDATE SET
     app_version = excluded.app_version, started_at = pg_catalog.clock_timestamp(),
     last_poll = pg_catalog.clock_timestamp(),
     expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
+WHERE m.expires_at <= pg_catalog.clock_timestamp() OR m.token = $8::bigint
 RETURNING m.token, m.started_at, m.expires_at, m.expires_at - pg_catalog.statement_timestamp()`
 
 // sqlLeave deletes this elector's member row, guarded by owner and token.
@@ -378,6 +382,7 @@ type Elector struct {
 	started  time.Time // member row's started_at (database clock)
 	lastPoll time.Time // last campaign (database clock)
 	holdOff  time.Time // after Resign: do not campaign before this (local clock)
+	led      int64     // the last term this elector led
 	panicErr error     // the first callback panic
 	panicked chan struct{}
 
@@ -595,16 +600,20 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 			}
 			continue
 		}
-		if res.live && res.leader.Owner != e.c.cfg.Owner {
+		// Whether another elector leads is decided by the term, not the
+		// Owner: a term this elector did not lead is another's, even one
+		// of a client configured with the same Owner.
+		e.mu.Lock()
+		other := res.live && res.leader.Term != e.led
+		if other {
 			// Another elector leads: a resignation's hold-off has done
 			// its job, and this elector may take over when that one goes.
-			e.mu.Lock()
 			e.holdOff = time.Time{}
-			e.mu.Unlock()
 		}
+		e.mu.Unlock()
 		if res.leader != nil && res.leader.Term != seenTerm && res.live {
 			seenTerm = res.leader.Term
-			if res.leader.Owner != e.c.cfg.Owner {
+			if other {
 				cb.newLeader(*res.leader)
 			}
 		}
@@ -727,15 +736,25 @@ func (e *Elector) ensureMember(ctx context.Context) error {
 	if m != nil && m.Err() == nil {
 		return nil
 	}
+	var prev int64
 	if m != nil {
 		e.c.hb.remove(m)
+		prev = m.token
 	}
 	sent := time.Now()
 	var token int64
 	var started, expires time.Time
 	var remaining time.Duration
 	err := e.c.pool.QueryRow(ctx, e.sql.join, e.ns, e.group, e.c.cfg.Owner, e.c.cfg.Host, e.c.cfg.PID,
-		e.opts.AppVersion, us(e.ttl)).Scan(&token, &started, &expires, &remaining)
+		e.opts.AppVersion, us(e.ttl), prev).Scan(&token, &started, &expires, &remaining)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Another running elector uses this Owner (or a crashed process
+		// with the same Owner left its row: it expires within a TTL).
+		// Sharing its member row would make the two overwrite each other;
+		// wait for the row to expire instead.
+		return fmt.Errorf("sentinel: elector %q/%q: another elector with Owner %q is running (its member row is live); "+
+			"Owner must be unique among running clients: waiting for that row to expire", e.ns, e.group, e.c.cfg.Owner)
+	}
 	if err != nil {
 		return e.c.wrapErr(fmt.Sprintf("elector %q/%q: join", e.ns, e.group), err)
 	}
@@ -827,7 +846,7 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 	}
 	tm.lease = l
 	e.mu.Lock()
-	e.term = tm
+	e.term, e.led = tm, l.token
 	panicked := e.panicked
 	e.mu.Unlock()
 	e.c.cfg.Logger.Info("sentinel: elected", "namespace", e.ns, "group", e.group, "term", l.token)

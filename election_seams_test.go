@@ -104,3 +104,62 @@ func TestElectorRunAgainAfterACallbackPanic(t *testing.T) {
 	require.ErrorAs(t, <-errc, &pe)
 	require.Equal(t, "OnDemoted", pe.Callback)
 }
+
+// Issue 17.12: two clients with the same Owner saw each other's grants as
+// their own: a Lease held by the other was reported as held "by this
+// client", an elector took the other's term for its own (no OnNewLeader,
+// its hold-off never cleared), and their electors overwrote each other's
+// member row. Grants are told apart by token and term now, and a second
+// elector with a live Owner waits instead of taking over the member row.
+func TestClientsSharingAnOwnerStayApart(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const ttl = time.Second
+	cfg := sentinel.Config{DefaultTTL: ttl, Owner: "worker-1"}
+	a, b := e.client(&cfg), e.client(&cfg)
+
+	la, err := a.Lease(ctx, "k")
+	require.NoError(t, err)
+	_, err = b.Lease(ctx, "k")
+	var held *sentinel.HeldError
+	require.ErrorAs(t, err, &held)
+	require.False(t, held.Self, "b does not hold a's lease")
+	_, err = a.Lease(ctx, "k")
+	require.ErrorAs(t, err, &held)
+	require.True(t, held.Self, "a holds it")
+	require.NoError(t, la.Release(ctx))
+
+	// Electors: a leads; b neither clobbers a's member row nor takes a's
+	// term for its own.
+	var newLeader atomic.Int64
+	ea, err := a.Elector("g", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	stopA := runElector(t, ea)
+	waitFor(t, 10*time.Second, "a to lead", ea.IsLeader)
+	term := ea.Term()
+	memberToken := func() int64 {
+		var tok int64
+		require.NoError(t, admin.QueryRow(ctx, "SELECT token FROM "+e.table("members")+" WHERE election = 'g'").Scan(&tok))
+		return tok
+	}
+	before := memberToken()
+	eb, err := b.Elector("g", sentinel.ElectorOptions{OnNewLeader: func(l sentinel.Leader) { newLeader.Store(l.Term) }})
+	require.NoError(t, err)
+	runElector(t, eb)
+	time.Sleep(3 * ttl)
+	require.True(t, ea.IsLeader(), "a kept leading")
+	require.Equal(t, term, ea.Term())
+	require.False(t, eb.IsLeader())
+	ms, err := a.Members(ctx, "g")
+	require.NoError(t, err)
+	require.Len(t, ms, 1, "one member row per Owner")
+	require.True(t, ms[0].Leader)
+	require.Equal(t, before, memberToken(), "b overwrote a's member row")
+
+	// a stops: b joins and leads at once (a released its term and deleted
+	// its member row).
+	require.NoError(t, stopA())
+	waitFor(t, 5*time.Second, "b to lead after a stopped", eb.IsLeader)
+	require.Greater(t, eb.Term(), term)
+	require.Zero(t, newLeader.Load(), "b never joined while a ran: no campaign, no OnNewLeader")
+}

@@ -117,8 +117,10 @@ type Holder struct {
 
 // HeldError reports a lease that is held. It matches ErrNotAcquired.
 // Holder is nil when the holder changed while the call ran. Self is true
-// when the holder is the calling client itself: leases are not re-entrant,
-// so a second Lease on a key the client holds is refused like any other.
+// when the holder is the calling client itself (it holds that very grant,
+// by token; another client with the same Owner is not itself): leases are
+// not re-entrant, so a second Lease on a key the client holds is refused
+// like any other.
 type HeldError struct {
 	Namespace string
 	Key       string

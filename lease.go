@@ -333,7 +333,7 @@ func (c *Client) tryAcquire(ctx context.Context, key string, o callOptions, leav
 	h.Namespace, h.Key = o.namespace, key
 	if !acquired {
 		h.localExpiry = sent.Add(remaining)
-		return nil, &HeldError{Namespace: o.namespace, Key: key, Holder: &h, Self: h.Owner == c.cfg.Owner}, nil
+		return nil, &HeldError{Namespace: o.namespace, Key: key, Holder: &h, Self: c.holdsLease(o.namespace, key, h.Token)}, nil
 	}
 	if ctx.Err() != nil {
 		// Granted after ctx ended: the caller is gone. Give it back.
@@ -355,6 +355,20 @@ func (c *Client) tryAcquire(ctx context.Context, key string, o callOptions, leav
 	}
 	c.cfg.Logger.Debug("sentinel: lease acquired", "namespace", o.namespace, "key", key, "token", h.Token)
 	return l, nil, nil
+}
+
+// holdsLease reports whether this client itself holds the lease ns/key at
+// token. It is decided by the grant (its token), not by the Owner: another
+// client configured with the same Owner is not this client.
+func (c *Client) holdsLease(ns, key string, token int64) bool {
+	c.hb.mu.Lock()
+	defer c.hb.mu.Unlock()
+	for l := range c.hb.held {
+		if l.kind == kindLease && l.token == token && l.ns == ns && l.key == key {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Client) newLease(kind leaseKind, ns, key string, token int64, ttl time.Duration) *Lease {

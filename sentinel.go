@@ -82,9 +82,20 @@ type Config struct {
 	// lease. Must be below DefaultTTL/3.
 	SafetyMargin time.Duration
 
-	// Owner identifies this client in lease and execution rows. It must be
+	// Owner identifies this client in lease and execution rows. Keep it
 	// unique among concurrently running clients. Default
 	// "<hostname>-<pid>-<random uuid>".
+	//
+	// Two clients with the same Owner (a fixed name reused by a restarted
+	// process, or a mistake) are still kept apart: every renewal, release
+	// and completion is guarded by the grant's own token as well as the
+	// Owner, so neither can extend, free or complete the other's grant;
+	// HeldError.Self and an elector's view of who leads are decided by
+	// token and term, not by Owner; and an elector does not take over the
+	// member row of a live elector with its Owner (it waits for that row
+	// to expire, logging why). What stays ambiguous is the reports: Holder,
+	// Leader, Members and the operator tools name the Owner, so two holders
+	// with one Owner cannot be told apart there, except by Host and PID.
 	Owner string
 
 	// Host and PID are recorded with every grant so operators can find a

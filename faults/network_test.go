@@ -73,6 +73,7 @@ func TestNetworkFaults(t *testing.T) {
 			holdUntilDone: func() bool { return victim.Load() == int32(i) },
 			acquireWait:   4 * time.Second,
 			writeEvery:    20 * time.Millisecond,
+			backToBack:    i == 0, // guarded writes back to back (issue 17.2)
 			onGrant: func(a *actor, l *sentinel.Lease) {
 				select {
 				case grants <- grantNote{a.id, l.Token()}:

@@ -140,6 +140,7 @@ func TestDatabaseRestart(t *testing.T) {
 			holdUntilDone: func() bool { return false },
 			acquireWait:   3 * time.Second,
 			writeEvery:    15 * time.Millisecond,
+			backToBack:    i == 0, // guarded writes back to back (issue 17.2)
 		}
 		leaseActors = append(leaseActors, a)
 		wg.Add(1)

@@ -604,13 +604,16 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 		// Owner: a term this elector did not lead is another's, even one
 		// of a client configured with the same Owner.
 		e.mu.Lock()
-		other := res.live && res.leader.Term != e.led
-		if other {
-			// Another elector leads: a resignation's hold-off has done
-			// its job, and this elector may take over when that one goes.
+		sawOther := res.leader != nil && res.leader.Term != e.led
+		if sawOther {
+			// Another elector leads, or led since this one's last term
+			// (its row may be released already): a resignation's hold-off
+			// has done its job, and this elector may take over when that
+			// one goes.
 			e.holdOff = time.Time{}
 		}
 		e.mu.Unlock()
+		other := sawOther && res.live
 		if res.leader != nil && res.leader.Term != seenTerm && res.live {
 			seenTerm = res.leader.Term
 			if other {
@@ -626,6 +629,10 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 			delay = time.Until(holdOff)
 		case res.live:
 			delay = time.Until(res.localExpiry) + time.Millisecond
+		case !mayLead && sawOther:
+			// Another elector was elected (and has let go) since this one
+			// resigned: the hold-off is over, campaign again now.
+			delay = 0
 		case !mayLead:
 			// No live leader (our own released row, say), but we may not
 			// lead before the hold-off ends: sleep until then, or until

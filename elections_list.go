@@ -37,25 +37,13 @@ type Election struct {
 // live elector. Leadership and liveness are decided by the database clock.
 // Bad filter values return an error matching ErrInvalid.
 func (c *Client) Elections(ctx context.Context, f ElectionFilter) ([]Election, error) {
-	ns := f.Namespace
-	switch {
-	case f.AllNamespaces && ns != "":
-		return nil, invalid("ElectionFilter", "set Namespace or AllNamespaces, not both")
-	case f.AllNamespaces:
-	case ns == "":
-		ns = c.cfg.Namespace
+	ns, err := c.listNamespace("ElectionFilter", f.Namespace, f.AllNamespaces)
+	if err != nil {
+		return nil, err
 	}
-	if ns != "" {
-		if err := checkNamespace(ns); err != nil {
-			return nil, err
-		}
-	}
-	limit := f.Limit
-	switch {
-	case limit < 0 || limit > 100000:
-		return nil, invalid("Limit", "must be in 0..100000, got %d", limit)
-	case limit == 0:
-		limit = 1000
+	limit, err := listLimit(f.Limit)
+	if err != nil {
+		return nil, err
 	}
 	s := c.sql.schema
 	q := `WITH g AS (

@@ -28,28 +28,16 @@ type LeaseFilter struct {
 // statement. Liveness is decided by the database clock: without
 // IncludeExpired only leases whose expiry is in the future are listed.
 func (c *Client) Leases(ctx context.Context, f LeaseFilter) ([]Holder, error) {
-	ns := f.Namespace
-	switch {
-	case f.AllNamespaces && ns != "":
-		return nil, invalid("LeaseFilter", "set Namespace or AllNamespaces, not both")
-	case f.AllNamespaces:
-	case ns == "":
-		ns = c.cfg.Namespace
-	}
-	if ns != "" {
-		if err := checkNamespace(ns); err != nil {
-			return nil, err
-		}
+	ns, err := c.listNamespace("LeaseFilter", f.Namespace, f.AllNamespaces)
+	if err != nil {
+		return nil, err
 	}
 	if len(f.Prefix) > MaxKeyLen || strings.ContainsRune(f.Prefix, 0) {
 		return nil, invalid("Prefix", "must be at most %d bytes without NUL", MaxKeyLen)
 	}
-	limit := f.Limit
-	switch {
-	case limit < 0 || limit > 100000:
-		return nil, invalid("Limit", "must be in 0..100000, got %d", limit)
-	case limit == 0:
-		limit = 1000
+	limit, err := listLimit(f.Limit)
+	if err != nil {
+		return nil, err
 	}
 	q := `SELECT namespace, key, owner, host, pid, token, acquired_at, expires_at,
     nullif(hard_expires_at, 'infinity')
@@ -75,4 +63,33 @@ LIMIT $4`
 		return nil, c.wrapErr("list leases", err)
 	}
 	return hs, nil
+}
+
+// listNamespace resolves a listing's namespace filter: "" means every
+// namespace (all), else ns or, when empty, the client's namespace. filter
+// names the filter type in the error for setting both.
+func (c *Client) listNamespace(filter, ns string, all bool) (string, error) {
+	switch {
+	case all && ns != "":
+		return "", invalid(filter, "set Namespace or AllNamespaces, not both")
+	case all:
+		return "", nil
+	case ns == "":
+		ns = c.cfg.Namespace
+	}
+	if err := checkNamespace(ns); err != nil {
+		return "", err
+	}
+	return ns, nil
+}
+
+// listLimit resolves a listing's Limit: 0 means 1000, at most 100000.
+func listLimit(limit int) (int, error) {
+	switch {
+	case limit < 0 || limit > 100000:
+		return 0, invalid("Limit", "must be in 0..100000, got %d", limit)
+	case limit == 0:
+		return 1000, nil
+	}
+	return limit, nil
 }

@@ -15,7 +15,7 @@ const (
 WITH lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.executions t
     WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
-    FOR NO KEY UPDATE SKIP LOCKED
+    FOR UPDATE SKIP LOCKED
 ),
 up AS (
     UPDATE {{schema}}.executions t SET
@@ -34,13 +34,7 @@ ins AS (
         pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
         pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond'
     WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.executions WHERE namespace = $1 AND key = $2)
-    ON CONFLICT (namespace, key) DO UPDATE SET
-        state = excluded.state, owner = excluded.owner, token = pg_catalog.nextval({{seq}}),
-        host = excluded.host, pid = excluded.pid, updated_at = pg_catalog.clock_timestamp(),
-        lease_expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        hard_expires_at = pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL
-    WHERE t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
+    ON CONFLICT (namespace, key) DO NOTHING
     RETURNING {{cols}}
 ),
 g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
@@ -79,7 +73,7 @@ SELECT pg_catalog.count(*) FROM u`
 WITH lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.leases t
     WHERE t.namespace = $1 AND t.key = $2 AND (t.expires_at <= pg_catalog.clock_timestamp() OR $8::bool)
-    FOR NO KEY UPDATE SKIP LOCKED
+    FOR UPDATE SKIP LOCKED
 ),
 up AS (
     UPDATE {{schema}}.leases t SET
@@ -102,14 +96,7 @@ ins AS (
         CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
              ELSE 'infinity'::timestamptz END
     WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.leases WHERE namespace = $1 AND key = $2)
-    ON CONFLICT (namespace, key) DO UPDATE SET
-        owner = excluded.owner, token = pg_catalog.nextval({{seq}}), host = excluded.host,
-        pid = excluded.pid, acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
-        expires_at = pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
-        hard_expires_at = CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
-                          ELSE 'infinity'::timestamptz END,
-        waiters = greatest(t.waiters - $9::int, 0)
-    WHERE t.expires_at <= pg_catalog.clock_timestamp() OR $8::bool
+    ON CONFLICT (namespace, key) DO NOTHING
     RETURNING t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
         nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
 ),

@@ -55,14 +55,17 @@ import (
 // coKind is a kind of statement the coalescer serves.
 type coKind uint8
 
-// The kinds the coalescer serves. (The heartbeat's renewals are batched by
-// the heartbeat itself, one statement per tick: see heartbeat.go.)
+// The kinds the coalescer serves: writes, whose commits a batch shares.
+// Reads (a Once key's row) are not among them: they commit nothing, and
+// queueing them behind one in flight cost replays at 8 workers a third of
+// their throughput (bench, 2026-11-24). (The heartbeat's renewals are
+// batched by the heartbeat itself, one statement per tick: see
+// heartbeat.go.)
 const (
 	coAcquire coKind = iota // a lease grant (sqlAcquire)
 	coRelease               // a lease release (sqlRelease)
 	coClaim                 // a Once claim (sqlClaim)
 	coFinish                // a Once completion or other final transition (sqlFinish)
-	coRead                  // a Once key's row (sqlReadExecution): reads share round trips too
 	coKinds
 )
 

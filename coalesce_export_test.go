@@ -12,7 +12,6 @@ const (
 	CoRelease = int(coRelease)
 	CoClaim   = int(coClaim)
 	CoFinish  = int(coFinish)
-	CoRead    = int(coRead)
 )
 
 // HoldCoalescer makes the lanes of kinds busy in c's coalescer, as if

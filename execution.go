@@ -416,7 +416,7 @@ func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*Exec
 }
 
 func (c *Client) readExecution(ctx context.Context, ns, key string) (*Execution, error) {
-	e, err := scanExecution(c.co.queryRow(ctx, ctx, coRead, c.exe.read, ns, key))
+	e, err := scanExecution(c.pool.QueryRow(ctx, c.exe.read, ns, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("sentinel: execution %q/%q: %w", ns, key, ErrNotFound)
 	}

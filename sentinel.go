@@ -136,7 +136,7 @@ type Config struct {
 	Observer *Observer
 
 	// CoalesceInFlight is how many statements of one kind (lease grants,
-	// lease releases, Once reads, claims and completions) a client has in
+	// lease releases, Once claims and completions) a client has in
 	// flight before concurrent callers queue and share the next round trip
 	// and commit, up to 32 per batch (see docs/benchmarks.md). A lone caller
 	// never waits: its statement goes at once. Default 1, right for pools of

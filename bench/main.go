@@ -246,11 +246,6 @@ func run(ctx context.Context, opts options, out, logw io.Writer) error {
 			r.handovers = append(r.handovers, res)
 		}
 	}
-	if opts.want("many") {
-		if r.many, err = b.manyCallers(ctx); err != nil {
-			return fmt.Errorf("many callers: %w", err)
-		}
-	}
 	if opts.want("leases") {
 		if r.scale, err = b.heldLeases(ctx); err != nil {
 			return fmt.Errorf("held leases: %w", err)
@@ -269,6 +264,14 @@ func run(ctx context.Context, opts options, out, logw io.Writer) error {
 	if opts.want("election") {
 		if r.election, err = b.electionBench(ctx); err != nil {
 			return fmt.Errorf("leader election: %w", err)
+		}
+	}
+	// Last: it leaves the largest tables behind (about 10^5 lease rows), and
+	// the held-leases section after it saw its renewals of 5,000 rows time
+	// out (2026-11-24, two full runs; alone after it, it passed).
+	if opts.want("many") {
+		if r.many, err = b.manyCallers(ctx); err != nil {
+			return fmt.Errorf("many callers: %w", err)
 		}
 	}
 	b.progress("done in %s", time.Since(b.start).Round(time.Second))

@@ -168,9 +168,10 @@ SELECT d.namespace, d.key FROM d`
 
 // sqlLeaseWait counts a caller in ($3 = 1) or out ($3 = -1) as waiting for
 // a lease key, so releases of the key notify (see sqlRelease). It never
-// waits for a row another transaction has locked (a fencing check, a
-// release under way): it then returns no row, like a key with no row, and
-// the caller re-checks soon. It returns whether the key is still held.
+// waits for a row another transaction has locked (a release, a takeover or
+// a renewal under way; a fencing check's FOR KEY SHARE does not conflict):
+// it then returns no row, like a key with no row, and the caller re-checks
+// soon. It returns whether the key is still held.
 // $1 namespace, $2 key, $3 +1 or -1.
 const sqlLeaseWait = `
 WITH lk AS (

@@ -20,10 +20,12 @@ const (
 // what queued.
 func HoldCoalescer(c *Client, kinds ...int) (queued func(kind int) int, release func()) {
 	co := c.co
+	co.noSpare.Store(true)
 	for _, k := range kinds {
 		ln := &co.lanes[k]
 		ln.mu.Lock()
 		ln.inflight += co.inFlight
+		co.busy.Add(int32(co.inFlight))
 		ln.mu.Unlock()
 	}
 	queued = func(kind int) int {
@@ -33,6 +35,7 @@ func HoldCoalescer(c *Client, kinds ...int) (queued func(kind int) int, release 
 		return len(ln.queue)
 	}
 	release = func() {
+		defer co.noSpare.Store(false)
 		for _, k := range kinds {
 			for range co.inFlight {
 				co.landed(coKind(k))
@@ -46,3 +49,15 @@ func HoldCoalescer(c *Client, kinds ...int) (queued func(kind int) int, release 
 func CoQueryRow(ctx context.Context, c *Client, kind int, sql string, args ...any) pgx.Row {
 	return c.co.queryRow(ctx, ctx, coKind(kind), sql, args...)
 }
+
+// CoSets reports how many set statements c's coalescer sent.
+func CoSets(c *Client) int64 { return c.co.sets.Load() }
+
+// ClaimSQL is c's single claim statement (sqlClaim).
+func ClaimSQL(c *Client) string { return c.exe.claim }
+
+// CoRead is the coalescer kind of a Once key's read.
+const CoRead = int(coRead)
+
+// CoMaxBytes is a batch's bound on argument bytes.
+const CoMaxBytes = coMaxBytes

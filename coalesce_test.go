@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,9 +57,14 @@ func TestCoalescedClaimsKeepTheirOwnOutcomes(t *testing.T) {
 	ctx := ctxT(t)
 	c, bc := coalescingClient(t, e, nil)
 
-	for round, bad := range []bool{false, true} {
+	// Round 0: the claims go out as one set statement. Round 1: a foreign
+	// statement the server refuses rides along: the claims go out as a
+	// pgx.Batch, which fails as a whole. Round 2: a claim the server
+	// refuses (a state the table's check rejects) sinks the set statement.
+	for round := range 3 {
+		bad := round > 0
 		queued, release := sentinel.HoldCoalescer(c, sentinel.CoClaim)
-		batchesBefore := bc.batches.Load()
+		batchesBefore, setsBefore := bc.batches.Load(), sentinel.CoSets(c)
 		type outcome struct {
 			name string
 			res  sentinel.Result[string]
@@ -91,12 +97,22 @@ func TestCoalescedClaimsKeepTheirOwnOutcomes(t *testing.T) {
 		run("done", done, func(context.Context) (string, error) { t.Error("ran a completed key"); return "", nil })
 		claims += 4
 		var badErr error
-		if bad {
+		switch round {
+		case 1:
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				var n int
 				badErr = sentinel.CoQueryRow(ctx, c, sentinel.CoClaim, "SELECT 1 / $1::int", 0).Scan(&n)
+			}()
+			claims++
+		case 2:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var claimed bool
+				badErr = sentinel.CoQueryRow(ctx, c, sentinel.CoClaim, sentinel.ClaimSQL(c), "default", "bogus-state", "bogus",
+					"owner", "host", 1, int64(3_000_000), int64(600_000_000), nil).Scan(&claimed)
 			}()
 			claims++
 		}
@@ -109,7 +125,11 @@ func TestCoalescedClaimsKeepTheirOwnOutcomes(t *testing.T) {
 		release()
 		wg.Wait()
 		close(out)
-		require.Greater(t, bc.batches.Load(), batchesBefore, "the queued claims went out as a batch")
+		if round == 1 {
+			require.Greater(t, bc.batches.Load(), batchesBefore, "the queued claims went out as a batch")
+		} else {
+			require.Greater(t, sentinel.CoSets(c), setsBefore, "the queued claims went out as a set statement")
+		}
 		for o := range out {
 			switch o.name {
 			case "failing":
@@ -135,17 +155,23 @@ func TestCoalescedClaimsKeepTheirOwnOutcomes(t *testing.T) {
 		if bad {
 			var pgErr interface{ SQLState() string }
 			require.ErrorAs(t, badErr, &pgErr)
-			require.Equal(t, "22012", pgErr.SQLState(), "division by zero, its own error")
+			want := map[int]string{1: "22012", 2: "23514"}[round] // division by zero; check violation
+			require.Equal(t, want, pgErr.SQLState(), "its own error")
 		}
 	}
 }
 
 // Lease grants and releases queued behind busy lanes go out together, one
-// batch each, and every caller gets its own lease and token.
+// set statement each, and every caller gets its own lease and token; a
+// caller whose key another client holds is told so, alone.
 func TestCoalescedLeasesShareARoundTrip(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	c, bc := coalescingClient(t, e, nil)
+	c, bc := coalescingClient(t, e, &sentinel.Config{DefaultTTL: 20 * time.Second})
+	other := e.client(&sentinel.Config{Owner: "other", WaitRecheck: time.Minute})
+	held, err := other.Lease(ctx, "held")
+	require.NoError(t, err)
+	defer held.Release(ctx)
 	const n = 20
 	queued, release := sentinel.HoldCoalescer(c, sentinel.CoAcquire)
 	leases := make([]*sentinel.Lease, n)
@@ -158,11 +184,22 @@ func TestCoalescedLeasesShareARoundTrip(t *testing.T) {
 			leases[i], errs[i] = c.Lease(ctx, fmt.Sprintf("k-%d", i))
 		}()
 	}
-	waitQueued(t, queued, sentinel.CoAcquire, n)
-	before := bc.batches.Load()
+	var heldErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, heldErr = c.Lease(ctx, "held")
+	}()
+	waitQueued(t, queued, sentinel.CoAcquire, n+1)
+	before, batches := sentinel.CoSets(c), bc.batches.Load()
 	release()
 	wg.Wait()
-	require.Equal(t, before+1, bc.batches.Load(), "one batch for the queued grants")
+	require.Equal(t, before+1, sentinel.CoSets(c), "one set statement for the queued grants")
+	require.Equal(t, batches+1, bc.batches.Load(), "one round trip: the set statement and its plan settings")
+	var he *sentinel.HeldError
+	require.ErrorAs(t, heldErr, &he)
+	require.NotNil(t, he.Holder)
+	require.Equal(t, held.Token(), he.Holder.Token, "the holder's token")
 	tokens := map[int64]bool{}
 	for i := range n {
 		require.NoError(t, errs[i])
@@ -174,6 +211,18 @@ func TestCoalescedLeasesShareARoundTrip(t *testing.T) {
 	}
 	require.Len(t, tokens, n, "distinct tokens")
 
+	// A waiter for one of the keys is woken by the set statement's NOTIFY,
+	// long before its fallback re-check at the holder's expiry (20 s).
+	waited := make(chan error, 1)
+	go func() {
+		l, err := other.Lease(ctx, "k-0", sentinel.WithWait())
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		waited <- err
+	}()
+	require.Eventually(t, func() bool { return e.count("leases", "key = 'k-0' AND waiters > 0") == 1 },
+		20*time.Second, time.Millisecond)
 	queued, release = sentinel.HoldCoalescer(c, sentinel.CoRelease)
 	for i := range n {
 		wg.Add(1)
@@ -183,8 +232,18 @@ func TestCoalescedLeasesShareARoundTrip(t *testing.T) {
 		}()
 	}
 	waitQueued(t, queued, sentinel.CoRelease, n)
+	before = sentinel.CoSets(c)
 	release()
 	wg.Wait()
+	start := time.Now()
+	require.Equal(t, before+1, sentinel.CoSets(c), "one set statement for the queued releases")
+	select {
+	case err := <-waited:
+		require.NoError(t, err)
+		require.Less(t, time.Since(start), 5*time.Second, "woken by the set statement's notification")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter missed the release's notification")
+	}
 	for i := range n {
 		require.NoError(t, errs[i])
 		_, err := c.Holder(ctx, leases[i].Key())
@@ -249,4 +308,253 @@ func TestCoalescedCallerInFlightLeavesWhenCtxEnds(t *testing.T) {
 		t.Fatal("the caller waited past its ctx")
 	}
 	require.NoError(t, <-slow)
+}
+
+// Completions queued behind a busy lane go out as one set statement, and
+// each gets its own outcome: fresh keys complete with their own results; a
+// key taken away from its holder meanwhile has its completion refused
+// alone; a caller waiting for one of the keys (WithWait) is woken by the
+// batch's notification, well before any fallback re-check.
+func TestCoalescedCompletionsKeepTheirOwnOutcomes(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c, _ := coalescingClient(t, e, &sentinel.Config{DefaultTTL: 10 * time.Second})
+	other := e.client(&sentinel.Config{DefaultTTL: 10 * time.Second, WaitRecheck: time.Minute})
+
+	queued, release := sentinel.HoldCoalescer(c, sentinel.CoFinish)
+	type outcome struct {
+		key string
+		res sentinel.Result[string]
+		err error
+	}
+	out := make(chan outcome, 10)
+	var wg sync.WaitGroup
+	run := func(key string, fn func(context.Context) (string, error)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := sentinel.Once(ctx, c, key, fn)
+			out <- outcome{key, res, err}
+		}()
+	}
+	for i := range 4 {
+		key := fmt.Sprintf("fresh-%d", i)
+		run(key, func(context.Context) (string, error) { return "result of " + key, nil })
+	}
+	run("stolen", func(context.Context) (string, error) {
+		// Another claim takes the key over behind the holder's back.
+		_, err := admin.Exec(ctx, `UPDATE `+e.table("executions")+` SET token = token + 1000 WHERE key = 'stolen'`)
+		return "lost", err
+	})
+	waiterCounted, watchedRuns := make(chan struct{}), make(chan struct{})
+	run("watched", func(context.Context) (string, error) {
+		close(watchedRuns)
+		<-waiterCounted
+		return "result of watched", nil
+	})
+	waited := make(chan outcome, 1)
+	<-watchedRuns
+	go func() {
+		res, err := sentinel.Once(ctx, other, "watched", func(context.Context) (string, error) {
+			return "", errors.New("ran a key in progress")
+		}, sentinel.WithWait())
+		waited <- outcome{"watched", res, err}
+	}()
+	require.Eventually(t, func() bool { return e.count("executions", "key = 'watched' AND waiters > 0") == 1 },
+		20*time.Second, time.Millisecond)
+	close(waiterCounted)
+	waitQueued(t, queued, sentinel.CoFinish, 6)
+	setsBefore := sentinel.CoSets(c)
+	start := time.Now()
+	release()
+	wg.Wait()
+	close(out)
+	require.Equal(t, setsBefore+1, sentinel.CoSets(c), "one set statement for the queued completions")
+	for o := range out {
+		switch o.key {
+		case "stolen":
+			require.ErrorIs(t, o.err, sentinel.ErrUncertain, o.key)
+			require.Equal(t, 1, e.count("events", "key = 'stolen' AND event = 'completion_refused'"))
+			require.Equal(t, 1, e.count("executions", "key = 'stolen' AND state = 'executing'"), "not completed")
+		default:
+			require.NoError(t, o.err, o.key)
+			require.Equal(t, "result of "+o.key, o.res.Value)
+			require.Equal(t, 1, e.count("executions", "key = $1 AND state = 'completed'", o.key))
+			require.Equal(t, 1, e.count("events", "key = $1 AND event = 'completed'", o.key))
+		}
+	}
+	select {
+	case w := <-waited:
+		require.NoError(t, w.err)
+		require.True(t, w.res.Cached)
+		require.Equal(t, "result of watched", w.res.Value)
+		require.Less(t, time.Since(start), 5*time.Second, "woken by the batch's notification")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter missed the batch's notification")
+	}
+}
+
+// Reads queued behind a busy lane go out as one set statement, calls on
+// one key included, and each caller replays its own key; a key without a
+// row is claimed and run.
+func TestCoalescedReadsShareAStatement(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c, _ := coalescingClient(t, e, nil)
+	for i := range 3 {
+		_, err := sentinel.Once(ctx, c, fmt.Sprintf("done-%d", i), func(context.Context) (int, error) { return i, nil })
+		require.NoError(t, err)
+	}
+	queued, release := sentinel.HoldCoalescer(c, sentinel.CoRead)
+	type outcome struct {
+		key string
+		res sentinel.Result[int]
+		err error
+	}
+	out := make(chan outcome, 10)
+	var wg sync.WaitGroup
+	call := func(key string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := sentinel.Once(ctx, c, key, func(context.Context) (int, error) { return 42, nil })
+			out <- outcome{key, res, err}
+		}()
+	}
+	for _, k := range []string{"done-0", "done-1", "done-2", "done-0", "done-0", "absent"} {
+		call(k)
+	}
+	waitQueued(t, queued, sentinel.CoRead, 6)
+	setsBefore := sentinel.CoSets(c)
+	release()
+	wg.Wait()
+	close(out)
+	require.GreaterOrEqual(t, sentinel.CoSets(c), setsBefore+1)
+	for o := range out {
+		require.NoError(t, o.err, o.key)
+		if o.key == "absent" {
+			require.False(t, o.res.Cached)
+			require.Equal(t, 42, o.res.Value)
+			continue
+		}
+		require.True(t, o.res.Cached, o.key)
+		var i int
+		_, err := fmt.Sscanf(o.key, "done-%d", &i)
+		require.NoError(t, err)
+		require.Equal(t, i, o.res.Value, o.key)
+	}
+}
+
+// Two claims on one key queued together never share a set statement: the
+// second goes in the next one and finds the key taken. fn runs once.
+func TestCoalescedClaimsOnOneKeyGoInTurn(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c, _ := coalescingClient(t, e, nil)
+	queued, release := sentinel.HoldCoalescer(c, sentinel.CoClaim)
+	var runs atomic.Int32
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := sentinel.Once(ctx, c, "dup", func(context.Context) (string, error) {
+				runs.Add(1)
+				return "once", nil
+			})
+			errs <- err
+		}()
+	}
+	waitQueued(t, queued, sentinel.CoClaim, 2)
+	release()
+	for range 2 {
+		if err := <-errs; err != nil {
+			require.ErrorIs(t, err, sentinel.ErrInProgress)
+		}
+	}
+	require.Equal(t, int32(1), runs.Load(), "fn ran once")
+	require.Equal(t, 1, e.count("events", "key = 'dup' AND event = 'claimed'"))
+}
+
+// The plan settings sent with a set statement hold for its transaction
+// only: the connection goes back to the pool as it was.
+func TestSetPlanSettingsEndWithTheStatement(t *testing.T) {
+	ctx := ctxT(t)
+	conn, err := admin.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue(sentinel.SetPlanSQL)
+	b.Queue("SELECT pg_catalog.current_setting('enable_seqscan'), pg_catalog.current_setting('enable_hashjoin')")
+	br := conn.SendBatch(ctx, b)
+	_, err = br.Exec()
+	require.NoError(t, err)
+	var seq, hash string
+	require.NoError(t, br.QueryRow().Scan(&seq, &hash))
+	require.NoError(t, br.Close())
+	require.Equal(t, "off", seq, "in the set statement's transaction")
+	require.Equal(t, "off", hash)
+	require.NoError(t, conn.QueryRow(ctx, "SELECT pg_catalog.current_setting('enable_seqscan'), pg_catalog.current_setting('enable_hashjoin')").Scan(&seq, &hash))
+	require.Equal(t, "on", seq, "after it")
+	require.Equal(t, "on", hash)
+}
+
+// Every set statement finds its calls' rows by primary key, even planned
+// as a generic plan against tables never analyzed (PostgreSQL assumes 10
+// pages): no sequential scan of a table, which a cached plan would keep
+// doing while the table grew.
+func TestSetStatementsUseTheKeys(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	ctx := ctxT(t)
+	const n = 32
+	same := func(v string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	keys := make([]string, n)
+	ints := make([]int64, n)
+	for i := range keys {
+		keys[i], ints[i] = fmt.Sprintf("k%d", i), int64(i+1)
+	}
+	bools, nulls, bytes := make([]bool, n), make([]*string, n), make([][]byte, n)
+	conn, err := admin.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	for name, q := range map[string]struct {
+		kind int
+		args []any
+	}{
+		"claim":   {sentinel.CoClaim, []any{same("default"), keys, same("executing"), same("o"), same("h"), ints, ints, ints, nulls}},
+		"finish":  {sentinel.CoFinish, []any{same("default"), keys, same("o"), ints, same("completed"), bytes, nulls, same("executing"), bools, same("completed"), nulls, nulls, same("ch")}},
+		"read":    {sentinel.CoRead, []any{same("default"), keys}},
+		"acquire": {sentinel.CoAcquire, []any{same("default"), keys, same("o"), same("h"), ints, ints, ints, bools, ints}},
+		"release": {sentinel.CoRelease, []any{same("default"), keys, same("o"), ints, same("ch")}},
+	} {
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, sentinel.SetPlanSQL)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan")
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, "PREPARE set_"+name+" AS "+sentinel.SetSQL(c, q.kind))
+		require.NoError(t, err)
+		// A generic plan does not depend on the values: NULL will do.
+		rows, err := tx.Query(ctx, "EXPLAIN EXECUTE set_"+name+"("+strings.TrimSuffix(strings.Repeat("NULL, ", len(q.args)), ", ")+")")
+		require.NoError(t, err)
+		var plan strings.Builder
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			plan.WriteString(line + "\n")
+		}
+		require.NoError(t, rows.Err())
+		require.NoError(t, tx.Rollback(ctx))
+		_, err = conn.Exec(ctx, "DEALLOCATE set_"+name)
+		require.NoError(t, err)
+		for _, table := range []string{"executions", "leases"} {
+			require.NotContains(t, plan.String(), "Seq Scan on "+table, "%s:\n%s", name, plan.String())
+		}
+	}
 }

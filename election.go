@@ -49,56 +49,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Kinds of rows the heartbeat renews for elections (see renewKinds).
+// Kinds of rows the heartbeat renews for elections (see renewKinds in
+// queries.go).
 // The integrator may renumber them; they only need to differ from the
 // other kinds.
 const (
 	kindLeader leaseKind = 8 // a row in leaders: the leadership lease of a term
 	kindMember leaseKind = 9 // a row in members: one running elector
 )
-
-func init() {
-	renewKinds = append(renewKinds,
-		renewKind{
-			kind: kindLeader, name: "elu",
-			cte: fmt.Sprintf(`elc AS (
-    SELECT t.namespace, t.election, v.ttl FROM {{schema}}.leaders t
-    JOIN v ON v.kind = %d AND t.namespace = v.ns AND t.election = v.key AND t.term = v.token
-    WHERE t.owner = $1 AND t.expires_at > pg_catalog.clock_timestamp()
-    FOR NO KEY UPDATE OF t SKIP LOCKED
-),
-elu AS (
-    UPDATE {{schema}}.leaders t
-    SET expires_at = greatest(t.expires_at, pg_catalog.statement_timestamp() + elc.ttl * interval '1 microsecond'),
-        renewed_at = pg_catalog.statement_timestamp()
-    FROM elc WHERE t.namespace = elc.namespace AND t.election = elc.election
-    RETURNING t.namespace, t.election AS key, t.term AS token, t.expires_at, 'infinity'::timestamptz AS hard_expires_at
-)`, kindLeader),
-			alive: `EXISTS (SELECT 1 FROM {{schema}}.leaders t
-             WHERE t.namespace = v.ns AND t.election = v.key AND t.term = v.token AND t.owner = $1
-               AND t.expires_at > pg_catalog.clock_timestamp())`,
-		},
-		renewKind{
-			kind: kindMember, name: "emu",
-			cte: fmt.Sprintf(`emc AS (
-    SELECT t.namespace, t.election, t.owner, v.ttl FROM {{schema}}.members t
-    JOIN v ON v.kind = %d AND t.namespace = v.ns AND t.election = v.key AND t.token = v.token
-    WHERE t.owner = $1 AND t.expires_at > pg_catalog.clock_timestamp()
-    FOR NO KEY UPDATE OF t SKIP LOCKED
-),
-emu AS (
-    UPDATE {{schema}}.members t
-    SET expires_at = greatest(t.expires_at, pg_catalog.statement_timestamp() + emc.ttl * interval '1 microsecond'),
-        last_poll = pg_catalog.statement_timestamp()
-    FROM emc WHERE t.namespace = emc.namespace AND t.election = emc.election AND t.owner = emc.owner
-    RETURNING t.namespace, t.election AS key, t.token, t.expires_at, 'infinity'::timestamptz AS hard_expires_at
-)`, kindMember),
-			alive: `EXISTS (SELECT 1 FROM {{schema}}.members t
-             WHERE t.namespace = v.ns AND t.election = v.key AND t.token = v.token AND t.owner = $1
-               AND t.expires_at > pg_catalog.clock_timestamp())`,
-		},
-	)
-}
 
 // sqlCampaign is one election cycle, in one statement: take the group's
 // leadership if it is free (no row, or a row expired by the database clock),
@@ -157,16 +115,44 @@ FROM {{schema}}.leaders t
 WHERE t.namespace = $1 AND t.election = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 
 // sqlResign ends a term, guarded by owner, term and expiry, and wakes the
-// group's followers in the same statement.
+// group's followers in the same statement, only while one is registered as
+// waiting (leaders.waiting_until, see sqlElectionWait): a transaction that
+// calls NOTIFY serializes its commit on a database-wide lock.
+//
+// RETURNING reads the row version this UPDATE wrote, made from the newest
+// committed version (a concurrent sqlElectionWait is waited for and
+// re-read, read committed's re-check), so a follower registered before the
+// resignation commits is always seen: see Elector.Run for the whole
+// argument.
 // $1 namespace, $2 election, $3 owner, $4 term, $5 channel, $6 payload.
 const sqlResign = `
 WITH d AS (
     UPDATE {{schema}}.leaders t SET expires_at = pg_catalog.clock_timestamp()
     WHERE t.namespace = $1 AND t.election = $2 AND t.owner = $3 AND t.term = $4
       AND t.expires_at > pg_catalog.clock_timestamp()
-    RETURNING 1
+    RETURNING CASE WHEN t.waiting_until > pg_catalog.clock_timestamp() THEN pg_catalog.pg_notify($5, $6)::text END
 )
-SELECT pg_catalog.count(*) FROM d, LATERAL (SELECT pg_catalog.pg_notify($5, $6)) AS n`
+SELECT pg_catalog.count(*) FROM d`
+
+// sqlElectionWait registers an elector that follows a live leader as
+// waiting for the group's hand-off, until $3 µs after the term's expiry
+// (waiting_until only ever moves forward), so that a resignation notifies
+// (see sqlResign and Elector.Run). It never waits for a row another
+// transaction has locked (a renewal, a resignation, a takeover under way;
+// VerifyTerm's FOR KEY SHARE does not conflict): it then returns no row,
+// like a group with no row, and the elector re-checks soon. It returns the
+// term, whether it is still live, and how long the registration lasts.
+// $1 namespace, $2 election, $3 µs.
+const sqlElectionWait = `
+WITH lk AS (
+    SELECT t.namespace, t.election FROM {{schema}}.leaders t
+    WHERE t.namespace = $1 AND t.election = $2
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+UPDATE {{schema}}.leaders t
+SET waiting_until = greatest(t.waiting_until, t.expires_at + $3::bigint * interval '1 microsecond')
+FROM lk WHERE t.namespace = lk.namespace AND t.election = lk.election
+RETURNING t.term, t.expires_at > pg_catalog.clock_timestamp(), t.waiting_until - pg_catalog.clock_timestamp()`
 
 // sqlJoin writes this elector's member row, minting its token. It also
 // deletes the group's rows of other owners expired for over a minute
@@ -239,7 +225,7 @@ const maxIdleTimeoutMs = 1<<31 - 1
 
 // electionSQL is the election statements rendered for one schema.
 type electionSQL struct {
-	campaign, resign, join, leave, leader, members, verifyTm string
+	campaign, resign, join, leave, leader, members, verifyTm, wait string
 }
 
 // electionSQLCache holds the rendered statements per quoted schema name
@@ -254,6 +240,7 @@ func (c *Client) electionSQL() *electionSQL {
 	e := &electionSQL{
 		campaign: r(sqlCampaign), resign: r(sqlResign), join: r(sqlJoin), leave: r(sqlLeave),
 		leader: r(sqlLeader), members: r(sqlMembers), verifyTm: r(sqlVerifyTerm),
+		wait: r(sqlElectionWait),
 	}
 	v, _ := electionSQLCache.LoadOrStore(c.sql.schema, e)
 	return v.(*electionSQL)
@@ -552,6 +539,34 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 	defer e.leave()
 	var seenTerm int64
 	lockedBackoff := 10 * time.Millisecond // see the follower's sleep below
+	// A resignation notifies only while some elector of the group is
+	// registered as waiting (leaders.waiting_until, migration 7): a
+	// transaction that calls NOTIFY serializes its commit on a
+	// database-wide lock. A follower of a live leader registers
+	// (sqlElectionWait) before it sleeps, and never misses a wake-up:
+	//
+	//   - It LISTENs before its first campaign (subscribe), so every
+	//     notification sent after its registration commits reaches it.
+	//   - The registration and a resignation both update the group's row,
+	//     so its row lock orders them. If the registration comes first,
+	//     the resignation's UPDATE is made from the version it wrote (read
+	//     committed re-reads the newest version of a row it updates) and
+	//     its RETURNING sees the registration: it notifies. If the
+	//     resignation comes first, the registration, which locks the row
+	//     after it committed, reads the term expired (or a newer term) and
+	//     the follower campaigns at once.
+	//   - A registration that finds the row locked (a renewal, a
+	//     resignation, a takeover under way) registers nothing; the
+	//     follower re-checks soon, backing off up to WaitRecheck, and
+	//     registers again.
+	//   - A registration lasts one TTL past the term's expiry at the time,
+	//     longer than the sleep it covers (until that expiry), and the
+	//     follower registers again before any sleep it does not cover. One
+	//     left by an elector that stopped or died costs a NOTIFY per
+	//     resignation until it expires, never a missed wake-up; there is no
+	//     count to take back, so none can go wrong.
+	var waiting time.Time // registered as waiting until then at least (local clock)
+	waitBackoff := 10 * time.Millisecond
 	for {
 		if err := e.stopReason(ctx); err != nil {
 			return filterCtx(ctx, err)
@@ -653,11 +668,50 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 		if !mayLead {
 			delay = min(delay, time.Until(holdOff))
 		}
-		if !e.c.ln.listening() {
+		listening := e.c.ln.listening()
+		if !listening {
 			delay = min(delay, e.c.cfg.WaitRecheck)
+		}
+		if listening && res.live && time.Until(waiting) <= delay {
+			// Register as waiting, so that a resignation notifies (see
+			// the comment above the loop); a registration that still
+			// covers this sleep is kept.
+			term, live, until, in := e.waitJoin(ctx)
+			switch {
+			case in && (!live || term != res.leader.Term):
+				continue // resigned (or taken over) meanwhile: campaign now
+			case in:
+				waiting, waitBackoff = until, 10*time.Millisecond
+				delay = min(delay, time.Until(waiting))
+			default:
+				// Not registered (the row was locked, or an error):
+				// nothing may notify; re-check soon, backing off.
+				delay = min(delay, waitBackoff)
+				waitBackoff = min(2*waitBackoff, e.c.cfg.WaitRecheck)
+			}
 		}
 		e.sleep(ctx, wake, max(delay, time.Millisecond))
 	}
+}
+
+// waitJoin registers this elector as waiting for the group's hand-off
+// (sqlElectionWait). in says whether it was registered (not when the row
+// was locked or missing, or on an error); term and live are the group's
+// term then and whether it was unexpired; until is when the registration
+// ends at the earliest, by the local clock.
+func (e *Elector) waitJoin(ctx context.Context) (term int64, live bool, until time.Time, in bool) {
+	wctx, cancel := context.WithTimeout(ctx, e.ttl)
+	defer cancel()
+	sent := time.Now()
+	var left time.Duration
+	err := e.c.pool.QueryRow(wctx, e.sql.wait, e.ns, e.group, us(e.ttl)).Scan(&term, &live, &left)
+	if err != nil {
+		if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
+			e.c.cfg.Logger.Warn("sentinel: elector: registering as waiting failed; re-checking", "group", e.group, "err", err)
+		}
+		return 0, false, time.Time{}, false
+	}
+	return term, live, sent.Add(left), true
 }
 
 func filterCtx(ctx context.Context, err error) error {

@@ -48,8 +48,14 @@ type Execution struct {
 // execCols are the columns scanned by scanExecution, over alias t.
 const execCols = `t.namespace, t.key, t.state, t.owner, t.host, t.pid, t.token, t.created_at, t.updated_at,
     t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error, t.final_error,
-    coalesce(t.lease_expires_at > pg_catalog.clock_timestamp(), false),
-    coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0')`
+    coalesce(t.lease_expires_at > pg_catalog.clock_timestamp(), false) AS lease_alive,
+    coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0') AS lease_left`
+
+// execColsOf are the names of execCols's columns, over alias g (a relation
+// of execCols's output).
+const execColsOf = `g.namespace, g.key, g.state, g.owner, g.host, g.pid, g.token, g.created_at, g.updated_at,
+    g.lease_expires_at, g.hard_expires_at, g.completed_at, g.result, g.result_error, g.final_error,
+    g.lease_alive, g.lease_left`
 
 func scanExecution(row pgx.Row, prefix ...any) (*Execution, error) {
 	var e Execution
@@ -104,15 +110,20 @@ type Event struct {
 
 type execSQL struct {
 	read, claim, finish, operator, insertEvent, history, prune, watch, setResult string
+	claimFresh, claimSet, finishSet, readSet                                     string
 	pruneQueuesLock, pruneQueues                                                 string
 }
 
 func newExecSQL(schema string) *execSQL {
-	r := strings.NewReplacer("{{schema}}", schema, "{{seq}}", seqLiteral(schema), "{{cols}}", execCols)
+	r := strings.NewReplacer("{{schema}}", schema, "{{seq}}", seqLiteral(schema), "{{cols}}", execCols, "{{gcols}}", execColsOf)
 	return &execSQL{
 		read:            r.Replace(sqlReadExecution),
 		claim:           r.Replace(sqlClaim),
 		finish:          r.Replace(sqlFinish),
+		claimFresh:      r.Replace(sqlClaimFresh),
+		claimSet:        r.Replace(sqlClaimSet),
+		readSet:         r.Replace(sqlReadSet),
+		finishSet:       r.Replace(sqlFinishSet),
 		operator:        r.Replace(sqlOperator),
 		insertEvent:     r.Replace(sqlInsertEvent),
 		history:         r.Replace(sqlHistory),
@@ -124,6 +135,15 @@ func newExecSQL(schema string) *execSQL {
 }
 
 const sqlReadExecution = `SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2`
+
+// sqlReadSet is sqlReadExecution for many keys in one statement, for the
+// coalescer (coalesce.go): per call, its ordinal in the batch then
+// sqlReadExecution's columns; no row for a key without one.
+// $1 namespaces, $2 keys.
+const sqlReadSet = `
+SELECT i.n, {{cols}}
+FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) WITH ORDINALITY AS i(ns, key, n)
+JOIN {{schema}}.executions t ON t.namespace = i.ns AND t.key = i.key`
 
 // sqlClaim claims a key in state $3 (executing for Once, claimed for
 // OnceTx), in the same shape as sqlAcquire: a claimed row whose lease
@@ -203,6 +223,132 @@ ev AS (
     SELECT $1, $2, $10, u.state, u.token, $3, $11::jsonb FROM u
 )
 SELECT pg_catalog.count(*) FROM u`
+
+// sqlClaimFresh is sqlClaim for a key its caller found absent: only the
+// insert and its history, the cheaper statement on the path of every
+// fresh Once. A key inserted meanwhile returns no row (ON CONFLICT DO
+// NOTHING), and the caller reads it again, as after sqlClaim's no row.
+// Same parameters and columns as sqlClaim.
+const sqlClaimFresh = `
+WITH ins AS (
+    INSERT INTO {{schema}}.executions AS t
+        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at)
+    VALUES ($1, $2, $3, $4, pg_catalog.nextval({{seq}}), $5, $6, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
+        pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
+        pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond')
+    ON CONFLICT (namespace, key) DO NOTHING
+    RETURNING {{cols}}
+),
+ev AS (
+    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
+    SELECT $1, $2, e.event, e.state, ins.token, $4, $9::jsonb
+    FROM ins, (VALUES (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
+    WHERE e.n = 1 OR $3 = 'executing'
+    ORDER BY e.n
+)
+SELECT true, ins.* FROM ins`
+
+// sqlClaimSet is sqlClaim for many keys in one statement, for the
+// coalescer (coalesce.go): parameter $k is the array of sqlClaim's $k over
+// the batch's calls, all distinct keys (the coalescer never puts two calls
+// on one key in a set statement). Each key is decided exactly as sqlClaim
+// decides it; rows are locked and inserted in key order. It returns, per
+// call, its ordinal in the batch then sqlClaim's columns; a call with no
+// row is one whose key a concurrent claim took after the snapshot (sqlClaim
+// returns no row then too). $6 pid is a bigint[]; $9 metadata a text[] of
+// JSON.
+const sqlClaimSet = `
+WITH i AS (
+    SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
+        pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::bigint[]),
+        pg_catalog.unnest($7::bigint[]), pg_catalog.unnest($8::bigint[]), pg_catalog.unnest($9::text[]))
+        WITH ORDINALITY AS i(ns, key, state, owner, host, pid, ttl, hard, meta, n)
+),
+lk AS (
+    SELECT t.namespace, t.key FROM {{schema}}.executions t JOIN i ON t.namespace = i.ns AND t.key = i.key
+    WHERE t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
+    ORDER BY t.namespace, t.key
+    FOR UPDATE OF t SKIP LOCKED
+),
+up AS (
+    UPDATE {{schema}}.executions t SET
+        state = i.state, owner = i.owner, token = pg_catalog.nextval({{seq}}), host = i.host, pid = i.pid::int,
+        updated_at = pg_catalog.clock_timestamp(),
+        lease_expires_at = pg_catalog.clock_timestamp() + i.ttl * interval '1 microsecond',
+        hard_expires_at = pg_catalog.clock_timestamp() + i.hard * interval '1 microsecond',
+        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL
+    FROM lk JOIN i ON i.ns = lk.namespace AND i.key = lk.key
+    WHERE t.namespace = lk.namespace AND t.key = lk.key
+    RETURNING i.n AS ord, {{cols}}
+),
+ins AS (
+    INSERT INTO {{schema}}.executions AS t
+        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at)
+    SELECT i.ns, i.key, i.state, i.owner, pg_catalog.nextval({{seq}}), i.host, i.pid::int,
+        pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
+        pg_catalog.clock_timestamp() + i.ttl * interval '1 microsecond',
+        pg_catalog.clock_timestamp() + i.hard * interval '1 microsecond'
+    FROM i
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.executions x WHERE x.namespace = i.ns AND x.key = i.key)
+    ORDER BY i.ns, i.key
+    ON CONFLICT (namespace, key) DO NOTHING
+    RETURNING {{cols}}
+),
+g AS (
+    SELECT * FROM up
+    UNION ALL
+    SELECT i.n, ins.* FROM ins JOIN i ON i.ns = ins.namespace AND i.key = ins.key
+),
+ev AS (
+    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
+    SELECT g.namespace, g.key, e.event, e.state, g.token, g.owner, i.meta::jsonb
+    FROM g JOIN i ON i.n = g.ord, (VALUES (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
+    WHERE e.n = 1 OR i.state = 'executing'
+    ORDER BY g.ord, e.n
+)
+SELECT g.ord, true, {{gcols}} FROM g
+UNION ALL
+SELECT i.n, false, {{cols}} FROM i JOIN {{schema}}.executions t ON t.namespace = i.ns AND t.key = i.key
+WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.ord = i.n)`
+
+// sqlFinishSet is sqlFinish for many claims in one statement, for the
+// coalescer (coalesce.go): parameter $k is the array of sqlFinish's $k
+// over the batch's calls, all on distinct keys, except $8, where each
+// call's states are joined by commas. Each row is guarded exactly as
+// sqlFinish guards it. It returns, per call, its ordinal in the batch and
+// the count of rows changed (0 or 1). Waiters of a key are notified as by
+// sqlFinish; keys nobody waits for send no NOTIFY.
+const sqlFinishSet = `
+WITH i AS (
+    SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
+        pg_catalog.unnest($4::bigint[]), pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::bytea[]),
+        pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]), pg_catalog.unnest($9::bool[]),
+        pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::text[]), pg_catalog.unnest($12::text[]),
+        pg_catalog.unnest($13::text[]))
+        WITH ORDINALITY AS i(ns, key, owner, token, to_state, result, result_error, from_states, need_live, event, meta, final_error, channel, n)
+),
+u AS (
+    UPDATE {{schema}}.executions t SET
+        state = i.to_state,
+        result = CASE WHEN i.to_state = 'completed' THEN i.result ELSE t.result END,
+        result_error = CASE WHEN i.to_state = 'completed' THEN i.result_error ELSE t.result_error END,
+        final_error = CASE WHEN i.to_state = 'completed' THEN i.final_error ELSE t.final_error END,
+        completed_at = CASE WHEN i.to_state = 'completed' THEN pg_catalog.statement_timestamp() ELSE t.completed_at END,
+        lease_expires_at = CASE WHEN i.to_state = 'completed' THEN NULL ELSE least(t.lease_expires_at, pg_catalog.statement_timestamp()) END,
+        updated_at = pg_catalog.statement_timestamp()
+    FROM i
+    WHERE t.namespace = i.ns AND t.key = i.key AND t.owner = i.owner AND t.token = i.token
+      AND t.state = ANY(pg_catalog.string_to_array(i.from_states, ','))
+      AND (NOT i.need_live OR t.lease_expires_at > pg_catalog.clock_timestamp())
+    RETURNING i.n AS ord, t.token, t.state, CASE WHEN t.waiters > 0 THEN
+        pg_catalog.pg_notify(i.channel, 'e' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
+),
+ev AS (
+    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
+    SELECT i.ns, i.key, i.event, u.state, u.token, i.owner, i.meta::jsonb FROM u JOIN i ON i.n = u.ord
+    ORDER BY u.ord
+)
+SELECT i.n, (SELECT pg_catalog.count(*) FROM u WHERE u.ord = i.n) FROM i`
 
 // sqlWatch counts a caller in as waiting for an in-progress key's outcome
 // (see sqlFinish) and returns the row; no row when the key is not in
@@ -352,6 +498,13 @@ mb AS (
     WHERE t.expires_at < pg_catalog.statement_timestamp() - greatest($1::bigint * interval '1 microsecond', interval '1 hour')
       AND ($2 = '' OR t.namespace = $2)
     RETURNING 1
+),
+qf AS (
+    -- Follower registrations long expired (see FollowQueues); a later
+    -- event or registration creates the row again.
+    DELETE FROM {{schema}}.queue_followers t
+    WHERE t.following_until < pg_catalog.statement_timestamp() - greatest($1::bigint * interval '1 microsecond', interval '1 hour')
+      AND ($2 = '' OR t.namespace = $2)
 )
 SELECT (SELECT pg_catalog.count(*) FROM x), (SELECT pg_catalog.count(*) FROM e), (SELECT pg_catalog.count(*) FROM l),
     (SELECT pg_catalog.count(*) FROM qe), (SELECT pg_catalog.count(*) FROM qt), (SELECT pg_catalog.count(*) FROM qtev),
@@ -416,7 +569,7 @@ func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*Exec
 }
 
 func (c *Client) readExecution(ctx context.Context, ns, key string) (*Execution, error) {
-	e, err := scanExecution(c.pool.QueryRow(ctx, c.exe.read, ns, key))
+	e, err := scanExecution(c.co.queryRow(ctx, ctx, coRead, c.exe.read, ns, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("sentinel: execution %q/%q: %w", ns, key, ErrNotFound)
 	}

@@ -507,7 +507,11 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		// that a claim made as ctx ends is known and given back below,
 		// instead of keeping the key in progress for a TTL.
 		sctx, scancel := graceCtx(ctx, grantGrace)
-		ex, err = scanExecution(c.co.queryRow(sctx, ctx, coClaim, c.exe.claim, o.namespace, key, string(state), c.cfg.Owner,
+		claim := c.exe.claim
+		if ex == nil {
+			claim = c.exe.claimFresh // absent when read: the insert alone
+		}
+		ex, err = scanExecution(c.co.queryRow(sctx, ctx, coClaim, claim, o.namespace, key, string(state), c.cfg.Owner,
 			c.cfg.Host, c.cfg.PID, us(o.ttl), us(o.hardTTL), meta), &claimed)
 		scancel()
 		if errors.Is(err, pgx.ErrNoRows) {

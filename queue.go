@@ -40,7 +40,8 @@ import (
 //     successful renewal + TTL - safety margin: before the database clock can
 //     see its ticket expired, hence before anyone behind can be served.
 
-// kindTicket is the heartbeat kind of a ticket row (see renewKinds). It only
+// kindTicket is the heartbeat kind of a ticket row (see renewKinds in
+// queries.go). It only
 // needs to differ from the other kinds; the integrator may renumber it.
 const kindTicket leaseKind = 12
 
@@ -93,29 +94,50 @@ func WithAfterEvent(id int64) Option {
 	return func(o *callOptions) { o.after, o.afterSet = id, true }
 }
 
-func init() {
-	renewKinds = append(renewKinds, renewKind{
-		kind: kindTicket, name: "qtu",
-		cte: fmt.Sprintf(`qtc AS (
-    SELECT t.namespace, t.resource, t.ticket, v.ttl FROM {{schema}}.tickets t
-    JOIN v ON v.kind = %d AND t.namespace = v.ns AND t.resource = v.key AND t.ticket = v.token
-    WHERE t.owner = $1 AND t.expires_at > pg_catalog.clock_timestamp()
-    FOR NO KEY UPDATE OF t SKIP LOCKED
-),
-qtu AS (
-    UPDATE {{schema}}.tickets t
-    SET expires_at = greatest(t.expires_at, pg_catalog.statement_timestamp() + qtc.ttl * interval '1 microsecond')
-    FROM qtc WHERE t.namespace = qtc.namespace AND t.resource = qtc.resource AND t.ticket = qtc.ticket
-    RETURNING t.namespace, t.resource AS key, t.ticket AS token, t.expires_at, 'infinity'::timestamptz AS hard_expires_at
-)`, kindTicket),
-		alive: `EXISTS (SELECT 1 FROM {{schema}}.tickets t
-             WHERE t.namespace = v.ns AND t.resource = v.key AND t.ticket = v.token AND t.owner = $1
-               AND t.expires_at > pg_catalog.clock_timestamp())`,
-	})
-}
-
 // notifyQueueSQL is the payload of a follow notification for namespace $1.
 const notifyQueueSQL = `'q' || pg_catalog.octet_length($1::text)::text || ':' || $1::text`
+
+// followersCTE defines fw, the registration of namespace $1's followers
+// (queue_followers.following_until, see FollowQueues), for a statement that
+// records queue events: it notifies them only while one is registered. done
+// is an SQL condition that holds once the statement has recorded its events
+// and finished every write that may wait for a row lock; fw is read only
+// then, so the queue_followers row is the last row the statement locks.
+//
+//   - fl locks the row FOR SHARE and reads it. FOR SHARE conflicts with the
+//     follower's registration (an UPDATE), and a locking read returns the
+//     newest committed version of the row, not the snapshot's: read
+//     committed re-reads a row updated since. Share locks do not conflict
+//     with each other, so statements that record events never wait for one
+//     another here.
+//   - fi runs only when the snapshot has no row (the namespace's first
+//     events, or a follower that registered since the snapshot was taken):
+//     it inserts the row, and on a conflict with a row committed or being
+//     inserted meanwhile it waits for that one and locks it (a no-op
+//     update), which also returns its newest version. So whether the row
+//     existed or not, the registration read is the newest, under a lock
+//     held until commit.
+func followersCTE(done string) string {
+	return `fl AS (
+    SELECT f.following_until FROM {{schema}}.queue_followers f
+    WHERE f.namespace = $1 AND (` + done + `)
+    FOR SHARE
+),
+fi AS (
+    INSERT INTO {{schema}}.queue_followers AS f (namespace)
+    SELECT $1::text WHERE (` + done + `) AND NOT EXISTS (SELECT 1 FROM fl)
+    ON CONFLICT (namespace) DO UPDATE SET following_until = f.following_until
+    RETURNING f.following_until
+),
+fw AS (SELECT fl.following_until FROM fl UNION ALL SELECT fi.following_until FROM fi)`
+}
+
+// notifyFollowersSQL notifies namespace $1's followers on channel ch when
+// fw (see followersCTE) says one is registered.
+func notifyFollowersSQL(ch string) string {
+	return `LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify(` + ch + `, ` + notifyQueueSQL + `)
+    FROM fw WHERE fw.following_until > pg_catalog.clock_timestamp()) AS nf ON true`
+}
 
 // sqlDraw draws a ticket: it locks the resource's queue row FOR UPDATE
 // (creating it on the first draw), mints the ticket under that lock,
@@ -127,11 +149,13 @@ const notifyQueueSQL = `'q' || pg_catalog.octet_length($1::text)::text || ':' ||
 //
 // It returns no row when the queue row was created by a concurrent draw
 // after this statement's snapshot (only on a resource's first draws): the
-// caller runs it again.
+// caller runs it again. It notifies followers only while one is registered
+// (followersCTE), after the ticket is inserted, so the followers' row is
+// the last it locks.
 // $1 namespace, $2 resource, $3 label, $4 owner, $5 host, $6 pid, $7 ttl µs,
 // $8 channel, $9 count the live tickets ahead (the queue's depth, for the
 // observer; -1 without counting: the subquery is then not run).
-const sqlDraw = `
+var sqlDraw = `
 WITH ins AS (
     INSERT INTO {{schema}}.queues AS q (namespace, resource, created_at)
     VALUES ($1, $2, pg_catalog.clock_timestamp())
@@ -154,14 +178,16 @@ t AS (
 ev AS (
     INSERT INTO {{schema}}.queue_events (namespace, resource, ticket, event, label, owner)
     SELECT $1, $2, t.ticket, 'assigned', $3, $4 FROM t
-)
+),
+` + followersCTE(`(SELECT pg_catalog.count(*) FROM t) > 0`) + `
 SELECT t.ticket, t.drawn_at, t.expires_at, t.expires_at - pg_catalog.clock_timestamp(),
     CASE WHEN $9::boolean THEN (
         SELECT pg_catalog.count(*) FROM {{schema}}.tickets x
         WHERE x.namespace = $1 AND x.resource = $2 AND x.ticket < t.ticket
           AND x.expires_at > pg_catalog.clock_timestamp()
     ) ELSE -1 END
-FROM t, LATERAL (SELECT pg_catalog.pg_notify($8, ` + notifyQueueSQL + `)) AS n`
+FROM t
+` + notifyFollowersSQL(`$8`)
 
 // sqlServe is the serving check of ticket $3, in one statement:
 //
@@ -176,9 +202,10 @@ FROM t, LATERAL (SELECT pg_catalog.pg_notify($8, ` + notifyQueueSQL + `)) AS n`
 // It returns whether the ticket is alive, whether it is served, its
 // immediate live predecessor, that one's time left (the fallback re-check)
 // and owner, and whether a dead lower ticket is being removed by someone
-// else (re-check soon).
+// else (re-check soon). When it recorded events it notifies followers
+// while one is registered (followersCTE), once dead and g are done.
 // $1 namespace, $2 resource, $3 ticket, $4 owner, $5 channel.
-const sqlServe = `
+var sqlServe = `
 WITH me AS (
     SELECT t.label, t.served_at FROM {{schema}}.tickets t
     WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4
@@ -214,21 +241,27 @@ p AS (
     SELECT b.ticket, b.owner, b.expires_at - pg_catalog.clock_timestamp() AS left FROM blk b
     WHERE b.expires_at > pg_catalog.clock_timestamp()
     ORDER BY b.ticket DESC LIMIT 1
-)
+),
+` + followersCTE(`(SELECT pg_catalog.count(*) FROM ev) > 0 AND (SELECT pg_catalog.count(*) FROM g) >= 0`) + `
 SELECT EXISTS (SELECT 1 FROM me), EXISTS (SELECT 1 FROM g),
     coalesce((SELECT p.ticket FROM p), 0), coalesce((SELECT p.left FROM p), interval '0'), coalesce((SELECT p.owner FROM p), ''),
     EXISTS (SELECT 1 FROM blk WHERE blk.expires_at <= pg_catalog.clock_timestamp())
 FROM (SELECT 1) AS one
-LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify($5, ` + notifyQueueSQL + `) WHERE EXISTS (SELECT 1 FROM ev)) AS n ON true`
+` + notifyFollowersSQL(`$5`)
 
 // sqlTicketLeave removes ticket $3 (release by its holder, cancellation by a
 // waiter, Close), records `completed`/`cancelled` (or `crashed`/`bumped`
 // when it had expired), and wakes the next live ticket when the removed
 // one had no live ticket below it: only that one ticket is notified.
+// That targeted NOTIFY already goes only to a registered waiter: the next
+// live ticket is a Turn that waits (or is about to check, after
+// subscribing, and then sees this leave committed), kept alive by its
+// client's heartbeat; when there is none nothing is sent. Followers are
+// notified only while one is registered (followersCTE).
 // It runs after sqlLeaveLockTicket and sqlLeaveLockQueue, in the same
 // transaction (see Turn.leave for why).
 // $1 namespace, $2 resource, $3 ticket, $4 owner, $5 channel.
-const sqlTicketLeave = `
+var sqlTicketLeave = `
 WITH d AS (
     DELETE FROM {{schema}}.tickets t
     WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4
@@ -247,12 +280,13 @@ nx AS (
       AND NOT EXISTS (SELECT 1 FROM {{schema}}.tickets l WHERE l.namespace = $1 AND l.resource = $2
           AND l.ticket < $3 AND l.expires_at > pg_catalog.clock_timestamp())
     ORDER BY s.ticket LIMIT 1
-)
+),
+` + followersCTE(`EXISTS (SELECT 1 FROM d)`) + `
 SELECT d.served, d.alive, coalesce((SELECT nx.ticket FROM nx), 0)
 FROM d
 LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify($5, 't' || pg_catalog.octet_length($1::text)::text || ':' || $1::text || nx.ticket::text)
     FROM nx) AS w ON true
-LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify($5, ` + notifyQueueSQL + `)) AS f ON true`
+` + notifyFollowersSQL(`$5`)
 
 // sqlLeaveLockTicket locks the leaving ticket's row, as its DELETE would,
 // before the queue's row is locked: a wait for a guard's transaction
@@ -290,9 +324,10 @@ WHERE namespace = $1 AND expires_at > pg_catalog.clock_timestamp()
 ORDER BY resource, ticket`
 
 // sqlReset removes the dead tickets of a resource, only if it has no live
-// one; it reports the live count and how many were removed.
+// one; it reports the live count and how many were removed. It notifies
+// followers while one is registered (followersCTE).
 // $1 namespace, $2 resource, $3 channel.
-const sqlReset = `
+var sqlReset = `
 WITH live AS (
     SELECT pg_catalog.count(*) AS n FROM {{schema}}.tickets
     WHERE namespace = $1 AND resource = $2 AND expires_at > pg_catalog.clock_timestamp()
@@ -307,10 +342,11 @@ ev AS (
     INSERT INTO {{schema}}.queue_events (namespace, resource, ticket, event, label, owner)
     SELECT $1, $2, d.ticket, CASE WHEN d.served THEN 'crashed' ELSE 'bumped' END, d.label, d.owner FROM d
     RETURNING 1
-)
+),
+` + followersCTE(`(SELECT pg_catalog.count(*) FROM ev) > 0`) + `
 SELECT (SELECT n FROM live), (SELECT pg_catalog.count(*) FROM d)
 FROM (SELECT 1) AS one
-LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify($3, ` + notifyQueueSQL + `) WHERE EXISTS (SELECT 1 FROM ev)) AS n ON true`
+` + notifyFollowersSQL(`$3`)
 
 // sqlQueueResources lists the resources of a namespace with any ticket.
 // $1 namespace.
@@ -343,9 +379,40 @@ LIMIT $4`
 // sqlQueueEventsHead is the id of the newest queue event.
 const sqlQueueEventsHead = `SELECT coalesce(pg_catalog.max(id), 0) FROM {{schema}}.queue_events`
 
+// sqlQueueFollow registers a follower of namespace $1 for $2 µs from now
+// (following_until only ever moves forward), so statements that record the
+// namespace's queue events notify (see followersCTE and FollowQueues). It
+// never waits for the row while statements recording events hold it FOR
+// SHARE (share lockers would keep a waiting update out for as long as they
+// overlap): it then registers nothing and returns 0, and the follower
+// retries soon. A namespace with no row yet gets one; should a statement
+// recording events insert it concurrently, that one is waited for. It
+// returns 1 when registered.
+// $1 namespace, $2 registration µs.
+const sqlQueueFollow = `
+WITH lk AS (
+    SELECT f.namespace FROM {{schema}}.queue_followers f
+    WHERE f.namespace = $1
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+up AS (
+    UPDATE {{schema}}.queue_followers f
+    SET following_until = greatest(f.following_until, pg_catalog.clock_timestamp() + $2::bigint * interval '1 microsecond')
+    FROM lk WHERE f.namespace = lk.namespace
+    RETURNING 1
+),
+ins AS (
+    INSERT INTO {{schema}}.queue_followers AS f (namespace, following_until)
+    SELECT $1, pg_catalog.clock_timestamp() + $2::bigint * interval '1 microsecond'
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queue_followers x WHERE x.namespace = $1)
+    ON CONFLICT (namespace) DO UPDATE SET following_until = greatest(f.following_until, excluded.following_until)
+    RETURNING 1
+)
+SELECT (SELECT pg_catalog.count(*) FROM up) + (SELECT pg_catalog.count(*) FROM ins)`
+
 type queueSQL struct {
 	draw, serve, leave, queue, queues, reset, verify, events, head, resources string
-	leaveLockTicket, leaveLockQueue                                           string
+	leaveLockTicket, leaveLockQueue, follow                                   string
 }
 
 var queueSQLs sync.Map // quoted schema -> *queueSQL
@@ -361,6 +428,7 @@ func (c *Client) qsql() *queueSQL {
 		verify: r.Replace(sqlVerifyTurn), events: r.Replace(sqlQueueEvents), head: r.Replace(sqlQueueEventsHead),
 		resources:       r.Replace(sqlQueueResources),
 		leaveLockTicket: r.Replace(sqlLeaveLockTicket), leaveLockQueue: r.Replace(sqlLeaveLockQueue),
+		follow: r.Replace(sqlQueueFollow),
 	}
 	v, _ := queueSQLs.LoadOrStore(c.sql.schema, q)
 	return v.(*queueSQL)
@@ -1175,6 +1243,24 @@ func (c *Client) QueueHistory(ctx context.Context, resource string, after int64,
 // skipped (its transaction still committing) before giving up on it.
 const followGapWait = 2 * time.Second
 
+// followRegistration is how long one registration of a follower lasts (at
+// least four Config.WaitRecheck); it is renewed when half of it is left, so
+// a follower that died makes its namespace's events notify for at most
+// this long.
+func followRegistration(recheck time.Duration) time.Duration {
+	return max(30*time.Second, 4*recheck)
+}
+
+// queueFollowJoin registers a follower of ns for d (sqlQueueFollow). in is
+// false when the row was locked by statements recording events.
+func (c *Client) queueFollowJoin(ctx context.Context, ns string, d time.Duration) (in bool, err error) {
+	var n int64
+	if err := c.pool.QueryRow(ctx, c.qsql().follow, ns, us(d)).Scan(&n); err != nil {
+		return false, c.wrapErr("follow queues: register", err)
+	}
+	return n > 0, nil
+}
+
 // FollowQueues calls fn with every queue event recorded from now on for the
 // given resources (nil or empty: every resource of the namespace, including
 // queues created later), in id order, until ctx ends or fn returns an error.
@@ -1185,6 +1271,11 @@ const followGapWait = 2 * time.Second
 // instead of starting from now: a follower started in a goroutine may take
 // its position after the caller's next statement, so use it when no event
 // may be missed.
+//
+// Queue events send a NOTIFY only while some follower of the namespace is
+// registered (migration 7); a follower registers itself while it follows,
+// and a registration left by one that died expires within
+// max(30s, 4 × WaitRecheck).
 func (c *Client) FollowQueues(ctx context.Context, resources []string, fn func(QueueEvent) error, opts ...Option) error {
 	if fn == nil {
 		return invalid("fn", "must not be nil")
@@ -1210,7 +1301,7 @@ func (c *Client) FollowQueues(ctx context.Context, resources []string, fn func(Q
 		}
 		filter = append(filter, r)
 	}
-	wake, _ := c.ln.subscribe(ctx, notifyQueue, o.namespace, "")
+	wake, listening := c.ln.subscribe(ctx, notifyQueue, o.namespace, "")
 	defer c.ln.unsubscribe(notifyQueue, o.namespace, "", wake)
 	low := o.after // every event with id <= low was delivered or is older than the window
 	if !o.afterSet {
@@ -1225,6 +1316,38 @@ func (c *Client) FollowQueues(ctx context.Context, resources []string, fn func(Q
 	// late commit within the window is still read (and delivered once).
 	delivered := map[int64]time.Time{}
 	const batch = 1000
+	// The statements that record queue events notify only while a follower of
+	// the namespace is registered (queue_followers.following_until, migration
+	// 7): a transaction that calls NOTIFY serializes its commit on a
+	// database-wide lock. A follower registers (sqlQueueFollow), then reads
+	// the events after the last one it delivered, and only then sleeps; it
+	// never misses a wake-up:
+	//
+	//   - It LISTENs before it registers (subscribe), so every notification
+	//     sent after its registration commits reaches it.
+	//   - A statement recording events locks the namespace's queue_followers
+	//     row FOR SHARE, after its events are written, and notifies when the
+	//     row's newest version says a follower is registered (followersCTE).
+	//     The registration updates that row, so the two are ordered by its
+	//     lock. If the registration commits first (or holds the row when
+	//     the statement locks it: the statement waits), the statement reads
+	//     it and notifies. If the statement locks first, no registration can
+	//     update the row until the statement commits (one skips the row and
+	//     registers nothing; the namespace's first one waits), so the read
+	//     after a registration that succeeded sees the statement's events.
+	//     Either way they are delivered without waiting for the WaitRecheck
+	//     re-read.
+	//   - A registration that finds the row locked registers nothing; the
+	//     follower re-reads soon, backing off up to WaitRecheck, and tries
+	//     again. It sleeps the full WaitRecheck only while registered for
+	//     longer than that.
+	//   - A registration lasts followRegistration and is renewed (then the
+	//     history re-read) when half of it is left, so it never lapses during
+	//     a sleep. One left by a follower that died or stopped costs a NOTIFY
+	//     per event until it expires, never a missed wake-up.
+	reg := followRegistration(c.cfg.WaitRecheck)
+	var registered time.Time // this follower is registered until then at least (local clock)
+	recheck := 10 * time.Millisecond
 	for {
 		evs, err := c.queueEvents(ctx, o.namespace, filter, low, batch)
 		if err != nil && ctx.Err() != nil {
@@ -1261,7 +1384,29 @@ func (c *Client) FollowQueues(ctx context.Context, resources []string, fn func(Q
 		if len(evs) == batch {
 			continue
 		}
-		timer := time.NewTimer(c.cfg.WaitRecheck)
+		delay := c.cfg.WaitRecheck
+		if listening && time.Until(registered) < reg/2 {
+			// Register (or renew), then read again before sleeping: see
+			// above.
+			sent := time.Now()
+			in, err := c.queueFollowJoin(ctx, o.namespace, reg)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return ctx.Err()
+			case err != nil && !transient(err):
+				return err
+			case in:
+				registered, recheck = sent.Add(reg), 10*time.Millisecond
+				continue
+			}
+			if time.Until(registered) < delay {
+				// Not registered for the whole sleep: nothing may
+				// notify; re-read soon, backing off.
+				delay = min(delay, recheck)
+				recheck = min(2*recheck, c.cfg.WaitRecheck)
+			}
+		}
+		timer := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -1270,6 +1415,7 @@ func (c *Client) FollowQueues(ctx context.Context, resources []string, fn func(Q
 		case <-timer.C:
 		}
 		timer.Stop()
+		listening = c.ln.listening()
 	}
 }
 

@@ -67,9 +67,19 @@ func TestPruneQueuesAndElections(t *testing.T) {
 	liveEvents := e.count("queue_events", "resource = 'live'")
 	require.Equal(t, 3, liveEvents) // assigned x2, granted
 
+	// Queue follower registrations: long expired, current.
+	followers := func(ns, until string) {
+		exec("INSERT INTO "+e.table("queue_followers")+" (namespace, following_until) VALUES ($1, now() + $2::interval)"+
+			" ON CONFLICT (namespace) DO UPDATE SET following_until = excluded.following_until", ns, until)
+	}
+	followers("default", "-2 hours")
+	followers("followed", "1 hour")
+
 	res, err := c.Prune(ctx, time.Hour)
 	require.NoError(t, err)
 	t.Logf("%+v", res)
+	require.Equal(t, 0, e.count("queue_followers", "namespace = 'default'"), "an expired registration is pruned")
+	require.Equal(t, 1, e.count("queue_followers", "namespace = 'followed'"), "a current one is kept")
 	require.EqualValues(t, 3, res.QueueEvents, "old's assigned, granted, completed")
 	require.EqualValues(t, 1, res.Tickets, "the dead ticket")
 	require.EqualValues(t, 2, res.Queues, "old and dead, now without tickets")
@@ -95,8 +105,11 @@ func TestPruneQueuesAndElections(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tn.Release(ctx))
 
+	followers("stale", "-2 hours")
 	res, err = c.Prune(ctx, time.Hour, sentinel.WithAllNamespaces())
 	require.NoError(t, err)
+	require.Equal(t, 0, e.count("queue_followers", "namespace = 'stale'"), "an expired registration is pruned")
+	require.Equal(t, 1, e.count("queue_followers", "namespace = 'followed'"), "a current one is kept")
 	// other's history (3); dead's assigned and granted, kept the first
 	// time while its ticket was still there (2); live's holder's, now
 	// released (2). The waiter, served and still holding, keeps its own.

@@ -135,15 +135,16 @@ type Config struct {
 	// Default nil: no observer, and no cost on the hot paths.
 	Observer *Observer
 
-	// CoalesceInFlight is how many statements of one kind (lease grants,
-	// lease releases, Once claims and completions) a client has in
-	// flight before concurrent callers queue and share the next round trip
-	// and commit, up to 32 per batch (see docs/benchmarks.md). A lone caller
-	// never waits: its statement goes at once. Default 1, right for pools of
-	// 8 to 32 on a durable server (fsync on), where a commit costs a WAL
-	// flush; raise it when commits are cheap (fsync off, a fast local disk)
-	// and the pool has connections to spare. Negative: no coalescing, every
-	// statement on its own.
+	// CoalesceInFlight is how many statements of one kind (Once reads,
+	// claims and completions, lease grants and releases) a client has in
+	// flight before concurrent callers may queue and share the next round
+	// trip and commit. A caller queues only while that many statements of
+	// its kind are in flight and the client's statements fill the pool:
+	// it would wait for a connection anyway. A lone caller, or one that
+	// would find a connection free, never waits. A queue goes out as one
+	// statement over arrays per kind, up to 32 calls per round trip (see
+	// docs/benchmarks.md, "Many callers").
+	// Default 1. Negative: no coalescing, every statement on its own.
 	CoalesceInFlight int
 }
 
@@ -286,6 +287,11 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 	cl.exe = newExecSQL(cl.sql.schema)
 	cl.hb = newHeartbeater(cl)
 	cl.co = newCoalescer(pool, cl.cfg.CoalesceInFlight)
+	cl.co.setStatements(coClaim, cl.exe.claimSet, cl.exe.claim, cl.exe.claimFresh)
+	cl.co.setStatements(coFinish, cl.exe.finishSet, cl.exe.finish)
+	cl.co.setStatements(coRead, cl.exe.readSet, cl.exe.read)
+	cl.co.setStatements(coAcquire, cl.sql.acquireN, cl.sql.acquire)
+	cl.co.setStatements(coRelease, cl.sql.releaseS, cl.sql.release)
 	cl.ln = newListener(cl)
 	return cl, nil
 }

@@ -34,6 +34,7 @@ type profile struct {
 	BouncerKeys                          int
 
 	ElectionTrials int // per fault kind (election_test.go)
+	HandoffRounds  int // per kind of hand-off (handoff_test.go)
 }
 
 var (
@@ -46,6 +47,7 @@ var (
 		BouncerKeys: 300,
 
 		ElectionTrials: 2,
+		HandoffRounds:  40,
 	}
 	longProfile = profile{
 		Name:        "long",
@@ -56,6 +58,7 @@ var (
 		BouncerKeys: 2000,
 
 		ElectionTrials: 8,
+		HandoffRounds:  300,
 	}
 )
 

@@ -8,47 +8,27 @@ package main
 const (
 	floorExecCols = `t.namespace, t.key, t.state, t.owner, t.host, t.pid, t.token, t.created_at, t.updated_at,
     t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error, t.final_error,
-    coalesce(t.lease_expires_at > pg_catalog.clock_timestamp(), false),
-    coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0')`
+    coalesce(t.lease_expires_at > pg_catalog.clock_timestamp(), false) AS lease_alive,
+    coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0') AS lease_left`
 	floorSQLReadExecution = `SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2`
 	floorSQLClaim         = `
-WITH lk AS (
-    SELECT t.namespace, t.key FROM {{schema}}.executions t
-    WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
-    FOR UPDATE SKIP LOCKED
-),
-up AS (
-    UPDATE {{schema}}.executions t SET
-        state = $3, owner = $4, token = pg_catalog.nextval({{seq}}), host = $5, pid = $6,
-        updated_at = pg_catalog.clock_timestamp(),
-        lease_expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        hard_expires_at = pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL
-    FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
-    RETURNING {{cols}}
-),
-ins AS (
+WITH ins AS (
     INSERT INTO {{schema}}.executions AS t
         (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at)
-    SELECT $1, $2, $3, $4, pg_catalog.nextval({{seq}}), $5, $6, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
+    VALUES ($1, $2, $3, $4, pg_catalog.nextval({{seq}}), $5, $6, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
         pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond'
-    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.executions WHERE namespace = $1 AND key = $2)
+        pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond')
     ON CONFLICT (namespace, key) DO NOTHING
     RETURNING {{cols}}
 ),
-g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
 ev AS (
     INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT $1, $2, e.event, e.state, g.token, $4, $9::jsonb
-    FROM g, (VALUES (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
+    SELECT $1, $2, e.event, e.state, ins.token, $4, $9::jsonb
+    FROM ins, (VALUES (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
     WHERE e.n = 1 OR $3 = 'executing'
     ORDER BY e.n
 )
-SELECT true, g.* FROM g
-UNION ALL
-SELECT false, {{cols}} FROM {{schema}}.executions t
-WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
+SELECT true, ins.* FROM ins`
 	floorSQLFinish = `
 WITH u AS (
     UPDATE {{schema}}.executions t SET

@@ -238,7 +238,7 @@ func (b *bench) newClient(ctx context.Context, schema string, tr *tracer, cfg se
 
 func (b *bench) setupSentinel(ctx context.Context, opName string, workers int) (*impl, error) {
 	tr := &tracer{}
-	c, closeFn, err := b.newClient(ctx, b.schema, tr, sentinel.Config{})
+	c, closeFn, err := b.newClient(ctx, b.schema, tr, sentinel.Config{CoalesceInFlight: b.opts.coInFlight})
 	if err != nil {
 		return nil, err
 	}

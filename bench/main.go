@@ -55,6 +55,7 @@ type options struct {
 	only            []string // sections to run; empty: all
 	manyCallers     []int    // the many-callers section: concurrent callers on one client
 	manyPool        int      // its pool size, for every implementation
+	coInFlight      int      // Config.CoalesceInFlight of the measured clients (0: the default)
 
 	electionTTL       time.Duration // leader election: the TTL of every implementation
 	electionTrials    int           // failovers (leader process killed) per implementation
@@ -89,6 +90,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.DurationVar(&o.electionWindow, "election-window", 6*time.Second, "leader election: window of the statements-per-second figures")
 	manyCallers := fs.String("many-callers", "1,64", "many-callers section: comma-separated counts of concurrent callers on one client")
 	fs.IntVar(&o.manyPool, "many-pool", 8, "many-callers section: pool size of every implementation")
+	fs.IntVar(&o.coInFlight, "coalesce-in-flight", 0, "Config.CoalesceInFlight of Sentinel's measured clients (0: the library's default; negative: coalescing off)")
 	only := fs.String("only", "", "comma-separated sections to run, of "+strings.Join(sections, ", ")+" (default all)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

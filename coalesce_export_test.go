@@ -25,7 +25,6 @@ func HoldCoalescer(c *Client, kinds ...int) (queued func(kind int) int, release 
 		ln := &co.lanes[k]
 		ln.mu.Lock()
 		ln.inflight += co.inFlight
-		co.busy.Add(int32(co.inFlight))
 		ln.mu.Unlock()
 	}
 	queued = func(kind int) int {

@@ -265,10 +265,13 @@ WITH i AS (
         WITH ORDINALITY AS i(ns, key, state, owner, host, pid, ttl, hard, meta, n)
 ),
 lk AS (
-    SELECT t.namespace, t.key FROM {{schema}}.executions t JOIN i ON t.namespace = i.ns AND t.key = i.key
-    WHERE t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
-    ORDER BY t.namespace, t.key
-    FOR UPDATE OF t SKIP LOCKED
+    SELECT l.namespace, l.key FROM (SELECT i.ns, i.key FROM i ORDER BY i.ns, i.key) o
+    CROSS JOIN LATERAL (
+        SELECT t.namespace, t.key FROM {{schema}}.executions t
+        WHERE t.namespace = o.ns AND t.key = o.key
+            AND t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
+        FOR UPDATE SKIP LOCKED
+    ) l
 ),
 up AS (
     UPDATE {{schema}}.executions t SET

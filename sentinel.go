@@ -139,9 +139,10 @@ type Config struct {
 	// claims and completions, lease grants and releases) a client has in
 	// flight before concurrent callers may queue and share the next round
 	// trip and commit. A caller queues only while that many statements of
-	// its kind are in flight and the client's statements fill the pool:
-	// it would wait for a connection anyway. A lone caller, or one that
-	// would find a connection free, never waits. A queue goes out as one
+	// its kind are in flight and the client serves more such calls than
+	// its pool has connections: it would wait for a connection anyway. A
+	// lone caller, or one of no more callers than connections, never
+	// waits. A queue goes out as one
 	// statement over arrays per kind, up to 32 calls per round trip (see
 	// docs/benchmarks.md, "Many callers").
 	// Default 1. Negative: no coalescing, every statement on its own.

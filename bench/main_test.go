@@ -105,6 +105,10 @@ func TestTargets(t *testing.T) {
 	if tg := ratioTarget("x", math.NaN(), 1, true); tg.result() != "not measured" {
 		t.Errorf("%+v", tg)
 	}
+	tg := ratioTarget("x", 0.80, 0.85, false)
+	if tg.unjudged = "fsync=off"; tg.result() != "not judged: fsync=off" {
+		t.Errorf("%+v", tg)
+	}
 }
 
 func TestParseFlags(t *testing.T) {

@@ -206,13 +206,16 @@ type target struct {
 	measured string
 	limit    string
 	ok       bool
-	missing  bool // the figure could not be measured
+	missing  bool   // the figure could not be measured
+	unjudged string // why the figure is not judged against the limit ("": it is)
 }
 
 func (t target) result() string {
 	switch {
 	case t.missing:
 		return "not measured"
+	case t.unjudged != "":
+		return "not judged: " + t.unjudged
 	case t.ok:
 		return "pass"
 	default:

@@ -32,14 +32,15 @@ func followAll(t *testing.T, c *sentinel.Client, opts ...sentinel.Option) <-chan
 	return out
 }
 
-// queuePayloads returns the 'q' notifications among notes within d.
-func queuePayloads(notes <-chan string, d time.Duration) []string {
+// payloads returns the notifications of one kind (their first byte: 'q'
+// queue events, 'g' election groups) among notes within d.
+func payloads(notes <-chan string, kind string, d time.Duration) []string {
 	var got []string
 	deadline := time.After(d)
 	for {
 		select {
 		case p := <-notes:
-			if strings.HasPrefix(p, "q") {
+			if strings.HasPrefix(p, kind) {
 				got = append(got, p)
 			}
 		case <-deadline:
@@ -47,6 +48,8 @@ func queuePayloads(notes <-chan string, d time.Duration) []string {
 		}
 	}
 }
+
+func queuePayloads(notes <-chan string, d time.Duration) []string { return payloads(notes, "q", d) }
 
 // deadTicket leaves a dead ticket on resource (its client stopped
 // renewing it) for ResetQueue to remove.
@@ -211,20 +214,7 @@ func electUntil(t *testing.T, c *sentinel.Client, group string, ttl time.Duratio
 	return el, elected, stop
 }
 
-func groupPayloads(notes <-chan string, d time.Duration) []string {
-	var got []string
-	deadline := time.After(d)
-	for {
-		select {
-		case p := <-notes:
-			if strings.HasPrefix(p, "g") {
-				got = append(got, p)
-			}
-		case <-deadline:
-			return got
-		}
-	}
-}
+func groupPayloads(notes <-chan string, d time.Duration) []string { return payloads(notes, "g", d) }
 
 // Issue 20: a resignation sends NOTIFY only while another elector of the
 // group waits for the hand-off, and a registration expires.

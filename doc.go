@@ -61,9 +61,10 @@
 //
 // A fresh Once is three single-statement round trips (read, claim into
 // executing, complete), each writing its history row in the same statement;
-// a replay is one. Concurrent callers of one client whose statements fill
-// its pool share them: their reads, claims and completions go out as one
-// statement over arrays each (see [Config].CoalesceInFlight). Nothing is written for a replay or a rejection unless
+// a replay is one. Concurrent callers of one client that outnumber its
+// pool's connections share them: their reads, claims and completions go
+// out as one statement over arrays each (see [Config].CoalesceInFlight).
+// Nothing is written for a replay or a rejection unless
 // [Config].RecordRejections is set.
 //
 // # Leader election

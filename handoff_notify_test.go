@@ -134,59 +134,48 @@ func TestFollowQueuesNeverMissesAnEvent(t *testing.T) {
 	cfg := &sentinel.Config{DefaultTTL: time.Minute, WaitRecheck: time.Minute}
 	holder, follower := e.client(cfg), e.client(cfg)
 	const rounds, parallel = 40, 4
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var slowest time.Duration
-	for p := range parallel {
-		wg.Add(1)
+	slowest := raceRounds(parallel, rounds, func(p, i int, r *rand.Rand) (time.Duration, bool) {
+		ns := fmt.Sprintf("race-%d-%d", p, i)
+		fctx, cancel := context.WithCancel(ctx)
+		completed := make(chan time.Time, 1)
+		done := make(chan error, 1)
 		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(p), uint64(time.Now().UnixNano())))
-			for i := range rounds {
-				ns := fmt.Sprintf("race-%d-%d", p, i)
-				fctx, cancel := context.WithCancel(ctx)
-				completed := make(chan time.Time, 1)
-				done := make(chan error, 1)
-				go func() {
-					done <- follower.FollowQueues(fctx, nil, func(ev sentinel.QueueEvent) error {
-						if ev.Type == sentinel.QueueCompleted {
-							completed <- time.Now()
-						}
-						return nil
-					}, sentinel.WithNamespace(ns), sentinel.WithAfterEvent(0))
-				}()
-				// The turn anywhere from before the follower's first
-				// read to well after it registered.
-				time.Sleep(time.Duration(r.IntN(6000)) * time.Microsecond)
-				turn, err := holder.Turn(ctx, "r", sentinel.WithNamespace(ns))
-				if err != nil {
-					t.Error(err)
-					cancel()
-					return
+			done <- follower.FollowQueues(fctx, nil, func(ev sentinel.QueueEvent) error {
+				if ev.Type == sentinel.QueueCompleted {
+					completed <- time.Now()
 				}
-				released := time.Now()
-				if err := turn.Release(ctx); err != nil {
-					t.Error(err)
-					cancel()
-					return
-				}
-				select {
-				case at := <-completed:
-					mu.Lock()
-					slowest = max(slowest, at.Sub(released))
-					mu.Unlock()
-				case <-time.After(20 * time.Second):
-					t.Errorf("round %d/%d: the follower missed the events", p, i)
-					cancel()
-					<-done
-					return
-				}
-				cancel()
-				<-done
-			}
+				return nil
+			}, sentinel.WithNamespace(ns), sentinel.WithAfterEvent(0))
 		}()
-	}
-	wg.Wait()
+		// The turn anywhere from before the follower's first
+		// read to well after it registered.
+		time.Sleep(time.Duration(r.IntN(6000)) * time.Microsecond)
+		turn, err := holder.Turn(ctx, "r", sentinel.WithNamespace(ns))
+		if err != nil {
+			t.Error(err)
+			cancel()
+			return 0, false
+		}
+		released := time.Now()
+		if err := turn.Release(ctx); err != nil {
+			t.Error(err)
+			cancel()
+			return 0, false
+		}
+		var d time.Duration
+		select {
+		case at := <-completed:
+			d = at.Sub(released)
+		case <-time.After(20 * time.Second):
+			t.Errorf("round %d/%d: the follower missed the events", p, i)
+			cancel()
+			<-done
+			return 0, false
+		}
+		cancel()
+		<-done
+		return d, true
+	})
 	t.Logf("slowest delivery after release: %s", slowest)
 	require.Less(t, slowest, 5*time.Second, "a wake-up or the read after registering, never the re-read")
 }
@@ -281,46 +270,35 @@ func TestResignNeverMissesAWaiter(t *testing.T) {
 	leader, follower := e.client(cfg), e.client(cfg)
 	const ttl = 30 * time.Second
 	const rounds, parallel = 30, 3
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var slowest time.Duration
-	for p := range parallel {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(p), uint64(time.Now().UnixNano())))
-			for i := range rounds {
-				group := fmt.Sprintf("race-%d-%d", p, i)
-				el, electedL, stopL := electUntil(t, leader, group, ttl)
-				<-electedL
-				_, electedF, stopF := electUntil(t, follower, group, ttl)
-				// Resign anywhere from before the follower's first
-				// campaign to well after it registered.
-				time.Sleep(time.Duration(r.IntN(8000)) * time.Microsecond)
-				resigned := time.Now()
-				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				err := el.Resign(rctx)
-				cancel()
-				if err != nil {
-					t.Error(err)
-				}
-				select {
-				case at := <-electedF:
-					mu.Lock()
-					slowest = max(slowest, at.Sub(resigned))
-					mu.Unlock()
-				case <-time.After(20 * time.Second):
-					t.Errorf("round %d/%d: the follower missed the resignation", p, i)
-					stopF()
-					stopL()
-					return
-				}
-				stopF()
-				stopL()
-			}
-		}()
-	}
-	wg.Wait()
+	slowest := raceRounds(parallel, rounds, func(p, i int, r *rand.Rand) (time.Duration, bool) {
+		group := fmt.Sprintf("race-%d-%d", p, i)
+		el, electedL, stopL := electUntil(t, leader, group, ttl)
+		<-electedL
+		_, electedF, stopF := electUntil(t, follower, group, ttl)
+		// Resign anywhere from before the follower's first
+		// campaign to well after it registered.
+		time.Sleep(time.Duration(r.IntN(8000)) * time.Microsecond)
+		resigned := time.Now()
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := el.Resign(rctx)
+		cancel()
+		if err != nil {
+			t.Error(err)
+		}
+		var d time.Duration
+		select {
+		case at := <-electedF:
+			d = at.Sub(resigned)
+		case <-time.After(20 * time.Second):
+			t.Errorf("round %d/%d: the follower missed the resignation", p, i)
+			stopF()
+			stopL()
+			return 0, false
+		}
+		stopF()
+		stopL()
+		return d, true
+	})
 	t.Logf("slowest take-over after resignation: %s", slowest)
 	require.Less(t, slowest, 5*time.Second, "a wake-up or the re-check at registration, never the TTL")
 }

@@ -59,10 +59,13 @@ func TestSamplePercentilesAndRates(t *testing.T) {
 
 func TestFormatting(t *testing.T) {
 	for d, want := range map[time.Duration]string{
-		0:                       "–",
-		17600 * time.Nanosecond: "17.6 µs",
-		1520 * time.Microsecond: "1.52 ms",
-		1500 * time.Millisecond: "1.5 s",
+		0:                         "–",
+		17600 * time.Nanosecond:   "17.6 µs",
+		1520 * time.Microsecond:   "1.52 ms",
+		1500 * time.Millisecond:   "1.5 s",
+		999600 * time.Microsecond: "1 s",
+		999700 * time.Nanosecond:  "1 ms",
+		999 * time.Microsecond:    "999 µs",
 	} {
 		if got := fmtDur(d); got != want {
 			t.Errorf("fmtDur(%v) = %q, want %q", d, got, want)

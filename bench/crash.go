@@ -273,6 +273,12 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 func startWorker(lib string, cfg crashConfig) (*worker, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -330,11 +336,7 @@ func (w *worker) stop() {
 	})
 }
 
-func (w *worker) stderr() string {
-	w.errb.mu.Lock()
-	defer w.errb.mu.Unlock()
-	return w.errb.b.String()
-}
+func (w *worker) stderr() string { return w.errb.String() }
 
 // --- the worker process ------------------------------------------------------
 

@@ -86,9 +86,18 @@ func (t *tracer) recorded() []string {
 // newPool opens a pool of at most maxConns connections whose statements go
 // through tr (nil: no tracer).
 func newPool(ctx context.Context, url string, maxConns int, tr pgx.QueryTracer) (*pgxpool.Pool, error) {
+	return newPoolIn(ctx, url, "", maxConns, tr)
+}
+
+// newPoolIn is newPool connected to another database of the same server
+// ("": the URL's own).
+func newPoolIn(ctx context.Context, url, database string, maxConns int, tr pgx.QueryTracer) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
+	}
+	if database != "" {
+		cfg.ConnConfig.Database = database
 	}
 	cfg.MaxConns = int32(maxConns)
 	if tr != nil {

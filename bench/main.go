@@ -1,8 +1,11 @@
 // Command bench measures Sentinel against the floor (the library's own
-// statements issued by hand with pgx) and against its peers
-// (cirello.io/pglock, pg_advisory_lock), all against the same PostgreSQL in
-// one run, and prints a markdown report with absolute figures, ratios and
-// the targets of issue #4.
+// statements issued by hand with pgx) and against its peers (DBOS Transact
+// Go, cirello.io/pglock, pg_advisory_lock, etcd), all against the same
+// PostgreSQL in one run, and prints a markdown report with absolute
+// figures, ratios and the targets of issues #4 and #20. It leads with
+// Sentinel beside DBOS for "run this payment exactly once": latency,
+// callers on equal pools, and a crash table (SIGKILL of a worker process
+// in flight and after fn returned, with a plain and an idempotent provider).
 //
 //	cd bench && go run . [-duration 5s] [-workers 1,8]
 //
@@ -61,10 +64,14 @@ type options struct {
 	electionTrials    int           // failovers (leader process killed) per implementation
 	electionHandovers int           // resign handovers per implementation
 	electionWindow    time.Duration // window for the statements-per-second figures
+
+	peerCallers []int         // Sentinel vs DBOS: concurrent callers on a pool of -many-pool (the lone caller always runs)
+	crashTrials int           // crash table: trials per library, kill point and provider
+	crashTTL    time.Duration // crash table: Sentinel's lease TTL (how long a dead executor holds the key)
 }
 
 // Sections of a run, for -only.
-var sections = []string{"throughput", "handover", "leases", "rows", "election", "queue", "many"}
+var sections = []string{"peers", "crash", "throughput", "handover", "leases", "rows", "election", "queue", "many"}
 
 func (o options) want(section string) bool {
 	return len(o.only) == 0 || slices.Contains(o.only, section)
@@ -91,6 +98,9 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	manyCallers := fs.String("many-callers", "1,64", "many-callers section: comma-separated counts of concurrent callers on one client")
 	fs.IntVar(&o.manyPool, "many-pool", 8, "many-callers section: pool size of every implementation")
 	fs.IntVar(&o.coInFlight, "coalesce-in-flight", 0, "Config.CoalesceInFlight of Sentinel's measured clients (0: the library's default; negative: coalescing off)")
+	peerCallers := fs.String("peer-callers", "8,64", "Sentinel vs DBOS: comma-separated counts of concurrent callers, each on a pool of -many-pool connections (the lone caller always runs)")
+	fs.IntVar(&o.crashTrials, "crash-trials", 40, "crash table: trials per library, kill point and provider")
+	fs.DurationVar(&o.crashTTL, "crash-ttl", time.Second, "crash table: Sentinel's lease TTL (a killed executor holds the key this long)")
 	only := fs.String("only", "", "comma-separated sections to run, of "+strings.Join(sections, ", ")+" (default all)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -115,6 +125,21 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 		if !slices.Contains(o.manyCallers, n) {
 			o.manyCallers = append(o.manyCallers, n)
 		}
+	}
+	for _, f := range strings.Split(*peerCallers, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 1024 {
+			return o, fmt.Errorf("-peer-callers: %q is not a count in 1..1024", f)
+		}
+		if !slices.Contains(o.peerCallers, n) {
+			o.peerCallers = append(o.peerCallers, n)
+		}
+	}
+	if o.crashTrials < 1 || o.crashTTL < 100*time.Millisecond {
+		return o, errors.New("-crash-trials must be at least 1 and -crash-ttl at least 100ms")
 	}
 	if o.manyPool < 1 {
 		return o, errors.New("-many-pool must be at least 1")
@@ -167,6 +192,7 @@ type bench struct {
 	url          string
 	schema       string // Sentinel's tables for the main measurements
 	extraSchemas []string
+	extraDBs     []string // databases the run created (DBOS's system database), dropped at the end
 	admin        *pgxpool.Pool
 	maxConns     int // per pool
 	logw         io.Writer
@@ -198,6 +224,11 @@ func run(ctx context.Context, opts options, out, logw io.Writer) error {
 				b.progress("dropping schema %s: %v", s, err)
 			}
 		}
+		for _, d := range b.extraDBs {
+			if _, err := b.admin.Exec(dctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{d}.Sanitize()+" WITH (FORCE)"); err != nil {
+				b.progress("dropping database %s: %v", d, err)
+			}
+		}
 	}()
 	c, err := sentinel.New(b.admin, &sentinel.Config{Schema: b.schema})
 	if err != nil {
@@ -213,6 +244,17 @@ func run(ctx context.Context, opts options, out, logw io.Writer) error {
 		return err
 	}
 	b.progress("PostgreSQL: %s; schema %s", r.env.server, b.schema)
+
+	if opts.want("peers") {
+		if r.peers, err = b.peersBench(ctx); err != nil {
+			return fmt.Errorf("peers (Sentinel vs DBOS): %w", err)
+		}
+	}
+	if opts.want("crash") {
+		if r.crash, err = b.crashBench(ctx); err != nil {
+			return fmt.Errorf("crash table: %w", err)
+		}
+	}
 
 	for _, w := range opts.workers {
 		if !opts.want("throughput") {

@@ -59,10 +59,13 @@ func TestSamplePercentilesAndRates(t *testing.T) {
 
 func TestFormatting(t *testing.T) {
 	for d, want := range map[time.Duration]string{
-		0:                       "–",
-		17600 * time.Nanosecond: "17.6 µs",
-		1520 * time.Microsecond: "1.52 ms",
-		1500 * time.Millisecond: "1.5 s",
+		0:                         "–",
+		17600 * time.Nanosecond:   "17.6 µs",
+		1520 * time.Microsecond:   "1.52 ms",
+		1500 * time.Millisecond:   "1.5 s",
+		999600 * time.Microsecond: "1 s",
+		999700 * time.Nanosecond:  "1 ms",
+		999 * time.Microsecond:    "999 µs",
 	} {
 		if got := fmtDur(d); got != want {
 			t.Errorf("fmtDur(%v) = %q, want %q", d, got, want)
@@ -142,6 +145,7 @@ func TestRunSmoke(t *testing.T) {
 		duration: 200 * time.Millisecond, rounds: 2, warmup: 50 * time.Millisecond, workers: []int{1, 2},
 		leases: 50, leaseTTL: 300 * time.Millisecond, rows: 2000, handoverMin: 1,
 		pglockLease: 100 * time.Millisecond, pglockHeartbeat: 40 * time.Millisecond,
+		peerCallers: []int{2}, crashTrials: 1, crashTTL: 300 * time.Millisecond,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -152,7 +156,8 @@ func TestRunSmoke(t *testing.T) {
 	report := out.String()
 	for _, want := range []string{"## Throughput and latency", "## Handover", "## 50 leases held by one client",
 		"## Fresh Once with 2000 completed executions", "## Targets", "cirello.io/pglock", "pg_advisory_lock",
-		"## Leader election", "election handover p50 after Resign"} {
+		"## Leader election", "election handover p50 after Resign",
+		"## Sentinel vs DBOS Transact Go", "fresh payment p50, lone caller", "2 callers, pool 8", "### Crash table"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -162,6 +167,19 @@ func TestRunSmoke(t *testing.T) {
 	}
 	if strings.Contains(report, "the floor is stale") || strings.Count(report, "identical to the floor's") != 3 {
 		t.Errorf("the floor's statements differ from the library's: update bench/floor_sql.go\n%s", report)
+	}
+	// The crash table's outcomes (one trial per cell): Sentinel never
+	// charges twice and leaves every crash for an operator; DBOS re-runs
+	// the charge step, which a plain provider charges twice.
+	for _, want := range []string{
+		"| SIGKILL in flight, plain provider         | 0 charged twice, 1 left for an operator, 0 reported success",
+		"| SIGKILL after return, idempotent provider | 0 charged twice, 1 left for an operator, 0 reported success",
+		"1 charged twice, 0 left for an operator, 1 reported success",
+		"0 charged twice, 0 left for an operator, 1 reported success",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q", want)
+		}
 	}
 	if t.Failed() {
 		t.Logf("report:\n%s", report)

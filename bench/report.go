@@ -19,6 +19,8 @@ type report struct {
 	election  *electionSection
 	queue     *queueSection
 	many      []*group // the many-callers section (many.go)
+	peers     *peersSection
+	crash     *crashSection
 	total     time.Duration
 }
 
@@ -81,8 +83,11 @@ func (r *report) String() string {
 	p("- server: %s; %s\n", e.source, strings.Join(e.settings, ", "))
 	p("- each figure: %s of measurement per implementation and worker count, in %d rounds interleaved with the other implementations of the same row group, after a %s warm-up; pools of %d connections\n",
 		r.opts.duration, r.opts.rounds, r.opts.warmup, slices.Max(r.opts.workers)+2)
-	p("- pglock %s: lease %s, heartbeat %s (its defaults are %s and %s)\n\n", pglockVersion, r.opts.pglockLease, r.opts.pglockHeartbeat, "20s", "5s")
+	p("- pglock %s: lease %s, heartbeat %s (its defaults are %s and %s)\n", pglockVersion, r.opts.pglockLease, r.opts.pglockHeartbeat, "20s", "5s")
+	p("- DBOS Transact Go %s (github.com/dbos-inc/dbos-transact-golang): its system database is a database of its own on the same server, created and dropped by the run\n\n", dbosVersion)
 
+	r.sideBySide(p)
+	r.peersReport(p)
 	r.manyReport(p)
 
 	p("## Throughput and latency\n\n")

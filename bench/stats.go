@@ -79,9 +79,9 @@ func fmtDur(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "–"
-	case d < time.Millisecond:
+	case d < 999500*time.Nanosecond: // below, three digits of µs; at it, "1 ms" rather than "1e+03 µs"
 		return fmt.Sprintf("%.3g µs", float64(d)/float64(time.Microsecond))
-	case d < time.Second:
+	case d < 999500*time.Microsecond:
 		return fmt.Sprintf("%.3g ms", float64(d)/float64(time.Millisecond))
 	default:
 		return fmt.Sprintf("%.3g s", d.Seconds())

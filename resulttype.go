@@ -466,3 +466,150 @@ func isIdent(s string) bool {
 	}
 	return true
 }
+
+// Shape is the type's JSON form in brief, for a person typing a value: its
+// members in the type's order, each with its JSON type, "?" after a member
+// a value may leave out, for example
+//
+//	{"charge_id": string, "amount": integer, "note"?: string}
+//
+// Schema is the exact reference.
+func (t *ResultType) Shape() string {
+	dec := json.NewDecoder(bytes.NewReader(t.Schema))
+	dec.UseNumber()
+	root, err := decodeOrdered(dec)
+	if err != nil {
+		return "(see the schema)"
+	}
+	defs, _ := member(root, "$defs").(*ordered)
+	return shapeOf(root, defs, 0)
+}
+
+// ordered is a JSON object with its members in document order.
+type ordered struct {
+	keys []string
+	vals map[string]any
+}
+
+func member(v any, k string) any {
+	if o, ok := v.(*ordered); ok {
+		return o.vals[k]
+	}
+	return nil
+}
+
+// decodeOrdered decodes one JSON value, objects as *ordered.
+func decodeOrdered(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		o := &ordered{vals: map[string]any{}}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := decodeOrdered(dec)
+			if err != nil {
+				return nil, err
+			}
+			key, _ := k.(string)
+			o.keys, o.vals[key] = append(o.keys, key), v
+		}
+		_, err = dec.Token()
+		return o, err
+	case json.Delim('['):
+		var a []any
+		for dec.More() {
+			v, err := decodeOrdered(dec)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err = dec.Token()
+		return a, err
+	}
+	return tok, nil
+}
+
+// shapeOf renders the schema s in brief (see ResultType.Shape).
+func shapeOf(s any, defs *ordered, depth int) string {
+	if depth > 8 {
+		return "…"
+	}
+	o, ok := s.(*ordered)
+	if !ok || len(o.keys) == 0 {
+		return "any"
+	}
+	if ref, ok := o.vals["$ref"].(string); ok {
+		name := strings.TrimPrefix(ref, "#/$defs/")
+		if d, ok := member(defs, name).(*ordered); ok && depth < 4 {
+			return shapeOf(d, defs, depth+1)
+		}
+		return name
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if alts, ok := o.vals[k].([]any); ok {
+			parts := make([]string, len(alts))
+			for i, a := range alts {
+				parts[i] = shapeOf(a, defs, depth+1)
+			}
+			return strings.Join(parts, " | ")
+		}
+	}
+	switch typ := o.vals["type"].(type) {
+	case []any:
+		parts := make([]string, 0, len(typ))
+		for _, t := range typ {
+			parts = append(parts, fmt.Sprint(t))
+		}
+		return strings.Join(parts, " | ")
+	case string:
+		switch typ {
+		case "object":
+			return objectShape(o, defs, depth)
+		case "array":
+			return "[" + shapeOf(o.vals["items"], defs, depth+1) + ", ...]"
+		case "string":
+			if f, ok := o.vals["format"].(string); ok {
+				return "string (" + f + ")"
+			}
+			if e, ok := o.vals["contentEncoding"].(string); ok {
+				return "string (" + e + ")"
+			}
+		}
+		return typ
+	}
+	return "any"
+}
+
+func objectShape(o *ordered, defs *ordered, depth int) string {
+	props, _ := o.vals["properties"].(*ordered)
+	if props == nil || len(props.keys) == 0 {
+		if ap, ok := o.vals["additionalProperties"].(*ordered); ok {
+			return "{string: " + shapeOf(ap, defs, depth+1) + "}"
+		}
+		return "{...}"
+	}
+	required := map[string]bool{}
+	if req, ok := o.vals["required"].([]any); ok {
+		for _, r := range req {
+			if s, ok := r.(string); ok {
+				required[s] = true
+			}
+		}
+	}
+	parts := make([]string, 0, len(props.keys))
+	for _, k := range props.keys {
+		opt := "?"
+		if required[k] {
+			opt = ""
+		}
+		parts = append(parts, strconv.Quote(k)+opt+": "+shapeOf(props.vals[k], defs, depth+1))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}

@@ -149,3 +149,28 @@ func TestOperatorValueReplaysStrictly(t *testing.T) {
 	require.Equal(t, chargeReceipt{ChargeID: "ch_2", Amount: 700}, old.Value)
 	require.ErrorIs(t, c.SetResult(ctx, "pay-2", json.RawMessage(`{}`)), sentinel.ErrWrongState)
 }
+
+func TestResultTypeShape(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	type line struct {
+		SKU string `json:"sku"`
+		Qty int    `json:"qty"`
+	}
+	type order struct {
+		ID    string            `json:"id"`
+		Lines []line            `json:"lines"`
+		Tags  map[string]string `json:"tags,omitempty"`
+		At    time.Time         `json:"at"`
+		Note  *string           `json:"note,omitempty"`
+	}
+	require.NoError(t, sentinel.RegisterResultType[order](ctx, c, "order-"))
+	rt, err := c.ResultType(ctx, "order-1")
+	require.NoError(t, err)
+	require.Equal(t, `{"id": string, "lines": [{"sku": string, "qty": integer}, ...], "tags"?: {string: string}, "at": string (date-time), "note"?: string}`, rt.Shape())
+	require.NoError(t, sentinel.RegisterResultType[*chargeReceipt](ctx, c, "ptr-"))
+	rt, err = c.ResultType(ctx, "ptr-1")
+	require.NoError(t, err)
+	require.Equal(t, `null | {"charge_id": string, "amount": integer, "note"?: string, "at"?: string (date-time)}`, rt.Shape())
+}

@@ -153,9 +153,10 @@ func TestKeyTexts(t *testing.T) {
 	}
 }
 
-// Issue 25.6 at the library level: Resolve without WithToken acts only on
-// the claim it read. A response built for an older claim never completes
-// a newer one.
+// Issue 25.6 at the library level: a response built from a Record is
+// resolved at the Record's token, so it never completes a newer claim.
+// (The race of two operators without --token is run through the binary:
+// cmd/sentinel TestResolveRaceKeepsNewerClaim.)
 func TestResolveActsOnTheClaimItRead(t *testing.T) {
 	c := sentineltest.New(t)
 	ctx := ctxT(t)

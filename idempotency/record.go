@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/shell"
 )
 
 // This file is the one description of what the middleware stores, used by
@@ -153,25 +154,17 @@ func ResolveCommand(scope, key string) string {
 // value quoted for a POSIX shell, so that it runs as printed given the
 // database connection.
 func Command(sub, key, scope, ns, schema string) string {
-	s := "sentinel idempotency " + sub + " " + shellQuote(key)
+	s := "sentinel idempotency " + sub + " " + shell.Quote(key)
 	if scope != "" {
-		s += " --scope " + shellQuote(scope)
+		s += " --scope " + shell.Quote(scope)
 	}
 	if ns != "" && ns != "default" {
-		s += " -n " + shellQuote(ns)
+		s += " -n " + shell.Quote(ns)
 	}
 	if schema != "" && schema != "sentinel" {
-		s += " --schema " + shellQuote(schema)
+		s += " --schema " + shell.Quote(schema)
 	}
 	return s
-}
-
-// shellQuote quotes s for a POSIX shell when needed.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@=") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // credentialHeaders are never stored nor replayed: they carry one

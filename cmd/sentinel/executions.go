@@ -386,7 +386,9 @@ func (a *app) storeValue(f *operatorFlags, question string,
 		}
 		if err := idempotency.CheckResult(key, []byte(value)); err != nil {
 			scope, ckey, _ := idempotency.ParseExecutionKey(key)
-			return usageErr("%v; resolve it with a response:\n  %s", err, a.idemCommand("resolve", ckey, scope, a.namespace))
+			_, why := idempotency.DecodeResponse([]byte(value))
+			return usageErr("%q is the Idempotency-Key %q of the idempotency middleware, which could not replay this value to the client (%v); "+
+				"resolve it with an HTTP response:\n  %s", key, ckey, why, a.idemCommand("resolve", ckey, scope, a.namespace))
 		}
 		if rt != nil {
 			// Checked again by the library when it stores the value;
@@ -494,7 +496,7 @@ another state, or --token no longer matches); 3 when it does not exist.`,
 			}
 			fprintf(a.stdout, "%s/%s is reconciling, token %d\n", e.Namespace, e.Key, e.Token)
 			if scope, key, ok := idempotency.ParseExecutionKey(e.Key); ok {
-				fprintf(a.stdout, "next: if the request took effect, give the response its retries get (it asks for it):\n  %s\n",
+				fprintf(a.stdout, "\nnext: if the request took effect, give the response its retries get (it asks for it):\n  %s\n",
 					a.idemCommand("resolve", key, scope, e.Namespace, "--token", strconv.FormatInt(e.Token, 10)))
 				fprintf(a.stdout, "if it did not, let the retry run it:\n  %s\n",
 					a.command("reset", e.Key, "-n", e.Namespace, "--token", strconv.FormatInt(e.Token, 10)))

@@ -3,6 +3,7 @@ package sentinel_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,6 +190,8 @@ func TestPruneHandedBackKeys(t *testing.T) {
 	require.ErrorIs(t, err, sentinel.ErrUncertain)
 	// A claim in progress: OnceTx holds the key claimed while fn runs.
 	inFn, release := make(chan struct{}), make(chan struct{})
+	letGo := sync.OnceFunc(func() { close(release) })
+	defer letGo() // a failed assertion must not leave fn waiting
 	done := make(chan error, 1)
 	go func() {
 		_, err := sentinel.OnceTx(ctx, c, "running", func(context.Context, pgx.Tx) (int, error) {
@@ -226,7 +229,7 @@ func TestPruneHandedBackKeys(t *testing.T) {
 		require.Equal(t, 1, e.count("executions", "key = '"+k+"'"), k)
 	}
 	require.Equal(t, 3, e.count("events", "key = 'old-uncertain'"), "an uncertain key keeps its history")
-	close(release)
+	letGo()
 	require.NoError(t, <-done)
 
 	// A pruned key is new again: the next caller runs fn.

@@ -58,12 +58,19 @@ type httpReply struct {
 
 func (cs *chargeServer) post(t *testing.T, key, body string) httpReply {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(t), "POST", cs.URL+"/charges", strings.NewReader(body))
+	return postCharge(t, cs.Server, "acct_42", key, body)
+}
+
+// postCharge sends POST /charges with an Idempotency-Key for account (the
+// X-Account header the test servers scope by).
+func postCharge(t *testing.T, srv *httptest.Server, account, key, body string) httpReply {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t), "POST", srv.URL+"/charges", strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("X-Account", "acct_42")
+	req.Header.Set("X-Account", account)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := cs.Client().Do(req)
+	resp, err := srv.Client().Do(req)
 	if err != nil {
 		return httpReply{err: err}
 	}

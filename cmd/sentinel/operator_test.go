@@ -66,22 +66,7 @@ func newShop(e *env, ns string) *shop {
 
 func (s *shop) post(t *testing.T, account, key, body string) httpReply {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(t), "POST", s.URL+"/charges", strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("X-Account", account)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.Client().Do(req)
-	if err != nil {
-		return httpReply{err: err}
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	r := httpReply{status: resp.StatusCode, header: resp.Header, body: string(b)}
-	if resp.Header.Get("Content-Type") == "application/problem+json" {
-		require.NoError(t, json.Unmarshal(b, &r.problem))
-	}
-	return r
+	return postCharge(t, s.Server, account, key, body)
 }
 
 // printedCommands returns the command lines a text offers to run: the

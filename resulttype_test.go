@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -173,4 +174,48 @@ func TestResultTypeShape(t *testing.T) {
 	rt, err = c.ResultType(ctx, "ptr-1")
 	require.NoError(t, err)
 	require.Equal(t, `null | {"charge_id": string, "amount": integer, "note"?: string, "at"?: string (date-time)}`, rt.Shape())
+}
+
+// The application declares the type of its charges once; an operator's
+// value with a typo is then refused before it is stored, with the JSON
+// path of the error, and the expected shape can be shown.
+func ExampleRegisterResultType() {
+	client, done := exampleClient("example_result_type")
+	defer done()
+	ctx := context.Background()
+
+	type Receipt struct {
+		ChargeID string `json:"charge_id"`
+		Amount   int    `json:"amount"`
+	}
+	if err := sentinel.RegisterResultType[Receipt](ctx, client, "charge-"); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	rt, err := client.ResultType(ctx, "charge-1042")
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Println(rt.Shape())
+
+	// An uncertain key, reconciled by an operator who types a value.
+	_, _ = sentinel.Once(ctx, client, "charge-1042", func(context.Context) (Receipt, error) {
+		return Receipt{}, errors.New("card network: read timeout")
+	})
+	rec, _ := client.Reconcile(ctx, "charge-1042")
+	err = client.ForceComplete(ctx, "charge-1042", json.RawMessage(`{"chargeid":"ch_1","amount":4200}`), sentinel.WithToken(rec.Token))
+	var te *sentinel.ResultTypeError
+	if errors.As(err, &te) {
+		fmt.Println("refused at", te.Path)
+	}
+	err = client.ForceComplete(ctx, "charge-1042", json.RawMessage(`{"charge_id":"ch_1","amount":4200}`), sentinel.WithToken(rec.Token))
+	fmt.Println("stored:", err == nil)
+	res, _ := sentinel.Once(ctx, client, "charge-1042", func(context.Context) (Receipt, error) { return Receipt{}, nil })
+	fmt.Printf("%+v cached=%v\n", res.Value, res.Cached)
+	// Output:
+	// {"charge_id": string, "amount": integer}
+	// refused at $.chargeid
+	// stored: true
+	// {ChargeID:ch_1 Amount:4200} cached=true
 }

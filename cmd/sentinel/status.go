@@ -71,8 +71,14 @@ worker crashed or lost its lease mid-run, and the outcome is unknown) with
 their owner and since when. Those need an operator: see 'sentinel inspect'
 and 'sentinel reconcile'.
 
+Keys handed back (claimed, no live lease: fn returned a Retryable error,
+the caller gave up before fn ran, an operator reset them) are counted as
+"handed back (safe to retry)": nothing runs them, the next caller does,
+and prune removes them after the retention.
+
 With --namespace, other namespaces that have uncertain executions are
-named at the end, so none is missed.
+named at the end, with the command that shows them all, so none is
+missed.
 
 Exit code 0 whether or not executions are uncertain; use --json (the
 "uncertain" list) or 'sentinel list --uncertain' in scripts.`,

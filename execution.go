@@ -41,20 +41,26 @@ type Execution struct {
 	Result         []byte    // the encoded result, when completed
 	ResultError    string    // set when fn succeeded but its result could not be stored (see SetResult)
 	FinalError     string    // set when fn returned Final(err): the outcome, replayed as ErrFinal
+	// ResultByOperator is true when an operator stored Result
+	// (ForceComplete, SetResult) rather than fn. Such a value is replayed
+	// strictly: one that does not decode into the caller's type without
+	// unknown or missing fields is an error matching ErrResult for the
+	// caller, never a zero value (see RegisterResultType).
+	ResultByOperator bool
 
 	remaining time.Duration // lease time left, per the database
 }
 
 // execCols are the columns scanned by scanExecution, over alias t.
 const execCols = `t.namespace, t.key, t.state, t.owner, t.host, t.pid, t.token, t.created_at, t.updated_at,
-    t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error, t.final_error,
+    t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error, t.final_error, t.result_by_operator,
     coalesce(t.lease_expires_at > pg_catalog.clock_timestamp(), false) AS lease_alive,
     coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0') AS lease_left`
 
 // execColsOf are the names of execCols's columns, over alias g (a relation
 // of execCols's output).
 const execColsOf = `g.namespace, g.key, g.state, g.owner, g.host, g.pid, g.token, g.created_at, g.updated_at,
-    g.lease_expires_at, g.hard_expires_at, g.completed_at, g.result, g.result_error, g.final_error,
+    g.lease_expires_at, g.hard_expires_at, g.completed_at, g.result, g.result_error, g.final_error, g.result_by_operator,
     g.lease_alive, g.lease_left`
 
 func scanExecution(row pgx.Row, prefix ...any) (*Execution, error) {
@@ -62,7 +68,7 @@ func scanExecution(row pgx.Row, prefix ...any) (*Execution, error) {
 	var lease, hard, done *time.Time
 	var resErr, finalErr *string
 	dest := append(prefix, &e.Namespace, &e.Key, &e.State, &e.Owner, &e.Host, &e.PID, &e.Token, &e.CreatedAt, &e.UpdatedAt,
-		&lease, &hard, &done, &e.Result, &resErr, &finalErr, &e.LeaseAlive, &e.remaining)
+		&lease, &hard, &done, &e.Result, &resErr, &finalErr, &e.ResultByOperator, &e.LeaseAlive, &e.remaining)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -210,6 +216,7 @@ WITH u AS (
         result = CASE WHEN $5 = 'completed' THEN $6::bytea ELSE t.result END,
         result_error = CASE WHEN $5 = 'completed' THEN $7::text ELSE t.result_error END,
         final_error = CASE WHEN $5 = 'completed' THEN $12::text ELSE t.final_error END,
+        result_by_operator = CASE WHEN $5 = 'completed' THEN false ELSE t.result_by_operator END,
         completed_at = CASE WHEN $5 = 'completed' THEN pg_catalog.statement_timestamp() ELSE t.completed_at END,
         lease_expires_at = CASE WHEN $5 = 'completed' THEN NULL ELSE least(t.lease_expires_at, pg_catalog.statement_timestamp()) END,
         updated_at = pg_catalog.statement_timestamp()
@@ -336,6 +343,7 @@ u AS (
         result = CASE WHEN i.to_state = 'completed' THEN i.result ELSE t.result END,
         result_error = CASE WHEN i.to_state = 'completed' THEN i.result_error ELSE t.result_error END,
         final_error = CASE WHEN i.to_state = 'completed' THEN i.final_error ELSE t.final_error END,
+        result_by_operator = CASE WHEN i.to_state = 'completed' THEN false ELSE t.result_by_operator END,
         completed_at = CASE WHEN i.to_state = 'completed' THEN pg_catalog.statement_timestamp() ELSE t.completed_at END,
         lease_expires_at = CASE WHEN i.to_state = 'completed' THEN NULL ELSE least(t.lease_expires_at, pg_catalog.statement_timestamp()) END,
         updated_at = pg_catalog.statement_timestamp()
@@ -362,15 +370,16 @@ WHERE t.namespace = $1 AND t.key = $2 AND t.state IN ('claimed', 'executing')
 RETURNING {{cols}}`
 
 // sqlSetResult stores an operator's result for a key that completed
-// without one (its result could not be encoded), guarded by state, by the
-// missing result and by token $4 when not 0. $3 result, $5 operator,
+// without one (its result could not be encoded) or with one an operator
+// stored, guarded by state, by the result's origin and by token $4 when
+// not 0. $3 result, $5 operator,
 // $6 metadata. When the guard fails the current row is returned and
 // nothing is written.
 const sqlSetResult = `
 WITH u AS (
     UPDATE {{schema}}.executions t SET
-        result = $3::bytea, result_error = NULL, updated_at = pg_catalog.statement_timestamp()
-    WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'completed' AND t.result_error IS NOT NULL
+        result = $3::bytea, result_error = NULL, result_by_operator = true, updated_at = pg_catalog.statement_timestamp()
+    WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'completed' AND (t.result_error IS NOT NULL OR t.result_by_operator)
       AND ($4::bigint = 0 OR t.token = $4)
     RETURNING {{cols}}
 ),
@@ -405,6 +414,7 @@ u AS (
         result = CASE WHEN $4 = 'completed' THEN $7::bytea ELSE t.result END,
         result_error = CASE WHEN $4 = 'completed' THEN NULL ELSE t.result_error END,
         final_error = CASE WHEN $4 = 'completed' THEN NULL ELSE t.final_error END,
+        result_by_operator = ($4 = 'completed'),
         completed_at = CASE WHEN $4 = 'completed' THEN pg_catalog.statement_timestamp() ELSE NULL END,
         lease_expires_at = CASE WHEN $4 = 'claimed' THEN pg_catalog.statement_timestamp() ELSE NULL END,
         updated_at = pg_catalog.statement_timestamp()
@@ -431,12 +441,12 @@ const sqlHistory = `
 SELECT id, namespace, key, event, state, token, owner, at, metadata
 FROM {{schema}}.events WHERE namespace = $1 AND key = $2 ORDER BY id`
 
-// sqlPrune deletes completed executions and history events older than $1
-// (µs), and lease rows expired for longer than $1 and at least an hour, in
-// one statement. The history of a
-// key that is not completed (uncertain, reconciling, in flight) is kept: an
-// operator needs it. $2 limits it to a
-// namespace (” = all).
+// sqlPrune deletes completed executions and keys handed back (claimed, no
+// live lease) unchanged for $1 (µs), history events older than $1, and
+// lease rows expired for longer than $1 and at least an hour, in one
+// statement. The history of a key that is neither completed nor handed
+// back (uncertain, reconciling, in flight) is kept: an operator needs it.
+// $2 limits it to a namespace (” = all).
 //
 // The same statement prunes the queue and election tables (issue 17.9):
 // queue events older than $1, except those of a ticket still in the
@@ -457,12 +467,27 @@ WITH x AS (
       AND ($2 = '' OR t.namespace = $2)
     RETURNING 1
 ),
+hb AS (
+    -- Keys handed back (claimed, lease over: Retryable, NoEffect, a
+    -- caller that gave up before fn ran), unchanged for $1. The DELETE
+    -- locks the row and re-checks the predicate on its newest version, so
+    -- a claim taking the key over meanwhile (which moves it to executing,
+    -- or renews the lease) is never deleted; a claim that comes after
+    -- finds no row and inserts one, as for a new key.
+    DELETE FROM {{schema}}.executions t
+    WHERE t.state = 'claimed' AND t.state <> 'completed'
+      AND t.lease_expires_at <= pg_catalog.clock_timestamp()
+      AND t.updated_at < pg_catalog.statement_timestamp() - $1::bigint * interval '1 microsecond'
+      AND ($2 = '' OR t.namespace = $2)
+    RETURNING 1
+),
 e AS (
     DELETE FROM {{schema}}.events t
     WHERE t.at < pg_catalog.statement_timestamp() - $1::bigint * interval '1 microsecond'
       AND ($2 = '' OR t.namespace = $2)
       AND NOT EXISTS (SELECT 1 FROM {{schema}}.executions k
-          WHERE k.namespace = t.namespace AND k.key = t.key AND k.state <> 'completed')
+          WHERE k.namespace = t.namespace AND k.key = t.key AND k.state <> 'completed'
+            AND NOT (k.state = 'claimed' AND k.lease_expires_at <= pg_catalog.clock_timestamp()))
     RETURNING 1
 ),
 l AS (
@@ -511,7 +536,7 @@ qf AS (
 )
 SELECT (SELECT pg_catalog.count(*) FROM x), (SELECT pg_catalog.count(*) FROM e), (SELECT pg_catalog.count(*) FROM l),
     (SELECT pg_catalog.count(*) FROM qe), (SELECT pg_catalog.count(*) FROM qt), (SELECT pg_catalog.count(*) FROM qtev),
-    (SELECT pg_catalog.count(*) FROM ld), (SELECT pg_catalog.count(*) FROM mb)`
+    (SELECT pg_catalog.count(*) FROM ld), (SELECT pg_catalog.count(*) FROM mb), (SELECT pg_catalog.count(*) FROM hb)`
 
 // sqlPruneQueuesLock locks the queue rows of resources drawn before $1
 // (µs) ago that have no ticket, and returns their names: the first step
@@ -607,6 +632,7 @@ func (c *Client) History(ctx context.Context, key string, opts ...Option) ([]Eve
 // PruneResult counts what Prune deleted.
 type PruneResult struct {
 	Executions int64 // completed executions
+	HandedBack int64 // keys handed back: claimed with no live lease (Retryable, NoEffect, a caller that gave up before fn ran)
 	Events     int64 // history events
 	Leases     int64 // expired lease rows
 
@@ -624,12 +650,17 @@ type PruneResult struct {
 const MinRetention = time.Hour
 
 // Prune deletes, in one statement: completed executions whose completion is
-// older than olderThan; history events older than olderThan, except those of
-// keys not yet completed; and lease rows expired for longer than olderThan
+// older than olderThan; keys handed back (state claimed with no live lease:
+// fn returned a Retryable error, the middleware's NoEffect, a caller that
+// gave up before fn ran, an operator's ResetToClaimed) whose last change is
+// older than olderThan, as safe to forget as a key never run; history
+// events older than olderThan, except those of keys uncertain, reconciling
+// or in flight; and lease rows expired for longer than olderThan
 // and at least an hour (a key's row is what makes each grant mint its token
 // under a row lock; the hour keeps any statement still in flight from seeing
 // the key as new). Executions in any other state are never pruned: an
-// uncertain key stays until an operator resolves it.
+// uncertain key stays until an operator resolves it, and a key claimed
+// with a live lease is running.
 //
 // The same statement prunes the queues and elections: queue events older
 // than olderThan, except those of a ticket still in its queue; dead
@@ -679,7 +710,7 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, opts ...Opt
 	}
 	var recorded int64
 	err := c.pool.QueryRow(ctx, c.exe.prune, us(olderThan), ns).Scan(&res.Executions, &res.Events, &res.Leases,
-		&res.QueueEvents, &res.Tickets, &recorded, &res.Leaders, &res.Members)
+		&res.QueueEvents, &res.Tickets, &recorded, &res.Leaders, &res.Members, &res.HandedBack)
 	if err != nil {
 		return res, c.wrapErr("prune", err)
 	}

@@ -9,13 +9,20 @@ import (
 
 // StateCount is the number of executions of one namespace in one state.
 // Uncertain executions (executing with an expired lease) are counted apart
-// from the executing ones still in progress.
+// from the executing ones still in progress, and keys handed back (claimed
+// with an expired lease) apart from the claimed ones still in progress.
 type StateCount struct {
 	Namespace string
 	State     State
-	Uncertain bool      // State is executing and the lease expired on the database clock
-	Count     int64     // executions in this state
-	Oldest    time.Time // the earliest UpdatedAt among them: the longest in this state
+	Uncertain bool // State is executing and the lease expired on the database clock
+	// HandedBack: State is claimed and the lease expired on the database
+	// clock. Nothing runs: fn returned a Retryable error, the middleware's
+	// NoEffect gave the key back, a caller gave up before fn ran, or an
+	// operator reset it. The next caller runs it; safe to retry. Prune
+	// removes such keys like completed ones.
+	HandedBack bool
+	Count      int64     // executions in this state
+	Oldest     time.Time // the earliest UpdatedAt among them: the longest in this state
 }
 
 // ExecutionCounts counts executions per namespace and state in one
@@ -36,23 +43,56 @@ func (c *Client) ExecutionCounts(ctx context.Context, ns string, allNamespaces b
 			return nil, err
 		}
 	}
-	q := `SELECT namespace, state, uncertain, pg_catalog.count(*), pg_catalog.min(updated_at)
+	q := `SELECT namespace, state, uncertain, handed_back, pg_catalog.count(*), pg_catalog.min(updated_at)
 FROM (SELECT namespace, state, updated_at,
-        state = 'executing' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true) AS uncertain
+        state = 'executing' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true) AS uncertain,
+        state = 'claimed' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true) AS handed_back
       FROM ` + c.sql.schema + `.executions WHERE $1 = '' OR namespace = $1) t
-GROUP BY namespace, state, uncertain
-ORDER BY uncertain DESC, namespace, state`
+GROUP BY namespace, state, uncertain, handed_back
+ORDER BY uncertain DESC, namespace, state, handed_back`
 	rows, err := c.pool.Query(ctx, q, ns)
 	if err != nil {
 		return nil, c.wrapErr("count executions", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StateCount, error) {
 		var s StateCount
-		err := r.Scan(&s.Namespace, &s.State, &s.Uncertain, &s.Count, &s.Oldest)
+		err := r.Scan(&s.Namespace, &s.State, &s.Uncertain, &s.HandedBack, &s.Count, &s.Oldest)
 		return s, err
 	})
 	if err != nil {
 		return nil, c.wrapErr("count executions", err)
+	}
+	return out, nil
+}
+
+// UncertainCounts counts the uncertain executions (executing with a lease
+// expired on the database clock) of every namespace that has any, most
+// first, in one statement over the index of open executions (completed
+// ones are not read, however many there are): cheap enough for a page
+// header that tells an operator where attention is needed. Each row has
+// State StateExecuting and Uncertain true.
+func (c *Client) UncertainCounts(ctx context.Context) ([]StateCount, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	// state <> 'completed' lets the planner use the partial index
+	// executions_open_idx.
+	q := `SELECT t.namespace, pg_catalog.count(*), pg_catalog.min(t.updated_at)
+FROM ` + c.sql.schema + `.executions t
+WHERE t.state = 'executing' AND t.state <> 'completed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
+GROUP BY t.namespace
+ORDER BY pg_catalog.count(*) DESC, t.namespace`
+	rows, err := c.pool.Query(ctx, q)
+	if err != nil {
+		return nil, c.wrapErr("count uncertain executions", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StateCount, error) {
+		s := StateCount{State: StateExecuting, Uncertain: true}
+		err := r.Scan(&s.Namespace, &s.Count, &s.Oldest)
+		return s, err
+	})
+	if err != nil {
+		return nil, c.wrapErr("count uncertain executions", err)
 	}
 	return out, nil
 }

@@ -631,7 +631,8 @@ func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions) error
 	switch kind {
 	case ErrUncertain:
 		cause = errors.New("its executor stopped without an outcome (crashed, failed, or lost its lease); " +
-			"an operator must Reconcile it (see its History for a completion_refused event)")
+			"an operator must Reconcile it (if fn returned before its completion was refused, " +
+			"its History holds a completion_refused event with fn's result)")
 	case ErrInProgress:
 		cause = errors.New("another worker is running it: retry later, or use WithWait")
 	}
@@ -650,7 +651,16 @@ func replayOr[T any](ex *Execution, o callOptions, err error) (Result[T], error)
 			ErrResult, ex.Namespace, ex.Key, ex.ResultError)
 	}
 	if ex.Result != nil {
-		if err := o.codec.Decode(ex.Result, &res.Value); err != nil {
+		if _, isJSON := o.codec.(JSONCodec); isJSON && ex.ResultByOperator {
+			// An operator's value is checked against T: a typo in a
+			// member name must not reach the caller as a zero value.
+			if err := strictDecode(ex.Namespace, ex.Key, ex.Result, &res.Value); err != nil {
+				var zero T
+				res.Value = zero
+				return res, fmt.Errorf("%w: the result of %q/%q was stored by an operator and does not fit %T: %w "+
+					"(an operator can replace it with SetResult at token %d)", ErrResult, ex.Namespace, ex.Key, res.Value, err, ex.Token)
+			}
+		} else if err := o.codec.Decode(ex.Result, &res.Value); err != nil {
 			return res, fmt.Errorf("%w: decode stored result of %q/%q into %T: %w", ErrResult, ex.Namespace, ex.Key, res.Value, err)
 		}
 	}

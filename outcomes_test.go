@@ -276,7 +276,7 @@ func TestOnceTxLostCommitReplyIsSuccess(t *testing.T) {
 }
 
 // Issue 8, item 14: a key completed without a storable result can be given
-// one by an operator; nothing else can be overwritten that way.
+// one by an operator; a result fn stored can never be overwritten that way.
 func TestSetResultRepairsAnUnencodableResult(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -294,7 +294,12 @@ func TestSetResultRepairsAnUnencodableResult(t *testing.T) {
 	res, err := sentinel.Once(ctx, c, "k", func(context.Context) (string, error) { return "x", nil })
 	require.NoError(t, err)
 	require.Equal(t, "receipt-9", res.Value)
-	require.ErrorIs(t, c.SetResult(ctx, "k", "other"), sentinel.ErrWrongState, "a stored result is never overwritten")
+	// An operator's result may be replaced by an operator (issue 25.3); a
+	// result fn stored never is.
+	require.NoError(t, c.SetResult(ctx, "k", "receipt-10"))
+	_, err = sentinel.Once(ctx, c, "fn-stored", func(context.Context) (string, error) { return "x", nil })
+	require.NoError(t, err)
+	require.ErrorIs(t, c.SetResult(ctx, "fn-stored", "other"), sentinel.ErrWrongState, "a result fn stored is never overwritten")
 	require.ErrorIs(t, c.SetResult(ctx, "nope", "x"), sentinel.ErrNotFound)
 	hist, err := c.History(ctx, "k")
 	require.NoError(t, err)

@@ -28,12 +28,19 @@ func (c *Client) Reconcile(ctx context.Context, key string, opts ...Option) (*Ex
 // result (encoded with WithCodec, JSON by default); later Once callers get
 // value as a cached result. Only allowed from reconciling. Pass
 // WithToken(exec.Token) with the token Reconcile returned so that a second
-// operator's reconciliation cannot be resolved by mistake. A value that a
-// check registered with RegisterResultCheck refuses (for example a value
-// that is not an HTTP response, for a key of package idempotency) returns
-// an error matching ErrInvalid and writes nothing.
+// operator's reconciliation cannot be resolved by mistake.
+//
+// The value is checked before anything is written. A JSON value that does
+// not match the result type declared for the key (RegisterResultType)
+// returns a *ResultTypeError matching ErrResultType, naming the JSON path
+// of the first error. A value that a check registered with
+// RegisterResultCheck refuses (for example a value that is not an HTTP
+// response, for a key of package idempotency) returns an error matching
+// ErrInvalid. Without a declared type, a value that does not fit the
+// callers' type is stored, and each caller gets an error matching
+// ErrResult instead of it (see Once), never a zero value.
 func (c *Client) ForceComplete(ctx context.Context, key string, value any, opts ...Option) error {
-	_, data, err := c.operatorValue(key, value, opts)
+	_, data, err := c.operatorValue(ctx, key, value, opts)
 	if err != nil {
 		return err
 	}
@@ -97,16 +104,18 @@ var operatorMethods = map[string]string{
 	"result_set":      "SetResult",
 }
 
-// SetResult stores value as the result of a key that completed without one:
-// fn succeeded but its result could not be encoded (or was over
-// MaxResultSize), so every caller got ErrResult. Afterwards callers get
-// value as the cached result. It is allowed only for such a key (completed,
-// with Execution.ResultError set); anything else is refused with
-// ErrWrongState and nothing is written. value is encoded with WithCodec
-// (JSON by default). WithToken pins it to the execution the operator
-// inspected; WithMetadata is recorded in the history (event result_set).
+// SetResult stores value as the result of a key that completed without one
+// (fn succeeded but its result could not be encoded, or was over
+// MaxResultSize, so every caller got ErrResult), or replaces a result an
+// operator stored (Execution.ResultByOperator) that the callers cannot
+// decode. Afterwards callers get value as the cached result. It is allowed
+// only for such a key; anything else (a result fn stored, another state)
+// is refused with ErrWrongState and nothing is written. value is encoded
+// with WithCodec (JSON by default) and checked as by ForceComplete.
+// WithToken pins it to the execution the operator inspected; WithMetadata
+// is recorded in the history (event result_set).
 func (c *Client) SetResult(ctx context.Context, key string, value any, opts ...Option) error {
-	o, data, err := c.operatorValue(key, value, opts)
+	o, data, err := c.operatorValue(ctx, key, value, opts)
 	if err != nil {
 		return err
 	}
@@ -123,9 +132,9 @@ func (c *Client) SetResult(ctx context.Context, key string, value any, opts ...O
 		return c.wrapErr(fmt.Sprintf("SetResult %q/%q", o.namespace, key), err)
 	}
 	if !applied {
-		cause := errors.New("SetResult requires a completed key whose result could not be stored")
-		if ex.State == StateCompleted && ex.ResultError == "" {
-			cause = errors.New("SetResult refused: the key already has its stored result")
+		cause := errors.New("SetResult requires a completed key whose result could not be stored, or was stored by an operator")
+		if ex.State == StateCompleted && ex.ResultError == "" && !ex.ResultByOperator {
+			cause = errors.New("SetResult refused: the key already has the result its fn stored")
 		} else if o.token != 0 && ex.Token != o.token {
 			cause = fmt.Errorf("SetResult expected token %d, the key is at token %d", o.token, ex.Token)
 		}
@@ -136,9 +145,11 @@ func (c *Client) SetResult(ctx context.Context, key string, value any, opts ...O
 	return nil
 }
 
-// operatorValue resolves an operator call that stores value, and encodes
-// value with the call's codec (JSON by default), within MaxResultSize.
-func (c *Client) operatorValue(key string, value any, opts []Option) (callOptions, []byte, error) {
+// operatorValue resolves an operator call that stores value, encodes
+// value with the call's codec (JSON by default), within MaxResultSize, and
+// checks it: the registered result checks, then the result type declared
+// for the key (one statement; JSON values only).
+func (c *Client) operatorValue(ctx context.Context, key string, value any, opts []Option) (callOptions, []byte, error) {
 	o, err := c.resolve(key, opts)
 	if err != nil {
 		return o, nil, err
@@ -156,6 +167,11 @@ func (c *Client) operatorValue(key string, value any, opts []Option) (callOption
 	}
 	if err := checkResult(key, data); err != nil {
 		return o, nil, err
+	}
+	if _, isJSON := codec.(JSONCodec); isJSON {
+		if err := c.checkOperatorValue(ctx, o.namespace, key, data); err != nil {
+			return o, nil, err
+		}
 	}
 	return o, data, nil
 }

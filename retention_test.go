@@ -2,9 +2,12 @@ package sentinel_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -160,4 +163,77 @@ func TestPruneKeepsAQueueRowADrawIsFilling(t *testing.T) {
 	res := <-pruned
 	require.Zero(t, res.Queues)
 	require.Equal(t, 1, e.count("queues", "resource = 'press'"), "the queue row of a live ticket is kept")
+}
+
+// Issue 25.4: keys handed back (claimed, no live lease: Retryable, a
+// caller that gave up before fn ran, an operator's reset) are pruned like
+// completed ones under the same retention, with their history; a claim in
+// progress, an uncertain key and a recent hand-back stay.
+func TestPruneHandedBackKeys(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		_, err := admin.Exec(ctx, q, args...)
+		require.NoError(t, err)
+	}
+	retry := func(key string) {
+		_, err := sentinel.Once(ctx, c, key, func(context.Context) (int, error) {
+			return 0, sentinel.Retryable(errors.New("card network unreachable"))
+		})
+		require.Error(t, err)
+	}
+	retry("old-retry")
+	retry("new-retry")
+	_, err := sentinel.Once(ctx, c, "old-uncertain", func(context.Context) (int, error) { return 0, errors.New("timeout") })
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	// A claim in progress: OnceTx holds the key claimed while fn runs.
+	inFn, release := make(chan struct{}), make(chan struct{})
+	letGo := sync.OnceFunc(func() { close(release) })
+	defer letGo() // a failed assertion must not leave fn waiting
+	done := make(chan error, 1)
+	go func() {
+		_, err := sentinel.OnceTx(ctx, c, "running", func(context.Context, pgx.Tx) (int, error) {
+			close(inFn)
+			<-release
+			return 1, nil
+		})
+		done <- err
+	}()
+	<-inFn
+
+	counts, err := c.ExecutionCounts(ctx, "", false)
+	require.NoError(t, err)
+	var handedBack, claimedLive int64
+	for _, s := range counts {
+		switch {
+		case s.State == sentinel.StateClaimed && s.HandedBack:
+			handedBack += s.Count
+		case s.State == sentinel.StateClaimed:
+			claimedLive += s.Count
+		}
+	}
+	require.Equal(t, int64(2), handedBack)
+	require.Equal(t, int64(1), claimedLive)
+
+	// Age all but new-retry by two hours.
+	exec("UPDATE "+e.table("executions")+" SET updated_at = updated_at - interval '2 hours', created_at = created_at - interval '2 hours' WHERE key <> $1", "new-retry")
+	exec("UPDATE "+e.table("events")+" SET at = at - interval '2 hours' WHERE key <> $1", "new-retry")
+	res, err := c.Prune(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.HandedBack, "%+v", res)
+	require.Equal(t, 0, e.count("executions", "key = 'old-retry'"))
+	require.Equal(t, 0, e.count("events", "key = 'old-retry'"), "the history of a pruned key")
+	for _, k := range []string{"new-retry", "old-uncertain", "running"} {
+		require.Equal(t, 1, e.count("executions", "key = '"+k+"'"), k)
+	}
+	require.Equal(t, 3, e.count("events", "key = 'old-uncertain'"), "an uncertain key keeps its history")
+	letGo()
+	require.NoError(t, <-done)
+
+	// A pruned key is new again: the next caller runs fn.
+	res2, err := sentinel.Once(ctx, c, "old-retry", func(context.Context) (int, error) { return 7, nil })
+	require.NoError(t, err)
+	require.False(t, res2.Cached)
 }

@@ -262,6 +262,7 @@ type Client struct {
 	cfg  Config
 	sql  *queries
 	exe  *execSQL
+	rt   *resultTypeSQL
 
 	hb     *heartbeater
 	co     *coalescer // concurrent state changes share round trips (coalesce.go)
@@ -286,6 +287,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 	}
 	cl := &Client{pool: pool, cfg: c, sql: newQueries(c.Schema)}
 	cl.exe = newExecSQL(cl.sql.schema)
+	cl.rt = newResultTypeSQL(cl.sql.schema)
 	cl.hb = newHeartbeater(cl)
 	cl.co = newCoalescer(pool, cl.cfg.CoalesceInFlight)
 	cl.co.setStatements(coClaim, cl.exe.claimSet, cl.exe.claim, cl.exe.claimFresh)

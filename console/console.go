@@ -104,6 +104,12 @@ type Options struct {
 	// when something in front already checks it.
 	AllowedHosts []string
 
+	// Namespace is the namespace the executions page lists when the
+	// operator names none. Default: every namespace, each row naming its
+	// own. Whatever it is, every page shows the uncertain count of every
+	// namespace at its top.
+	Namespace string
+
 	// ReadOnly shows everything and offers and accepts no action.
 	ReadOnly bool
 

@@ -70,5 +70,5 @@ func (cs *Console) elections(w http.ResponseWriter, r *http.Request) {
 			d.Members = ms
 		}
 	}
-	cs.render(w, status, "elections.html", page{Nav: "elections", Data: d})
+	cs.render(w, r, status, "elections.html", page{Nav: "elections", Data: d})
 }

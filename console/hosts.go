@@ -102,6 +102,6 @@ func misdirected(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusMisdirectedRequest)
 	fmt.Fprintf(w, "421 Misdirected Request: this Sentinel console does not answer for host %q.\n"+
-		"Open it as http://localhost:PORT/ or http://127.0.0.1:PORT/, or allow this name: "+
-		"`sentinel serve --allowed-host NAME`, or console.Options.AllowedHosts when you mount the handler.\n", r.Host)
+		"Open it as localhost or 127.0.0.1 on the port it listens on, or, if this name is yours, allow it with "+
+		"the --allowed-host flag of sentinel serve (console.Options.AllowedHosts when you mount the handler).\n", r.Host)
 }

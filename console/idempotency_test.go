@@ -93,7 +93,8 @@ func TestHTTPKeyResolve(t *testing.T) {
 	form.Set("value", `{"charge_id":"ch_1"}`)
 	code, body = post(t, s.URL, form, "Origin", s.URL)
 	require.Equal(t, http.StatusBadRequest, code, body)
-	require.Contains(t, body, "sentinel idempotency resolve pay-1 --scope acct_42")
+	require.Contains(t, body, "resolve it with an HTTP response")
+	require.Contains(t, body, `href="confirm?action=resolve&amp;`, "the way back leads to the resolve form")
 
 	// Resolve with a response.
 	form = confirmForm(t, s.URL, "resolve", "default", execKey, ex.Token)

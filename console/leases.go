@@ -31,7 +31,7 @@ func (cs *Console) leases(w http.ResponseWriter, r *http.Request) {
 		d.Error, status = err.Error(), errStatus(err)
 	}
 	d.Leases = ls
-	cs.render(w, status, "leases.html", page{Nav: "leases", Data: d})
+	cs.render(w, r, status, "leases.html", page{Nav: "leases", Data: d})
 }
 
 type queuesData struct {
@@ -57,5 +57,5 @@ func (cs *Console) queues(w http.ResponseWriter, r *http.Request) {
 		d.Error, status = err.Error(), errStatus(err)
 	}
 	d.Queues = qs
-	cs.render(w, status, "queues.html", page{Nav: "queues", Data: d})
+	cs.render(w, r, status, "queues.html", page{Nav: "queues", Data: d})
 }

@@ -27,13 +27,38 @@ type page struct {
 	ReadOnly bool
 	Live     string // the events URL for the live view; empty: none
 	Data     any
+	// Uncertain counts the uncertain keys of every namespace, shown at
+	// the top of every page; UncertainErr says why they could not be
+	// counted.
+	Uncertain    []nsCount
+	UncertainErr string
 }
 
-func (cs *Console) render(w http.ResponseWriter, status int, name string, p page) {
+// nsCount is a namespace's count of uncertain keys, with the link that
+// lists them.
+type nsCount struct {
+	Namespace string
+	Count     int64
+	Link      string
+}
+
+func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	p.Title = cs.opts.Title
 	p.ReadOnly = cs.opts.ReadOnly
 	for _, v := range views {
 		p.Views = append(p.Views, navItem{Path: v.path, Label: v.label})
+	}
+	// Every page says where operators are needed, whatever it shows: one
+	// statement over the index of open executions.
+	ctx, cancel := ctxTimeout(r)
+	counts, err := cs.c.UncertainCounts(ctx)
+	cancel()
+	if err != nil {
+		p.UncertainErr = err.Error()
+	}
+	for _, c := range counts {
+		p.Uncertain = append(p.Uncertain, nsCount{Namespace: c.Namespace, Count: c.Count,
+			Link: "./?" + url.Values{"state": {"uncertain"}, "ns": {c.Namespace}}.Encode()})
 	}
 	var buf bytes.Buffer
 	if err := cs.tmpl.ExecuteTemplate(&buf, name, p); err != nil {
@@ -58,20 +83,21 @@ type message struct {
 	Exec    *execView
 }
 
-func (cs *Console) fail(w http.ResponseWriter, status int, heading, text, back string) {
-	cs.render(w, status, "message.html", page{Data: message{Heading: heading, Text: text, Kind: "error", Back: back}})
+func (cs *Console) fail(w http.ResponseWriter, r *http.Request, status int, heading, text, back string) {
+	cs.render(w, r, status, "message.html", page{Data: message{Heading: heading, Text: text, Kind: "error", Back: back}})
 }
 
 // execView is an execution as the pages show it.
 type execView struct {
 	sentinel.Execution
-	Uncertain bool
-	Link      string
+	Uncertain  bool
+	HandedBack bool // claimed with no live lease: nothing runs it, the next caller does
+	Link       string
 }
 
 func (cs *Console) view(e sentinel.Execution) execView {
 	return execView{Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive,
-		Link: keyLink(e.Namespace, e.Key)}
+		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, Link: keyLink(e.Namespace, e.Key)}
 }
 
 func keyLink(ns, key string) string {
@@ -93,7 +119,8 @@ type listData struct {
 	Tabs      []struct{ ID, Label string }
 	Tab       string
 	Namespace string
-	AllNS     bool
+	AllNS     bool   // every namespace: the default unless Options.Namespace is set
+	DefaultNS string // Options.Namespace
 	Before    string
 	After     string
 	Sections  []section
@@ -115,6 +142,14 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 	if d.Tab == "" {
 		d.Tab = "attention"
 	}
+	d.DefaultNS = cs.opts.Namespace
+	switch {
+	case d.Namespace != "":
+		d.AllNS = false // a namespace typed wins over the box
+	case !d.AllNS:
+		// Nothing asked: Options.Namespace, else every namespace.
+		d.Namespace, d.AllNS = cs.opts.Namespace, cs.opts.Namespace == ""
+	}
 	base := sentinel.ExecutionFilter{Namespace: d.Namespace, AllNamespaces: d.AllNS, Limit: cs.opts.PageSize, After: q.Get("cursor")}
 	if d.AllNS {
 		base.Namespace = ""
@@ -125,7 +160,7 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		d.Error = err.Error()
-		cs.render(w, http.StatusBadRequest, "executions.html", page{Nav: "executions", Data: d})
+		cs.render(w, r, http.StatusBadRequest, "executions.html", page{Nav: "executions", Data: d})
 		return
 	}
 	ctx, cancel := ctxTimeout(r)
@@ -152,7 +187,7 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 		wants = []want{{"All executions", "", base}}
 	default:
 		d.Error = fmt.Sprintf("unknown state %q", d.Tab)
-		cs.render(w, http.StatusBadRequest, "executions.html", page{Nav: "executions", Data: d})
+		cs.render(w, r, http.StatusBadRequest, "executions.html", page{Nav: "executions", Data: d})
 		return
 	}
 	status := http.StatusOK
@@ -188,7 +223,7 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 	} else if d.Namespace != "" {
 		live.Set("ns", d.Namespace)
 	}
-	cs.render(w, status, "executions.html", page{Nav: "executions", Live: "events?" + live.Encode(), Data: d})
+	cs.render(w, r, status, "executions.html", page{Nav: "executions", Live: "events?" + live.Encode(), Data: d})
 }
 
 // errStatus is the HTTP status of a failed read: bad input or a failure.
@@ -290,19 +325,19 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 	ex, err := cs.c.Inspect(ctx, key, opts...)
 	switch {
 	case errors.Is(err, sentinel.ErrInvalid):
-		cs.fail(w, http.StatusBadRequest, "Bad key", err.Error(), "./")
+		cs.fail(w, r, http.StatusBadRequest, "Bad key", err.Error(), "./")
 		return
 	case errors.Is(err, sentinel.ErrNotFound):
-		cs.fail(w, http.StatusNotFound, "No such execution", err.Error(), "./")
+		cs.fail(w, r, http.StatusNotFound, "No such execution", err.Error(), "./")
 		return
 	case err != nil:
 		cs.opts.Logger.Error("console: inspect", "err", err)
-		cs.fail(w, http.StatusInternalServerError, "Could not read the key", err.Error(), "./")
+		cs.fail(w, r, http.StatusInternalServerError, "Could not read the key", err.Error(), "./")
 		return
 	}
 	hist, err := cs.c.History(ctx, key, sentinel.WithNamespace(ex.Namespace))
 	if err != nil {
-		cs.fail(w, http.StatusInternalServerError, "Could not read the history", err.Error(), "./")
+		cs.fail(w, r, http.StatusInternalServerError, "Could not read the history", err.Error(), "./")
 		return
 	}
 	d := keyData{Exec: cs.view(*ex), HTTP: cs.readHTTPKey(ctx, ex)}
@@ -332,7 +367,7 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	live := url.Values{"ns": {ex.Namespace}, "key": {ex.Key}}
-	cs.render(w, http.StatusOK, "key.html", page{Nav: "executions", Live: "events?" + live.Encode(), Data: d})
+	cs.render(w, r, http.StatusOK, "key.html", page{Nav: "executions", Live: "events?" + live.Encode(), Data: d})
 }
 
 func prettyResult(b []byte) (string, bool) {
@@ -401,25 +436,30 @@ type confirmData struct {
 	Error                     string
 	HTTP                      *httpKey    // resolve: the HTTP key
 	Resolve                   resolveForm // resolve: the form's values
+	// ResultType is the type declared for the key (force-complete): the
+	// value must match it.
+	ResultType *sentinel.ResultType
+	Shape      string // ResultType's expected shape
+	SchemaText string // ResultType's schema, indented
 }
 
 // confirm is the confirmation step of an action: it shows the key as it is
 // now and the form that does the action.
 func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 	if cs.opts.ReadOnly {
-		cs.fail(w, http.StatusForbidden, "Read-only", "This console is read-only: no action is possible here.", "./")
+		cs.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: no action is possible here.", "./")
 		return
 	}
 	q := r.URL.Query()
 	action, ns, key := q.Get("action"), q.Get("ns"), q.Get("key")
 	a, ok := actions[action]
 	if !ok {
-		cs.fail(w, http.StatusBadRequest, "Unknown action", fmt.Sprintf("There is no action %q.", action), "./")
+		cs.fail(w, r, http.StatusBadRequest, "Unknown action", fmt.Sprintf("There is no action %q.", action), "./")
 		return
 	}
 	token, err := strconv.ParseInt(q.Get("token"), 10, 64)
 	if err != nil || token <= 0 {
-		cs.fail(w, http.StatusBadRequest, "Bad request", "The link carries no valid fencing token; open the action from the key's page.", keyLink(ns, key))
+		cs.fail(w, r, http.StatusBadRequest, "Bad request", "The link carries no valid fencing token; open the action from the key's page.", keyLink(ns, key))
 		return
 	}
 	ctx, cancel := ctxTimeout(r)
@@ -432,7 +472,7 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 		} else if errors.Is(err, sentinel.ErrInvalid) {
 			status = http.StatusBadRequest
 		}
-		cs.fail(w, status, "Could not read the key", err.Error(), "./")
+		cs.fail(w, r, status, "Could not read the key", err.Error(), "./")
 		return
 	}
 	d := confirmData{Action: action, Label: a.Label, Verb: a.Verb, Help: a.Help, Exec: cs.view(*ex), Token: token,
@@ -441,7 +481,7 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case action == "resolve":
 		if d.HTTP = cs.readHTTPKey(ctx, ex); d.HTTP == nil {
-			cs.fail(w, http.StatusBadRequest, "Not an HTTP key", "Only keys of the idempotency middleware are resolved with a response.", keyLink(ns, key))
+			cs.fail(w, r, http.StatusBadRequest, "Not an HTTP key", "Only keys of the idempotency middleware are resolved with a response.", keyLink(ns, key))
 			return
 		}
 		d.Resolve = d.HTTP.prefill()
@@ -450,6 +490,26 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 		}
 	case ex.Token != token || ex.State != a.From || (action == "reconcile" && ex.LeaseAlive):
 		d.Moved = movedText(ex, token, a.From)
+	}
+	if action == "force_complete" {
+		rt, err := cs.c.ResultType(ctx, key, sentinel.WithNamespace(ns))
+		switch {
+		case err == nil:
+			d.ResultType, d.Shape = rt, rt.Shape()
+			var b bytes.Buffer
+			if json.Indent(&b, rt.Schema, "", "  ") == nil {
+				d.SchemaText = b.String()
+			}
+		case !errors.Is(err, sentinel.ErrNotFound):
+			cs.opts.Logger.Error("console: read a result type", "namespace", ns, "key", key, "err", err)
+		}
+		if d.ResultType != nil && d.Value != "" {
+			// A value sent back to the form: say at once what is wrong.
+			var te *sentinel.ResultTypeError
+			if errors.As(d.ResultType.Check(key, []byte(d.Value)), &te) {
+				d.Error = "This value does not match the result type: at " + te.Path + ": " + te.Reason + "."
+			}
+		}
 	}
 	if evID := q.Get("evidence"); evID != "" && action == "force_complete" {
 		id, _ := strconv.ParseInt(evID, 10, 64)
@@ -467,7 +527,7 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 			d.Error = "That completion_refused event holds no JSON result; type the value."
 		}
 	}
-	cs.render(w, http.StatusOK, "confirm.html", page{Nav: "executions", Data: d})
+	cs.render(w, r, http.StatusOK, "confirm.html", page{Nav: "executions", Data: d})
 }
 
 func movedText(ex *sentinel.Execution, token int64, from sentinel.State) string {
@@ -484,38 +544,38 @@ func movedText(ex *sentinel.Execution, token int64, from sentinel.State) string 
 // act does a confirmed action.
 func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 	if cs.opts.ReadOnly {
-		cs.fail(w, http.StatusForbidden, "Read-only", "This console is read-only: no action is possible here.", "./")
+		cs.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: no action is possible here.", "./")
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 	if err := r.ParseForm(); err != nil {
-		cs.fail(w, http.StatusBadRequest, "Bad request", "The form could not be read: "+err.Error(), "./")
+		cs.fail(w, r, http.StatusBadRequest, "Bad request", "The form could not be read: "+err.Error(), "./")
 		return
 	}
 	f := r.PostForm
 	action, ns, key, tokStr := f.Get("action"), f.Get("ns"), f.Get("key"), f.Get("token")
 	back := keyLink(ns, key)
 	if !sameOrigin(r) {
-		cs.fail(w, http.StatusForbidden, "Refused", "The request came from another site.", back)
+		cs.fail(w, r, http.StatusForbidden, "Refused", "The request came from another site.", back)
 		return
 	}
 	if err := cs.checkCSRF(f.Get("csrf"), action, ns, key, tokStr); err != nil {
-		cs.fail(w, http.StatusForbidden, "Refused", err.Error(), back)
+		cs.fail(w, r, http.StatusForbidden, "Refused", err.Error(), back)
 		return
 	}
 	name, auth, ok := cs.actor(r, f.Get("operator_token"), f.Get("operator"))
 	if !ok {
-		cs.fail(w, http.StatusForbidden, "Refused", "The operator token is missing or wrong. Nothing was changed.", back)
+		cs.fail(w, r, http.StatusForbidden, "Refused", "The operator token is missing or wrong. Nothing was changed.", back)
 		return
 	}
 	a, ok := actions[action]
 	token, err := strconv.ParseInt(tokStr, 10, 64)
 	if !ok || err != nil || token <= 0 {
-		cs.fail(w, http.StatusBadRequest, "Bad request", "Unknown action or token.", back)
+		cs.fail(w, r, http.StatusBadRequest, "Bad request", "Unknown action or token.", back)
 		return
 	}
 	if name == "" || len(name) > 200 || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
-		cs.fail(w, http.StatusBadRequest, "Your name is needed", "Give your name (up to 200 bytes): it is recorded in the key's history with the action. Nothing was changed.", back)
+		cs.fail(w, r, http.StatusBadRequest, "Your name is needed", "Give your name (up to 200 bytes): it is recorded in the key's history with the action. Nothing was changed.", back)
 		return
 	}
 	meta := map[string]any{"operator_name": name, "operator_auth": auth, "via": "console"}
@@ -539,14 +599,14 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 	case "force_complete":
 		value := strings.TrimSpace(f.Get("value"))
 		if !json.Valid([]byte(value)) {
-			cs.fail(w, http.StatusBadRequest, "Not JSON", "The value must be valid JSON (for text, put it in double quotes). Nothing was changed.", back)
+			cs.fail(w, r, http.StatusBadRequest, "Not JSON", "The value must be valid JSON (for text, put it in double quotes). Nothing was changed.", back)
 			return
 		}
 		err = cs.c.ForceComplete(ctx, key, json.RawMessage(value), opts...)
 	case "resolve":
 		scope, ckey, ok := idempotency.ParseExecutionKey(key)
 		if !ok {
-			cs.fail(w, http.StatusBadRequest, "Not an HTTP key", "Only keys of the idempotency middleware are resolved with a response. Nothing was changed.", back)
+			cs.fail(w, r, http.StatusBadRequest, "Not an HTTP key", "Only keys of the idempotency middleware are resolved with a response. Nothing was changed.", back)
 			return
 		}
 		rec, ierr := idempotency.Inspect(ctx, cs.c, scope, ckey, sentinel.WithNamespace(ns))
@@ -556,7 +616,7 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		}
 		resp, perr := parseResolve(f, rec.Request.Fingerprint)
 		if perr != nil {
-			cs.fail(w, http.StatusBadRequest, "Bad response", perr.Error()+". Nothing was changed.", back)
+			cs.fail(w, r, http.StatusBadRequest, "Bad response", perr.Error()+". Nothing was changed.", back)
 			return
 		}
 		var done int64
@@ -571,24 +631,36 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		ev = &v
 	}
 	var ee *sentinel.ExecutionError
+	var te *sentinel.ResultTypeError
 	switch {
+	case errors.As(err, &te):
+		// Back to the form, the value as typed, the error beside it.
+		again := confirmLink(action, ns, key, token, url.Values{"value": {strings.TrimSpace(f.Get("value"))}})
+		text := fmt.Sprintf("Refused, nothing was changed: the value does not match the result type %s declared for keys starting with %q: at %s: %s.",
+			te.Type, te.Prefix, te.Path, te.Reason)
+		cs.render(w, r, http.StatusUnprocessableEntity, "message.html", page{Nav: "executions", Data: message{Kind: "refused",
+			Heading: a.Label + ": refused", Text: text, Back: again, Exec: ev}})
 	case err == nil:
 		cs.opts.Logger.Info("console: action done", "action", action, "namespace", ns, "key", key, "token", token, "operator", name)
-		cs.render(w, http.StatusOK, "message.html", page{Nav: "executions", Data: message{Kind: "ok", Heading: a.Label + ": done",
+		cs.render(w, r, http.StatusOK, "message.html", page{Nav: "executions", Data: message{Kind: "ok", Heading: a.Label + ": done",
 			Text: fmt.Sprintf("%s %q (namespace %q) at token %d; recorded in its history as done by %s.", a.Label, key, ns, token, name), Back: back, Exec: ev}})
 	case errors.As(err, &ee) && errors.Is(err, sentinel.ErrWrongState):
 		text := "Refused, nothing was changed: " + err.Error() + "."
 		if ee.Token != token {
 			text = fmt.Sprintf("Refused, nothing was changed: the key moved on. You saw fencing token %d; it is now at token %d in state %s (owner %s). Look at the key again before acting.", token, ee.Token, ee.State, ee.Owner)
 		}
-		cs.render(w, http.StatusConflict, "message.html", page{Nav: "executions", Data: message{Kind: "refused", Heading: a.Label + ": refused", Text: text, Back: back, Exec: ev}})
+		cs.render(w, r, http.StatusConflict, "message.html", page{Nav: "executions", Data: message{Kind: "refused", Heading: a.Label + ": refused", Text: text, Back: back, Exec: ev}})
 	case errors.Is(err, sentinel.ErrNotFound):
-		cs.fail(w, http.StatusNotFound, "No such execution", err.Error(), "./")
+		cs.fail(w, r, http.StatusNotFound, "No such execution", err.Error(), "./")
 	case errors.Is(err, sentinel.ErrInvalid):
-		cs.fail(w, http.StatusBadRequest, "Refused", err.Error()+". Nothing was changed.", back)
+		if _, _, isHTTP := idempotency.ParseExecutionKey(key); isHTTP && action == "force_complete" {
+			// Its value is an HTTP response: back to the form that asks for one.
+			back = confirmLink("resolve", ns, key, token, nil)
+		}
+		cs.fail(w, r, http.StatusBadRequest, "Refused", err.Error()+". Nothing was changed.", back)
 	default:
 		cs.opts.Logger.Error("console: action", "action", action, "namespace", ns, "key", key, "err", err)
-		cs.fail(w, http.StatusInternalServerError, "Failed", err.Error(), back)
+		cs.fail(w, r, http.StatusInternalServerError, "Failed", err.Error(), back)
 	}
 }
 

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -148,4 +149,50 @@ func ExampleNoEffect() {
 	// 502 replayed="" card network unreachable: nothing was charged
 	// 201 replayed="" charged
 	// 201 replayed="true" charged
+}
+
+// A handler that cannot tell whether its effect happened (the card network
+// timed out after the charge was sent) says so with Uncertain: the request
+// and its retries get the uncertain problem, naming the command an
+// operator runs, and the handler never runs again for the key.
+func ExampleUncertain() {
+	client, done := exampleClient()
+	defer done()
+
+	runs := 0
+	charge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		idempotency.Uncertain(w, fmt.Errorf("card network: read timeout after the request was sent"))
+	})
+	srv := httptest.NewServer(idempotency.Middleware(client, idempotency.Options{Scope: idempotency.SingleTenant})(charge))
+	defer srv.Close()
+
+	for i := 0; i < 2; i++ { // the request, then the client's retry
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(""))
+		req.Header.Set("Idempotency-Key", "order-78")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		var p idempotency.Problem
+		_ = json.NewDecoder(resp.Body).Decode(&p)
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, p.Type == idempotency.ProblemUncertain, strings.Contains(p.Detail, "sentinel idempotency inspect order-78"))
+	}
+	fmt.Println("handler runs:", runs)
+	// Output:
+	// 500 true true
+	// 500 true true
+	// handler runs: 1
+}
+
+// The command line that inspects a client's key, for a message to a
+// person: it runs as printed.
+func ExampleCommand() {
+	fmt.Println(idempotency.Command("inspect", "8e03978e", "acct 42", "payments", "sentinel"))
+	fmt.Println(idempotency.Command("resolve --refused", "8e03978e", "", "default", ""))
+	// Output:
+	// sentinel idempotency inspect 8e03978e --scope 'acct 42' -n payments
+	// sentinel idempotency resolve --refused 8e03978e
 }

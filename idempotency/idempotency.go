@@ -17,7 +17,10 @@
 //     key (over 255 bytes) gets 400.
 //   - A first request that crashed or panicked leaves the key uncertain: it
 //     may or may not have taken effect, so a repeat gets a 500 problem naming
-//     the key and is never silently run again. An operator resolves it with
+//     the key and the command that inspects it, and is never silently run
+//     again. A handler that cannot tell whether its effect happened (the
+//     provider timed out after the request was sent) says so with
+//     Uncertain(w, cause): the same follows. An operator resolves it with
 //     an HTTP response (`sentinel idempotency inspect` and `resolve`, or
 //     Inspect and Resolve here), which repeats of the same request then get;
 //     or reconciles and resets it (sentinel.Client.Reconcile, ResetToClaimed) so
@@ -260,7 +263,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case len(vals) == 0:
 		writeProblem(w, Problem{Type: ProblemKeyMissing, Title: "Idempotency-Key required", Status: http.StatusBadRequest,
-			Detail: "this endpoint requires an Idempotency-Key header: send a unique value (for example a UUID) and reuse it when retrying the same request"}, 0)
+			Detail: "this endpoint requires an Idempotency-Key header and the request has none: send a unique value (for example a UUID) and reuse it when retrying the same request " +
+				"(a header with an empty value is refused as empty; some clients drop it instead, as curl -H 'Idempotency-Key:' does)"}, 0)
 		return
 	case len(vals) > 1:
 		writeProblem(w, Problem{Type: ProblemKeyInvalid, Title: "Invalid Idempotency-Key", Status: http.StatusBadRequest,
@@ -304,8 +308,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	onceKey := ExecutionKey(scope, key)
 
-	if m.attempt(w, r, key, onceKey, fp, body, false) && m.o.Wait > 0 {
-		m.attempt(w, r, key, onceKey, fp, body, true)
+	if m.attempt(w, r, scope, key, onceKey, fp, body, false) && m.o.Wait > 0 {
+		m.attempt(w, r, scope, key, onceKey, fp, body, true)
 	}
 }
 
@@ -313,7 +317,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // having written nothing, when the key is in progress for this same request
 // and Options.Wait is set; with wait it waits up to Options.Wait for the
 // outcome (sentinel.WithWait).
-func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, key, onceKey, fp string, body []byte, wait bool) bool {
+func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key, onceKey, fp string, body []byte, wait bool) bool {
 	// The handler runs to the end even if the client goes away, so that its
 	// retry finds the real outcome; HardTTL bounds it, and a lost lease
 	// still cancels it.
@@ -386,6 +390,13 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, key, onceKe
 				return nil, err
 			}
 			rec, _ := run(context.WithValue(ctx, txKey{}, tx))
+			if rec.uncertain != nil {
+				// Undo the handler's database writes; a transaction fn
+				// closed itself leaves the key uncertain (OnceTx), which
+				// is what the effect outside the database is.
+				_ = tx.Rollback(ctx)
+				return nil, rec.uncertain
+			}
 			if rec.overflow {
 				return nil, errResponseTooLarge
 			}
@@ -402,6 +413,10 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, key, onceKe
 				return nil, err
 			}
 			rec, _ := run(ctx)
+			if rec.uncertain != nil {
+				// The key stays executing, its lease ended: uncertain.
+				return nil, rec.uncertain
+			}
 			if rec.overflow {
 				// The request was processed: store the failure, so every
 				// repeat learns the same and nothing runs twice.
@@ -465,11 +480,15 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, key, onceKe
 			m.reused(w, key, ee)
 			return false
 		}
+		ns := ee.Namespace
+		if ns == "" {
+			ns = m.namespace()
+		}
 		writeProblem(w, Problem{Type: ProblemUncertain, Title: "Outcome of the original request unknown", Status: http.StatusInternalServerError, Key: key,
 			State: string(ee.State), Token: ee.Token,
-			Detail: fmt.Sprintf("the request with Idempotency-Key %q did not finish (crash, panic or lost lease) and may or may not have taken effect; "+
-				"it will not be run again: an operator resolves it (sentinel idempotency inspect %s), after which repeating this same request gets its outcome. "+
-				"Do not send it with a new key, which could perform it twice", key, shellQuote(key))}, 0)
+			Detail: fmt.Sprintf("the request with Idempotency-Key %q did not finish with a known outcome (a crash, a lost lease, or a dependency that did not answer) "+
+				"and may or may not have taken effect; it will not be run again: an operator resolves it (%s), after which repeating this same request gets its outcome. "+
+				"Do not send it with a new key, which could perform it twice", key, Command("inspect", key, scope, ns, m.c.Config().Schema))}, 0)
 	case errors.Is(err, sentinel.ErrReconciling):
 		ee := execErr(err, onceKey)
 		writeProblem(w, Problem{Type: ProblemReconciling, Title: "Request being reconciled", Status: http.StatusServiceUnavailable, Key: key,
@@ -494,6 +513,14 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, key, onceKe
 			Detail: "nothing was recorded for this request; retry with the same Idempotency-Key (" + err.Error() + ")"}, 1)
 	}
 	return false
+}
+
+// namespace is the namespace of the middleware's keys.
+func (m *middleware) namespace() string {
+	if m.o.Namespace != "" {
+		return m.o.Namespace
+	}
+	return m.c.Config().Namespace
 }
 
 // execErr returns the *sentinel.ExecutionError in err, or one naming only
@@ -595,13 +622,62 @@ func (s Response) write(w http.ResponseWriter, replayed bool) {
 
 // recorder buffers a handler's response, up to max body bytes.
 type recorder struct {
-	header   http.Header
-	sent     http.Header // the header as of WriteHeader
-	status   int
-	body     bytes.Buffer
-	max      int
-	overflow bool
-	noEffect bool // the handler called NoEffect
+	header    http.Header
+	sent      http.Header // the header as of WriteHeader
+	status    int
+	body      bytes.Buffer
+	max       int
+	overflow  bool
+	noEffect  bool  // the handler called NoEffect
+	uncertain error // the handler called Uncertain: why
+}
+
+// Uncertain says that the outcome of the request the handler is serving is
+// unknown: it may or may not have taken effect (the payment provider timed
+// out after the request was sent). The key becomes uncertain: this
+// request and every retry with the key get the uncertain problem (500,
+// ProblemUncertain, naming the command that inspects the key), the
+// handler is not run again for it, and operators find it with `sentinel
+// idempotency list --uncertain` and resolve it as any uncertain key, with
+// the response the client's retries should get (or reconcile and reset
+// it, so that the next retry runs). cause is recorded in the key's
+// history. Whatever the handler writes to w is discarded.
+//
+// Call it from the handler given w (or a writer wrapping it with an
+// Unwrap() http.ResponseWriter method), before returning. In
+// transactional mode the handler's database writes are rolled back, and
+// the key is uncertain all the same: what is unknown is the effect outside
+// the database. When w is not the middleware's (the request had no
+// Idempotency-Key, or is not behind Middleware) it does nothing, and what
+// the handler writes is sent.
+//
+// Use it instead of storing an error response when the handler cannot
+// tell whether the effect happened; use NoEffect when it knows nothing
+// happened.
+func Uncertain(w http.ResponseWriter, cause error) {
+	rec := recorderOf(w)
+	if rec == nil {
+		return
+	}
+	if cause == nil {
+		cause = errors.New("no cause given")
+	}
+	rec.uncertain = fmt.Errorf("idempotency: the handler reported the outcome unknown: %w", cause)
+}
+
+// recorderOf finds the middleware's writer under w.
+func recorderOf(w http.ResponseWriter) *recorder {
+	for w != nil {
+		if rec, ok := w.(*recorder); ok {
+			return rec
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return nil
 }
 
 // NoEffect marks the response the handler is writing as one after which
@@ -621,18 +697,12 @@ type recorder struct {
 // response be stored. Options.Store decides by status for all responses;
 // NoEffect decides for one.
 func NoEffect(w http.ResponseWriter) bool {
-	for w != nil {
-		if rec, ok := w.(*recorder); ok {
-			rec.noEffect = true
-			return true
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return false
-		}
-		w = u.Unwrap()
+	rec := recorderOf(w)
+	if rec == nil {
+		return false
 	}
-	return false
+	rec.noEffect = true
+	return true
 }
 
 // ErrResponseTooLarge is returned by the ResponseWriter's Write when the

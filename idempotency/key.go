@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxKeyLen is the longest accepted Idempotency-Key, in bytes after
@@ -28,7 +29,7 @@ const MaxKeyLen = 255
 func ParseKey(v string) (string, error) {
 	v = strings.Trim(v, " \t")
 	if v == "" {
-		return "", errors.New("the Idempotency-Key header is empty")
+		return "", errors.New("the Idempotency-Key header is empty: send a unique value (for example a UUID) and reuse it when retrying the same request")
 	}
 	var key string
 	if v[0] == '"' {
@@ -53,7 +54,7 @@ func ParseKey(v string) (string, error) {
 				}
 				return checkLen(key)
 			case c < 0x20 || c > 0x7e:
-				return "", fmt.Errorf("the quoted Idempotency-Key contains the byte %#x: only printable ASCII is allowed", c)
+				return "", fmt.Errorf("the quoted Idempotency-Key contains %s: only printable ASCII is allowed", describeAt(v, i))
 			default:
 				b.WriteByte(c)
 			}
@@ -62,11 +63,22 @@ func ParseKey(v string) (string, error) {
 	}
 	for i := 0; i < len(v); i++ {
 		if !tokenChar(v[i]) {
-			return "", fmt.Errorf("the Idempotency-Key contains %s: send a token (letters, digits, !#$%%&'*+-.^_`|~:/) or a quoted string",
-				strconv.QuoteRune(rune(v[i])))
+			return "", fmt.Errorf("the Idempotency-Key contains %s: send a token (ASCII letters, digits, !#$%%&'*+-.^_`|~:/) or a quoted string of printable ASCII",
+				describeAt(v, i))
 		}
 	}
 	return checkLen(v)
+}
+
+// describeAt names the character of s at byte i for a message: the rune
+// when s holds UTF-8 there ('é', not the 'Ã' of its first byte), else the
+// byte.
+func describeAt(s string, i int) string {
+	r, n := utf8.DecodeRuneInString(s[i:])
+	if r == utf8.RuneError && n <= 1 {
+		return fmt.Sprintf("the byte %#x (not UTF-8)", s[i])
+	}
+	return strconv.QuoteRune(r)
 }
 
 func checkLen(key string) (string, error) {

@@ -29,9 +29,11 @@ const (
 	// (method, path and query, or body differ).
 	ProblemKeyReused = problemBase + "ProblemKeyReused"
 	// ProblemUncertain (500): the first request with this key did not finish
-	// (crash, panic, lost lease) and may or may not have taken effect. It is
-	// never run again by itself: an operator reconciles the key (see
-	// sentinel.Client.Reconcile and the sentinel console).
+	// (crash, panic, lost lease) or its handler called Uncertain, and it may
+	// or may not have taken effect. It is never run again by itself: an
+	// operator resolves the key (the detail names the `sentinel
+	// idempotency inspect` command line that shows it; see also the
+	// sentinel console).
 	ProblemUncertain = problemBase + "ProblemUncertain"
 	// ProblemReconciling (503): an operator is reconciling the key; retry
 	// later.

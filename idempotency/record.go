@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/shell"
 )
 
 // This file is the one description of what the middleware stores, used by
@@ -118,8 +119,12 @@ func CheckResult(execKey string, value []byte) error {
 		return nil
 	}
 	if _, err := DecodeResponse(value); err != nil {
-		return fmt.Errorf("%q is an Idempotency-Key written by the idempotency middleware, and it could not replay this value to the client (%w); "+
-			"resolve it with an HTTP response instead: %s", execKey, err, ResolveCommand(scope, key))
+		who := fmt.Sprintf("Idempotency-Key %q", key)
+		if scope != "" {
+			who += fmt.Sprintf(" of scope %q", scope)
+		}
+		return fmt.Errorf("%q is the %s, written by the idempotency middleware, and it could not replay this value to the client (%w); "+
+			"resolve it with an HTTP response instead (see: sentinel idempotency resolve --help)", execKey, who, err)
 	}
 	return nil
 }
@@ -131,21 +136,35 @@ func init() {
 }
 
 // ResolveCommand is the `sentinel idempotency resolve` command line that
-// resolves the client's key in scope, for messages.
+// resolves the client's key in scope, in the default namespace and schema.
+// Run on a terminal, it asks for the response.
+//
+// Deprecated: use Command, which names the namespace and schema the key
+// lives in, so that the line runs as printed.
 func ResolveCommand(scope, key string) string {
-	s := "sentinel idempotency resolve " + shellQuote(key)
-	if scope != "" {
-		s += " --scope " + shellQuote(scope)
-	}
-	return s + " --status N --body JSON [--token N] --yes"
+	return Command("resolve", key, scope, "", "")
 }
 
-// shellQuote quotes s for a POSIX shell when needed.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@=") == "" {
-		return s
+// Command returns the `sentinel idempotency` command line sub (the
+// subcommand and any flags of its own, such as "inspect" or "resolve
+// --refused") for the client's key in scope, in namespace ns of the
+// Sentinel schema schema, for messages to a person. It carries --scope,
+// -n and --schema when they differ from the command's defaults (no scope,
+// namespace "default", schema "sentinel"; "" means the default), each
+// value quoted for a POSIX shell, so that it runs as printed given the
+// database connection.
+func Command(sub, key, scope, ns, schema string) string {
+	s := "sentinel idempotency " + sub + " " + shell.Quote(key)
+	if scope != "" {
+		s += " --scope " + shell.Quote(scope)
 	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	if ns != "" && ns != "default" {
+		s += " -n " + shell.Quote(ns)
+	}
+	if schema != "" && schema != "sentinel" {
+		s += " --schema " + shell.Quote(schema)
+	}
+	return s
 }
 
 // credentialHeaders are never stored nor replayed: they carry one
@@ -180,13 +199,24 @@ func StoredHeader(h http.Header) http.Header {
 
 // NewResponse builds the stored form of a response answering the request
 // with fingerprint fp: the value `sentinel idempotency resolve` stores. It
-// checks status (200-599) and keeps only the headers StoredHeader keeps.
+// checks status (200-599), that a body declared JSON (Content-Type
+// application/json or any +json type) is JSON, and keeps only the headers
+// StoredHeader keeps.
 func NewResponse(fp string, status int, header http.Header, body []byte) (Response, error) {
 	if fp == "" {
 		return Response{}, errors.New("idempotency: the request's fingerprint is unknown (no claim in the key's history), so no response can be matched to it")
 	}
 	if status < 200 || status > 599 {
 		return Response{}, fmt.Errorf("idempotency: status %d: give a final HTTP status from 200 to 599", status)
+	}
+	if ct := header.Get("Content-Type"); len(body) > 0 && isJSON(ct) && !json.Valid(body) {
+		var se *json.SyntaxError
+		err := json.Unmarshal(body, new(any))
+		where := ""
+		if errors.As(err, &se) {
+			where = fmt.Sprintf(" at byte %d", se.Offset)
+		}
+		return Response{}, fmt.Errorf("idempotency: the body is not valid JSON%s (%v), but its Content-Type is %s: fix the body, or give the Content-Type it has", where, err, ct)
 	}
 	return Response{Fingerprint: fp, Status: status, Header: StoredHeader(header), Body: body}, nil
 }
@@ -298,11 +328,17 @@ func Inspect(ctx context.Context, c *sentinel.Client, scope, key string, opts ..
 // Idempotent-Replayed: true. resp.Fingerprint must be the request's (see
 // NewResponse and Record.Request). An uncertain key is first reconciled
 // (sentinel.Client.Reconcile, which mints a new token), then
-// force-completed at that token; with sentinel.WithToken both steps act
-// only if the key is still at the token the operator inspected. It returns
-// the token the key completed at. A response whose fingerprint is not the
-// claiming request's is refused; credentials in resp.Header are dropped
-// (see StoredHeader).
+// force-completed at that token. It returns the token the key completed
+// at. A response whose fingerprint is not the claiming request's is
+// refused; credentials in resp.Header are dropped (see StoredHeader).
+//
+// Every write is guarded by a token, so that resp never completes a claim
+// other than the one it answers: with sentinel.WithToken, the token the
+// operator inspected (pass Record.Execution.Token when resp was built from
+// a Record); without it, the token Resolve reads with the request's
+// fingerprint. If the key moved on meanwhile (another operator reset it
+// and a newer request claimed it), the write is refused with an error
+// matching sentinel.ErrWrongState and nothing changes.
 func Resolve(ctx context.Context, c *sentinel.Client, scope, key string, resp Response, opts ...sentinel.Option) (int64, error) {
 	if _, err := NewResponse(resp.Fingerprint, resp.Status, nil, nil); err != nil {
 		return 0, err
@@ -317,24 +353,32 @@ func Resolve(ctx context.Context, c *sentinel.Client, scope, key string, resp Re
 	if err != nil {
 		return 0, err
 	}
-	if req, ok := RequestOf(evs); ok && req.Fingerprint != "" && req.Fingerprint != resp.Fingerprint {
+	req, ok := RequestOf(evs)
+	if ok && req.Token > ex.Token {
+		return 0, &sentinel.ExecutionError{Kind: sentinel.ErrWrongState, Namespace: ex.Namespace, Key: ex.Key, State: ex.State,
+			Owner: ex.Owner, Token: ex.Token, Since: ex.UpdatedAt,
+			Cause: fmt.Errorf("a newer request claimed the key (token %d) while it was read; inspect it again", req.Token)}
+	}
+	if ok && req.Fingerprint != "" && req.Fingerprint != resp.Fingerprint {
 		return 0, fmt.Errorf("idempotency: the response's fingerprint %s is not that of the request that claimed %q (%s %s, %s): "+
 			"its retries would get 422; build the response with NewResponse(record.Request.Fingerprint, ...)",
 			resp.Fingerprint, key, req.Method, req.Path, req.Fingerprint)
 	}
+	// The token just read guards the writes; the operator's WithToken, if
+	// any, comes after it in opts and wins.
+	guarded := append([]sentinel.Option{sentinel.WithToken(ex.Token)}, opts...)
 	var fopts []sentinel.Option
 	switch {
 	case ex.State == sentinel.StateExecuting:
 		// Reconcile refuses a live lease itself, with the reason.
-		rex, err := c.Reconcile(ctx, execKey, opts...)
+		rex, err := c.Reconcile(ctx, execKey, guarded...)
 		if err != nil {
 			return 0, err
 		}
 		// Complete exactly the reconciliation just started.
 		fopts = append(append(fopts, opts...), sentinel.WithToken(rex.Token))
 	case ex.State == sentinel.StateReconciling:
-		// The operator's WithToken, if any, wins over the token just read.
-		fopts = append(append(fopts, sentinel.WithToken(ex.Token)), opts...)
+		fopts = guarded
 	default:
 		return 0, &sentinel.ExecutionError{Kind: sentinel.ErrWrongState, Namespace: ex.Namespace, Key: ex.Key, State: ex.State,
 			Owner: ex.Owner, Token: ex.Token, Since: ex.UpdatedAt,

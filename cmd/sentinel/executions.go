@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -33,6 +37,12 @@ type execJSON struct {
 	Result         json.RawMessage `json:"result,omitempty"`        // when the stored result is JSON
 	ResultBase64   string          `json:"result_base64,omitempty"` // when it is not (another codec)
 	ResultError    string          `json:"result_error,omitempty"`
+	// ResultByOperator: an operator stored the result (force-complete,
+	// set-result); callers decode it strictly.
+	ResultByOperator bool `json:"result_by_operator,omitempty"`
+	// ResultType is the result type declared for the key, if any
+	// (sentinel.RegisterResultType): inspect only.
+	ResultType *resultTypeJSON `json:"result_type,omitempty"`
 	// CompletionRefused is the evidence that fn returned success although
 	// its completion was refused (the lease was lost first): the event
 	// carries fn's result. Only for uncertain and reconciling keys.
@@ -44,6 +54,12 @@ func uncertain(e *sentinel.Execution) bool {
 	return e.State == sentinel.StateExecuting && !e.LeaseAlive
 }
 
+// handedBack reports whether e was handed back: claimed with no live
+// lease, so nothing runs it and the next caller does.
+func handedBack(e *sentinel.Execution) bool {
+	return e.State == sentinel.StateClaimed && !e.LeaseAlive
+}
+
 func toExecJSON(e *sentinel.Execution) execJSON {
 	j := execJSON{
 		Namespace: e.Namespace, Key: e.Key, State: e.State, Uncertain: uncertain(e),
@@ -51,6 +67,7 @@ func toExecJSON(e *sentinel.Execution) execJSON {
 		CreatedAt: tsJSON(e.CreatedAt), UpdatedAt: tsJSON(e.UpdatedAt),
 		LeaseExpiresAt: tsJSON(e.LeaseExpiresAt), HardExpiresAt: tsJSON(e.HardExpiresAt),
 		CompletedAt: tsJSON(e.CompletedAt), LeaseAlive: e.LeaseAlive, ResultError: e.ResultError,
+		ResultByOperator: e.ResultByOperator,
 	}
 	if len(e.Result) > 0 {
 		if json.Valid(e.Result) {
@@ -62,16 +79,40 @@ func toExecJSON(e *sentinel.Execution) execJSON {
 	return j
 }
 
+// resultTypeJSON is a declared result type with --json.
+type resultTypeJSON struct {
+	Name   string          `json:"name"`
+	Prefix string          `json:"prefix"`
+	Shape  string          `json:"shape"`
+	Schema json.RawMessage `json:"schema"`
+}
+
+func toResultTypeJSON(rt *sentinel.ResultType) *resultTypeJSON {
+	if rt == nil {
+		return nil
+	}
+	return &resultTypeJSON{Name: rt.Name, Prefix: rt.Prefix, Shape: rt.Shape(), Schema: rt.Schema}
+}
+
+// resultType returns the result type declared for key in namespace ns,
+// or nil when none is.
+func (a *app) resultType(ctx context.Context, ns, key string) (*sentinel.ResultType, error) {
+	rt, err := a.client.ResultType(ctx, key, sentinel.WithNamespace(ns))
+	if errors.Is(err, sentinel.ErrNotFound) {
+		return nil, nil
+	}
+	return rt, err
+}
+
 // stateLabel is the state as an operator reads it.
 func stateLabel(e *sentinel.Execution) string {
 	switch {
 	case uncertain(e):
 		return "executing (UNCERTAIN: lease expired, outcome unknown)"
+	case handedBack(e):
+		return "claimed (" + handedBackLabel + ": nothing runs it, the next caller does)"
 	case e.State == sentinel.StateExecuting || e.State == sentinel.StateClaimed:
-		if e.LeaseAlive {
-			return string(e.State) + " (in progress)"
-		}
-		return string(e.State) + " (lease expired: the next caller takes it over)"
+		return string(e.State) + " (in progress)"
 	}
 	return string(e.State)
 }
@@ -106,13 +147,14 @@ func refusedEvidence(evs []sentinel.Event) *sentinel.Event {
 	return nil
 }
 
-func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event) error {
+func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, rt *sentinel.ResultType) error {
 	if a.jsonOut {
 		j := toExecJSON(e)
 		if refused != nil {
 			ev := toEventJSON(*refused)
 			j.CompletionRefused = &ev
 		}
+		j.ResultType = toResultTypeJSON(rt)
 		return a.printJSON(j)
 	}
 	w := a.table()
@@ -132,7 +174,15 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event) err
 	if !e.CompletedAt.IsZero() {
 		row(w, "completed:", ts(e.CompletedAt))
 	}
-	row(w, "result:", resultText(e))
+	res := resultText(e)
+	if e.ResultByOperator {
+		res += "  (stored by an operator)"
+	}
+	row(w, "result:", res)
+	if rt != nil {
+		row(w, "result type:", fmt.Sprintf("%s (declared for keys starting with %q)", rt.Name, rt.Prefix))
+		row(w, "expected shape:", rt.Shape())
+	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -145,50 +195,41 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event) err
 		}
 	}
 	if scope, key, ok := idempotency.ParseExecutionKey(e.Key); ok && (uncertain(e) || e.State == sentinel.StateReconciling) {
-		cmd := "sentinel idempotency inspect " + shellQuote(key)
-		if scope != "" {
-			cmd += " --scope " + shellQuote(scope)
-		}
-		fprintf(a.stdout, "\nnext: this is an HTTP Idempotency-Key; see its request and resolve it with a response:\n  %s -n %s\n",
-			cmd, shellQuote(e.Namespace))
+		fprintf(a.stdout, "\nnext: this is an HTTP Idempotency-Key; see its request and resolve it with a response:\n  %s\n",
+			a.idemCommand("inspect", key, scope, e.Namespace))
 		return nil
 	}
-	switch {
-	case uncertain(e) && refused != nil:
-		fprintf(a.stdout, "\nnext: the work happened; reconcile, then force-complete with fn's result:\n"+
-			"  sentinel reconcile %s -n %s --token %d\n", shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
-	case uncertain(e):
-		fprintf(a.stdout, "\nnext: find out whether the work happened, then\n"+
-			"  sentinel reconcile %s -n %s --token %d\n", shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
-	case e.State == sentinel.StateReconciling:
-		fprintf(a.stdout, "\nnext: if the work happened,     sentinel force-complete %s 'RESULT-JSON' -n %s --token %d\n"+
-			"      if it did not happen,     sentinel reset %s -n %s --token %d\n",
-			shellQuote(e.Key), shellQuote(e.Namespace), e.Token, shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
-	}
+	a.nextSteps(e, refused)
 	return nil
 }
 
-// shellQuote quotes s for a shell when needed.
-func shellQuote(s string) string {
-	safe := s != ""
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == ':' || r == '/' || r == '@') {
-			safe = false
-			break
+// nextSteps prints what an operator does next with e, each command on a
+// line of its own, runnable as printed.
+func (a *app) nextSteps(e *sentinel.Execution, refused *sentinel.Event) {
+	tok := strconv.FormatInt(e.Token, 10)
+	switch {
+	case uncertain(e) && refused != nil:
+		fprintf(a.stdout, "\nnext: the work happened (fn returned); reconcile, then force-complete with fn's result:\n  %s\n",
+			a.command("reconcile", e.Key, "-n", e.Namespace, "--token", tok))
+	case uncertain(e):
+		fprintf(a.stdout, "\nnext: find out whether the work happened, then reconcile:\n  %s\n",
+			a.command("reconcile", e.Key, "-n", e.Namespace, "--token", tok))
+	case e.State == sentinel.StateReconciling:
+		complete := a.command("force-complete", e.Key, "-n", e.Namespace, "--token", tok)
+		how := "store its result (it asks for the value)"
+		if refused != nil {
+			if r, ok := refused.Metadata["result"]; ok {
+				b, _ := json.Marshal(r)
+				complete = a.command("force-complete", e.Key, string(b), "-n", e.Namespace, "--token", tok)
+				how = "store fn's result"
+			}
 		}
+		fprintf(a.stdout, "\nnext: if the work happened, %s:\n  %s\n", how, complete)
+		fprintf(a.stdout, "if it did not, let the next caller run it:\n  %s\n", a.command("reset", e.Key, "-n", e.Namespace, "--token", tok))
+	case e.State == sentinel.StateCompleted && e.ResultError != "":
+		fprintf(a.stdout, "\nnext: fn succeeded but its result was not stored; store it (it asks for the value):\n  %s\n",
+			a.command("set-result", e.Key, "-n", e.Namespace, "--token", tok))
 	}
-	if safe {
-		return s
-	}
-	out := "'"
-	for _, r := range s {
-		if r == '\'' {
-			out += `'\''`
-		} else {
-			out += string(r)
-		}
-	}
-	return out + "'"
 }
 
 func (a *app) inspectCmd() *cobra.Command {
@@ -200,7 +241,10 @@ stored result. An executing key whose lease expired is UNCERTAIN: its
 outcome is unknown and Sentinel will not run it again until an operator
 reconciles it. When fn returned success but its completion was refused
 (the lease was lost first), inspect shows that evidence and fn's result
-from the history. Exit code 3 when the key has no execution.`,
+from the history. When the application declared the result type of the
+key's space (sentinel.RegisterResultType), inspect shows it and the
+expected shape of a value. It ends with the commands that come next, each
+runnable as printed. Exit code 3 when the key has no execution.`,
 		Example: `  sentinel inspect payment-order-789 -n payments
   sentinel inspect payment-order-789 -n payments --json | jq .state`,
 		Args: args(1, 1),
@@ -217,7 +261,11 @@ from the history. Exit code 3 when the key has no execution.`,
 				}
 				refused = refusedEvidence(evs)
 			}
-			return a.printExecution(e, refused)
+			rt, err := a.resultType(cmd.Context(), e.Namespace, e.Key)
+			if err != nil {
+				return err
+			}
+			return a.printExecution(e, refused, rt)
 		}),
 	}
 }
@@ -305,27 +353,94 @@ Exit code 3 when the key has no history.`,
 	return cmd
 }
 
-// storeValue is the body of force-complete and set-result: VALUE (args[1])
-// must be JSON; the operator confirms question (namespace, key, value);
-// store (a method of the client, connected when the body runs) stores it
-// for KEY (args[0]); done (namespace, key) is printed.
+// storeValue is the body of force-complete and set-result: VALUE (args[1],
+// or stdin when it is omitted) must be JSON; the operator confirms
+// question (namespace, key, value); store (a method of the client,
+// connected when the body runs) stores it for KEY (args[0]); done
+// (namespace, key) is printed.
 func (a *app) storeValue(f *operatorFlags, question string,
 	store func(*sentinel.Client, context.Context, string, any, ...sentinel.Option) error, done string) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		if !json.Valid([]byte(args[1])) {
-			return usageErr("VALUE must be a JSON document (quote strings: '\"text\"'), got %q", args[1])
+		key := args[0]
+		var value string
+		var err error
+		switch {
+		case len(args) > 1:
+			value = args[1]
+		case !isTerminal(a.stdin):
+			if value, err = a.readValue(key, nil); err != nil {
+				return err
+			}
 		}
-		if err := idempotency.CheckResult(args[0], []byte(args[1])); err != nil {
-			return usageErr("%v", err)
-		}
-		if err := a.confirm(f.yes, question, a.namespace, args[0], args[1]); err != nil {
+		rt, err := a.resultType(cmd.Context(), a.namespace, key)
+		if err != nil {
 			return err
 		}
-		if err := store(a.client, cmd.Context(), args[0], json.RawMessage(args[1]), f.options()...); err != nil {
+		if value == "" {
+			if value, err = a.readValue(key, rt); err != nil { // on the terminal, showing the shape
+				return err
+			}
+		}
+		if !json.Valid([]byte(value)) {
+			return usageErr("VALUE must be a JSON document (quote strings: '\"text\"'), got %q", value)
+		}
+		if err := idempotency.CheckResult(key, []byte(value)); err != nil {
+			scope, ckey, _ := idempotency.ParseExecutionKey(key)
+			_, why := idempotency.DecodeResponse([]byte(value))
+			return usageErr("%q is the Idempotency-Key %q of the idempotency middleware, which could not replay this value to the client (%v); "+
+				"resolve it with an HTTP response:\n  %s", key, ckey, why, a.idemCommand("resolve", ckey, scope, a.namespace))
+		}
+		if rt != nil {
+			// Checked again by the library when it stores the value;
+			// checked here so that no question is asked about a value
+			// that will be refused.
+			if err := rt.Check(key, []byte(value)); err != nil {
+				return fmt.Errorf("%w\nexpected shape (%s): %s", err, rt.Name, rt.Shape())
+			}
+		}
+		if err := a.confirm(f.yes, question, a.namespace, key, value); err != nil {
 			return err
 		}
-		fprintf(a.stdout, done, a.namespace, args[0])
+		if err := store(a.client, cmd.Context(), key, json.RawMessage(value), f.options()...); err != nil {
+			return err
+		}
+		fprintf(a.stdout, done, a.namespace, key)
 		return nil
+	}
+}
+
+// readValue reads a value (JSON) from stdin: on a terminal it asks for it
+// and reads lines until they hold a JSON document (or end); otherwise it
+// reads stdin to its end.
+func (a *app) readValue(key string, rt *sentinel.ResultType) (string, error) {
+	if !isTerminal(a.stdin) {
+		b, err := io.ReadAll(a.input())
+		if err != nil {
+			return "", err
+		}
+		if strings.TrimSpace(string(b)) == "" {
+			return "", usageErr("give VALUE, as an argument or on stdin")
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	fprintf(a.stderr, "The result of %s/%s, as JSON", a.namespace, key)
+	if rt != nil {
+		fprintf(a.stderr, " (%s: %s)", rt.Name, rt.Shape())
+	}
+	fmt.Fprintln(a.stderr, "; it ends when the lines typed form a JSON document:")
+	var b strings.Builder
+	for {
+		line, err := a.input().ReadString('\n')
+		b.WriteString(line)
+		if v := strings.TrimSpace(b.String()); v != "" && json.Valid([]byte(v)) {
+			return v, nil
+		}
+		if err != nil {
+			if v := strings.TrimSpace(b.String()); v != "" {
+				return v, nil // not JSON: refused by the caller, with the value
+			}
+			return "", usageErr("no value given")
+		}
 	}
 }
 
@@ -380,15 +495,18 @@ another state, or --token no longer matches); 3 when it does not exist.`,
 				return a.printJSON(toExecJSON(e))
 			}
 			fprintf(a.stdout, "%s/%s is reconciling, token %d\n", e.Namespace, e.Key, e.Token)
-			if _, _, ok := idempotency.ParseExecutionKey(e.Key); ok {
-				fprintf(a.stdout, "next: %s -n %s   (the request took effect: the response its retries get)\n"+
-					"  or: sentinel reset %s -n %s --token %d   (it did not: the retry runs it)\n",
-					idempotencyResolveHint(e.Key, e.Token), shellQuote(e.Namespace), shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
+			if scope, key, ok := idempotency.ParseExecutionKey(e.Key); ok {
+				fprintf(a.stdout, "\nnext: if the request took effect, give the response its retries get (it asks for it):\n  %s\n",
+					a.idemCommand("resolve", key, scope, e.Namespace, "--token", strconv.FormatInt(e.Token, 10)))
+				fprintf(a.stdout, "if it did not, let the retry run it:\n  %s\n",
+					a.command("reset", e.Key, "-n", e.Namespace, "--token", strconv.FormatInt(e.Token, 10)))
 				return nil
 			}
-			fprintf(a.stdout, "next: sentinel force-complete %s 'RESULT-JSON' -n %s --token %d   (the work happened)\n"+
-				"  or: sentinel reset %s -n %s --token %d                        (it did not)\n",
-				shellQuote(e.Key), shellQuote(e.Namespace), e.Token, shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
+			evs, err := a.client.History(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))
+			if err != nil {
+				return err
+			}
+			a.nextSteps(e, refusedEvidence(evs))
 			return nil
 		}),
 	}
@@ -399,17 +517,28 @@ another state, or --token no longer matches); 3 when it does not exist.`,
 func (a *app) forceCompleteCmd() *cobra.Command {
 	var f operatorFlags
 	cmd := &cobra.Command{
-		Use:   "force-complete KEY VALUE",
+		Use:   "force-complete KEY [VALUE]",
 		Short: "Resolve a reconciling key as done, with VALUE (JSON) as its result",
 		Long: `force-complete resolves a reconciling key as done: VALUE, a JSON document,
 becomes its stored result and every later Once caller gets it as a cached
 result (decoded into the caller's type). Only allowed from reconciling.
+Without VALUE it reads the value from stdin (on a terminal it asks for it,
+showing the expected shape).
 
-Exit code 2 when VALUE is not JSON; 4 when the key is not reconciling or
---token no longer matches; 3 when it does not exist.`,
-		Example: `  sentinel force-complete payment-order-789 '{"PaymentID":"pay_123"}' -n payments --token 42 --yes
+When the application declared the result type of the key's space
+(sentinel.RegisterResultType), VALUE must match it: an unknown member (a
+typo), a missing member or a wrong type is refused with the JSON path of
+the first error, and nothing is written. Without a declaration, a value
+the callers cannot decode is stored, and each caller gets an error instead
+of it (never a silent zero value).
+
+Exit code 2 when VALUE is not JSON; 4 when it does not match the declared
+type, when the key is not reconciling or --token no longer matches; 3 when
+it does not exist.`,
+		Example: `  sentinel force-complete payment-order-789 '{"charge_id":"ch_123","amount":500}' -n payments --token 42 --yes
+  sentinel force-complete payment-order-789 -n payments --token 42    # asks for the value
   sentinel force-complete webhook-17 null -n hooks --yes`,
-		Args: args(2, 2),
+		Args: args(1, 2),
 		RunE: a.runE(a.storeValue(&f, "force-complete %q/%q with result %s", (*sentinel.Client).ForceComplete,
 			"%s/%s is completed; callers now get the stored result\n")),
 	}
@@ -448,19 +577,23 @@ Exit code 4 when the key is not reconciling or --token no longer matches;
 func (a *app) setResultCmd() *cobra.Command {
 	var f operatorFlags
 	cmd := &cobra.Command{
-		Use:   "set-result KEY VALUE",
+		Use:   "set-result KEY [VALUE]",
 		Short: "Store VALUE (JSON) as the result of a key completed without one",
 		Long: `set-result stores VALUE, a JSON document, as the result of a key that
 completed but whose result could not be stored (fn succeeded, but its result
 could not be encoded or was over MaxResultSize: inspect shows
-"result: (not stored: ...)" and callers get ErrResult). Afterwards callers
-get VALUE as the cached result. Allowed only for such a key.
+"result: (not stored: ...)" and callers get ErrResult), or replaces a result
+an operator stored that the callers cannot decode. Afterwards callers get
+VALUE as the cached result. Allowed only for such a key. Without VALUE it
+reads the value from stdin (on a terminal it asks for it). VALUE is checked
+against the key's declared result type, as by force-complete.
 
-Exit code 2 when VALUE is not JSON; 4 when the key is not completed without
-a result or --token no longer matches; 3 when it does not exist.`,
+Exit code 2 when VALUE is not JSON; 4 when it does not match the declared
+type, when the key is not such a key or --token no longer matches; 3 when it
+does not exist.`,
 		Example: `  sentinel inspect report-2026-11 -n reports     # result: (not stored: ...)
   sentinel set-result report-2026-11 '{"rows":1204}' -n reports --token 88 --yes`,
-		Args: args(2, 2),
+		Args: args(1, 2),
 		RunE: a.runE(a.storeValue(&f, "set the result of %q/%q to %s", (*sentinel.Client).SetResult,
 			"%s/%s now replays the stored result\n")),
 	}
@@ -473,6 +606,7 @@ type pruneJSON struct {
 	Namespace  *string `json:"namespace"` // null: every namespace
 	OlderThan  string  `json:"older_than"`
 	Executions int64   `json:"executions"`
+	HandedBack int64   `json:"handed_back"`
 	Events     int64   `json:"events"`
 	Leases     int64   `json:"leases"`
 
@@ -493,8 +627,9 @@ func (a *app) pruneCmd() *cobra.Command {
 		Use:   "prune --older-than DURATION",
 		Short: "Delete completed executions, old history and long-expired lease, queue and election rows",
 		Long: `prune deletes, in one statement, completed executions completed before
---older-than, history events older than that (except those of keys not yet
-completed: uncertain keys keep their history), and lease rows expired for
+--older-than, keys handed back (claimed with no live lease: safe to retry)
+unchanged since then, history events older than that (except those of
+uncertain, reconciling and in-progress keys), and lease rows expired for
 longer than that and at least an hour. Uncertain, in-progress and
 reconciling executions are never pruned. A pruned key can run again (the
 next Once finds no record), so --older-than must exceed any redelivery
@@ -537,13 +672,13 @@ It acts on --namespace only; --all-namespaces prunes every namespace.`,
 			if err != nil {
 				return err
 			}
-			out.Executions, out.Events, out.Leases = res.Executions, res.Events, res.Leases
+			out.Executions, out.HandedBack, out.Events, out.Leases = res.Executions, res.HandedBack, res.Events, res.Leases
 			out.QueueEvents, out.Tickets, out.Queues, out.Leaders, out.Members = res.QueueEvents, res.Tickets, res.Queues, res.Leaders, res.Members
 			if a.jsonOut {
 				return a.printJSON(out)
 			}
-			fprintf(a.stdout, "pruned %s: %d executions, %d events, %d lease rows, %d queue events, %d dead tickets, %d queue rows, %d leader rows, %d member rows\n",
-				scope, res.Executions, res.Events, res.Leases, res.QueueEvents, res.Tickets, res.Queues, res.Leaders, res.Members)
+			fprintf(a.stdout, "pruned %s: %d completed executions, %d handed-back keys, %d events, %d lease rows, %d queue events, %d dead tickets, %d queue rows, %d leader rows, %d member rows\n",
+				scope, res.Executions, res.HandedBack, res.Events, res.Leases, res.QueueEvents, res.Tickets, res.Queues, res.Leaders, res.Members)
 			return nil
 		}),
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -39,7 +40,7 @@ key with the HTTP response the client should get: its retry of the same
 request (same method, path, query and body) then gets exactly that
 response, with Idempotent-Replayed: true. If nothing happened, reconcile
 and reset the execution instead (sentinel reset), so the retry runs.`,
-		Example: `  sentinel idempotency list --uncertain -n payments
+		Example: `  sentinel idempotency list --uncertain
   sentinel idempotency inspect 8e03978e --scope acct_42 -n payments
   sentinel idempotency resolve 8e03978e --scope acct_42 -n payments --token 7 \
       --status 201 --body '{"charge_id":"ch_97ea3056"}' --yes`,
@@ -55,33 +56,53 @@ type idemKeyJSON struct {
 	Namespace string         `json:"namespace"`
 	State     sentinel.State `json:"state"`
 	Uncertain bool           `json:"uncertain"`
-	Token     int64          `json:"token"`
-	Method    string         `json:"method,omitempty"`
-	Path      string         `json:"path,omitempty"`
-	UpdatedAt *string        `json:"updated_at"`
-	CreatedAt *string        `json:"created_at"`
+	// HandedBack: claimed with no live lease; the client's retry runs it.
+	HandedBack bool    `json:"handed_back"`
+	Token      int64   `json:"token"`
+	Method     string  `json:"method,omitempty"`
+	Path       string  `json:"path,omitempty"`
+	UpdatedAt  *string `json:"updated_at"`
+	CreatedAt  *string `json:"created_at"`
 }
 
 func (a *app) idemListCmd() *cobra.Command {
-	var unc bool
+	var (
+		unc bool
+		ns  nsFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the middleware's keys not completed: uncertain first",
-		Long: `list shows the Idempotency-Keys of --namespace that are not completed
-(uncertain, being reconciled, in progress), uncertain ones first, each with
-its scope, key, the request's method and path, and how long it has been in
-its state. --uncertain keeps only the uncertain ones.`,
-		Example: `  sentinel idempotency list -n payments
-  sentinel idempotency list --uncertain -n payments --json`,
+		Long: `list shows the Idempotency-Keys of every namespace (or only of the one
+given with --namespace) that are not completed (uncertain, being
+reconciled, in progress, handed back), uncertain ones first, each with its
+namespace, scope, key, the request's method and path, and how long it has
+been in its state. --uncertain keeps only the uncertain ones. It ends with
+the command that inspects each uncertain key.
+
+A key handed back (the handler called NoEffect, or the request gave up
+before the handler ran) is listed as "handed back (safe to retry)": the
+client's retry runs it.
+
+Before 0.3 it covered only --namespace (default "default"); scripts that
+relied on that pass -n default.`,
+		Example: `  sentinel idempotency list --uncertain
+  sentinel idempotency list -n payments
+  sentinel idempotency list --uncertain --json`,
 		Args: args(0, 0),
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			namespace, err := ns.listing(cmd, a)
+			if err != nil {
+				return err
+			}
 			var keys []idemKeyJSON
 			var execs []sentinel.Execution
 			for _, st := range []sentinel.State{sentinel.StateExecuting, sentinel.StateReconciling, sentinel.StateClaimed} {
 				if unc && st != sentinel.StateExecuting {
 					continue
 				}
-				f := sentinel.ExecutionFilter{State: st, Uncertain: unc, Limit: sentinel.MaxExecutionsLimit}
+				f := sentinel.ExecutionFilter{State: st, Uncertain: unc, Limit: sentinel.MaxExecutionsLimit,
+					Namespace: namespace, AllNamespaces: ns.all}
 				for {
 					page, next, err := a.client.Executions(cmd.Context(), f)
 					if err != nil {
@@ -101,8 +122,8 @@ its state. --uncertain keeps only the uncertain ones.`,
 					continue
 				}
 				k := idemKeyJSON{Scope: scope, Key: key, Namespace: e.Namespace, State: e.State, Uncertain: uncertain(e),
-					Token: e.Token, UpdatedAt: tsJSON(e.UpdatedAt), CreatedAt: tsJSON(e.CreatedAt)}
-				evs, err := a.client.History(cmd.Context(), e.Key)
+					HandedBack: handedBack(e), Token: e.Token, UpdatedAt: tsJSON(e.UpdatedAt), CreatedAt: tsJSON(e.CreatedAt)}
+				evs, err := a.client.History(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))
 				if err != nil {
 					return err
 				}
@@ -117,6 +138,8 @@ its state. --uncertain keeps only the uncertain ones.`,
 					return 0
 				case k.State == sentinel.StateReconciling:
 					return 1
+				case k.HandedBack:
+					return 3
 				}
 				return 2
 			}
@@ -128,43 +151,54 @@ its state. --uncertain keeps only the uncertain ones.`,
 				return a.printJSON(map[string]any{"keys": keys})
 			}
 			if len(keys) == 0 {
-				fmt.Fprintf(a.stdout, "no Idempotency-Keys %sin namespace %q\n", map[bool]string{true: "uncertain ", false: "open "}[unc], a.namespace)
+				fprintf(a.stdout, "no Idempotency-Keys %sin %s\n", map[bool]string{true: "uncertain ", false: "open "}[unc], nsLabel(namespace))
 				return nil
 			}
 			w := a.table()
-			row(w, "STATE", "SCOPE", "KEY", "METHOD", "PATH", "SINCE", "TOKEN")
-			byKey := map[string]*sentinel.Execution{}
-			for i := range execs {
-				byKey[execs[i].Key] = &execs[i]
-			}
+			row(w, "STATE", "NAMESPACE", "SCOPE", "KEY", "METHOD", "PATH", "SINCE", "TOKEN")
 			for _, k := range keys {
-				e := byKey[idempotency.ExecutionKey(k.Scope, k.Key)]
 				state := string(k.State)
 				switch {
 				case k.Uncertain:
 					state = "UNCERTAIN"
-				case (k.State == sentinel.StateExecuting || k.State == sentinel.StateClaimed) && e.LeaseAlive:
+				case k.HandedBack:
+					state = handedBackLabel
+				case k.State == sentinel.StateExecuting || k.State == sentinel.StateClaimed:
 					state += " (in progress)"
 				}
-				row(w, state, esc(idemOrDash(k.Scope)), esc(k.Key), esc(idemOrDash(k.Method)), esc(idemOrDash(k.Path)),
-					relative(e.UpdatedAt), k.Token)
+				row(w, state, k.Namespace, idemOrDash(k.Scope), k.Key, idemOrDash(k.Method), idemOrDash(k.Path),
+					relative(timeOf(k.UpdatedAt)), k.Token)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			first := true
+			for _, k := range keys {
+				if !k.Uncertain {
+					continue
+				}
+				if first {
+					fprintf(a.stdout, "\nnext: inspect each uncertain key, then resolve it:\n")
+					first = false
+				}
+				fprintf(a.stdout, "  %s\n", a.idemCommand("inspect", k.Key, k.Scope, k.Namespace))
+			}
+			return nil
 		}),
 	}
+	ns.add(cmd)
+	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
 	cmd.Flags().BoolVar(&unc, "uncertain", false, "only uncertain keys (the request crashed: outcome unknown)")
 	return cmd
 }
 
-// idempotencyResolveHint is the resolve command line for the middleware's
-// execution key execKey at token.
-func idempotencyResolveHint(execKey string, token int64) string {
-	scope, key, _ := idempotency.ParseExecutionKey(execKey)
-	s := "sentinel idempotency resolve " + shellQuote(key)
-	if scope != "" {
-		s += " --scope " + shellQuote(scope)
+// timeOf reads back a time printed by tsJSON; zero for none.
+func timeOf(s *string) time.Time {
+	if s == nil {
+		return time.Time{}
 	}
-	return s + " --status N --body JSON --token " + strconv.FormatInt(token, 10) + " --yes"
+	t, _ := time.Parse(time.RFC3339Nano, *s)
+	return t
 }
 
 func idemOrDash(s string) string {
@@ -229,7 +263,7 @@ key has no execution.`,
   sentinel idempotency inspect 8e03978e --scope acct_42 -n payments --json`,
 		Args: args(1, 1),
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
-			rec, err := idempotency.Inspect(cmd.Context(), a.client, scope, args[0])
+			rec, err := idempotency.Inspect(cmd.Context(), a.client, scope, args[0], sentinel.WithNamespace(a.namespace))
 			if err != nil {
 				return err
 			}
@@ -267,21 +301,23 @@ key has no execution.`,
 				fmt.Fprintln(a.stdout, "\nrefused response (the handler finished, but its lease was lost before the response was stored):")
 				a.printResponse(rec.Refused)
 			}
-			resolve := "sentinel idempotency resolve " + shellQuote(rec.Key)
-			if rec.Scope != "" {
-				resolve += " --scope " + shellQuote(rec.Scope)
-			}
-			resolve += " -n " + shellQuote(e.Namespace) + " --token " + strconv.FormatInt(e.Token, 10)
+			tok := strconv.FormatInt(e.Token, 10)
 			switch {
 			case rec.Uncertain() || e.State == sentinel.StateReconciling:
 				if rec.Refused != nil {
-					fmt.Fprintf(a.stdout, "\nnext: the handler finished; send its response to the client's retries:\n  %s --refused --yes\n", resolve)
+					fprintf(a.stdout, "\nnext: the handler finished; send its response to the client's retries:\n  %s\n",
+						a.idemCommand("resolve", rec.Key, rec.Scope, e.Namespace, "--refused", "--token", tok))
 				} else {
-					fmt.Fprintf(a.stdout, "\nnext: find out whether the request took effect; if it did, give the response its retries get:\n"+
-						"  %s --status 201 --body '{...}' --yes\n", resolve)
+					fprintf(a.stdout, "\nnext: find out whether the request took effect; if it did, give the response its retries get (it asks for it):\n  %s\n",
+						a.idemCommand("resolve", rec.Key, rec.Scope, e.Namespace, "--token", tok))
 				}
-				fmt.Fprintf(a.stdout, "if it did not: sentinel reconcile %s -n %s --token %d, then sentinel reset (the retry runs it)\n",
-					shellQuote(e.Key), shellQuote(e.Namespace), e.Token)
+				if rec.Uncertain() {
+					fprintf(a.stdout, "if it did not, reconcile it, then reset it (the retry runs it):\n  %s\n",
+						a.command("reconcile", e.Key, "-n", e.Namespace, "--token", tok))
+				} else {
+					fprintf(a.stdout, "if it did not, reset it (the retry runs it):\n  %s\n",
+						a.command("reset", e.Key, "-n", e.Namespace, "--token", tok))
+				}
 			}
 			return nil
 		}),
@@ -345,9 +381,15 @@ request with the key still gets 422.
   --refused         the response the handler produced when its completion
                     was refused (inspect shows it), instead of the above
 
+Without any of them, on a terminal, it asks for the status, the headers and
+the body. A body whose Content-Type is JSON must be JSON (exit 4).
+
 An uncertain key is reconciled first (a new fencing token, so a late
-completion by the crashed request is refused), then completed. --token
-makes both act only if the key is still at the token inspect showed.
+completion by the crashed request is refused), then completed. Every write
+acts only if the key is still at the token of the request resolve read
+(or at --token, the one inspect showed): if another operator reset the key
+meanwhile and a newer request claimed it, resolve is refused (exit 4) and
+the newer request is left alone.
 
 Exit code 2 for bad input (nothing is written); 3 when the key does not
 exist; 4 when it is not uncertain or reconciling, or --token no longer
@@ -362,7 +404,14 @@ matches.`,
 			if refusedResp && (given("status") || given("body") || given("header")) {
 				return usageErr("give --refused or --status/--body/--header, not both")
 			}
-			if !refusedResp && (!given("status") || !given("body")) {
+			asked := false
+			if !refusedResp && !given("status") && !given("body") && !given("header") && isTerminal(a.stdin) {
+				var err error
+				if status, headers, body, err = a.askResponse(args[0]); err != nil {
+					return err
+				}
+				asked = true
+			} else if !refusedResp && (!given("status") || !given("body")) {
 				return usageErr("give --status and --body (the response the client's retries get), or --refused")
 			}
 			var hdr http.Header
@@ -372,7 +421,7 @@ matches.`,
 					return usageErr("--status %d: give a final HTTP status from 200 to 599", status)
 				}
 				bodyBytes = []byte(body)
-				if name, ok := strings.CutPrefix(body, "@"); ok {
+				if name, ok := strings.CutPrefix(body, "@"); ok && !asked {
 					b, err := os.ReadFile(name)
 					if err != nil {
 						return usageErr("--body @%s: %v", name, err)
@@ -392,7 +441,7 @@ matches.`,
 					hdr.Set("Content-Type", "application/json")
 				}
 			}
-			rec, err := idempotency.Inspect(cmd.Context(), a.client, scope, args[0])
+			rec, err := idempotency.Inspect(cmd.Context(), a.client, scope, args[0], sentinel.WithNamespace(a.namespace))
 			if err != nil {
 				return err
 			}
@@ -416,7 +465,11 @@ matches.`,
 				who, a.namespace, esc(rec.Request.Method+" "+rec.Request.Path), resp.Status, len(resp.Body)); err != nil {
 				return err
 			}
-			token, err := idempotency.Resolve(cmd.Context(), a.client, scope, args[0], resp, f.options()...)
+			// One compare-and-set: the response was built for the claim
+			// inspected here, so the writes act only at its token (or at
+			// the operator's --token).
+			opts := append([]sentinel.Option{sentinel.WithNamespace(a.namespace), sentinel.WithToken(rec.Execution.Token)}, f.options()...)
+			token, err := idempotency.Resolve(cmd.Context(), a.client, scope, args[0], resp, opts...)
 			if err != nil {
 				return err
 			}
@@ -437,4 +490,40 @@ matches.`,
 	fl.BoolVar(&refusedResp, "refused", false, "resolve with the response of the run whose completion was refused")
 	f.add(cmd)
 	return cmd
+}
+
+// askResponse asks, on the terminal, for the response the retries of key
+// get: the status, header lines (until an empty line) and the body (until
+// an empty line, or the end of input).
+func (a *app) askResponse(key string) (status int, headers []string, body string, err error) {
+	in := a.input()
+	fprintf(a.stderr, "The response the client's retries of %s get.\nStatus (200-599): ", key)
+	line, _ := in.ReadString('\n')
+	if status, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
+		return 0, nil, "", usageErr("status %q: give a final HTTP status from 200 to 599", strings.TrimSpace(line))
+	}
+	fmt.Fprintln(a.stderr, "Headers, one 'Name: value' a line, then an empty line (Content-Type defaults to application/json for a JSON body):")
+	for {
+		line, err := in.ReadString('\n')
+		if strings.TrimSpace(line) == "" {
+			break
+		}
+		headers = append(headers, strings.TrimRight(line, "\r\n"))
+		if err != nil {
+			break
+		}
+	}
+	fmt.Fprintln(a.stderr, "Body, then an empty line:")
+	var b strings.Builder
+	for {
+		line, err := in.ReadString('\n')
+		if strings.TrimRight(line, "\r\n") == "" {
+			break
+		}
+		b.WriteString(line)
+		if err != nil {
+			break
+		}
+	}
+	return status, headers, strings.TrimRight(b.String(), "\r\n"), nil
 }

@@ -58,12 +58,19 @@ type httpReply struct {
 
 func (cs *chargeServer) post(t *testing.T, key, body string) httpReply {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(t), "POST", cs.URL+"/charges", strings.NewReader(body))
+	return postCharge(t, cs.Server, "acct_42", key, body)
+}
+
+// postCharge sends POST /charges with an Idempotency-Key for account (the
+// X-Account header the test servers scope by).
+func postCharge(t *testing.T, srv *httptest.Server, account, key, body string) httpReply {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t), "POST", srv.URL+"/charges", strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("X-Account", "acct_42")
+	req.Header.Set("X-Account", account)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := cs.Client().Do(req)
+	resp, err := srv.Client().Do(req)
 	if err != nil {
 		return httpReply{err: err}
 	}
@@ -100,7 +107,7 @@ func TestIdempotencyResolveEndToEnd(t *testing.T) {
 	// The operator finds it by the client's key.
 	out := e.run("idempotency", "list", "--uncertain", "-n", "payments")
 	requireCode(t, out, exitOK)
-	require.Regexp(t, `UNCERTAIN\s+acct_42\s+`+key+`\s+POST\s+/charges\s`, out.stdout)
+	require.Regexp(t, `UNCERTAIN\s+payments\s+acct_42\s+`+key+`\s+POST\s+/charges\s`, out.stdout)
 
 	out = e.run("idempotency", "inspect", key, "--scope", "acct_42", "-n", "payments")
 	requireCode(t, out, exitOK)
@@ -131,7 +138,7 @@ func TestIdempotencyResolveEndToEnd(t *testing.T) {
 	// not replay, and say what to use instead; nothing is written.
 	out = e.run("reconcile", rec.ExecutionKey, "-n", "payments", "--token", token, "--yes")
 	requireCode(t, out, exitOK)
-	require.Contains(t, out.stdout, "next: sentinel idempotency resolve "+key+" --scope acct_42 --status N --body JSON --token ")
+	require.Contains(t, out.stdout, "\n  sentinel idempotency resolve "+key+" --scope acct_42 -n payments --token ")
 	require.NotContains(t, out.stdout, "force-complete")
 	fc := e.run("force-complete", rec.ExecutionKey, `{"charge_id":"ch_1"}`, "-n", "payments", "--yes")
 	requireCode(t, fc, exitUsage)
@@ -245,7 +252,7 @@ func TestIdempotencyResolveRefused(t *testing.T) {
 	require.Contains(t, out.stdout, "refused response")
 	require.Contains(t, out.stdout, `{"charge_id":"ch_late"}`)
 	require.NotContains(t, out.stdout, "secret", "a credential was recorded")
-	require.Contains(t, out.stdout, "--refused --yes")
+	require.Contains(t, out.stdout, "sentinel idempotency resolve late-1 --refused --token ")
 
 	out = e.run("idempotency", "resolve", "late-1", "--refused", "--yes")
 	requireCode(t, out, exitOK)

@@ -15,7 +15,8 @@
 //	2  usage: unknown command or flag, wrong arguments, invalid input
 //	3  not found: the key has no execution or lease, the group no leader
 //	4  refused or wrong state: a destructive command without confirmation,
-//	   a key not in the state the command needs, a lease held elsewhere,
+//	   a key not in the state the command needs, a value that does not
+//	   match the key's declared result type, a lease held elsewhere,
 //	   a busy queue (queue reset), a wait past --timeout, an interrupt
 //	   while waiting (lock, elect, queue lock: nothing ran), pending
 //	   migrations (migrate status), migrate on libpq's default database
@@ -30,6 +31,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -43,8 +45,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/idempotency"
+	"github.com/sentinel-coordination/sentinel/internal/shell"
 )
 
 // Exit codes; see the package documentation.
@@ -77,6 +82,7 @@ type app struct {
 	operator    string
 
 	stdin          io.Reader
+	stdinLines     *bufio.Reader // stdin read by lines: answers, values (see input)
 	stdout, stderr io.Writer
 	ran            bool // a command's RunE started: errors before it are usage errors
 
@@ -117,7 +123,8 @@ func exitCode(err error) int {
 		return ee.code
 	case errors.Is(err, sentinel.ErrNotFound), errors.Is(err, sentinel.ErrNoLeader):
 		return exitNotFound
-	case errors.Is(err, sentinel.ErrWrongState), errors.Is(err, sentinel.ErrNotAcquired), errors.Is(err, sentinel.ErrQueueBusy):
+	case errors.Is(err, sentinel.ErrWrongState), errors.Is(err, sentinel.ErrNotAcquired), errors.Is(err, sentinel.ErrQueueBusy),
+		errors.Is(err, sentinel.ErrResultType):
 		return exitRefused
 	case errors.Is(err, sentinel.ErrInvalid):
 		return exitUsage
@@ -143,12 +150,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	var ee *codeError
 	if !errors.As(err, &ee) || ee.err != nil {
-		fprintln(stderr, "sentinel:", trimPrefix(err.Error()))
+		// Line by line: a message may end with a command to run, on a
+		// line of its own; each line is escaped (see esc).
+		for i, line := range strings.Split(trimPrefix(err.Error()), "\n") {
+			if i == 0 {
+				fprintln(stderr, "sentinel:", line)
+			} else {
+				fprintln(stderr, line)
+			}
+		}
 		if code == exitUsage && !a.ran {
 			fprintln(stderr, "Run 'sentinel --help' for usage.")
 		}
 		if errors.Is(err, sentinel.ErrNotMigrated) {
-			fmt.Fprintf(stderr, "Check --schema (it is %q); if it is right, create the tables with 'sentinel migrate' and the same --schema.\n", a.schema)
+			fmt.Fprintf(stderr, "Check --schema (it is %q); if it is right, create the tables:\n  %s\n", a.schema, a.command("migrate"))
 		}
 	}
 	return code
@@ -175,7 +190,8 @@ Connection: --database-url, else $DATABASE_URL, else the libpq variables
 Global flags may stand before or after the command name.
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 not found (also: no leader),
-4 refused or wrong state (also: a busy queue for 'queue reset', pending
+4 refused or wrong state (also: a value that does not match the key's
+declared result type, a busy queue for 'queue reset', pending
 migrations for 'migrate status', an interrupt while waiting for lock, elect
 and queue lock). lock, elect and queue lock with a command exit with the
 command's code; the command and everything it starts stop before the lock
@@ -186,8 +202,9 @@ passes on (Linux: even when sentinel is SIGKILLed; see 'sentinel lock
   sentinel reconcile payment-order-789 --namespace payments --yes
   sentinel force-complete payment-order-789 '{"PaymentID":"pay_123"}' --namespace payments --yes
 
-  # what needs attention
-  sentinel status --all-namespaces
+  # what needs attention, in every namespace
+  sentinel status
+  sentinel list --uncertain
 
   # run a command while holding a lease, while leading, on a turn
   sentinel lock nightly-report -- ./report.sh
@@ -199,7 +216,7 @@ passes on (Linux: even when sentinel is SIGKILLed; see 'sentinel lock
 	root.CompletionOptions.DisableDefaultCmd = true
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection URL (default $DATABASE_URL, else the PG* variables)")
-	pf.StringVarP(&a.namespace, "namespace", "n", "default", "namespace of the keys")
+	pf.StringVarP(&a.namespace, "namespace", "n", "default", "namespace of the keys (status, list and idempotency list cover every namespace unless it is given)")
 	pf.StringVar(&a.schema, "schema", "sentinel", "PostgreSQL schema holding Sentinel's tables")
 	pf.BoolVar(&a.jsonOut, "json", false, "print JSON instead of tables (read commands)")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log the client's diagnostics to stderr")
@@ -250,25 +267,93 @@ func (a *app) runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra
 }
 
 // showsTarget lists the commands whose human output starts by naming where
-// they look (on stderr): status and every command that changes something.
+// they look (on stderr): status, the lists and every command that changes
+// something.
 var showsTarget = map[string]bool{
 	"sentinel status": true, "sentinel migrate": true, "sentinel migrate status": true,
 	"sentinel reconcile": true, "sentinel force-complete": true, "sentinel reset": true,
 	"sentinel set-result": true, "sentinel prune": true, "sentinel queue reset": true,
 	"sentinel lock": true, "sentinel elect": true, "sentinel queue lock": true,
-	"sentinel idempotency resolve": true,
+	"sentinel idempotency resolve": true, "sentinel list": true, "sentinel idempotency list": true,
 }
+
+// listsEvery lists the commands that cover every namespace unless
+// --namespace is given: those that look for what needs an operator.
+var listsEvery = map[string]bool{"sentinel status": true, "sentinel list": true, "sentinel idempotency list": true}
 
 // namespaceText names the namespaces cmd acts on.
 func (a *app) namespaceText(cmd *cobra.Command) string {
 	all := false
 	if f := cmd.Flags().Lookup("all-namespaces"); f != nil {
-		all = f.Value.String() == "true" || (cmd.CommandPath() == "sentinel status" && !cmd.Flags().Changed("namespace"))
+		all = f.Value.String() == "true" || (listsEvery[cmd.CommandPath()] && !cmd.Flags().Changed("namespace"))
 	}
 	if all {
 		return "every namespace"
 	}
 	return fmt.Sprintf("namespace %q", a.namespace)
+}
+
+// command is a sentinel command line for a person to run: the words
+// quoted for a POSIX shell where needed, then --schema when it is not the
+// default, so that it runs as printed given the database connection (key
+// commands name their namespace among the words).
+func (a *app) command(words ...string) string {
+	var b strings.Builder
+	b.WriteString("sentinel")
+	for _, w := range words {
+		b.WriteString(" " + shell.Quote(w))
+	}
+	b.WriteString(a.schemaFlag())
+	return b.String()
+}
+
+// again is the command line that runs cmd again as given (its arguments
+// and the flags set, but the connection), with --name set to value: for
+// "the next page" hints.
+func (a *app) again(cmd *cobra.Command, name, value string) string {
+	words := strings.Fields(strings.TrimPrefix(cmd.CommandPath(), "sentinel"))
+	words = append(words, cmd.Flags().Args()...)
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		switch f.Name {
+		case "database-url", "schema", name:
+			return
+		}
+		switch v := f.Value.(type) {
+		case pflag.SliceValue:
+			for _, s := range v.GetSlice() {
+				words = append(words, "--"+f.Name, s)
+			}
+		default:
+			switch {
+			case f.Value.Type() == "bool" && f.Value.String() == "true":
+				words = append(words, "--"+f.Name)
+			case f.Value.Type() == "bool":
+				words = append(words, "--"+f.Name+"="+f.Value.String())
+			default:
+				words = append(words, "--"+f.Name, f.Value.String())
+			}
+		}
+	})
+	return a.command(append(words, "--"+name, value)...)
+}
+
+// schemaFlag is " --schema S" when the schema is not the default, else "".
+func (a *app) schemaFlag() string {
+	if a.schema == "" || a.schema == "sentinel" {
+		return ""
+	}
+	return " --schema " + shell.Quote(a.schema)
+}
+
+// idemCommand is a `sentinel idempotency` command line for the client's
+// key in scope and namespace ns (see idempotency.Command), then extra
+// words.
+func (a *app) idemCommand(sub, key, scope, ns string, extra ...string) string {
+	s := idempotency.Command(sub, key, scope, ns, "")
+	for _, w := range extra {
+		s += " " + shell.Quote(w)
+	}
+	return s + a.schemaFlag()
 }
 
 // source says where the connection settings came from.

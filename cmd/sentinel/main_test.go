@@ -370,8 +370,11 @@ func TestSetResult(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Cached)
 	require.Equal(t, map[string]int{"rows": 1204}, res.Value)
-	// Only a key completed without a result: a second time is the wrong state.
-	requireCode(t, e.run("set-result", "report", `{"rows":1}`, "--yes"), exitRefused)
+	// A result an operator stored may be replaced; one fn stored may not.
+	requireCode(t, e.run("set-result", "report", `{"rows":1205}`, "--yes"), exitOK)
+	_, err = sentinel.Once(ctxT(t), e.client, "stored-by-fn", func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+	requireCode(t, e.run("set-result", "stored-by-fn", `2`, "--yes"), exitRefused)
 }
 
 func TestPruneNamespaceScoped(t *testing.T) {
@@ -411,7 +414,7 @@ func TestPruneNamespaceScoped(t *testing.T) {
 
 	r = e.run("prune", "--older-than", "1h", "--all-namespaces", "--yes")
 	requireCode(t, r, exitOK)
-	require.Contains(t, r.stdout, "every namespace: 1 executions")
+	require.Contains(t, r.stdout, "every namespace: 1 completed executions, 0 handed-back keys")
 	requireCode(t, e.run("inspect", "k", "-n", "b"), exitNotFound)
 }
 

@@ -118,7 +118,7 @@ when migrations are pending, for deploy scripts.`,
 				}
 			}
 			if !st.UpToDate() {
-				return refused("schema %q has %d pending migration(s); run 'sentinel migrate'", st.Schema, len(st.Pending))
+				return refused("schema %q has %d pending migration(s); apply them:\n  %s", st.Schema, len(st.Pending), a.command("migrate"))
 			}
 			return nil
 		}),

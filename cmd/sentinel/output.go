@@ -179,12 +179,21 @@ func (a *app) confirm(yes bool, format string, args ...any) error {
 		return refused("%s: refused; stdin is not a terminal, pass --yes to confirm", question)
 	}
 	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
-	answer, _ := bufio.NewReader(a.stdin).ReadString('\n')
+	answer, _ := a.input().ReadString('\n')
 	switch strings.ToLower(strings.TrimSpace(answer)) {
 	case "y", "yes":
 		return nil
 	}
 	return refused("%s: not confirmed", question)
+}
+
+// input is stdin, read through one buffer by every question and value
+// the command reads, so that none loses what another read ahead.
+func (a *app) input() *bufio.Reader {
+	if a.stdinLines == nil {
+		a.stdinLines = bufio.NewReader(a.stdin)
+	}
+	return a.stdinLines
 }
 
 // isTerminal reports whether r is a terminal (not a pipe, a file or

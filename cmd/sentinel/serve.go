@@ -25,7 +25,8 @@ func (a *app) serveCmd() *cobra.Command {
 		Long: `serve runs the reconciliation page: executions with uncertain ones first,
 a key's history and evidence, leases, queues and elections, and the
 reconcile / force-complete / reset actions, each guarded by the token the
-operator saw. It listens on loopback by default; another address needs
+operator saw. The start page lists every namespace unless --namespace is
+given; every page shows the uncertain count of every namespace at its top. It listens on loopback by default; another address needs
 --listen-any (put it behind your own authentication).
 
 It answers only requests addressed to it: Host a loopback name (localhost,
@@ -50,6 +51,9 @@ prints the URL it listens on, and stops on SIGINT or SIGTERM.`,
 		Args: args(0, 0),
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
 			opts := console.Options{ReadOnly: readOnly, AllowedHosts: allowedHosts}
+			if cmd.Flags().Changed("namespace") {
+				opts.Namespace = a.namespace // else the start page lists every namespace
+			}
 			stderr := cmd.ErrOrStderr()
 			if token != "" {
 				fprintln(stderr, "warning: --operator-token is visible to every user of this machine (ps, /proc); prefer $SENTINEL_OPERATOR_TOKEN, --operator-token-file or --operators-file")

@@ -27,6 +27,7 @@ func TestServe(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
 	e.uncertainKey(e.newClient("default"), "charge-<b>42</b>")
+	e.uncertainKey(e.newClient("payments"), "charge-job-92") // issue 25.1: another namespace
 
 	requireCode(t, e.run("serve", "--addr", "0.0.0.0:0", "--read-only"), exitUsage)
 	requireCode(t, e.run("serve", "--addr", "127.0.0.1:0"), exitUsage)
@@ -44,8 +45,29 @@ func TestServe(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, string(body), "charge-&lt;b&gt;42&lt;/b&gt;")
+	// Without --namespace the start page lists every namespace, and the
+	// top of the page counts each namespace's uncertain keys.
+	require.Contains(t, string(body), `data-key="charge-job-92"`)
+	require.Regexp(t, `data-ns="payments">payments: 1<`, string(body))
+	require.Regexp(t, `data-ns="default">default: 1<`, string(body))
 	http.DefaultClient.CloseIdleConnections()
 
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
+
+	// With --namespace the start page lists that one; the counts still
+	// name every namespace.
+	cmd, _, out, stderr = e.start("serve", "--addr", "127.0.0.1:0", "--read-only", "-n", "default")
+	line, err = out.ReadString('\n')
+	require.NoError(t, err, "stderr: %s", stderr)
+	resp, err = http.Get(strings.TrimSpace(strings.TrimPrefix(line, "listening on ")))
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NotContains(t, string(body), `data-key="charge-job-92"`)
+	require.Contains(t, string(body), `data-key="charge-&lt;b&gt;42&lt;/b&gt;"`)
+	require.Regexp(t, `data-ns="payments">payments: 1<`, string(body))
+	http.DefaultClient.CloseIdleConnections()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
 }

@@ -17,6 +17,16 @@ func (f *nsFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVarP(&f.all, "all-namespaces", "A", false, "every namespace instead of --namespace")
 }
 
+// listing is resolve for the commands that look for what needs an
+// operator (status, list, idempotency list): they cover every namespace
+// unless --namespace is given.
+func (f *nsFlags) listing(cmd *cobra.Command, a *app) (string, error) {
+	if !cmd.Flags().Changed("namespace") {
+		f.all = true
+	}
+	return f.resolve(cmd, a)
+}
+
 // resolve returns the namespace to use ("" with all) or a usage error when
 // both --namespace and --all-namespaces were given.
 func (f *nsFlags) resolve(cmd *cobra.Command, a *app) (string, error) {
@@ -61,8 +71,14 @@ worker crashed or lost its lease mid-run, and the outcome is unknown) with
 their owner and since when. Those need an operator: see 'sentinel inspect'
 and 'sentinel reconcile'.
 
+Keys handed back (claimed, no live lease: fn returned a Retryable error,
+the caller gave up before fn ran, an operator reset them) are counted as
+"handed back (safe to retry)": nothing runs them, the next caller does,
+and prune removes them after the retention.
+
 With --namespace, other namespaces that have uncertain executions are
-named at the end, so none is missed.
+named at the end, with the command that shows them all, so none is
+missed.
 
 Exit code 0 whether or not executions are uncertain; use --json (the
 "uncertain" list) or 'sentinel list --uncertain' in scripts.`,
@@ -71,10 +87,7 @@ Exit code 0 whether or not executions are uncertain; use --json (the
   sentinel status --json`,
 		Args: args(0, 0),
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("namespace") {
-				ns.all = true // every namespace unless one is asked for
-			}
-			namespace, err := ns.resolve(cmd, a)
+			namespace, err := ns.listing(cmd, a)
 			if err != nil {
 				return err
 			}
@@ -97,7 +110,8 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 			}
 			defer func() {
 				if len(elsewhere) > 0 && !a.jsonOut {
-					fprintf(a.stdout, "\nuncertain executions in other namespaces too: %s (sentinel status)\n", strings.Join(elsewhere, ", "))
+					fprintf(a.stdout, "\nuncertain executions in other namespaces too: %s; every namespace:\n  %s\n",
+						strings.Join(elsewhere, ", "), a.command("status"))
 				}
 			}()
 			counts, err := a.client.ExecutionCounts(ctx, namespace, ns.all)
@@ -128,8 +142,13 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 			row(w, "NAMESPACE", "STATE", "COUNT", "OLDEST")
 			for _, c := range counts {
 				state := string(c.State)
-				if c.Uncertain {
+				switch {
+				case c.Uncertain:
 					state = "UNCERTAIN"
+				case c.HandedBack:
+					state = handedBackLabel
+				case c.State == sentinel.StateClaimed || c.State == sentinel.StateExecuting:
+					state += " (in progress)"
 				}
 				row(w, c.Namespace, state, c.Count, ts(c.Oldest)+" ("+relative(c.Oldest)+")")
 			}
@@ -137,13 +156,14 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 				return err
 			}
 			if len(unc) == 0 {
-				fprintln(a.stdout, "\nno uncertain executions")
+				fmt.Fprintln(a.stdout)
+				fprintf(a.stdout, "no uncertain executions in %s\n", nsLabel(namespace))
 				return nil
 			}
 			fprintf(a.stdout, "\nuncertain executions (outcome unknown; inspect, then reconcile):\n")
 			a.execTable(unc)
 			if next != "" {
-				fprintf(a.stdout, "... more: sentinel list --uncertain %s\n", nsArgs(namespace))
+				fprintf(a.stdout, "... more:\n  %s\n", a.command(append([]string{"list", "--uncertain"}, nsArgs(namespace)...)...))
 			}
 			return nil
 		}),
@@ -170,13 +190,20 @@ func nsLabel(ns string) string {
 	return fmt.Sprintf("namespace %q", ns)
 }
 
-// nsArgs is the flag selecting ns on a command line.
-func nsArgs(ns string) string {
+// nsArgs are the words selecting ns on the command line of a listing
+// command (status, list, idempotency list): none for every namespace, the
+// default.
+func nsArgs(ns string) []string {
 	if ns == "" {
-		return "--all-namespaces"
+		return nil
 	}
-	return "-n " + shellQuote(ns)
+	return []string{"-n", ns}
 }
+
+// handedBackLabel is the state of a key handed back: claimed with no live
+// lease (Retryable, NoEffect, a caller that gave up before fn ran, a
+// reset). Nothing runs it; the next caller does.
+const handedBackLabel = "handed back (safe to retry)"
 
 // execTable prints executions as a table: the columns an operator needs to
 // pick one to inspect.
@@ -189,6 +216,8 @@ func (a *app) execTable(es []sentinel.Execution) {
 		switch {
 		case uncertain(e):
 			state = "UNCERTAIN"
+		case handedBack(e):
+			state = handedBackLabel
 		case e.State == sentinel.StateCompleted && e.FinalError != "":
 			state = "completed (final error)"
 		}
@@ -210,9 +239,9 @@ func (a *app) listCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List executions by state, uncertain only, namespace and time",
-		Long: `list pages through the Once executions of --namespace (or every namespace
-with --all-namespaces), oldest state change first, with the filters of
-the library's ExecutionFilter:
+		Long: `list pages through the Once executions of every namespace (or only of
+the one given with --namespace), oldest state change first, each row naming
+its namespace, with the filters of the library's ExecutionFilter:
 
   --state S          claimed, executing, reconciling or completed
   --uncertain        executing with an expired lease: outcome unknown
@@ -221,14 +250,22 @@ the library's ExecutionFilter:
 
 It prints --limit rows and, when there are more, the command that lists the
 next page (--after CURSOR); --all follows every page. With --json it prints
-{"executions": [...], "next": CURSOR}.`,
-		Example: `  sentinel list --uncertain -n payments
-  sentinel list --state reconciling --all-namespaces
+{"executions": [...], "next": CURSOR}.
+
+A key handed back (claimed, no live lease: fn returned a Retryable error,
+the caller gave up before fn ran, an operator reset it) is listed as
+"handed back (safe to retry)": nothing runs it, the next caller does.
+
+Before 0.3 list covered only --namespace (default "default"); scripts that
+relied on that pass -n default.`,
+		Example: `  sentinel list --uncertain
+  sentinel list --uncertain -n payments
+  sentinel list --state reconciling
   sentinel list --state executing --older-than 10m --json
   sentinel list --state completed --updated-after 2026-11-01T00:00:00Z --all`,
 		Args: args(0, 0),
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
-			namespace, err := ns.resolve(cmd, a)
+			namespace, err := ns.listing(cmd, a)
 			if err != nil {
 				return err
 			}
@@ -280,17 +317,18 @@ next page (--after CURSOR); --all follows every page. With --json it prints
 				return a.printJSON(out)
 			}
 			if len(rows) == 0 {
-				fprintln(a.stderr, "no executions match")
+				fprintf(a.stderr, "no executions match in %s\n", nsLabel(namespace))
 				return nil
 			}
 			a.execTable(rows)
 			if next != "" {
-				fprintf(a.stderr, "more: repeat with --after %s (or --all)\n", next)
+				fprintf(a.stderr, "more (or add --all):\n  %s\n", a.again(cmd, "after", next))
 			}
 			return nil
 		}),
 	}
 	ns.add(cmd)
+	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
 	fl := cmd.Flags()
 	fl.StringVar(&state, "state", "", "only this state: claimed, executing, reconciling, completed")
 	fl.BoolVar(&unc, "uncertain", false, "only uncertain executions (executing, lease expired)")

@@ -1,0 +1,209 @@
+package idempotency_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/idempotency"
+	"github.com/sentinel-coordination/sentinel/sentineltest"
+)
+
+// Issue 25.5: a handler whose provider call timed out after the request
+// was sent says "outcome unknown" with Uncertain: this request and every
+// retry get the uncertain problem, the handler never runs again, the key
+// is listed as uncertain and is resolved as usual. In both modes.
+func TestUncertainFromHandler(t *testing.T) {
+	for _, transactional := range []bool{false, true} {
+		t.Run(fmt.Sprintf("transactional=%v", transactional), func(t *testing.T) {
+			c := sentineltest.New(t)
+			ctx := ctxT(t)
+			if transactional {
+				if _, err := sentineltest.Pool(t).Exec(ctx, "CREATE TABLE ledger (n int)"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var runs atomic.Int64
+			srv := serve(t, c, idempotency.Options{Scope: accountOf, Transactional: transactional}, func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				if tx := idempotency.Tx(r.Context()); tx != nil {
+					if _, err := tx.Exec(r.Context(), "INSERT INTO ledger VALUES (1)"); err != nil {
+						t.Error(err)
+					}
+				}
+				w.WriteHeader(http.StatusGatewayTimeout) // discarded
+				idempotency.Uncertain(w, errors.New("the card network timed out after the charge was sent"))
+			})
+			for i := 0; i < 3; i++ {
+				r := do(t, srv, "POST", "/charges", `"pay-1"`, `{"amount":500}`, "X-Account", "acct 42")
+				wantProblem(t, r, 500, idempotency.ProblemUncertain)
+				want := "sentinel idempotency inspect pay-1 --scope 'acct 42'"
+				if !strings.Contains(r.problem.Detail, want) {
+					t.Fatalf("the detail does not name %q: %s", want, r.problem.Detail)
+				}
+			}
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("the handler ran %d times, want 1", n)
+			}
+			execs, _, err := c.Executions(ctx, sentinel.ExecutionFilter{Uncertain: true})
+			if err != nil || len(execs) != 1 || execs[0].Key != idempotency.ExecutionKey("acct 42", "pay-1") {
+				t.Fatalf("uncertain keys: %+v %v", execs, err)
+			}
+			evs, err := c.History(ctx, execs[0].Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(fmt.Sprint(evs[len(evs)-1].Metadata), "the card network timed out") &&
+				!strings.Contains(fmt.Sprint(evs[len(evs)-1].Metadata), "rolled back the transaction") {
+				t.Fatalf("the history does not record the cause: %+v", evs[len(evs)-1])
+			}
+			if transactional {
+				var n int
+				if err := sentineltest.Pool(t).QueryRow(ctx, "SELECT count(*) FROM ledger").Scan(&n); err != nil || n != 0 {
+					t.Fatalf("the handler's writes were committed: %d %v", n, err)
+				}
+			}
+			// Resolved as usual: the retry gets the response.
+			rec, err := idempotency.Inspect(ctx, c, "acct 42", "pay-1")
+			if err != nil || !rec.Uncertain() {
+				t.Fatalf("inspect: %+v %v", rec, err)
+			}
+			resp, err := idempotency.NewResponse(rec.Request.Fingerprint, 201, http.Header{"Content-Type": {"application/json"}}, []byte(`{"charge_id":"ch_1"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := idempotency.Resolve(ctx, c, "acct 42", "pay-1", resp); err != nil {
+				t.Fatal(err)
+			}
+			r := do(t, srv, "POST", "/charges", `"pay-1"`, `{"amount":500}`, "X-Account", "acct 42")
+			if r.status != 201 || r.body != `{"charge_id":"ch_1"}` || r.header.Get(idempotency.HeaderReplayed) != "true" {
+				t.Fatalf("after resolve: %d %s", r.status, r.body)
+			}
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("the handler ran %d times, want 1", n)
+			}
+		})
+	}
+}
+
+func accountOf(r *http.Request) string { return r.Header.Get("X-Account") }
+
+// Issue 25.2: the uncertain problem names the command that inspects the
+// key with --scope, -n and --schema when they are not the defaults, and
+// nothing internal.
+func TestUncertainProblemNamesRunnableCommand(t *testing.T) {
+	c := sentineltest.New(t, sentineltest.WithConfig(sentinel.Config{Namespace: "payments"}))
+	srv := serve(t, c, idempotency.Options{Scope: accountOf}, func(w http.ResponseWriter, r *http.Request) {
+		panic("charged, then fell over")
+	})
+	do(t, srv, "POST", "/charges", "k-1", "x", "X-Account", "cus_42")
+	r := do(t, srv, "POST", "/charges", "k-1", "x", "X-Account", "cus_42")
+	wantProblem(t, r, 500, idempotency.ProblemUncertain)
+	want := "sentinel idempotency inspect k-1 --scope cus_42 -n payments --schema " + c.Config().Schema
+	if !strings.Contains(r.problem.Detail, want) || strings.Contains(r.problem.Detail, idempotency.KeyPrefix) {
+		t.Fatalf("detail %q, want it to carry %q and no execution key", r.problem.Detail, want)
+	}
+	if got := idempotency.Command("resolve --refused", "k 1", "", "default", "sentinel"); got != "sentinel idempotency resolve --refused 'k 1'" {
+		t.Fatalf("Command with the defaults: %q", got)
+	}
+}
+
+// Issue 25.7: an empty Idempotency-Key header is refused as empty, not
+// as missing; a non-ASCII key is refused naming its character, not the
+// character of its first byte.
+func TestKeyTexts(t *testing.T) {
+	c := sentineltest.New(t)
+	h := &charge{}
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Required: true}, h.ServeHTTP)
+	// An empty header on the wire (Go's client would send it too, curl
+	// drops it), written by hand.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /charges HTTP/1.1\r\nHost: x\r\nIdempotency-Key:\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "header is empty") || !strings.Contains(string(body), idempotency.ProblemKeyInvalid) {
+		t.Fatalf("empty header: %d %s", resp.StatusCode, body)
+	}
+	r := do(t, srv, "POST", "/charges", "", "")
+	if !strings.Contains(r.problem.Detail, "has none") {
+		t.Fatalf("missing header: %s", r.problem.Detail)
+	}
+	for key, want := range map[string]string{"café-1": "'é'", `"café"`: "'é'", "a\x01": `'\x01'`} {
+		_, err := idempotency.ParseKey(key)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Ã") {
+			t.Fatalf("ParseKey(%q): %v, want it to name %s", key, err, want)
+		}
+	}
+	if _, err := idempotency.ParseKey("a\xff"); err == nil || !strings.Contains(err.Error(), "byte 0xff") {
+		t.Fatalf("ParseKey of invalid UTF-8: %v", err)
+	}
+}
+
+// Issue 25.6 at the library level: a response built from a Record is
+// resolved at the Record's token, so it never completes a newer claim.
+// (The race of two operators without --token is run through the binary:
+// cmd/sentinel TestResolveRaceKeepsNewerClaim.)
+func TestResolveActsOnTheClaimItRead(t *testing.T) {
+	c := sentineltest.New(t)
+	ctx := ctxT(t)
+	var runs atomic.Int64
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		panic("charged, then fell over")
+	})
+	do(t, srv, "POST", "/charges", "pay-9", "x")
+	older, err := idempotency.Inspect(ctx, c, "", "pay-9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := idempotency.NewResponse(older.Request.Fingerprint, 201, nil, []byte("older"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Meanwhile another operator resets the key and the same request
+	// claims it again, and crashes again.
+	execKey := idempotency.ExecutionKey("", "pay-9")
+	rex, err := c.Reconcile(ctx, execKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ResetToClaimed(ctx, execKey, sentinel.WithToken(rex.Token)); err != nil {
+		t.Fatal(err)
+	}
+	do(t, srv, "POST", "/charges", "pay-9", "x")
+	newer, err := c.Inspect(ctx, execKey)
+	if err != nil || newer.Token <= rex.Token {
+		t.Fatalf("newer claim: %+v %v", newer, err)
+	}
+	// The first operator goes on with what it inspected.
+	_, err = idempotency.Resolve(ctx, c, "", "pay-9", resp, sentinel.WithToken(older.Execution.Token))
+	if !errors.Is(err, sentinel.ErrWrongState) {
+		t.Fatalf("resolve of an older claim: %v", err)
+	}
+	now, err := c.Inspect(ctx, execKey)
+	if err != nil || now.State != sentinel.StateExecuting || now.Token != newer.Token {
+		t.Fatalf("the newer claim was touched: %+v %v", now, err)
+	}
+	if runs.Load() != 2 {
+		t.Fatalf("runs %d", runs.Load())
+	}
+	// The JSON a Content-Type promises is checked.
+	if _, err := idempotency.NewResponse("sha256:00", 201, http.Header{"Content-Type": {"application/json"}}, []byte(`{"charge_id":"ch_1"`)); err == nil ||
+		!strings.Contains(err.Error(), "not valid JSON") {
+		t.Fatalf("a broken JSON body: %v", err)
+	}
+}

@@ -84,15 +84,17 @@ these the system allows (--contain names one and fails if it is refused):
                  a user namespace when sentinel is not root). However the
                  supervisor dies, the kernel kills every process in it, and
                  sentinel's wait for the supervisor ends only once all are
-                 gone. CMD is PID 2 there; /proc still shows the host's
-                 processes; under a user namespace set-user-ID programs
-                 (sudo) do not gain privileges.
+                 gone. CMD sees PIDs of that namespace and a /proc of its
+                 own (ps shows its tree only); under a user namespace,
+                 set-user-ID programs (sudo) gain no privileges.
   cgroup         Linux, where namespaces are refused and cgroup v2 is
                  delegated (writable): a cgroup of its own, emptied with
                  cgroup.kill; nothing started inside can leave it.
-  process-group  anywhere else: CMD's process group (best effort; auto
-                 prints a warning when it comes to this): processes that
+  process-group  Linux when both are refused, and every other Unix (macOS,
+                 BSD): CMD's process group, best effort (auto prints a
+                 warning when it comes to this on Linux): processes that
                  leave the group (setsid) are not followed.
+  (Windows: CMD alone is killed; what it starts is not followed.)
 
 What stops CMD's tree, and when (the lock is released only after):
 
@@ -102,9 +104,11 @@ What stops CMD's tree, and when (the lock is released only after):
   lease lost: renewals late    SIGTERM min(--kill-after, TTL/4) before the
                                local deadline, SIGKILL at it (TTL/10 before
                                the row expires on the database clock)
+  CMD exits, work left behind  SIGTERM, then SIGKILL within a second
   SIGKILL of sentinel          pid-namespace: the kernel, at once (the
                                supervisor's parent-death signal is SIGKILL);
-                               else the supervisor, at once; the lock
+                               else the supervisor, at once (parent-death
+                               signal, control pipe's end); the lock
                                expires one TTL later
   SIGKILL of the supervisor    pid-namespace: the kernel, at once; cgroup,
                                process-group: sentinel kills what is left
@@ -260,7 +264,7 @@ wait:
 	}
 	code := g.wait()
 	if sig, ok := g.supervisorKilled(); ok {
-		fprintf(a.stderr, "sentinel: the supervisor of %s was killed (%v); %s\n", command[0], sig, g.afterSupervisorDeath())
+		fprintf(a.stderr, "sentinel: the supervisor of %s was killed by signal %d (%v); %s\n", command[0], int(sig), sig, g.afterSupervisorDeath())
 	}
 	if lost == nil {
 		if err := h.Release(context.WithoutCancel(ctx)); err != nil && errors.Is(err, sentinel.ErrLeaseLost) {

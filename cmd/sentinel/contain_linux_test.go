@@ -222,19 +222,7 @@ func runTreeCase(t *testing.T, c treeCase) {
 		require.NoError(t, first.Process.Kill())
 		_ = syscall.Kill(sup, syscall.SIGKILL) // dead already in a PID namespace: its parent-death signal is SIGKILL
 	}
-	var died time.Time
-	for died.IsZero() {
-		// Second's file is looked at before the tree: seen both, the
-		// second ran while the first's tree was alive.
-		secondRan := exists(second)
-		if !treeAlive(work) {
-			died = time.Now()
-			break
-		}
-		require.False(t, secondRan, "the second holder's command started while the first's tree was alive; first: %s", out)
-		require.Less(t, time.Since(start), ttl+10*time.Second, "the first tree survives; first: %s", out)
-		time.Sleep(2 * time.Millisecond)
-	}
+	died := waitTreeGone(t, work, second, start.Add(ttl+10*time.Second), out)
 	waitUntil(t, 30*time.Second, "the second holder's command", func() bool { return exists(second) }, nextOut)
 	secondAt := mustNanos(t, readFile(t, second))
 	last := lastWrite(t, work)
@@ -271,6 +259,24 @@ func runTreeCase(t *testing.T, c treeCase) {
 		require.Contains(t, out.String(), "WARNING: sh runs contained by its process group only")
 	} else {
 		require.NotContains(t, out.String(), "WARNING")
+	}
+}
+
+// waitTreeGone polls until no process of the tree writing to work is
+// alive, and returns when that was seen; it fails if the second holder's
+// command (the file second) started before, or the tree lives past
+// giveUp. The second's file is looked at before the tree: seen both, the
+// second ran while the first's tree was alive.
+func waitTreeGone(t *testing.T, work, second string, giveUp time.Time, out *syncBuffer) time.Time {
+	t.Helper()
+	for {
+		secondRan := exists(second)
+		if !treeAlive(work) {
+			return time.Now()
+		}
+		require.False(t, secondRan, "the second holder's command started while the first's tree was alive; first: %s", out)
+		require.True(t, time.Now().Before(giveUp), "the first tree survives; first: %s", out)
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 

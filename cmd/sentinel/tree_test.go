@@ -74,19 +74,7 @@ func TestCommandTreeDiesBeforeTheNextHolder(t *testing.T) {
 					start = time.Now()
 					within += ttl - ttl/10
 				}
-				var died time.Time
-				for died.IsZero() {
-					// Second's file is looked at before the grandchild: seen
-					// both, the second ran while the first's work was alive.
-					secondRan := exists(second)
-					if !treeAlive(work) {
-						died = time.Now()
-						break
-					}
-					require.False(t, secondRan, "the second holder's command started while the first's grandchild was alive")
-					require.Less(t, time.Since(start), within+5*time.Second, "the grandchild survives; first: %s", firstErr)
-					time.Sleep(2 * time.Millisecond)
-				}
+				died := waitTreeGone(t, work, second, start.Add(within+5*time.Second), firstErr)
 				t.Logf("grandchild gone %v after the trigger", died.Sub(start).Round(time.Millisecond))
 				require.LessOrEqual(t, died.Sub(start), within, "first: %s", firstErr)
 				if tx != nil {

@@ -40,6 +40,7 @@ var holdKinds = []struct {
 // The three events of issue 26, for each command, in the containment this
 // machine gives root by default (a PID namespace).
 func TestTreeNeverOutlivesTheLock(t *testing.T) {
+	requireNamespaces(t, nil)
 	for _, k := range holdKinds {
 		for _, ev := range []string{"ctrl-z", "kill-supervisor", "kill-both"} {
 			t.Run(k.name+"/"+ev, func(t *testing.T) {
@@ -74,6 +75,12 @@ func TestTreeContainments(t *testing.T) {
 	for _, c := range cases {
 		for _, ev := range c.events {
 			t.Run(c.name+"/"+ev, func(t *testing.T) {
+				switch {
+				case c.c.wantMode == containPIDNS:
+					requireNamespaces(t, c.c.user)
+				case c.c.wantMode == containCgroup && !c.c.delegate:
+					requireCgroup(t)
+				}
 				tc := c.c
 				tc.args, tc.event = holdKinds[0].args, ev
 				runTreeCase(t, tc)
@@ -339,6 +346,40 @@ func unprivileged(t *testing.T) *user.User {
 	}
 	t.Skip("no unprivileged user (postgres, nobody) to run sentinel as")
 	return nil
+}
+
+// requireNamespaces skips unless u (nil: this process's user) may create
+// PID namespaces (as root), or user and PID namespaces together.
+func requireNamespaces(t *testing.T, u *user.User) {
+	t.Helper()
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare(1) to probe for namespaces")
+	}
+	args := []string{"-p", "-f", "-m", "true"}
+	if u != nil {
+		args = append([]string{"-U"}, args...)
+	}
+	probe := exec.Command(unshare, args...)
+	if u != nil {
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		probe.Dir = "/"
+	}
+	if out, err := probe.CombinedOutput(); err != nil {
+		t.Skipf("this system refuses PID namespaces to this user (%v: %s): the path is not exercisable here", err, out)
+	}
+}
+
+// requireCgroup skips unless this process may make a cgroup box.
+func requireCgroup(t *testing.T) {
+	t.Helper()
+	b, err := newCgroupBox()
+	if err != nil {
+		t.Skipf("no delegated cgroup v2 with cgroup.kill here (%v): the cgroup path is not exercisable", err)
+	}
+	b.close()
 }
 
 // denyNamespaces is a command line under which creating a PID or user

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -440,22 +439,12 @@ func delegatedCgroup(t *testing.T, u *user.User) string {
 	return dir
 }
 
-var publicOnce sync.Once
-var publicPath string
-
-// publicBin is a copy of the binary every user may run.
+// publicBin is the binary, made runnable by every user (its directory,
+// which TestMain removes, is opened to them).
 func publicBin(t *testing.T) string {
 	t.Helper()
-	publicOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sentinel-public")
-		require.NoError(t, err)
-		require.NoError(t, os.Chmod(dir, 0o755))
-		b, err := os.ReadFile(bin)
-		require.NoError(t, err)
-		publicPath = filepath.Join(dir, "sentinel")
-		require.NoError(t, os.WriteFile(publicPath, b, 0o755))
-	})
-	return publicPath
+	require.NoError(t, os.Chmod(filepath.Dir(bin), 0o755))
+	return bin
 }
 
 // sharedTempDir is a temporary directory every user may write in.
@@ -500,7 +489,7 @@ func treeAlive(work string) bool {
 		if err != nil || !bytes.Contains(env, marker) {
 			continue
 		}
-		if exe, _ := os.Readlink(p + "/exe"); exe == bin || (publicPath != "" && exe == publicPath) {
+		if exe, _ := os.Readlink(p + "/exe"); exe == bin {
 			continue
 		}
 		if st := procState(atoi(filepath.Base(p))); st != 'Z' && st != 0 {

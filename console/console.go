@@ -36,8 +36,9 @@
 // "operator_name", with "operator_auth": "token"), and no form field can
 // change it. With the shared Options.OperatorToken the name is the one
 // Options.Operator returns ("operator_auth": "application"), else the one
-// typed in the form ("self-declared"). Every token must carry at least
-// MinTokenBits (128 bits: `openssl rand -hex 32`).
+// typed in the form ("self-declared"). Every token must look drawn at
+// random and carry at least MinTokenBits (128 bits): NewToken makes one
+// (`sentinel serve --new-token` prints one).
 //
 // Pages are rendered on the server (html/template, every key, label and
 // value escaped) and readable without JavaScript. With JavaScript on, a

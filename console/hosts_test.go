@@ -173,7 +173,7 @@ func TestWeakTokensRefused(t *testing.T) {
 // With a token per operator the history names the token's operator,
 // whatever the form says.
 func TestOperatorNamedByToken(t *testing.T) {
-	const adaTok, graceTok = "0b1e6f3c9d2a4857e6f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7", "f1e2d3c4b5a697887766554433221100ffeeddccbbaa99887766554433221100"
+	const adaTok, graceTok = "0b1e6f3c9d2a4857e6f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7", "4c71bc29961cf9248478736688d4d72d60c7b16259fe720bf02f347f9e36d2dc"
 	c, _ := newClient(t)
 	ctx := ctxT(t)
 	uncertain(t, c, "k")

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -132,8 +132,11 @@ const (
 // was taken over). Releasing is left to the elector's Run, which gives the
 // term up (waking the followers) once OnElected returned.
 type termHeld struct {
-	ctx context.Context
-	el  *sentinel.Elector
+	ctx  context.Context
+	el   *sentinel.Elector
+	term int64
+	ttl  time.Duration
+	a    *app
 }
 
 func (h termHeld) Deadline() time.Time {
@@ -150,11 +153,18 @@ func (h termHeld) Err() error {
 }
 func (h termHeld) Release(context.Context) error { return nil }
 
+// Verify checks that the term is still the group's current, unexpired one.
+func (h termHeld) Verify(ctx context.Context) error {
+	return h.a.verifyInTx(ctx, func(tx pgx.Tx) error {
+		return h.a.client.VerifyTerm(ctx, tx, h.el.Group(), h.term, sentinel.WithTTL(h.ttl))
+	})
+}
+
 func (a *app) electCmd() *cobra.Command {
 	var (
 		ttl        time.Duration
 		appVersion string
-		killAfter  time.Duration
+		o          cmdOpts
 	)
 	cmd := &cobra.Command{
 		Use:   "elect GROUP [-- CMD [ARGS...]]",
@@ -167,13 +177,13 @@ steps down (a follower takes over within milliseconds) and exits with
 CMD's exit code (128+N when a signal N ended it).
 
 If leadership is lost while CMD runs (renewals could not reach the database
-before the term's local deadline), CMD's process group is killed (see
+before the term's local deadline), CMD's process tree is killed (see
 below) and elect exits with CMD's code, or 1 if CMD exited 0.
 
 Without CMD, elect prints the term once elected and leads until
 interrupted (then steps down, exit 0); exit 1 if leadership is lost. While
 following it prints each new leader to stderr. Interrupted before being
-elected, elect exits 4 (CMD did not run).` + strings.ReplaceAll(guardHelp, "the lease", "the term"),
+elected, elect exits 4 (CMD did not run).` + fmt.Sprintf(guardPointer, "leadership", "term"),
 		Example: `  sentinel elect scheduler -n billing -- ./run-scheduler.sh
   sentinel elect scheduler --ttl 5s -- sh -c 'exec scheduler --term "$SENTINEL_ELECTION_TERM"'
   sentinel elect maintenance --json   # lead until Ctrl-C`,
@@ -183,18 +193,21 @@ elected, elect exits 4 (CMD did not run).` + strings.ReplaceAll(guardHelp, "the 
 				return usageErr("elect takes one GROUP before --, got %d", d)
 			}
 			group, command := args[0], args[1:]
-			return a.elect(cmd.Context(), group, command, sentinel.ElectorOptions{TTL: ttl, AppVersion: appVersion}, killAfter)
+			if err := o.check(); err != nil {
+				return err
+			}
+			return a.elect(cmd.Context(), group, command, sentinel.ElectorOptions{TTL: ttl, AppVersion: appVersion}, o)
 		}),
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "leadership lease; a follower takes over within this after the leader dies")
 	cmd.Flags().StringVar(&appVersion, "app-version", "", "version shown by 'leader' and 'members'")
-	cmd.Flags().DurationVar(&killAfter, "kill-after", 5*time.Second, "after SIGTERM, send SIGKILL to CMD if it has not exited")
+	o.flags(cmd)
 	return cmd
 }
 
 // elect runs an elector until command (or, without one, ctx) ends; see
 // electCmd.
-func (a *app) elect(ctx context.Context, group string, command []string, opts sentinel.ElectorOptions, killAfter time.Duration) error {
+func (a *app) elect(ctx context.Context, group string, command []string, opts sentinel.ElectorOptions, o cmdOpts) error {
 	// The elector's Run gets a ctx of its own, cancelled once the command
 	// is done: an interrupt must reach the command first, and the term is
 	// given up only after it has exited.
@@ -213,11 +226,11 @@ func (a *app) elect(ctx context.Context, group string, command []string, opts se
 			return
 		}
 		fprintf(a.stderr, "sentinel: elected: %s; running %s\n", what, command[0])
-		result <- a.runHeld(ctx, termHeld{tctx, <-elector}, what, []string{
+		result <- a.runHeld(ctx, termHeld{ctx: tctx, el: <-elector, term: term, ttl: opts.TTL, a: a}, what, []string{
 			envElectionGroup + "=" + group,
 			envElectionNamespace + "=" + a.namespace,
 			envElectionTerm + "=" + strconv.FormatInt(term, 10),
-		}, command, killAfter, opts.TTL)
+		}, command, o, opts.TTL)
 	}
 	el, err := a.client.Elector(group, opts)
 	if err != nil {

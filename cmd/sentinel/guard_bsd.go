@@ -2,13 +2,34 @@
 
 package main
 
-import "syscall"
+import (
+	"fmt"
+	"syscall"
+)
 
-// Outside Linux there is no parent-death signal: the supervisor learns of
-// sentinel's death from the control pipe's end of file (best effort: a
-// supervisor that is killed itself leaves the command's group running).
+// Outside Linux there is neither a PID namespace sentinel can use nor a
+// cgroup, nor a parent-death signal: the tree is held by its process group
+// (best effort), and the supervisor learns of sentinel's death from the
+// control pipe's end of file. A supervisor killed itself leaves the
+// command's group to sentinel, which kills it before releasing; both
+// killed, nothing stops it.
 
-func supervisorAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
+// boxes lists the ways to hold the tree that mode allows.
+func boxes(string) []func() (box, error) {
+	return []func() (box, error){func() (box, error) { return groupBox{}, nil }}
+}
+
+// containModes are the containments this platform has (besides auto).
+var containModes = []string{containGroup}
+
+func newTree(arg string) (tree, error) {
+	if arg != containGroup {
+		return nil, fmt.Errorf("unknown containment %q", arg)
+	}
+	return &groupTree{}, nil
+}
+
+func (groupBox) attr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
 
 func commandAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 

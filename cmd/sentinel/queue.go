@@ -423,10 +423,10 @@ const (
 
 func (a *app) queueLockCmd() *cobra.Command {
 	var (
-		label     string
-		ttl       time.Duration
-		timeout   time.Duration
-		killAfter time.Duration
+		label   string
+		ttl     time.Duration
+		timeout time.Duration
+		o       cmdOpts
 	)
 	cmd := &cobra.Command{
 		Use:   "lock RESOURCE... [-- CMD [ARGS...]]",
@@ -439,11 +439,11 @@ token, for VerifyTurn) in its environment. When CMD exits the turns are
 released (the next ticket is served at once) and queue lock exits with
 CMD's exit code.
 
-If a turn is lost while CMD runs, CMD's process group is killed (see
+If a turn is lost while CMD runs, CMD's process tree is killed (see
 below) and queue lock exits with CMD's code, or 1 if it exited 0.
 Without CMD it prints the tickets and holds the turns until interrupted.
 --timeout gives up waiting (exit 4, tickets cancelled); so does an
-interrupt while waiting (exit 4, CMD did not run).` + strings.ReplaceAll(guardHelp, "the lease", "the turn"),
+interrupt while waiting (exit 4, CMD did not run).` + fmt.Sprintf(guardPointer, "turn", "turn"),
 		Example: `  sentinel queue lock printer -- lp report.pdf
   sentinel queue lock printer scanner --label "monthly scan" -- ./scan-and-print.sh
   sentinel queue lock printer        # hold until Ctrl-C`,
@@ -455,6 +455,9 @@ interrupt while waiting (exit 4, CMD did not run).` + strings.ReplaceAll(guardHe
 			}
 			if len(resources) == 0 {
 				return usageErr("queue lock needs at least one RESOURCE before --")
+			}
+			if err := o.check(); err != nil {
+				return err
 			}
 			if !cmd.Flags().Changed("label") {
 				label = "sentinel queue lock by " + a.operator
@@ -486,17 +489,17 @@ interrupt while waiting (exit 4, CMD did not run).` + strings.ReplaceAll(guardHe
 			if len(command) == 0 {
 				return a.holdTurns(ctx, set)
 			}
-			return a.runHeld(ctx, turnsHeld{set}, what, []string{
+			return a.runHeld(ctx, turnsHeld{set, a}, what, []string{
 				envQueueNamespace + "=" + a.namespace,
 				envQueueResources + "=" + strings.Join(names, " "),
 				envQueueTickets + "=" + strings.Join(tickets, " "),
-			}, command, killAfter, ttl)
+			}, command, o, ttl)
 		}),
 	}
 	cmd.Flags().StringVar(&label, "label", "", `label shown in status and messages (default "sentinel queue lock by OPERATOR")`)
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "ticket time-to-live; heartbeats renew it")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up waiting after this long (exit 4); 0 waits forever")
-	cmd.Flags().DurationVar(&killAfter, "kill-after", 5*time.Second, "after SIGTERM, send SIGKILL to CMD if it has not exited")
+	o.flags(cmd)
 	return cmd
 }
 
@@ -529,7 +532,20 @@ func (a *app) holdTurns(ctx context.Context, set *sentinel.TurnSet) error {
 
 // turnsHeld is a set of turns seen as something a command runs under; its
 // deadline is the earliest of the turns'.
-type turnsHeld struct{ *sentinel.TurnSet }
+type turnsHeld struct {
+	*sentinel.TurnSet
+	a *app
+}
+
+// Verify checks that every turn is still its resource's holder.
+func (h turnsHeld) Verify(ctx context.Context) error {
+	for _, t := range h.Turns() {
+		if err := h.a.client.VerifyTurn(ctx, h.a.pool, t.Resource(), t.Ticket(), sentinel.WithNamespace(t.Namespace())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func (h turnsHeld) Deadline() time.Time {
 	var d time.Time

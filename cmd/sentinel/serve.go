@@ -17,7 +17,7 @@ func (a *app) serveCmd() *cobra.Command {
 	var (
 		addr, token, tokenFile, operatorsFile string
 		allowedHosts                          []string
-		readOnly, anyAddr                     bool
+		readOnly, anyAddr, newToken           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -34,8 +34,12 @@ It answers only requests addressed to it: Host a loopback name (localhost,
 --allowed-host; any other Host gets 421 Misdirected Request, so a web page
 cannot reach it by pointing its own name at this machine (DNS rebinding).
 
-Actions need an operator token of at least 128 bits (make one with
-` + "`openssl rand -hex 32`" + `); a weaker one is refused at start (exit 2).
+Actions need an operator token that looks drawn at random and carries at
+least 128 bits (hex, base32 or base64 of 16 random bytes or more):
+--new-token prints one (32 bytes from the system's random source,
+base64url) and exits. A weaker token, or one made of words, repeated
+characters, sequences, keyboard walks or dates, is refused at start
+(exit 2).
   --operators-file FILE      one line per operator, NAME:TOKEN: the history
                              names the operator whose token was given
   --operator-token-file FILE a token shared by the operators, who then type
@@ -44,7 +48,8 @@ Actions need an operator token of at least 128 bits (make one with
   --operator-token TOKEN     the same; visible to every user in ps: avoid
 --read-only offers no action. Tokens are compared in constant time. It
 prints the URL it listens on, and stops on SIGINT or SIGTERM.`,
-		Example: `  SENTINEL_OPERATOR_TOKEN=$(openssl rand -hex 32) sentinel serve
+		Example: `  sentinel serve --new-token > token && chmod 600 token && sentinel serve --operator-token-file token
+  SENTINEL_OPERATOR_TOKEN=$(sentinel serve --new-token) sentinel serve
   sentinel serve --operators-file /etc/sentinel/operators   # lines: ada:<token>
   sentinel serve --read-only --addr 127.0.0.1:8380 -n payments
   sentinel serve --listen-any --addr 0.0.0.0:8380 --allowed-host ops.example.com --operators-file ops.txt`,
@@ -68,7 +73,7 @@ prints the URL it listens on, and stops on SIGINT or SIGTERM.`,
 				}
 				token = strings.TrimSpace(string(b))
 				if token == "" {
-					return usageErr("--operator-token-file %s is empty: put a token in it (openssl rand -hex 32 > %s)", tokenFile, tokenFile)
+					return usageErr("--operator-token-file %s is empty: put a token in it (sentinel serve --new-token > %s)", tokenFile, tokenFile)
 				}
 			}
 			if token == "" {
@@ -88,7 +93,7 @@ prints the URL it listens on, and stops on SIGINT or SIGTERM.`,
 			if readOnly {
 				opts.OperatorToken, opts.Operators = "", nil
 			} else if opts.OperatorToken == "" && len(opts.Operators) == 0 {
-				return usageErr("actions need an operator token: --operators-file, --operator-token-file or $SENTINEL_OPERATOR_TOKEN (make one with `openssl rand -hex 32`), or pass --read-only")
+				return usageErr("actions need an operator token: --operators-file, --operator-token-file or $SENTINEL_OPERATOR_TOKEN (make one with `sentinel serve --new-token`), or pass --read-only")
 			}
 			h, err := console.New(a.client, opts)
 			if err != nil { // a weak token (console.ErrWeakToken), a bad --allowed-host
@@ -107,6 +112,16 @@ prints the URL it listens on, and stops on SIGINT or SIGTERM.`,
 	f.StringVar(&token, "operator-token", "", "a token shared by the operators (visible in ps: prefer $SENTINEL_OPERATOR_TOKEN or a file)")
 	f.BoolVar(&readOnly, "read-only", false, "offer no action")
 	f.BoolVar(&anyAddr, "listen-any", false, "allow a non-loopback --addr")
+	f.BoolVar(&newToken, "new-token", false, "print a new operator token (256 random bits) and exit")
+	serve := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if newToken { // no database needed
+			a.ran = true
+			fprintln(cmd.OutOrStdout(), console.NewToken())
+			return nil
+		}
+		return serve(cmd, args)
+	}
 	return cmd
 }
 
@@ -139,7 +154,7 @@ func readOperators(name string, warn io.Writer) (map[string]string, error) {
 		op, tok, ok := strings.Cut(line, ":")
 		op, tok = strings.TrimSpace(op), strings.TrimSpace(tok)
 		if !ok || op == "" || tok == "" {
-			return nil, fmt.Errorf("%s line %d: want NAME:TOKEN (for example ada:$(openssl rand -hex 32))", name, n)
+			return nil, fmt.Errorf("%s line %d: want NAME:TOKEN (for example ada:$(sentinel serve --new-token))", name, n)
 		}
 		if _, dup := ops[op]; dup {
 			return nil, fmt.Errorf("%s line %d: operator %q is listed twice", name, n, op)

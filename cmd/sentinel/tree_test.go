@@ -3,7 +3,6 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,25 +38,16 @@ func TestCommandTreeDiesBeforeTheNextHolder(t *testing.T) {
 				e := newEnv(t)
 				e.migrate()
 				dir := t.TempDir()
-				work, pidFile, second := filepath.Join(dir, "work"), filepath.Join(dir, "pid"), filepath.Join(dir, "second")
-				env := []string{"DATABASE_URL=" + dbURL, "WORK=" + work, "PIDFILE=" + pidFile, "SECOND=" + second}
+				work, second := filepath.Join(dir, "work"), filepath.Join(dir, "second")
 				const ttl = 2 * time.Second
-				first, firstErr := startBin(t, env, append(append([]string{"--schema", e.schema}, k.args...),
-					"--ttl", ttl.String(), "--kill-after", "5s", "--", "sh", "-c",
-					`sh -c 'while :; do date +%s%N >> "$WORK"; sleep 0.05; done' & echo $! > "$PIDFILE"; wait`)...)
-				var pid int
-				waitUntil(t, 20*time.Second, "the first command's grandchild", func() bool {
-					b, err := os.ReadFile(pidFile)
-					if err != nil || !strings.HasSuffix(string(b), "\n") {
-						return false
-					}
-					pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-					return err == nil && fileHasLine(work)
-				}, firstErr)
-				require.True(t, alive(pid))
+				first, firstErr := startBin(t, []string{"DATABASE_URL=" + dbURL, "WORK=" + work},
+					append(append([]string{"--schema", e.schema}, k.args...),
+						"--ttl", ttl.String(), "--kill-after", "5s", "--", "sh", "-c", writerScript)...)
+				waitUntil(t, 20*time.Second, "the first command's grandchild", func() bool { return fileHasLine(work) }, firstErr)
+				require.True(t, treeAlive(work))
 
-				next, nextErr := startBin(t, env, append(append([]string{"--schema", e.schema}, k.args...),
-					"--ttl", ttl.String(), "--", "sh", "-c", `date +%s%N > "$SECOND.tmp" && mv "$SECOND.tmp" "$SECOND"`)...)
+				next, nextErr := startBin(t, []string{"DATABASE_URL=" + dbURL, "SECOND=" + second},
+					append(append([]string{"--schema", e.schema}, k.args...), "--ttl", ttl.String(), "--", "sh", "-c", secondScript)...)
 				time.Sleep(500 * time.Millisecond) // let it queue up behind the first
 				require.False(t, exists(second), "the second holder ran while the first held: %s", nextErr)
 
@@ -84,21 +74,9 @@ func TestCommandTreeDiesBeforeTheNextHolder(t *testing.T) {
 					start = time.Now()
 					within += ttl - ttl/10
 				}
-				var died time.Time
-				for died.IsZero() {
-					// Second's file is looked at before the grandchild: seen
-					// both, the second ran while the first's work was alive.
-					secondRan := exists(second)
-					if !alive(pid) {
-						died = time.Now()
-						break
-					}
-					require.False(t, secondRan, "the second holder's command started while the first's grandchild was alive")
-					require.Less(t, time.Since(start), within+5*time.Second, "the grandchild survives; first: %s", firstErr)
-					time.Sleep(2 * time.Millisecond)
-				}
-				t.Logf("grandchild gone %v after the trigger", died.Sub(start).Round(time.Millisecond))
-				require.LessOrEqual(t, died.Sub(start), within, "first: %s", firstErr)
+				lastAlive := waitTreeGone(t, work, second, start.Add(within+5*time.Second), firstErr)
+				t.Logf("grandchild last seen alive %v after the trigger", lastAlive.Sub(start).Round(time.Millisecond))
+				require.LessOrEqual(t, lastAlive.Sub(start), within, "first: %s", firstErr)
 				if tx != nil {
 					time.Sleep(time.Until(start.Add(ttl + time.Second)))
 					require.NoError(t, tx.Rollback(ctxT(t)))
@@ -111,8 +89,8 @@ func TestCommandTreeDiesBeforeTheNextHolder(t *testing.T) {
 				lines := strings.Fields(readFile(t, work))
 				lastWork := mustNanos(t, lines[len(lines)-1])
 				require.Less(t, lastWork, secondAt, "the first's work wrote after the second started")
-				require.Less(t, died.UnixNano(), secondAt+int64(5*time.Millisecond))
-				require.False(t, alive(pid))
+				require.Less(t, lastAlive.UnixNano(), secondAt, "the grandchild was seen alive after the second holder started")
+				require.False(t, treeAlive(work))
 
 				code := exitCodeOf(t, first)
 				switch how {
@@ -135,15 +113,12 @@ func TestLockStopsLeftoversBeforeRelease(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
 	dir := t.TempDir()
-	pidFile := filepath.Join(dir, "pid")
-	cmd, stderr := startBin(t, []string{"DATABASE_URL=" + dbURL, "PIDFILE=" + pidFile},
-		"--schema", e.schema, "lock", "job", "--", "sh", "-c", `sleep 100 & echo $! > "$PIDFILE"`)
+	work := filepath.Join(dir, "work")
+	cmd, stderr := startBin(t, []string{"DATABASE_URL=" + dbURL, "WORK=" + work},
+		"--schema", e.schema, "lock", "job", "--", "sh", "-c", `sleep 100 & echo started > "$WORK"`)
 	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
-	b, err := os.ReadFile(pidFile)
-	require.NoError(t, err)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	require.NoError(t, err)
-	require.False(t, alive(pid), "the background sleep outlived the lock")
+	require.True(t, fileHasLine(work))
+	require.False(t, treeAlive(work), "the background sleep outlived the lock")
 }
 
 // startBin starts the binary with env added to a clean environment.
@@ -153,6 +128,7 @@ func startBin(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuffe
 	cmd.Env = append(cleanEnv(), env...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 5 * time.Second // a tree that outlived it may hold its output open
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
@@ -169,10 +145,6 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool, out
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
-// alive reports whether process pid exists (a zombie counts: it is not
-// reaped yet).
-func alive(pid int) bool { return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
 
 func exists(path string) bool { _, err := os.Stat(path); return err == nil }
 

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// How the process tree of the command run by lock, elect and queue lock
+// is held together (--contain, and SENTINEL_CONTAINMENT in its
+// environment). The platform files (guard_*.go) implement them.
+const (
+	containAuto    = "auto"          // the strongest this system allows
+	containPIDNS   = "pid-namespace" // Linux: a PID namespace whose init is the supervisor
+	containCgroup  = "cgroup"        // Linux: a cgroup v2 of its own, killed with cgroup.kill
+	containGroup   = "process-group" // Unix: a process group (best effort)
+	containProcess = "process"       // elsewhere: the command alone (best effort)
+
+	envContainment = "SENTINEL_CONTAINMENT"
+)
+
+// guardEvent is one line from the supervisor to sentinel: a kind and a
+// number.
+type guardEvent struct {
+	kind byte
+	n    int64
+}
+
+// Kinds of guardEvent.
+const (
+	evStarted  = 'S' // the command started; n: its process group as sentinel sees it (0: not needed)
+	evPaused   = 'P' // SIGTSTP: the tree was stopped
+	evAsk      = 'A' // SIGCONT while stopped: may the tree resume? (sentinel answers resume or kill)
+	evLate     = 'W' // renewals are late: the tree got SIGTERM before the deadline
+	evDeadline = 'L' // the local deadline passed: the tree was killed
+)
+
+// cmdOpts are the flags of lock, elect and queue lock that govern the
+// command they run.
+type cmdOpts struct {
+	killAfter time.Duration
+	contain   string
+}
+
+func (o *cmdOpts) flags(cmd *cobra.Command) {
+	cmd.Flags().DurationVar(&o.killAfter, "kill-after", 5*time.Second, "after SIGTERM, send SIGKILL to CMD if it has not exited")
+	cmd.Flags().StringVar(&o.contain, "contain", containAuto,
+		"how CMD's process tree is held: auto, "+strings.Join(containModes, ", ")+" (see 'sentinel lock --help')")
+}
+
+// check refuses a containment this build does not know, before anything
+// is acquired.
+func (o *cmdOpts) check() error {
+	if o.contain == containAuto {
+		return nil
+	}
+	for _, m := range containModes {
+		if o.contain == m {
+			return nil
+		}
+	}
+	return usageErr("--contain %q: give auto or one of %s (those this platform has)", o.contain, strings.Join(containModes, ", "))
+}
+
+// containHelp is the part of lock's help that says how CMD's process tree
+// is stopped; elect's and queue lock's point to it (guardPointer).
+const containHelp = `
+
+CMD and everything it starts stop before the lock can pass to anyone else.
+A small supervising process (sentinel re-executed) starts CMD in a process
+group of its own and holds its whole tree in a container, the first of
+these the system allows (--contain names one and fails if it is refused):
+
+  pid-namespace  Linux: a PID namespace whose init is the supervisor (with
+                 a user namespace when sentinel is not root). However the
+                 supervisor dies, the kernel kills every process in it, and
+                 sentinel's wait for the supervisor ends only once all are
+                 gone. CMD sees PIDs of that namespace and a /proc of its
+                 own (ps shows its tree only); under a user namespace,
+                 set-user-ID programs (sudo) gain no privileges.
+  cgroup         Linux, where namespaces are refused and cgroup v2 is
+                 delegated (writable): a cgroup of its own, emptied with
+                 cgroup.kill; nothing started inside can leave it.
+  process-group  Linux when both are refused, and every other Unix (macOS,
+                 BSD): CMD's process group, best effort (auto prints a
+                 warning when it comes to this on Linux): processes that
+                 leave the group (setsid) are not followed.
+  (Windows: CMD alone is killed; what it starts is not followed.)
+
+What stops CMD's tree, and when (the lock is released only after):
+
+  SIGINT/SIGTERM to sentinel   SIGTERM to the tree, SIGKILL after
+                               --kill-after or at the local deadline
+  lease lost: taken over       SIGKILL at once (exit 137)
+  lease lost: renewals late    SIGTERM min(--kill-after, TTL/4) before the
+                               local deadline, SIGKILL at it (TTL/10 before
+                               the row expires on the database clock)
+  CMD exits, work left behind  SIGTERM, then SIGKILL within a second
+  SIGKILL of sentinel          pid-namespace: the kernel, at once (the
+                               supervisor's parent-death signal is SIGKILL);
+                               else the supervisor, at once (parent-death
+                               signal, control pipe's end); the lock
+                               expires one TTL later
+  SIGKILL of the supervisor    pid-namespace: the kernel, at once; cgroup,
+                               process-group: sentinel kills what is left
+                               and waits until none of it is alive
+  SIGKILL of both              pid-namespace: the kernel, at once.
+  (killall -9 sentinel)        cgroup, process-group: NOTHING stops the tree;
+                               the lock expires one TTL later and only the
+                               fencing token protects writes after that
+  Ctrl-Z (SIGTSTP to the job)  the supervisor stops the tree (SIGSTOP) and
+                               stays awake: it kills the tree at the local
+                               deadline; on SIGCONT (fg) it asks sentinel,
+                               which verifies the lock against the database,
+                               and resumes the tree only if it is still
+                               held, else kills it (exit 137)
+  SIGSTOP of every process     nothing runs, nothing renews; on SIGCONT the
+                               tree runs again at once, and the supervisor
+                               kills it within about 20 ms if the local
+                               deadline passed: in that window, and in any
+                               pause of every process, only the fencing
+                               token protects writes
+
+The token (SENTINEL_LEASE_TOKEN, SENTINEL_ELECTION_TERM, the tickets of
+SENTINEL_QUEUE_TICKETS) is the one protection that survives every event:
+check it in the writes the work makes (VerifyToken, VerifyTerm,
+VerifyTurn). CMD is not in the terminal's foreground: Ctrl-C reaches it
+through sentinel (as SIGTERM), and it cannot read from the terminal (give
+it its input from a file or a pipe). SENTINEL_CONTAINMENT in its
+environment names the containment in use.`
+
+// guardPointer is elect's and queue lock's share of containHelp.
+const guardPointer = `
+
+CMD and everything it starts stop before the %s passes to anyone else:
+'sentinel lock --help' shows how (the same --contain modes) and, for each
+event (SIGTERM, SIGKILL of sentinel or of its supervisor, Ctrl-Z, SIGSTOP,
+a lost %s), what stops CMD's tree and when.`
+
+// held is what a command runs under: a lease, a leadership term, or a set
+// of queue turns.
+type held interface {
+	Done() <-chan struct{}
+	Err() error
+	Release(ctx context.Context) error
+	// Deadline is the local time until which the holder may trust what it
+	// holds (zero: unknown now); the command's tree is killed by then.
+	Deadline() time.Time
+	// Verify checks with the database that it is still held (renewing it
+	// where it can): nil if so, an error matching ErrLeaseLost or
+	// ErrStaleToken if it is gone, another error when the database could
+	// not tell.
+	Verify(ctx context.Context) error
+}
+
+// leaseHeld is a lease as something a command runs under; Verify renews.
+type leaseHeld struct{ *sentinel.Lease }
+
+func (h leaseHeld) Verify(ctx context.Context) error { return h.Heartbeat(ctx) }
+
+// runHeld runs command with env added while h is held, under a
+// supervising process (guard_unix.go) that holds its process tree in the
+// container o.contain names, and releases h only once the whole tree is
+// gone. An interrupt sends SIGTERM to the tree, then SIGKILL after
+// o.killAfter or at h's local deadline, whichever is first. Late renewals
+// send SIGTERM min(killAfter, ttl/4) before the deadline and SIGKILL at it;
+// a loss (taken over, or the deadline passed) sends SIGKILL at once. A
+// tree stopped by SIGTSTP resumes on SIGCONT only once h.Verify said it is
+// still held. The result carries the command's exit code (never 0 after a
+// loss).
+func (a *app) runHeld(ctx context.Context, h held, what string, env, command []string, o cmdOpts, ttl time.Duration) error {
+	lateGrace := min(o.killAfter, ttl/4)
+	// A grant that waited long (its statement blocked) can arrive close to
+	// its local deadline; the command starts once a renewal moved it.
+	for d := h.Deadline(); d.IsZero() || time.Until(d) <= lateGrace; d = h.Deadline() {
+		select {
+		case <-h.Done():
+			return fmt.Errorf("%s was lost before %s started: %w", what, command[0], h.Err())
+		case <-ctx.Done():
+			return refused("interrupted before %s started", command[0])
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	g, err := a.startGuard(command, env, h.Deadline(), lateGrace, o)
+	if err != nil {
+		return &codeError{code: 127, err: err}
+	}
+	var lost error
+	done, interrupted := h.Done(), ctx.Done()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	// verified carries the answers to the supervisor's questions after a
+	// SIGCONT: is h still held?
+	verified := make(chan error, 1)
+	verifying, askAgain := false, false
+	ask := func() {
+		verifying = true
+		go func() { verified <- verifyHeld(ctx, h) }()
+	}
+wait:
+	for {
+		select {
+		case <-g.exited():
+			break wait
+		case <-done:
+			done = nil
+			// Someone else may hold it already: no grace.
+			g.kill()
+			if ctx.Err() == nil && lost == nil { // not an interrupt that ended h as well
+				lost = h.Err()
+				fprintf(a.stderr, "sentinel: %s lost (%v); killed %s and everything it started\n", what, lost, command[0])
+			}
+		case <-interrupted:
+			interrupted = nil
+			g.terminate(o.killAfter)
+		case <-g.wake:
+			for _, ev := range g.events() {
+				switch ev.kind {
+				case evAsk:
+					if verifying {
+						askAgain = true
+					} else {
+						ask()
+					}
+				case evLate:
+					fprintf(a.stderr, "sentinel: renewals of %s are late; terminating %s before the local deadline\n", what, command[0])
+				case evDeadline:
+					if lost == nil {
+						lost = fmt.Errorf("the local deadline passed without a renewal (sentinel stopped, frozen or cut off from the database): %w", sentinel.ErrLeaseLost)
+						fprintf(a.stderr, "sentinel: %s: %v; killed %s and everything it started\n", what, lost, command[0])
+					}
+				}
+			}
+		case err := <-verified:
+			verifying = false
+			switch {
+			case err == nil:
+				g.deadline(h.Deadline())
+				g.resume()
+				fprintf(a.stderr, "sentinel: continued: %s is still held; resumed %s\n", what, command[0])
+			default:
+				g.kill()
+				if lost == nil {
+					lost = err
+					fprintf(a.stderr, "sentinel: continued, but %s is no longer held (%v); killed %s and everything it started\n", what, err, command[0])
+				}
+			}
+			if askAgain {
+				askAgain = false
+				ask()
+			}
+		case <-tick.C:
+			g.deadline(h.Deadline())
+		}
+	}
+	code := g.wait()
+	if sig, ok := g.supervisorKilled(); ok {
+		fprintf(a.stderr, "sentinel: the supervisor of %s was killed by signal %d (%v); %s\n", command[0], int(sig), sig, g.afterSupervisorDeath())
+	}
+	if lost == nil {
+		if err := h.Release(context.WithoutCancel(ctx)); err != nil && errors.Is(err, sentinel.ErrLeaseLost) {
+			// Lost between the tree's end and the release: the work may
+			// have overlapped another holder.
+			lost = err
+		}
+	}
+	if lost != nil {
+		if code == 0 {
+			code = exitError
+		}
+		return &codeError{code: code, err: fmt.Errorf("%s was lost while %s ran: %w", what, command[0], lost)}
+	}
+	if code != 0 {
+		return &codeError{code: code}
+	}
+	return nil
+}
+
+// verifyHeld asks the database whether h is still held, retrying while it
+// cannot tell until h's local deadline (by then the supervisor has killed
+// the stopped tree anyway). nil means held.
+func verifyHeld(ctx context.Context, h held) error {
+	vctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), h.Deadline())
+	defer cancel()
+	for {
+		select {
+		case <-h.Done():
+			return h.Err()
+		default:
+		}
+		err := h.Verify(vctx)
+		if err == nil || errors.Is(err, sentinel.ErrLeaseLost) || errors.Is(err, sentinel.ErrStaleToken) {
+			return err
+		}
+		select {
+		case <-vctx.Done():
+			return fmt.Errorf("could not verify before the local deadline: %w", err)
+		case <-h.Done():
+			return h.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// verifyInTx runs a Verify* check in a short transaction of its own (the
+// row lock it takes ends with it).
+func (a *app) verifyInTx(ctx context.Context, check func(tx pgx.Tx) error) error {
+	tx, err := a.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	return check(tx)
+}
+
+// childCode is the exit code of a finished child: its own, or 128+N when
+// signal N ended it (the shell convention).
+func childCode(child *exec.Cmd, waitErr error) int {
+	st := child.ProcessState
+	if st == nil {
+		if waitErr != nil {
+			return exitError
+		}
+		return 0
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
+}

@@ -178,6 +178,7 @@ func (ln *listener) run(ctx context.Context) {
 		}
 	}()
 	backoff := 50 * time.Millisecond
+	listen := ln.listenSQL()
 	for ctx.Err() == nil {
 		conn, err := ln.connect(ctx)
 		if first {
@@ -196,7 +197,7 @@ func (ln *listener) run(ctx context.Context) {
 		backoff = 50 * time.Millisecond
 		ln.wakeAll() // releases may have happened while we were down
 		for {
-			n, err := waitNotification(ctx, conn, listenIdle, listenPingTimeout)
+			n, err := waitNotification(ctx, conn, listen, listenIdle, listenPingTimeout)
 			if err != nil {
 				break
 			}
@@ -219,12 +220,18 @@ func (ln *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	lctx, cancel := context.WithTimeout(ctx, listenPingTimeout)
 	defer cancel()
-	if _, err := conn.Exec(lctx, "LISTEN "+pgx.Identifier{ln.c.sql.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(lctx, ln.listenSQL()); err != nil {
 		_ = conn.Close(lctx)
 		return nil, err
 	}
 	ln.setHealthy(true)
 	return conn, nil
+}
+
+// listenSQL is the statement that listens on the client's channel (also the
+// listener's ping: see listenconn.go).
+func (ln *listener) listenSQL() string {
+	return "LISTEN " + pgx.Identifier{ln.c.sql.channel}.Sanitize()
 }
 
 // parsePayload decodes "<kind><octet_length(namespace)>:<namespace><key>".

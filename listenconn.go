@@ -25,9 +25,11 @@ import (
 // So the listener pings its connection after listenIdle without a
 // notification, and a ping gets listenPingTimeout: a connection that does
 // not answer is closed and replaced, and waiters re-check meanwhile. A
-// silent connection is detected within listenIdle + listenPingTimeout. A
-// ping is an empty query: one round trip every listenIdle on a quiet
-// connection, nothing while notifications flow.
+// silent connection is detected within listenIdle + listenPingTimeout. The
+// ping is the LISTEN statement again (a no-op for a session that listens
+// already; it also keeps the session's query in pg_stat_activity saying
+// what it is): one round trip every listenIdle on a quiet connection,
+// nothing while notifications flow.
 //
 // Reconnecting, each host of a multi-host connection string gets at most
 // listenConnectTimeout when the string sets no connect_timeout, so a host
@@ -55,10 +57,10 @@ func listenConnConfig(pool *pgxpool.Pool) *pgx.ConnConfig {
 }
 
 // waitNotification waits for the next notification on conn until ctx
-// ends, pinging conn (with a deadline) whenever it has been silent for
+// ends, sending ping (with a deadline) whenever conn has been silent for
 // idle. It returns the ping's error when the connection does not answer
 // within timeout: the caller then replaces it.
-func waitNotification(ctx context.Context, conn *pgx.Conn, idle, timeout time.Duration) (*pgconn.Notification, error) {
+func waitNotification(ctx context.Context, conn *pgx.Conn, ping string, idle, timeout time.Duration) (*pgconn.Notification, error) {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, idle)
 		n, err := conn.WaitForNotification(wctx)
@@ -73,7 +75,7 @@ func waitNotification(ctx context.Context, conn *pgx.Conn, idle, timeout time.Du
 		// A wait that timed out leaves the connection usable (pgx does not
 		// close it on a read deadline); ask the server to answer.
 		pctx, cancel := context.WithTimeout(ctx, timeout)
-		err = conn.Ping(pctx)
+		_, err = conn.Exec(pctx, ping)
 		cancel()
 		if err != nil {
 			return nil, err

@@ -37,6 +37,9 @@ type onceLoad struct {
 	// fn, if set, makes the Once fn actor a runs for key k (default:
 	// effectFn with up to 10ms sleeps).
 	fn func(a *onceActor, k string) func(context.Context) (effect, error)
+	// callTimeout, if set, bounds each Once call (default: none, only the
+	// load's context).
+	callTimeout time.Duration
 }
 
 type onceActor struct {
@@ -44,6 +47,9 @@ type onceActor struct {
 	client *sentinel.Client
 	pool   *pgxpool.Pool
 	lastOK atomic.Int64 // recorder time of the last successful call
+	// lastOKStart is the recorder time at which the last successful call
+	// started.
+	lastOKStart atomic.Int64
 }
 
 func restartKey(i int64) string { return fmt.Sprintf("r%06d", i) }
@@ -64,9 +70,16 @@ func (ol *onceLoad) run(ctx context.Context, a *onceActor, now func() int64, v *
 			if ol.fn != nil {
 				fn = ol.fn(a, k)
 			}
-			res, err := sentinel.Once(ctx, a.client, k, fn)
+			cctx, cancel := ctx, context.CancelFunc(func() {})
+			if ol.callTimeout > 0 {
+				cctx, cancel = context.WithTimeout(ctx, ol.callTimeout)
+			}
+			started := now()
+			res, err := sentinel.Once(cctx, a.client, k, fn)
+			cancel()
 			if err == nil {
 				a.lastOK.Store(now())
+				a.lastOKStart.Store(started)
 				ol.mu.Lock()
 				if res.Cached {
 					ol.cached++

@@ -151,3 +151,61 @@ func TestListenerBlackholeIsReplaced(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A healthy listener that has nothing to report for a while is pinged,
+// not replaced: its LISTEN session stays the same backend through several
+// pings, and a release after the quiet spell still wakes the waiter (the
+// holder's TTL is 10 minutes, so nothing else would).
+func TestListenerQuietConnectionIsKept(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	app := "quiet-" + e.schema
+	pool := e.pool(func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["application_name"] = app })
+	waiter := e.clientOn(pool, &sentinel.Config{Owner: "waiter"})
+	holder := e.client(&sentinel.Config{Owner: "holder"})
+	const key = "quiet-listener"
+	held, err := holder.Lease(ctx, key, sentinel.WithTTL(10*time.Minute))
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	go func() {
+		l, err := waiter.Lease(wctx, key, sentinel.WithTTL(10*time.Second), sentinel.WithWait())
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	backend := func() (pid int) {
+		_ = admin.QueryRow(ctx, `SELECT pid FROM pg_catalog.pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'`, app).Scan(&pid)
+		return pid
+	}
+	var pid int
+	for pid == 0 || e.count("leases", "key = $1 AND waiters > 0", key) == 0 {
+		require.NoError(t, ctx.Err(), "the waiter never started listening")
+		time.Sleep(20 * time.Millisecond)
+		pid = backend()
+	}
+	// Several idle periods: the listener pings (a LISTEN statement again,
+	// so the session's query_start moves) and keeps its connection.
+	var start0 time.Time
+	require.NoError(t, admin.QueryRow(ctx, `SELECT query_start FROM pg_catalog.pg_stat_activity WHERE pid = $1`, pid).Scan(&start0))
+	for {
+		var qs time.Time
+		require.NoError(t, admin.QueryRow(ctx, `SELECT query_start FROM pg_catalog.pg_stat_activity WHERE pid = $1`, pid).Scan(&qs),
+			"the listener's backend %d went away: a quiet connection was replaced", pid)
+		if qs.Sub(start0) >= 3*time.Second { // at least two pings later
+			break
+		}
+		require.NoError(t, ctx.Err())
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Equal(t, pid, backend(), "the quiet LISTEN connection was replaced")
+	require.NoError(t, held.Release(ctx))
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-wctx.Done():
+		t.Fatal("the waiter missed the release after a quiet spell")
+	}
+}

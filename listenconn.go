@@ -74,8 +74,10 @@ func waitNotification(ctx context.Context, conn *pgx.Conn, ping string, idle, ti
 		}
 		// A wait that timed out leaves the connection usable (pgx does not
 		// close it on a read deadline); ask the server to answer.
+		// Below pgx's tracer: a ping every idle period is not the
+		// pool's users' business (their tracers saw only the LISTEN).
 		pctx, cancel := context.WithTimeout(ctx, timeout)
-		_, err = conn.Exec(pctx, ping)
+		err = conn.PgConn().Exec(pctx, ping).Close()
 		cancel()
 		if err != nil {
 			return nil, err

@@ -40,6 +40,28 @@ type onceLoad struct {
 	// callTimeout, if set, bounds each Once call (default: none, only the
 	// load's context).
 	callTimeout time.Duration
+	// cachedTok: key -> token of a completion some call was replayed
+	// (checkCached: it must be the key's completion at the end).
+	cachedTok map[string]int64
+}
+
+// checkCached reports a key whose replayed completion is not its
+// completion at the end: a completion that was read (a cached answer) and
+// later lost, as when it was read from a primary that a failover
+// discarded. db is readKeys' answer.
+func (ol *onceLoad) checkCached(db map[string]*keyState, v *violations) {
+	ol.mu.Lock()
+	defer ol.mu.Unlock()
+	for k, tok := range ol.cachedTok {
+		s := db[k]
+		if s == nil || s.state != sentinel.StateCompleted || s.token != tok {
+			state, have := "absent", int64(0)
+			if s != nil {
+				state, have = string(s.state), s.token
+			}
+			v.add("key %s: a call was replayed the completion of token %d, but the key is %s under token %d (a completion read, then lost)", k, tok, state, have)
+		}
+	}
 }
 
 type onceActor struct {
@@ -83,6 +105,13 @@ func (ol *onceLoad) run(ctx context.Context, a *onceActor, now func() int64, v *
 				ol.mu.Lock()
 				if res.Cached {
 					ol.cached++
+					if ol.cachedTok == nil {
+						ol.cachedTok = map[string]int64{}
+					}
+					if prev, ok := ol.cachedTok[k]; ok && prev != res.Token {
+						v.add("key %s: replayed two different completions (tokens %d, %d)", k, prev, res.Token)
+					}
+					ol.cachedTok[k] = res.Token
 					if res.Value != (effect{Key: k, Token: res.Token, Digest: digest(k)}) {
 						v.add("key %s: cached value %+v is not the value of its execution %d", k, res.Value, res.Token)
 					}

@@ -174,12 +174,14 @@ type roundFacts struct {
 	SeqBehindBy    int64            `json:"seq_behind_by"`   // how far the sequence was behind the highest acknowledged token
 
 	// Partition rounds (the old primary cut off alive).
-	DemotedMs      int64 `json:"demoted_ms,omitempty"`       // fault -> the old primary's Patroni demoted it (REST /primary no longer 200)
-	OldServedMs    int64 `json:"old_served_ms,omitempty"`    // fault -> last time the old node accepted a connection during the partition
-	OldReadOnly    bool  `json:"old_read_only,omitempty"`    // the old node, still running, answered read-only during the partition
-	OldAcks        int   `json:"old_acks_after_cut"`         // probe commits the old primary acknowledged after the cut (all must survive)
-	PartitionMs    int64 `json:"partition_ms,omitempty"`     // fault -> heal
-	RejoinedMs     int64 `json:"rejoined_ms,omitempty"`      // heal -> the old primary streams again as a (synchronous) standby, rewound
+	DemotedMs    int64 `json:"demoted_ms,omitempty"`    // fault -> the old primary's Patroni demoted it (REST /primary no longer 200)
+	OldServedMs  int64 `json:"old_served_ms,omitempty"` // fault -> last time the old node accepted a connection during the partition
+	OldReadOnly  bool  `json:"old_read_only,omitempty"` // the old node, still running, answered read-only during the partition
+	OldAcks      int   `json:"old_acks_after_cut"`      // probe commits the old primary acknowledged after the cut (all must survive)
+	PartitionMs  int64 `json:"partition_ms,omitempty"`  // fault -> heal
+	RejoinedMs   int64 `json:"rejoined_ms,omitempty"`   // heal -> the old primary streams again as a (synchronous) standby, rewound
+	DivergedRows int   `json:"diverged_rows"`           // rows the cut-off old primary had and the new primary did not, before the heal (-1: unreadable)
+	Resurrected  int   `json:"resurrected"`             // rows the rejoined old primary has and the new primary does not
 	// Quorum rounds (the primary crashed together with a standby).
 	DownWith         string `json:"down_with,omitempty"`          // the standby crashed with it, and whether it was synchronous
 	UnpromotedFor    int64  `json:"unpromoted_for_ms,omitempty"`  // no synchronous standby left: how long no node was promoted (the survivor is asynchronous)
@@ -298,6 +300,9 @@ type failoverOptions struct {
 	// client made progress on the new primary, and not before 2 TTLs).
 	kinds   []string
 	proxies bool
+	// onceTimeout, if set, bounds each Once call (as the docs recommend:
+	// every call with a deadline); default none.
+	onceTimeout time.Duration
 	// nodes and syncCount shape the cluster (patroniOptions); kinds
 	// "crash+sync" and "crash+async" crash the primary together with a
 	// synchronous or an asynchronous standby (quorum_test.go).
@@ -341,7 +346,7 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 	}
 
 	lr := newLeaseRun(admin)
-	ol := &onceLoad{ran: map[string]int64{}, fn: fr.onceFn, cachedTok: map[string]int64{}}
+	ol := &onceLoad{ran: map[string]int64{}, fn: fr.onceFn, cachedTok: map[string]int64{}, callTimeout: opt.onceTimeout}
 	var onceActors []*onceActor
 	for i := range 3 {
 		pool := newPool(t, dsn, small)
@@ -514,11 +519,25 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 			// rejoins (pg_rewind) as a standby.
 			_ = sleepCtx(ctx, time.Until(t0.Add(2*patroniTTL*time.Second)))
 			watch.stop(&rf)
+			// Rows only the cut-off old primary has (commits that waited
+			// for the standby when it shut down): pg_rewind must take
+			// them back.
+			if n, err := pc.resurrected(ctx, next, old); err == nil {
+				rf.DivergedRows = n
+			} else {
+				rf.DivergedRows = -1
+			}
 			healed := time.Now()
 			rf.PartitionMs = healed.Sub(t0).Milliseconds()
 			old.heal()
 			pc.waitHealthy(next, 120*time.Second)
 			rf.RejoinedMs = time.Since(healed).Milliseconds()
+			n, err := pc.resurrected(ctx, next, old)
+			require.NoError(t, err)
+			rf.Resurrected = n
+			if n > 0 {
+				v.add("round %d (partition): the rejoined old primary %s has %d rows the primary %s does not", i, old.name, n, next.name)
+			}
 			for _, n := range pc.nodes {
 				rf.PatroniEvents = append(rf.PatroniEvents, patroniEvents(n, t0)...)
 			}
@@ -552,8 +571,8 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 		t.Logf("round %d: %s %s -> %s: promoted %dms, longest write gap %dms, all clients back %dms %v, LISTEN back %dms, standby back %dms, rows lost %d, token regression %v",
 			i, rf.Kind, rf.From, rf.To, rf.PromotedMs, rf.WriteGapMs, rf.RecoveredMs, rf.BackMs, rf.ListenBackMs, rf.HealthyMs, rf.RowsLost, rf.TokenRegressed)
 		if rf.Kind == "partition" {
-			t.Logf("round %d: partition: old primary demoted by its Patroni %dms after the cut, served connections until %dms (read-only %v), %d commits acknowledged by it after the cut; healed at %dms, rejoined as standby %dms later; Patroni:\n  %s",
-				i, rf.DemotedMs, rf.OldServedMs, rf.OldReadOnly, rf.OldAcks, rf.PartitionMs, rf.RejoinedMs, strings.Join(rf.PatroniEvents, "\n  "))
+			t.Logf("round %d: partition: old primary demoted by its Patroni %dms after the cut, served connections until %dms (read-only %v), %d commits acknowledged by it after the cut (all on the new primary); %d rows only on it; healed at %dms, rejoined as standby %dms later, %d rows resurrected; Patroni:\n  %s",
+				i, rf.DemotedMs, rf.OldServedMs, rf.OldReadOnly, rf.OldAcks, rf.DivergedRows, rf.PartitionMs, rf.RejoinedMs, rf.Resurrected, strings.Join(rf.PatroniEvents, "\n  "))
 		}
 		rounds = append(rounds, rf)
 		if opt.untilLoss && (rf.RowsLost > 0 || rf.TokenRegressed) {

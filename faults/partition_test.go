@@ -104,7 +104,8 @@ func partitionRounds() int {
 // resurrecting anything.
 func TestPatroniPartition(t *testing.T) {
 	failoverGate(t)
-	res := runFailover(t, failoverOptions{sync: true, rounds: partitionRounds(), kinds: []string{"partition"}, proxies: true})
+	res := runFailover(t, failoverOptions{sync: true, rounds: partitionRounds(), kinds: []string{"partition"}, proxies: true,
+		onceTimeout: 3 * time.Second})
 	report(t, "patroni-partition", res.facts)
 	res.v.require(t)
 	for _, rf := range res.rounds {
@@ -164,4 +165,46 @@ func eventOffset(line string) float64 {
 	var f float64
 	_, _ = fmt.Sscanf(line, "+%fs", &f)
 	return f
+}
+
+// resurrected counts the rows a rejoined node has that the primary does
+// not: rows the old primary wrote after it was cut off and pg_rewind should
+// have taken back. Insert-only tables (the probe writers' rows, the Once
+// effects) are read on the rejoined node first and on the primary after,
+// so the primary's answer is the later one and a row on the node but not
+// on the primary was never the cluster's.
+func (pc *patroniCluster) resurrected(ctx context.Context, primary, rejoined *patroniNode) (int, error) {
+	read := func(n *patroniNode) (map[string]bool, error) {
+		conn, err := pgx.Connect(ctx, pc.nodeURL(n))
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close(context.Background())
+		rows, err := conn.Query(ctx, `SELECT 'acked/' || writer || '/' || n FROM acked
+			UNION ALL SELECT 'effect/' || id FROM side_effects`)
+		if err != nil {
+			return nil, err
+		}
+		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		out := make(map[string]bool, len(keys))
+		for _, k := range keys {
+			out[k] = true
+		}
+		return out, err
+	}
+	there, err := read(rejoined)
+	if err != nil {
+		return 0, err
+	}
+	here, err := read(primary)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for k := range there {
+		if !here[k] {
+			n++
+		}
+	}
+	return n, nil
 }

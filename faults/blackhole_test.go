@@ -605,24 +605,9 @@ func TestBlackholeVanishedServer(t *testing.T) {
 	facts := map[string]any{"rounds": len(rounds), "round_facts": rounds,
 		"lease_ops_checked": lc.Ops, "grants": lc.Grants, "lost": lc.Lost, "porcupine": lc.Result, "guarded_writes": lc.GuardedWrites,
 		"min_gap_deadline_to_next_grant_ms": lc.MinGapMs}
-	keys := make([]string, ol.maxKey.Load()+1)
-	for i := range keys {
-		keys[i] = restartKey(int64(i))
-	}
-	ol.mu.Lock()
-	ran := ol.ran
-	ol.mu.Unlock()
-	oa := auditOnce(t, ctx, admin, opClient, keys, ran, false, &v)
-	rs := reconcileUncertain(t, ctx, admin, opClient, oa.Uncertain, &v)
-	var existing []string
-	for _, k := range keys {
-		if _, err := opClient.Inspect(ctx, k); err == nil {
-			existing = append(existing, k)
-		}
-	}
-	auditFinal(t, ctx, admin, existing, &v)
-	facts["once"] = map[string]any{"keys": len(keys), "ran": len(ran), "cached": ol.cached, "errors": ol.errors,
-		"uncertain": len(oa.Uncertain), "forced": rs.Forced, "reset_and_rerun": rs.Reset}
+	la := ol.audit(t, ctx, admin, opClient, &v)
+	facts["once"] = map[string]any{"keys": la.keys, "ran": len(la.ran), "cached": ol.cached, "errors": ol.errors,
+		"uncertain": len(la.once.Uncertain), "forced": la.recon.Forced, "reset_and_rerun": la.recon.Reset}
 	for _, vc := range victims {
 		for _, kind := range []string{"path", "listen"} {
 			figs := map[string][]int64{}

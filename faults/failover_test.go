@@ -174,14 +174,15 @@ type roundFacts struct {
 	SeqBehindBy    int64            `json:"seq_behind_by"`   // how far the sequence was behind the highest acknowledged token
 
 	// Partition rounds (the old primary cut off alive).
-	DemotedMs    int64 `json:"demoted_ms,omitempty"`    // fault -> the old primary's Patroni demoted it (REST /primary no longer 200)
-	OldServedMs  int64 `json:"old_served_ms,omitempty"` // fault -> last time the old node accepted a connection during the partition
-	OldReadOnly  bool  `json:"old_read_only,omitempty"` // the old node, still running, answered read-only during the partition
-	OldAcks      int   `json:"old_acks_after_cut"`      // probe commits the old primary acknowledged after the cut (all must survive)
-	PartitionMs  int64 `json:"partition_ms,omitempty"`  // fault -> heal
-	RejoinedMs   int64 `json:"rejoined_ms,omitempty"`   // heal -> the old primary streams again as a (synchronous) standby, rewound
-	DivergedRows int   `json:"diverged_rows"`           // rows the cut-off old primary had and the new primary did not, before the heal (-1: unreadable)
-	Resurrected  int   `json:"resurrected"`             // rows the rejoined old primary has and the new primary does not
+	DemotedMs         int64 `json:"demoted_ms,omitempty"`           // fault -> the old primary's Patroni demoted it (REST /primary no longer 200)
+	OldServedMs       int64 `json:"old_served_ms,omitempty"`        // fault -> last time the old node accepted a connection during the partition
+	OldReadOnly       bool  `json:"old_read_only,omitempty"`        // the old node, still running, answered read-only during the partition
+	OldPrimaryUntilMs int64 `json:"old_primary_until_ms,omitempty"` // fault -> the last time the old node accepted a connection as a primary
+	OldAcks           int   `json:"old_acks_after_cut"`             // probe commits the old primary acknowledged after the cut (all must survive)
+	PartitionMs       int64 `json:"partition_ms,omitempty"`         // fault -> heal
+	RejoinedMs        int64 `json:"rejoined_ms,omitempty"`          // heal -> the old primary streams again as a (synchronous) standby, rewound
+	DivergedRows      int   `json:"diverged_rows"`                  // rows the cut-off old primary had and the new primary did not, before the heal (-1: unreadable)
+	Resurrected       int   `json:"resurrected"`                    // rows the rejoined old primary has and the new primary does not
 	// Quorum rounds (the primary crashed together with a standby).
 	DownWith         string `json:"down_with,omitempty"`          // the standby crashed with it, and whether it was synchronous
 	UnpromotedFor    int64  `json:"unpromoted_for_ms,omitempty"`  // no synchronous standby left: how long no node was promoted (the survivor is asynchronous)
@@ -571,8 +572,8 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 		t.Logf("round %d: %s %s -> %s: promoted %dms, longest write gap %dms, all clients back %dms %v, LISTEN back %dms, standby back %dms, rows lost %d, token regression %v",
 			i, rf.Kind, rf.From, rf.To, rf.PromotedMs, rf.WriteGapMs, rf.RecoveredMs, rf.BackMs, rf.ListenBackMs, rf.HealthyMs, rf.RowsLost, rf.TokenRegressed)
 		if rf.Kind == "partition" {
-			t.Logf("round %d: partition: old primary demoted by its Patroni %dms after the cut, served connections until %dms (read-only %v), %d commits acknowledged by it after the cut (all on the new primary); %d rows only on it; healed at %dms, rejoined as standby %dms later, %d rows resurrected; Patroni:\n  %s",
-				i, rf.DemotedMs, rf.OldServedMs, rf.OldReadOnly, rf.OldAcks, rf.DivergedRows, rf.PartitionMs, rf.RejoinedMs, rf.Resurrected, strings.Join(rf.PatroniEvents, "\n  "))
+			t.Logf("round %d: partition: old primary answered as a primary until %dms, demoted by its Patroni (REST) %dms after the cut, served connections until %dms (read-only %v), %d commits acknowledged by it after the cut (all on the new primary); %d rows only on it; healed at %dms, rejoined as standby %dms later, %d rows resurrected; Patroni:\n  %s",
+				i, rf.OldPrimaryUntilMs, rf.DemotedMs, rf.OldServedMs, rf.OldReadOnly, rf.OldAcks, rf.DivergedRows, rf.PartitionMs, rf.RejoinedMs, rf.Resurrected, strings.Join(rf.PatroniEvents, "\n  "))
 		}
 		rounds = append(rounds, rf)
 		if opt.untilLoss && (rf.RowsLost > 0 || rf.TokenRegressed) {
@@ -622,23 +623,8 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 
 	time.Sleep(failoverTTL + 100*time.Millisecond)
 	opClient := newClient(t, admin, sentinel.Config{DefaultTTL: failoverTTL, Owner: "operator"})
-	n := ol.maxKey.Load() + 1
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = restartKey(int64(i))
-	}
-	ol.mu.Lock()
-	ran := ol.ran
-	ol.mu.Unlock()
-	oa := auditOnce(t, ctx, admin, opClient, keys, ran, false, v)
-	rs := reconcileUncertain(t, ctx, admin, opClient, oa.Uncertain, v)
-	var existing []string
-	for _, k := range keys {
-		if _, err := opClient.Inspect(ctx, k); err == nil {
-			existing = append(existing, k)
-		}
-	}
-	auditFinal(t, ctx, admin, existing, v)
+	la := ol.audit(t, ctx, admin, opClient, v)
+	n, ran, oa, rs := la.keys, la.ran, la.once, la.recon
 
 	var gaps, recs []int64
 	for _, rf := range rounds {

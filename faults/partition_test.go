@@ -46,10 +46,11 @@ type partitionWatch struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu       sync.Mutex
-	demoted  time.Duration
-	served   time.Duration
-	readOnly bool
+	mu        sync.Mutex
+	demoted   time.Duration
+	served    time.Duration
+	primaryTo time.Duration // the last time it answered as a primary (not in recovery)
+	readOnly  bool
 }
 
 func watchPartitioned(pc *patroniCluster, old *patroniNode, t0 time.Time) *partitionWatch {
@@ -73,6 +74,9 @@ func watchPartitioned(pc *patroniCluster, old *patroniNode, t0 time.Time) *parti
 			if ok {
 				w.served = time.Since(t0)
 				w.readOnly = w.readOnly || inRecovery
+				if !inRecovery {
+					w.primaryTo = time.Since(t0)
+				}
 			}
 			w.mu.Unlock()
 			_ = sleepCtx(ctx, 50*time.Millisecond)
@@ -87,6 +91,7 @@ func (w *partitionWatch) stop(rf *roundFacts) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	rf.DemotedMs, rf.OldServedMs, rf.OldReadOnly = w.demoted.Milliseconds(), w.served.Milliseconds(), w.readOnly
+	rf.OldPrimaryUntilMs = w.primaryTo.Milliseconds()
 }
 
 // partitionRounds is the number of partitions per profile.
@@ -121,41 +126,50 @@ func TestPatroniPartition(t *testing.T) {
 	}
 }
 
-// patroniEvents returns the lines of node n's Patroni log logged at or
-// after since that say what Patroni decided (demotion, promotion, DCS
-// trouble, rewind, rejoin), each prefixed with its offset from since.
-// Patroni logs "2006-01-02 15:04:05,000 LEVEL: message" in local time.
+// patroniEvents returns the lines of node n's Patroni log, and of its
+// PostgreSQL's log (patroni.stdout), logged at or after since that say what
+// happened to the node (demotion, promotion, DCS trouble, shutdown,
+// rewind, rejoin), each prefixed with its offset from since. Patroni logs
+// "2006-01-02 15:04:05,000 LEVEL: message" in local time, PostgreSQL
+// "2006-01-02 15:04:05.000 UTC [pid] LEVEL:  message".
 func patroniEvents(n *patroniNode, since time.Time) []string {
-	b, err := os.ReadFile(filepath.Join(n.dir, "log", "patroni.log"))
-	if err != nil {
-		return nil
-	}
 	keys := []string{"demot", "Demot", "DCS", "promot", "rewind", "Lost lock", "acquired session lock", "following a different leader",
-		"no action", "starting as a secondary", "synchronous standby", "Synchronous standby"}
+		"no action", "starting as a secondary", "synchronous standby", "Synchronous standby",
+		"shutdown request", "database system is shut down", "ready to accept", "terminating connection", "canceling the wait"}
 	var out []string
 	seen := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if len(line) < 24 {
+	for _, src := range []struct{ file, layout string }{
+		{filepath.Join(n.dir, "log", "patroni.log"), "2006-01-02 15:04:05,000"},
+		{filepath.Join(n.dir, "patroni.stdout"), "2006-01-02 15:04:05.000 MST"},
+	} {
+		b, err := os.ReadFile(src.file)
+		if err != nil {
 			continue
 		}
-		at, err := time.ParseInLocation("2006-01-02 15:04:05,000", line[:23], time.Local)
-		if err != nil || at.Before(since.Truncate(time.Millisecond)) {
-			continue
+		for _, line := range strings.Split(string(b), "\n") {
+			if len(line) <= len(src.layout) {
+				continue
+			}
+			at, err := time.ParseInLocation(src.layout, line[:len(src.layout)], time.Local)
+			if err != nil || at.Before(since.Truncate(time.Millisecond)) {
+				continue
+			}
+			msg := strings.TrimSpace(line[len(src.layout):])
+			if i := strings.Index(msg, ": "); i >= 0 {
+				msg = strings.TrimSpace(msg[i+2:])
+			}
+			match := false
+			for _, k := range keys {
+				match = match || strings.Contains(msg, k)
+			}
+			// Patroni repeats its loop's verdict every loop_wait, and every
+			// session ends with the same words: keep the first.
+			if !match || seen[msg] {
+				continue
+			}
+			seen[msg] = true
+			out = append(out, fmt.Sprintf("+%.1fs %s: %s", at.Sub(since).Seconds(), n.name, msg))
 		}
-		msg := line[24:]
-		if i := strings.Index(msg, ": "); i >= 0 {
-			msg = msg[i+2:]
-		}
-		match := false
-		for _, k := range keys {
-			match = match || strings.Contains(msg, k)
-		}
-		// Patroni repeats its loop's verdict every loop_wait: keep the first.
-		if !match || seen[msg] {
-			continue
-		}
-		seen[msg] = true
-		out = append(out, fmt.Sprintf("+%.1fs %s: %s", at.Sub(since).Seconds(), n.name, msg))
 	}
 	return out
 }

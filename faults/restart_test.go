@@ -45,6 +45,40 @@ type onceLoad struct {
 	cachedTok map[string]int64
 }
 
+// loadAudit is what audit found.
+type loadAudit struct {
+	keys  int              // keys the load reached
+	ran   map[string]int64 // key -> token of the call that ran fn
+	once  onceAudit
+	recon reconcileStats
+}
+
+// audit runs the Once audit over every key the load reached, once it has
+// stopped: auditOnce, then reconcileUncertain with op, then auditFinal on
+// the keys that have a row (keys nobody resolved before the load stopped
+// may have none).
+func (ol *onceLoad) audit(t testing.TB, ctx context.Context, admin *pgxpool.Pool, op *sentinel.Client, v *violations) loadAudit {
+	t.Helper()
+	keys := make([]string, ol.maxKey.Load()+1)
+	for i := range keys {
+		keys[i] = restartKey(int64(i))
+	}
+	ol.mu.Lock()
+	ran := ol.ran
+	ol.mu.Unlock()
+	a := loadAudit{keys: len(keys), ran: ran}
+	a.once = auditOnce(t, ctx, admin, op, keys, ran, false, v)
+	a.recon = reconcileUncertain(t, ctx, admin, op, a.once.Uncertain, v)
+	var existing []string
+	for _, k := range keys {
+		if _, err := op.Inspect(ctx, k); err == nil {
+			existing = append(existing, k)
+		}
+	}
+	auditFinal(t, ctx, admin, existing, v)
+	return a
+}
+
 // checkCached reports a key whose replayed completion is not its
 // completion at the end: a completion that was read (a cached answer) and
 // later lost, as when it was read from a primary that a failover

@@ -75,23 +75,33 @@ func userTimeout(t *testing.T, c net.Conn, d time.Duration) {
 	}
 }
 
-// A cut path is silence: a round trip times out, nothing is closed, and
-// after Heal the same connection works again. With TCP_USER_TIMEOUT the
-// kernel gives up on its own: the drop is real, not a proxy's.
-func TestCutIsSilenceAndHealResumes(t *testing.T) {
+// echoPath makes a path with an echo server across it and returns a
+// dialer of connections to it.
+func echoPath(t *testing.T) (*Path, func() net.Conn) {
 	p := newPath(t)
 	l, err := p.Listen(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	echo(t, l)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := p.Dial(ctx, "tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
+	return p, func() net.Conn {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := p.Dial(ctx, "tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
 	}
-	defer c.Close()
+}
+
+// A cut path is silence: a round trip times out, nothing is closed, and
+// after Heal the same connection works again. With TCP_USER_TIMEOUT the
+// kernel gives up on its own: the drop is real, not a proxy's.
+func TestCutIsSilenceAndHealResumes(t *testing.T) {
+	p, dial := echoPath(t)
+	c := dial()
 	if err := roundTrip(c, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +126,7 @@ func TestCutIsSilenceAndHealResumes(t *testing.T) {
 	}
 
 	// The kernel's own timeout on a cut path.
-	c2, err := p.Dial(ctx, "tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := dial()
 	userTimeout(t, c2, time.Second)
 	if err := p.Cut(); err != nil {
 		t.Fatal(err)
@@ -128,7 +134,7 @@ func TestCutIsSilenceAndHealResumes(t *testing.T) {
 	start := time.Now()
 	_ = c2.SetDeadline(time.Now().Add(20 * time.Second))
 	_, _ = c2.Write([]byte("ping"))
-	_, err = c2.Read(b)
+	_, err := c2.Read(b)
 	if !errors.Is(err, syscall.ETIMEDOUT) {
 		t.Fatalf("TCP_USER_TIMEOUT on a cut path: %v after %s, want ETIMEDOUT", err, time.Since(start))
 	}
@@ -137,24 +143,8 @@ func TestCutIsSilenceAndHealResumes(t *testing.T) {
 
 // CutConn cuts one connection; another on the same path keeps working.
 func TestCutConnCutsOneConnection(t *testing.T) {
-	p := newPath(t)
-	l, err := p.Listen(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	echo(t, l)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	a, err := p.Dial(ctx, "tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := p.Dial(ctx, "tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	p, dial := echoPath(t)
+	a, b := dial(), dial()
 	if err := p.CutConn(a.LocalAddr().(*net.TCPAddr).Port); err != nil {
 		t.Fatal(err)
 	}

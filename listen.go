@@ -178,6 +178,7 @@ func (ln *listener) run(ctx context.Context) {
 		}
 	}()
 	backoff := 50 * time.Millisecond
+	listen := ln.listenSQL()
 	for ctx.Err() == nil {
 		conn, err := ln.connect(ctx)
 		if first {
@@ -196,7 +197,7 @@ func (ln *listener) run(ctx context.Context) {
 		backoff = 50 * time.Millisecond
 		ln.wakeAll() // releases may have happened while we were down
 		for {
-			n, err := conn.WaitForNotification(ctx)
+			n, err := waitNotification(ctx, conn, listen, listenIdle, listenPingTimeout)
 			if err != nil {
 				break
 			}
@@ -213,19 +214,24 @@ func (ln *listener) run(ctx context.Context) {
 }
 
 func (ln *listener) connect(ctx context.Context) (*pgx.Conn, error) {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	cfg := ln.c.pool.Config().ConnConfig.Copy()
-	conn, err := pgx.ConnectConfig(cctx, cfg)
+	conn, err := pgx.ConnectConfig(ctx, listenConnConfig(ln.c.pool)) // each host bounded (listenconn.go)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(cctx, "LISTEN "+pgx.Identifier{ln.c.sql.channel}.Sanitize()); err != nil {
-		_ = conn.Close(context.Background())
+	lctx, cancel := context.WithTimeout(ctx, listenPingTimeout)
+	defer cancel()
+	if _, err := conn.Exec(lctx, ln.listenSQL()); err != nil {
+		_ = conn.Close(lctx)
 		return nil, err
 	}
 	ln.setHealthy(true)
 	return conn, nil
+}
+
+// listenSQL is the statement that listens on the client's channel (also the
+// listener's ping: see listenconn.go).
+func (ln *listener) listenSQL() string {
+	return "LISTEN " + pgx.Identifier{ln.c.sql.channel}.Sanitize()
 }
 
 // parsePayload decodes "<kind><octet_length(namespace)>:<namespace><key>".

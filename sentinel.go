@@ -115,7 +115,11 @@ type Config struct {
 	// WaitRecheck bounds how long a waiting acquirer sleeps between two
 	// attempts when no notification can arrive (listener down or disabled).
 	// With a healthy listener a waiter sleeps until a release notification
-	// or the holder's expiry. Default 1s.
+	// or the holder's expiry. The listener checks its own connection: after
+	// 2s without a notification it sends its LISTEN again, and a
+	// connection that does not answer within 3s (a partition, a server gone
+	// without closing it) is replaced, its waiters woken to re-check.
+	// Default 1s.
 	WaitRecheck time.Duration
 
 	// ReleaseTimeout bounds a Release whose context was already cancelled,

@@ -6,6 +6,12 @@
 // transaction pooling mode; lease histories are checked with the porcupine
 // linearizability checker against a model of a fenced lease.
 //
+// Opt-in scenarios need root and more: PostgreSQL failover, a primary cut
+// off alive and the primary crashed with a standby under Patroni
+// (SENTINEL_FAULTS_PATRONI=1; etcd and patroni), and sockets that vanish
+// with real packet drops between network namespaces the tests make
+// (SENTINEL_FAULTS_BLACKHOLE=1; iproute2).
+//
 // The default (CI) profile runs with `go test ./...`. The long profile:
 //
 //	go test -race -timeout 60m ./faults -long

@@ -99,6 +99,14 @@ type failoverRun struct {
 	outsideLog *os.File
 	acked      map[string][]int64 // probe writer -> rows whose commit returned
 	ackTimes   []time.Time        // every probe commit's return
+	ackBy      []probeAck         // who acknowledged each probe commit
+}
+
+// probeAck is one acknowledged probe commit: when, and which node's
+// PostgreSQL (its port) acknowledged it.
+type probeAck struct {
+	at   time.Time
+	port int
 }
 
 func (fr *failoverRun) token(tok int64, what string) {
@@ -133,7 +141,8 @@ func (fr *failoverRun) onceFn(a *onceActor, k string) func(context.Context) (eff
 func (fr *failoverRun) probe(ctx context.Context, name string, pool *pgxpool.Pool) {
 	for n := int64(1); ctx.Err() == nil; n++ {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := pool.Exec(wctx, `INSERT INTO acked (writer, n) VALUES ($1, $2)`, name, n)
+		var port int
+		err := pool.QueryRow(wctx, `INSERT INTO acked (writer, n) VALUES ($1, $2) RETURNING pg_catalog.inet_server_port()`, name, n).Scan(&port)
 		cancel()
 		if err != nil {
 			_ = sleepCtx(ctx, 20*time.Millisecond)
@@ -141,7 +150,9 @@ func (fr *failoverRun) probe(ctx context.Context, name string, pool *pgxpool.Poo
 		}
 		fr.mu.Lock()
 		fr.acked[name] = append(fr.acked[name], n)
-		fr.ackTimes = append(fr.ackTimes, time.Now())
+		now := time.Now()
+		fr.ackTimes = append(fr.ackTimes, now)
+		fr.ackBy = append(fr.ackBy, probeAck{at: now, port: port})
 		fr.mu.Unlock()
 		_ = sleepCtx(ctx, 2*time.Millisecond)
 	}
@@ -161,6 +172,25 @@ type roundFacts struct {
 	RowsLost       int              `json:"rows_lost"`       // acknowledged probe rows missing on the new primary
 	TokenRegressed bool             `json:"token_regressed"` // a token handed out before the fault was handed out again, or the sequence went back
 	SeqBehindBy    int64            `json:"seq_behind_by"`   // how far the sequence was behind the highest acknowledged token
+
+	// Partition rounds (the old primary cut off alive).
+	DemotedMs         int64 `json:"demoted_ms,omitempty"`           // fault -> the old primary's Patroni demoted it (REST /primary no longer 200)
+	OldServedMs       int64 `json:"old_served_ms,omitempty"`        // fault -> last time the old node accepted a connection during the partition
+	OldReadOnly       bool  `json:"old_read_only,omitempty"`        // the old node, still running, answered read-only during the partition
+	OldPrimaryUntilMs int64 `json:"old_primary_until_ms,omitempty"` // fault -> the last time the old node accepted a connection as a primary
+	OldAcks           int   `json:"old_acks_after_cut"`             // probe commits the old primary acknowledged after the cut (all must survive)
+	PartitionMs       int64 `json:"partition_ms,omitempty"`         // fault -> heal
+	RejoinedMs        int64 `json:"rejoined_ms,omitempty"`          // heal -> the old primary streams again as a (synchronous) standby, rewound
+	DivergedRows      int   `json:"diverged_rows"`                  // rows the cut-off old primary had and the new primary did not, before the heal (-1: unreadable)
+	Resurrected       int   `json:"resurrected"`                    // rows the rejoined old primary has and the new primary does not
+	// Quorum rounds (the primary crashed together with a standby).
+	DownWith         string `json:"down_with,omitempty"`          // the standby crashed with it, and whether it was synchronous
+	UnpromotedFor    int64  `json:"unpromoted_for_ms,omitempty"`  // no synchronous standby left: how long no node was promoted (the survivor is asynchronous)
+	PromotedTooEarly bool   `json:"promoted_too_early,omitempty"` // an asynchronous standby was promoted (it may lack acknowledged commits)
+	RestartedMs      int64  `json:"restarted_ms,omitempty"`       // fault -> the crashed nodes were started again (no synchronous standby left)
+	// PatroniEvents is what the Patroni nodes logged about the round
+	// (partition rounds), offsets from the fault.
+	PatroniEvents []string `json:"patroni_events,omitempty"`
 }
 
 // checkRound runs the per-round checks on the new primary.
@@ -265,7 +295,19 @@ func (fr *failoverRun) writeGap(from, to time.Time) time.Duration {
 type failoverOptions struct {
 	sync   bool
 	rounds int
-	kinds  []string // fault per round, cycled: "crash", "failover"
+	// kinds is the fault per round, cycled: "crash", "failover",
+	// "partition" (needs proxies: the primary is cut off from etcd and the
+	// other nodes, alive, while clients still reach it; healed once every
+	// client made progress on the new primary, and not before 2 TTLs).
+	kinds   []string
+	proxies bool
+	// onceTimeout, if set, bounds each Once call (as the docs recommend:
+	// every call with a deadline); default none.
+	onceTimeout time.Duration
+	// nodes and syncCount shape the cluster (patroniOptions); kinds
+	// "crash+sync" and "crash+async" crash the primary together with a
+	// synchronous or an asynchronous standby (quorum_test.go).
+	nodes, syncCount int
 	// untilLoss ends the rounds at the first lost row or token regression
 	// (the asynchronous run).
 	untilLoss bool
@@ -279,7 +321,7 @@ type failoverResult struct {
 
 func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 	ctx := ctxT(t, 50*time.Minute)
-	pc := startPatroni(t, opt.sync)
+	pc := startPatroniWith(t, patroniOptions{sync: opt.sync, proxies: opt.proxies, nodes: opt.nodes, syncCount: opt.syncCount})
 	dsn := pc.dsn()
 	v := &violations{}
 	admin := newPool(t, dsn, nil)
@@ -305,7 +347,7 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 	}
 
 	lr := newLeaseRun(admin)
-	ol := &onceLoad{ran: map[string]int64{}, fn: fr.onceFn}
+	ol := &onceLoad{ran: map[string]int64{}, fn: fr.onceFn, cachedTok: map[string]int64{}, callTimeout: opt.onceTimeout}
 	var onceActors []*onceActor
 	for i := range 3 {
 		pool := newPool(t, dsn, small)
@@ -356,8 +398,25 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 		require.NoError(t, sleepCtx(ctx, time.Duration(3000+rand.IntN(2000))*time.Millisecond))
 		old := pc.primary()
 		require.NotNil(t, old, "round %d: no primary", i)
-		next := pc.other(old)
-		rf := roundFacts{Kind: opt.kinds[i%len(opt.kinds)], From: old.name, To: next.name}
+		kind := opt.kinds[i%len(opt.kinds)]
+		// The nodes the fault takes down besides the primary, and the
+		// node expected to be promoted (nil: none may be, see quorum_test.go).
+		next, alsoDown := pc.other(old), []*patroniNode(nil)
+		if strings.HasPrefix(kind, "crash+") {
+			next, alsoDown = pc.quorumPlan(old, kind)
+		}
+		rf := roundFacts{Kind: kind, From: old.name}
+		if next != nil {
+			rf.To = next.name
+		}
+		for _, n := range alsoDown {
+			rf.DownWith = n.name
+			if pc.role(n, "sync") {
+				rf.DownWith += " (synchronous)"
+			} else {
+				rf.DownWith += " (asynchronous)"
+			}
+		}
 		var lastTerm int64
 		if l := er.leader(); l != nil {
 			lastTerm = l.term
@@ -368,11 +427,24 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 		}
 		rf.ListenSessions = listenBefore
 		t0 := time.Now()
+		var watch *partitionWatch
 		switch rf.Kind {
 		case "crash":
 			pc.crash(old)
 		case "failover":
 			pc.switchover(old)
+		case "partition":
+			old.partition()
+			watch = watchPartitioned(pc, old, t0)
+		case "crash+sync", "crash+async":
+			pc.crashTogether(append([]*patroniNode{old}, alsoDown...))
+			if next == nil {
+				// No synchronous standby survived: Patroni must not
+				// promote the asynchronous one (it may lack acknowledged
+				// commits). Writes wait until a crashed node is back.
+				next = pc.noPromotionThenRestart(&rf, t0, append([]*patroniNode{old}, alsoDown...))
+				rf.To = next.name
+			}
 		default:
 			t.Fatalf("unknown fault %q", rf.Kind)
 		}
@@ -381,6 +453,13 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 		rf.PromotedMs = promoted.Sub(t0).Milliseconds()
 		if rf.Kind == "crash" {
 			pc.startNode(old) // it rewinds and rejoins as a standby
+		}
+		if strings.HasPrefix(rf.Kind, "crash+") {
+			for _, n := range append([]*patroniNode{old}, alsoDown...) {
+				if n.proc == nil {
+					pc.startNode(n)
+				}
+			}
 		}
 		// Every client makes progress again without being restarted: each
 		// Once and lease client completes a call, an elector is elected, a
@@ -435,6 +514,45 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 				break
 			}
 		}
+		if watch != nil {
+			// Partitioned for at least 2 TTLs (the old primary runs on,
+			// cut off, after the failover), then healed: the old primary
+			// rejoins (pg_rewind) as a standby.
+			_ = sleepCtx(ctx, time.Until(t0.Add(2*patroniTTL*time.Second)))
+			watch.stop(&rf)
+			// Rows only the cut-off old primary has (commits that waited
+			// for the standby when it shut down): pg_rewind must take
+			// them back.
+			if n, err := pc.resurrected(ctx, next, old); err == nil {
+				rf.DivergedRows = n
+			} else {
+				rf.DivergedRows = -1
+			}
+			healed := time.Now()
+			rf.PartitionMs = healed.Sub(t0).Milliseconds()
+			old.heal()
+			pc.waitHealthy(next, 120*time.Second)
+			rf.RejoinedMs = time.Since(healed).Milliseconds()
+			n, err := pc.resurrected(ctx, next, old)
+			require.NoError(t, err)
+			rf.Resurrected = n
+			if n > 0 {
+				v.add("round %d (partition): the rejoined old primary %s has %d rows the primary %s does not", i, old.name, n, next.name)
+			}
+			for _, n := range pc.nodes {
+				rf.PatroniEvents = append(rf.PatroniEvents, patroniEvents(n, t0)...)
+			}
+			sort.SliceStable(rf.PatroniEvents, func(i, j int) bool {
+				return eventOffset(rf.PatroniEvents[i]) < eventOffset(rf.PatroniEvents[j])
+			})
+			fr.mu.Lock()
+			for _, a := range fr.ackBy {
+				if a.port == old.pgPort && a.at.After(t0) {
+					rf.OldAcks++
+				}
+			}
+			fr.mu.Unlock()
+		}
 		pc.waitHealthy(next, 120*time.Second)
 		rf.HealthyMs = time.Since(t0).Milliseconds()
 		rf.WriteGapMs = fr.writeGap(t0.Add(-time.Second), recovered).Milliseconds()
@@ -453,6 +571,10 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 		fr.checkRound(ctx, i, &rf, t0, promoted)
 		t.Logf("round %d: %s %s -> %s: promoted %dms, longest write gap %dms, all clients back %dms %v, LISTEN back %dms, standby back %dms, rows lost %d, token regression %v",
 			i, rf.Kind, rf.From, rf.To, rf.PromotedMs, rf.WriteGapMs, rf.RecoveredMs, rf.BackMs, rf.ListenBackMs, rf.HealthyMs, rf.RowsLost, rf.TokenRegressed)
+		if rf.Kind == "partition" {
+			t.Logf("round %d: partition: old primary answered as a primary until %dms, demoted by its Patroni (REST) %dms after the cut, served connections until %dms (read-only %v), %d commits acknowledged by it after the cut (all on the new primary); %d rows only on it; healed at %dms, rejoined as standby %dms later, %d rows resurrected; Patroni:\n  %s",
+				i, rf.OldPrimaryUntilMs, rf.DemotedMs, rf.OldServedMs, rf.OldReadOnly, rf.OldAcks, rf.DivergedRows, rf.PartitionMs, rf.RejoinedMs, rf.Resurrected, strings.Join(rf.PatroniEvents, "\n  "))
+		}
 		rounds = append(rounds, rf)
 		if opt.untilLoss && (rf.RowsLost > 0 || rf.TokenRegressed) {
 			break
@@ -483,6 +605,7 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 	}
 	fr.mu.Unlock()
 	db := readKeys(t, ctx, admin, "r")
+	ol.checkCached(db, v)
 	for k, toks := range outside {
 		s := db[k]
 		for _, tok := range toks {
@@ -500,23 +623,8 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 
 	time.Sleep(failoverTTL + 100*time.Millisecond)
 	opClient := newClient(t, admin, sentinel.Config{DefaultTTL: failoverTTL, Owner: "operator"})
-	n := ol.maxKey.Load() + 1
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = restartKey(int64(i))
-	}
-	ol.mu.Lock()
-	ran := ol.ran
-	ol.mu.Unlock()
-	oa := auditOnce(t, ctx, admin, opClient, keys, ran, false, v)
-	rs := reconcileUncertain(t, ctx, admin, opClient, oa.Uncertain, v)
-	var existing []string
-	for _, k := range keys {
-		if _, err := opClient.Inspect(ctx, k); err == nil {
-			existing = append(existing, k)
-		}
-	}
-	auditFinal(t, ctx, admin, existing, v)
+	la := ol.audit(t, ctx, admin, opClient, v)
+	n, ran, oa, rs := la.keys, la.ran, la.once, la.recon
 
 	var gaps, recs []int64
 	for _, rf := range rounds {

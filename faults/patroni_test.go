@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sentinel-coordination/sentinel/faults/internal/netfault"
 	"github.com/sentinel-coordination/sentinel/internal/pgtemp"
 )
 
@@ -70,6 +71,12 @@ type patroniNode struct {
 	dir, cfg        string
 	proc            *exec.Cmd // Patroni; nil while down
 	exited          chan struct{}
+	// With patroniOptions.proxies: the node's links to the rest of the
+	// cluster, each a netfault proxy: its Patroni's etcd traffic (dcs),
+	// what other nodes send to its PostgreSQL (replication, pg_rewind:
+	// its connect_address) and to its REST API, and the clients' traffic
+	// to its PostgreSQL (cli). Nil without proxies.
+	dcs, pgIn, apiIn, cli *netfault.Proxy
 }
 
 func (n *patroniNode) dataDir() string { return filepath.Join(n.dir, "data") }
@@ -78,6 +85,7 @@ type patroniCluster struct {
 	t        testing.TB
 	dir      string
 	sync     bool
+	opts     patroniOptions
 	cred     *syscall.Credential
 	etcd     *exec.Cmd
 	reaper   *exec.Cmd // kills the postmasters if the test process dies without cleaning up
@@ -103,10 +111,41 @@ func freePorts(t testing.TB, n int) []int {
 	return ports
 }
 
+// patroniOptions shape a cluster beyond the two-node default.
+type patroniOptions struct {
+	sync  bool
+	nodes int // default patroniNodeCount
+	// syncCount is Patroni's synchronous_node_count (default 1): how many
+	// standbys are synchronous. Patroni 3.0.2 writes
+	// synchronous_standby_names as "N (a,b,...)" (PostgreSQL's FIRST N,
+	// by priority), or the one name for 1; it has no quorum (ANY) mode.
+	syncCount int
+	// proxies routes each node's etcd traffic, the replication and
+	// pg_rewind connections to it, the REST calls to it and the clients'
+	// connections to it through netfault proxies, so a test can cut a
+	// node off (patroniNode.partition) while its processes run.
+	proxies bool
+}
+
 // startPatroni starts etcd and two Patroni nodes and waits until node0 is
 // primary and node1 is its (synchronous, when sync) standby.
 func startPatroni(t testing.TB, sync bool) *patroniCluster {
 	t.Helper()
+	return startPatroniWith(t, patroniOptions{sync: sync})
+}
+
+// startPatroniWith starts etcd and opts.nodes Patroni nodes and waits
+// until node0 is primary and every other node streams from it (and
+// opts.syncCount of them synchronously, when sync).
+func startPatroniWith(t testing.TB, opts patroniOptions) *patroniCluster {
+	t.Helper()
+	if opts.nodes == 0 {
+		opts.nodes = patroniNodeCount
+	}
+	if opts.syncCount == 0 {
+		opts.syncCount = 1
+	}
+	sync := opts.sync
 	u, err := user.Lookup("postgres")
 	require.NoError(t, err)
 	uid, _ := strconv.Atoi(u.Uid)
@@ -116,10 +155,10 @@ func startPatroni(t testing.TB, sync bool) *patroniCluster {
 	dir, err := os.MkdirTemp("", "sentinel-patroni-")
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
-	pc := &patroniCluster{t: t, dir: dir, sync: sync, cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	pc := &patroniCluster{t: t, dir: dir, sync: sync, opts: opts, cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	t.Cleanup(pc.close)
 
-	ports := freePorts(t, 2+2*patroniNodeCount)
+	ports := freePorts(t, 2+2*opts.nodes)
 	pc.etcdPort = ports[0]
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
@@ -135,8 +174,14 @@ func startPatroni(t testing.TB, sync bool) *patroniCluster {
 	require.NoError(t, pc.etcd.Start())
 	go func() { _ = pc.etcd.Wait() }()
 
-	for i := range patroniNodeCount {
+	for i := range opts.nodes {
 		n := &patroniNode{name: fmt.Sprintf("node%d", i), pgPort: ports[2+2*i], apiPort: ports[3+2*i]}
+		if opts.proxies {
+			n.dcs = pc.proxy(fmt.Sprintf("127.0.0.1:%d", ports[0]))
+			n.pgIn = pc.proxy(fmt.Sprintf("127.0.0.1:%d", n.pgPort))
+			n.apiIn = pc.proxy(fmt.Sprintf("127.0.0.1:%d", n.apiPort))
+			n.cli = pc.proxy(fmt.Sprintf("127.0.0.1:%d", n.pgPort))
+		}
 		n.dir = filepath.Join(dir, n.name)
 		n.cfg = filepath.Join(n.dir, "patroni.yml")
 		require.NoError(t, os.MkdirAll(filepath.Join(n.dir, "log"), 0o700))
@@ -152,12 +197,48 @@ func startPatroni(t testing.TB, sync bool) *patroniCluster {
 	pc.startReaper()
 	pc.startNode(pc.nodes[0])
 	pc.waitRole(pc.nodes[0], "primary", 90*time.Second)
-	pc.startNode(pc.nodes[1])
+	for _, n := range pc.nodes[1:] {
+		pc.startNode(n)
+	}
 	pc.waitHealthy(pc.nodes[0], 90*time.Second)
 	return pc
 }
 
+// proxy starts a netfault proxy to target, closed at cleanup (after the
+// cluster's processes are gone: cleanups run last-in first-out).
+func (pc *patroniCluster) proxy(target string) *netfault.Proxy {
+	pc.t.Helper()
+	p, err := netfault.Listen(target)
+	require.NoError(pc.t, err)
+	pc.t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// partition cuts node n off from the rest of the cluster, with its
+// processes running: its Patroni's etcd traffic and everything other nodes
+// send to it (replication, pg_rewind, REST calls) go into a blackhole
+// (nothing is closed; bytes are dropped). Clients still reach it.
+func (n *patroniNode) partition() {
+	for _, p := range []*netfault.Proxy{n.dcs, n.pgIn, n.apiIn} {
+		p.Blackhole()
+	}
+}
+
+// heal ends partition (connections that lost bytes are reset).
+func (n *patroniNode) heal() {
+	for _, p := range []*netfault.Proxy{n.dcs, n.pgIn, n.apiIn} {
+		p.Heal()
+	}
+}
+
 func (pc *patroniCluster) config(n *patroniNode, binDir string, etcdPort int) string {
+	// Where others reach this node, and where it reaches etcd: the real
+	// ports, or its proxies.
+	apiAddr, pgAddr, etcdHosts := n.apiPort, n.pgPort, fmt.Sprintf("hosts: 127.0.0.1:%d", etcdPort)
+	if n.dcs != nil {
+		apiAddr, pgAddr = n.apiIn.Port(), n.pgIn.Port()
+		etcdHosts = fmt.Sprintf("hosts: 127.0.0.1:%d\n  use_proxies: true", n.dcs.Port())
+	}
 	return fmt.Sprintf(`scope: %[1]s
 namespace: /%[1]s/
 name: %[2]s
@@ -166,9 +247,9 @@ log:
   dir: %[3]s/log
 restapi:
   listen: 127.0.0.1:%[4]d
-  connect_address: 127.0.0.1:%[4]d
+  connect_address: 127.0.0.1:%[12]d
 etcd3:
-  hosts: 127.0.0.1:%[5]d
+  %[5]s
 bootstrap:
   dcs:
     ttl: %[6]d
@@ -177,6 +258,7 @@ bootstrap:
     maximum_lag_on_failover: 1048576
     synchronous_mode: %[9]t
     synchronous_mode_strict: false
+    synchronous_node_count: %[14]d
     postgresql:
       use_pg_rewind: true
       use_slots: true
@@ -199,7 +281,7 @@ bootstrap:
   - auth-host: trust
 postgresql:
   listen: 127.0.0.1:%[10]d
-  connect_address: 127.0.0.1:%[10]d
+  connect_address: 127.0.0.1:%[13]d
   data_dir: %[3]s/data
   bin_dir: %[11]s
   pgpass: %[3]s/pgpass
@@ -214,7 +296,8 @@ postgresql:
   parameters:
     unix_socket_directories: %[3]s
 tags: {nofailover: false, noloadbalance: false, clonefrom: false, nosync: false}
-`, patroniScope, n.name, n.dir, n.apiPort, etcdPort, patroniTTL, patroniLoopWait, patroniRetry, pc.sync, n.pgPort, binDir)
+`, patroniScope, n.name, n.dir, n.apiPort, etcdHosts, patroniTTL, patroniLoopWait, patroniRetry, pc.sync, n.pgPort, binDir,
+		apiAddr, pgAddr, pc.opts.syncCount)
 }
 
 // startReaper starts the safety net for a test process that dies without
@@ -444,28 +527,53 @@ func (pc *patroniCluster) other(n *patroniNode) *patroniNode {
 	return nil
 }
 
-// waitHealthy waits until p is primary and the other node streams from it
-// (as the synchronous standby in synchronous mode) and has replayed
-// everything p had written when it was asked: only then can the other node
-// take over. (Patroni's /replica answers 200 already while a rejoining
-// node is still being rewound.)
+// waitHealthy waits until p is primary and every other node streams from
+// it (opts.syncCount of them as synchronous standbys in synchronous mode)
+// and has replayed everything p had written when it was asked: only then
+// can another node take over. (Patroni's /replica answers 200 already
+// while a rejoining node is still being rewound.)
 func (pc *patroniCluster) waitHealthy(p *patroniNode, d time.Duration) {
 	pc.t.Helper()
-	standby := "replica"
-	if pc.sync {
-		standby = "sync"
-	}
 	deadline := time.Now().Add(d)
-	for !pc.role(p, "primary") || !pc.role(pc.other(p), standby) || !pc.caughtUp(p) {
+	for !pc.healthy(p) {
 		if time.Now().After(deadline) {
-			pc.t.Fatalf("cluster not healthy within %s (%s primary, %s %s); see %s", d, p.name, pc.other(p).name, standby, pc.dir)
+			var others []string
+			for _, n := range pc.nodes {
+				if n != p {
+					others = append(others, fmt.Sprintf("%s replica %v sync %v", n.name, pc.role(n, "replica"), pc.role(n, "sync")))
+				}
+			}
+			pc.t.Fatalf("cluster not healthy within %s (%s primary %v; %s); see %s", d, p.name, pc.role(p, "primary"), strings.Join(others, ", "), pc.dir)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// caughtUp reports whether p has a streaming standby (synchronous in
-// synchronous mode) that has replayed all of p's WAL.
+func (pc *patroniCluster) healthy(p *patroniNode) bool {
+	if !pc.role(p, "primary") {
+		return false
+	}
+	syncs := 0
+	for _, n := range pc.nodes {
+		if n == p {
+			continue
+		}
+		if !pc.role(n, "replica") {
+			return false
+		}
+		if pc.role(n, "sync") {
+			syncs++
+		}
+	}
+	if pc.sync && syncs < min(pc.opts.syncCount, len(pc.nodes)-1) {
+		return false
+	}
+	return pc.caughtUp(p)
+}
+
+// caughtUp reports whether every other node streams from p (as many
+// synchronously as opts.syncCount in synchronous mode) and has replayed
+// all of p's WAL.
 func (pc *patroniCluster) caughtUp(p *patroniNode) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -478,15 +586,19 @@ func (pc *patroniCluster) caughtUp(p *patroniNode) bool {
 	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
 		return false
 	}
+	want, wantSync := len(pc.nodes)-1, 0
+	if pc.sync {
+		wantSync = min(pc.opts.syncCount, want)
+	}
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
-		var ok bool
-		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_replication
-			WHERE state = 'streaming' AND replay_lsn >= $1::pg_lsn AND (sync_state = 'sync' OR NOT $2))`, lsn, pc.sync).Scan(&ok)
+		var streaming, sync int
+		err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE sync_state = 'sync') FROM pg_catalog.pg_stat_replication
+			WHERE state = 'streaming' AND replay_lsn >= $1::pg_lsn`, lsn).Scan(&streaming, &sync)
 		if err != nil {
 			return false
 		}
-		if ok {
+		if streaming >= want && sync >= wantSync {
 			return true
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -510,7 +622,11 @@ func (pc *patroniCluster) dsn() string {
 	var hosts, ports []string
 	for _, n := range pc.nodes {
 		hosts = append(hosts, "127.0.0.1")
-		ports = append(ports, strconv.Itoa(n.pgPort))
+		port := n.pgPort
+		if n.cli != nil {
+			port = n.cli.Port()
+		}
+		ports = append(ports, strconv.Itoa(port))
 	}
 	return fmt.Sprintf("host=%s port=%s user=postgres dbname=postgres sslmode=disable connect_timeout=2 target_session_attrs=read-write",
 		strings.Join(hosts, ","), strings.Join(ports, ","))

@@ -37,6 +37,65 @@ type onceLoad struct {
 	// fn, if set, makes the Once fn actor a runs for key k (default:
 	// effectFn with up to 10ms sleeps).
 	fn func(a *onceActor, k string) func(context.Context) (effect, error)
+	// callTimeout, if set, bounds each Once call (default: none, only the
+	// load's context).
+	callTimeout time.Duration
+	// cachedTok: key -> token of a completion some call was replayed
+	// (checkCached: it must be the key's completion at the end).
+	cachedTok map[string]int64
+}
+
+// loadAudit is what audit found.
+type loadAudit struct {
+	keys  int              // keys the load reached
+	ran   map[string]int64 // key -> token of the call that ran fn
+	once  onceAudit
+	recon reconcileStats
+}
+
+// audit runs the Once audit over every key the load reached, once it has
+// stopped: auditOnce, then reconcileUncertain with op, then auditFinal on
+// the keys that have a row (keys nobody resolved before the load stopped
+// may have none).
+func (ol *onceLoad) audit(t testing.TB, ctx context.Context, admin *pgxpool.Pool, op *sentinel.Client, v *violations) loadAudit {
+	t.Helper()
+	keys := make([]string, ol.maxKey.Load()+1)
+	for i := range keys {
+		keys[i] = restartKey(int64(i))
+	}
+	ol.mu.Lock()
+	ran := ol.ran
+	ol.mu.Unlock()
+	a := loadAudit{keys: len(keys), ran: ran}
+	a.once = auditOnce(t, ctx, admin, op, keys, ran, false, v)
+	a.recon = reconcileUncertain(t, ctx, admin, op, a.once.Uncertain, v)
+	var existing []string
+	for _, k := range keys {
+		if _, err := op.Inspect(ctx, k); err == nil {
+			existing = append(existing, k)
+		}
+	}
+	auditFinal(t, ctx, admin, existing, v)
+	return a
+}
+
+// checkCached reports a key whose replayed completion is not its
+// completion at the end: a completion that was read (a cached answer) and
+// later lost, as when it was read from a primary that a failover
+// discarded. db is readKeys' answer.
+func (ol *onceLoad) checkCached(db map[string]*keyState, v *violations) {
+	ol.mu.Lock()
+	defer ol.mu.Unlock()
+	for k, tok := range ol.cachedTok {
+		s := db[k]
+		if s == nil || s.state != sentinel.StateCompleted || s.token != tok {
+			state, have := "absent", int64(0)
+			if s != nil {
+				state, have = string(s.state), s.token
+			}
+			v.add("key %s: a call was replayed the completion of token %d, but the key is %s under token %d (a completion read, then lost)", k, tok, state, have)
+		}
+	}
 }
 
 type onceActor struct {
@@ -44,6 +103,9 @@ type onceActor struct {
 	client *sentinel.Client
 	pool   *pgxpool.Pool
 	lastOK atomic.Int64 // recorder time of the last successful call
+	// lastOKStart is the recorder time at which the last successful call
+	// started.
+	lastOKStart atomic.Int64
 }
 
 func restartKey(i int64) string { return fmt.Sprintf("r%06d", i) }
@@ -64,12 +126,26 @@ func (ol *onceLoad) run(ctx context.Context, a *onceActor, now func() int64, v *
 			if ol.fn != nil {
 				fn = ol.fn(a, k)
 			}
-			res, err := sentinel.Once(ctx, a.client, k, fn)
+			cctx, cancel := ctx, context.CancelFunc(func() {})
+			if ol.callTimeout > 0 {
+				cctx, cancel = context.WithTimeout(ctx, ol.callTimeout)
+			}
+			started := now()
+			res, err := sentinel.Once(cctx, a.client, k, fn)
+			cancel()
 			if err == nil {
 				a.lastOK.Store(now())
+				a.lastOKStart.Store(started)
 				ol.mu.Lock()
 				if res.Cached {
 					ol.cached++
+					if ol.cachedTok == nil {
+						ol.cachedTok = map[string]int64{}
+					}
+					if prev, ok := ol.cachedTok[k]; ok && prev != res.Token {
+						v.add("key %s: replayed two different completions (tokens %d, %d)", k, prev, res.Token)
+					}
+					ol.cachedTok[k] = res.Token
 					if res.Value != (effect{Key: k, Token: res.Token, Digest: digest(k)}) {
 						v.add("key %s: cached value %+v is not the value of its execution %d", k, res.Value, res.Token)
 					}

@@ -53,10 +53,34 @@ func Listen(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Serve(ln, target), nil
+}
+
+// Serve starts a proxy on a listener the caller made (in another network
+// namespace, say), forwarding to target. The proxy owns ln from now on.
+func Serve(ln net.Listener, target string) *Proxy {
 	p := &Proxy{ln: ln, target: target, links: make(map[*link]struct{})}
 	p.wg.Add(1)
 	go p.accept()
-	return p, nil
+	return p
+}
+
+// Link is one proxied connection: Client is the client's address as the
+// proxy sees it, Upstream the proxy's own address on its connection to
+// the target (what the server sees as its client).
+type Link struct {
+	Client, Upstream net.Addr
+}
+
+// Links returns the open connections.
+func (p *Proxy) Links() []Link {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Link, 0, len(p.links))
+	for l := range p.links {
+		out = append(out, Link{Client: l.client.RemoteAddr(), Upstream: l.server.LocalAddr()})
+	}
+	return out
 }
 
 // Addr returns the proxy's listening address ("127.0.0.1:port").

@@ -3,23 +3,81 @@
 // twice, webhooks that must not be processed twice, jobs that must have one
 // owner.
 //
-// # Primitives
+// The guides in the repository's docs/ directory answer one job each
+// (docs/once.md, docs/http.md, docs/leases.md, docs/election.md,
+// docs/queue.md, docs/operating.md, docs/testing.md); this documentation
+// is the reference. Every primitive below has a runnable example.
 //
-//   - [Once] runs a function at most once per key across every worker and
-//     replays its stored result to later callers. When a worker dies after
-//     crossing the execution boundary the key becomes uncertain, never
-//     silently re-run; an operator resolves it with [Client.Reconcile],
-//     [Client.ForceComplete] or [Client.ResetToClaimed].
-//     fn returns [Final] for an outcome that is not a doubt (a declined
-//     card), [Retryable] when nothing happened; [WithWait] makes concurrent
-//     callers wait for the first one's result.
-//   - [OnceTx] is Once for work inside the same database: fn's writes and the
-//     completion commit in one transaction, so it is exactly once.
-//   - [Client.Lease] grants a fenced, heartbeat-renewed lease on a key.
-//     [Lease.Done] closes when the lease is lost, before the database could
-//     grant the key to anyone else; [Lease.Token] is a fencing token for
-//     downstream writes ([Client.VerifyToken]). [Client.Do] runs a
-//     function while holding a lease.
+// # The API at a glance
+//
+// The client:
+//   - [New] makes a [Client] over a pgx pool, with a [Config] (namespace,
+//     schema, TTLs, heartbeat, logger, [Observer]); [Client.Migrate],
+//     [MigrateTx] and [MigrationFS] create or upgrade its schema.
+//   - Options ([Option]) tune one call: [WithTTL], [WithHardTTL], [WithWait],
+//     [WithNamespace], [WithToken], [WithLabel], [WithCodec], [WithForce].
+//
+// At most once, with cached replay:
+//   - [Once] runs fn once per key and returns a [Result]; fn returns
+//     [Final] for an outcome that is not a doubt, [Retryable] when nothing
+//     happened. A crash inside fn leaves the key uncertain ([ErrUncertain]).
+//   - [OnceTx] and [OnceSQLTx]: exactly once for writes to the same database.
+//   - [OnceRetry] and [Retry]: retries only what is safe ([ShouldRetry],
+//     [RetryOptions], [RetryError]).
+//   - [TokenFromContext] and [Client.VerifyExecutionToken] fence fn's writes.
+//
+// Settling what is uncertain:
+//   - [Client.Inspect] reads an [Execution], [Client.History] its events
+//     ([Event]).
+//   - [Client.Reconcile], then [Client.ForceComplete] (it happened) or
+//     [Client.ResetToClaimed] (it did not); [Client.SetResult].
+//   - [RegisterResultType] declares the type a key space holds, so an
+//     operator's value that does not fit is refused ([ResultTypeError]).
+//
+// Leases and fencing:
+//   - [Client.Lease] grants a [Lease]: [Lease.Token] is its fencing token,
+//     [Lease.Done] closes when it is lost, [Lease.Release] gives it back.
+//   - [Client.Do] runs fn while holding a lease; [Client.Holder] and
+//     [Client.Leases] read who holds what ([Holder]); [Lease.Handle],
+//     [Client.RenewHandle] and [Client.ReleaseHandle] act across processes.
+//   - [Client.VerifyToken] guards a write with a lease's token in your
+//     transaction ([StaleTokenError]).
+//
+// Leader election:
+//   - [Client.Elector] makes an [Elector] ([ElectorOptions]); [Elector.Run]
+//     campaigns, leads and follows; [Elector.Term] is a fencing token,
+//     checked by [Client.VerifyTerm].
+//   - [Client.Leader], [Client.Members] and [Client.Elections] read a group
+//     without joining it ([Leader], [Member], [Election]).
+//
+// A fair queue:
+//   - [Client.Turn] waits its [Turn] on a resource, first come, first served;
+//     [Turn.Ticket] is a fencing token ([Client.VerifyTurn]);
+//     [Client.TurnAll] takes several ([TurnSet]).
+//   - [Client.Queue], [Client.Queues], [Client.QueueHistory],
+//     [Client.FollowQueues] and [Client.ResetQueue] show and tend the queues
+//     ([QueueStatus], [QueueEvent]).
+//
+// For operators:
+//   - [Client.Executions] lists executions ([ExecutionFilter]),
+//     [Client.ExecutionCounts] and [Client.UncertainCounts] count them
+//     ([StateCount]), [Client.Follow] streams events as they commit
+//     ([FollowFilter]).
+//   - [Client.Prune] deletes what is old ([PruneResult], [MinRetention]).
+//   - [Observer] carries metrics and traces (package otelsentinel fills it
+//     for OpenTelemetry).
+//
+// Errors match with [errors.Is]: [ErrInvalid], [ErrNotAcquired],
+// [ErrLeaseLost], [ErrStaleToken], [ErrInProgress], [ErrUncertain],
+// [ErrReconciling], [ErrFinal], [ErrWrongState], [ErrNotFound],
+// [ErrNoLeader], [ErrNotMigrated], [ErrResult], [ErrClosed]; their struct
+// forms carry the details for [errors.As] ([HeldError], [ExecutionError],
+// [FinalError], [StaleTokenError], [InvalidError]).
+//
+// Beside this package: idempotency (Idempotency-Key middleware for
+// net/http), console (the reconciliation page), sentineltest (a throwaway
+// PostgreSQL for your tests), otelsentinel (OpenTelemetry), and the
+// sentinel command (cmd/sentinel).
 //
 // # Lease protocol
 //
@@ -97,8 +155,8 @@
 // Sentinel cannot make an external side effect exactly-once: if a worker
 // dies inside fn, whether the effect happened is unknown, and Sentinel says
 // so ([ErrUncertain]) instead of guessing. A fencing token protects only
-// writes that check it (see [Client.VerifyToken] and the README's guarded
-// write). Loss detection assumes the client's and the server's clocks run at
+// writes that check it (see [Client.VerifyToken], and docs/leases.md for
+// a fence column in any store). Loss detection assumes the client's and the server's clocks run at
 // the same rate (not that they agree); SafetyMargin absorbs drift and
 // scheduling delay, and a process paused for longer than its margin is
 // stopped by the token guard, not by Done. [WithForce] breaks the

@@ -307,7 +307,7 @@ func TestSetResultRepairsAnUnencodableResult(t *testing.T) {
 }
 
 // Issue 8, item 13: after an admin migrated, the library runs under a role
-// that may only read and write Sentinel's tables (the README's grants),
+// that may only read and write Sentinel's tables (docs/operating.md's grants),
 // Migrate included.
 func TestDMLOnlyRole(t *testing.T) {
 	e := newEnv(t)

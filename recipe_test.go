@@ -15,7 +15,7 @@ import (
 	"github.com/sentinel-coordination/sentinel"
 )
 
-// chargeHandler is the README's HTTP recipe: a client that goes away
+// chargeHandler is the HTTP recipe of docs/once.md: a client that goes away
 // before the side effect leaves the key retryable, not uncertain.
 func chargeHandler(client *sentinel.Client, prepare func(context.Context) error, charge func(context.Context) (string, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -111,7 +111,7 @@ func (c *Client) Migrate(ctx context.Context) error {
 // caller commits. It is Migrate for callers that manage the transaction.
 //
 // When nothing is pending it only reads the applied version, so a role
-// limited to reading and writing Sentinel's tables (see the README's grants)
+// limited to reading and writing Sentinel's tables (docs/operating.md, "Database roles")
 // can call it on every start-up; schema changes need a role that may create
 // in the database.
 func MigrateTx(ctx context.Context, tx pgx.Tx, schema string) error {

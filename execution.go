@@ -42,27 +42,47 @@ type Execution struct {
 	ResultError    string    // set when fn succeeded but its result could not be stored (see SetResult)
 	FinalError     string    // set when fn returned Final(err): the outcome, replayed as ErrFinal
 
+	// Attempt is the run of fn under Token: 1 for the first run of the
+	// key; each re-run after a crash (Once with WithRerun) adds one. A key
+	// handed back with Retryable, or a claim taken over before fn started,
+	// keeps its number. MaxAttempts is the most attempts the key may have:
+	// the WithRerun bound of the caller that started the current attempt,
+	// lowered by every re-run's caller (1 without WithRerun: no re-run).
+	Attempt     int
+	MaxAttempts int
+
 	remaining time.Duration // lease time left, per the database
+}
+
+// Rerunnable reports whether the executor of e stopped without an outcome
+// (executing, its lease expired on the database clock) and a Once caller
+// with WithRerun will run fn again, because attempts are left (Attempt <
+// MaxAttempts). Such a key needs no operator; a caller without WithRerun
+// still gets ErrUncertain for it. An executing key with an expired lease
+// that is not rerunnable is uncertain.
+func (e *Execution) Rerunnable() bool {
+	return e.State == StateExecuting && !e.LeaseAlive && e.Attempt < e.MaxAttempts
 }
 
 // execCols are the columns scanned by scanExecution, over alias t.
 const execCols = `t.namespace, t.key, t.state, t.owner, t.host, t.pid, t.token, t.created_at, t.updated_at,
     t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error, t.final_error,
     coalesce(t.lease_expires_at > pg_catalog.clock_timestamp(), false) AS lease_alive,
-    coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0') AS lease_left`
+    coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0') AS lease_left,
+    t.attempt, t.max_attempts`
 
 // execColsOf are the names of execCols's columns, over alias g (a relation
 // of execCols's output).
 const execColsOf = `g.namespace, g.key, g.state, g.owner, g.host, g.pid, g.token, g.created_at, g.updated_at,
     g.lease_expires_at, g.hard_expires_at, g.completed_at, g.result, g.result_error, g.final_error,
-    g.lease_alive, g.lease_left`
+    g.lease_alive, g.lease_left, g.attempt, g.max_attempts`
 
 func scanExecution(row pgx.Row, prefix ...any) (*Execution, error) {
 	var e Execution
 	var lease, hard, done *time.Time
 	var resErr, finalErr *string
 	dest := append(prefix, &e.Namespace, &e.Key, &e.State, &e.Owner, &e.Host, &e.PID, &e.Token, &e.CreatedAt, &e.UpdatedAt,
-		&lease, &hard, &done, &e.Result, &resErr, &finalErr, &e.LeaseAlive, &e.remaining)
+		&lease, &hard, &done, &e.Result, &resErr, &finalErr, &e.LeaseAlive, &e.remaining, &e.Attempt, &e.MaxAttempts)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -110,17 +130,17 @@ type Event struct {
 
 type execSQL struct {
 	read, claim, finish, operator, insertEvent, history, prune, watch, setResult string
-	claimFresh, claimSet, finishSet, readSet                                     string
+	claimSet, finishSet, readSet                                                 string
 	pruneQueuesLock, pruneQueues                                                 string
 }
 
 func newExecSQL(schema string) *execSQL {
-	r := strings.NewReplacer("{{schema}}", schema, "{{seq}}", seqLiteral(schema), "{{cols}}", execCols, "{{gcols}}", execColsOf)
+	r := strings.NewReplacer("{{schema}}", schema, "{{seq}}", seqLiteral(schema), "{{cols}}", execCols, "{{gcols}}", execColsOf,
+		"{{ccols}}", strings.ReplaceAll(execColsOf, "g.", "c."))
 	return &execSQL{
 		read:            r.Replace(sqlReadExecution),
 		claim:           r.Replace(sqlClaim),
 		finish:          r.Replace(sqlFinish),
-		claimFresh:      r.Replace(sqlClaimFresh),
 		claimSet:        r.Replace(sqlClaimSet),
 		readSet:         r.Replace(sqlReadSet),
 		finishSet:       r.Replace(sqlFinishSet),
@@ -145,24 +165,57 @@ SELECT i.n, {{cols}}
 FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) WITH ORDINALITY AS i(ns, key, n)
 JOIN {{schema}}.executions t ON t.namespace = i.ns AND t.key = i.key`
 
-// sqlClaim claims a key in state $3 (executing for Once, claimed for
-// OnceTx), in the same shape as sqlAcquire: a claimed row whose lease
-// expired is locked FOR UPDATE SKIP LOCKED and taken over (a row locked by
-// another transaction, a VerifyExecutionToken guard included, is left alone
-// and reported); a key with no row is inserted, and a row inserted
-// concurrently is left to its claimant (DO NOTHING: no row is returned and
-// the caller looks again). FOR UPDATE, not FOR NO KEY UPDATE, because it is
-// the lock that conflicts with the guard's FOR KEY SHARE (see sqlVerify).
-// The token is minted after the row is locked or the insert is under way,
-// and the history is written by the same statement. When the claim fails
-// the current row is returned instead.
+// sqlClaim is the first statement of every Once (and OnceTx): it claims
+// key in state $3 (executing for Once, claimed for OnceTx) when the key
+// may be run by this caller, and otherwise returns the key's row as it
+// is, writing nothing. Fresh keys cost it and the completion: two round
+// trips, two commits; a completed key (a replay) costs it alone.
+//
+//   - cur reads the key's row (one primary-key probe, the statement's
+//     snapshot). Every other step is gated on it by a condition that
+//     names no column of the row it scans (a one-time filter), so a step
+//     that cannot apply is not executed at all: a replay, an in-progress
+//     key, an uncertain key or a reconciling one is cur's probe and
+//     nothing else, with no row lock, no token, no transaction id and no
+//     WAL (TestClaimReplayWritesNothing).
+//   - lk locks a row that may be taken over, FOR UPDATE SKIP LOCKED, in
+//     the same shape as sqlAcquire: a claimed row whose lease expired (its
+//     claimer never started fn, or gave the key back), or, for a caller
+//     with WithRerun ($10 > 1), an executing row whose lease expired and
+//     that has attempts left: attempt < least(max_attempts, $10), and the
+//     row's token is $11 when $11 is not 0. The expiry is decided by the
+//     database clock under the row lock. A row locked by another
+//     transaction (a concurrent claim, or a VerifyExecutionToken guard of
+//     the executor: see sqlVerify) is left alone and reported as it is.
+//     FOR UPDATE, not FOR NO KEY UPDATE, because it is the lock that
+//     conflicts with the guard's FOR KEY SHARE.
+//   - up takes the locked row over with a new token; a re-run (the row
+//     was executing) counts one more attempt and lowers max_attempts to
+//     the caller's bound; a takeover of a claim keeps the attempt and
+//     records the caller's bound.
+//   - ins inserts the row when cur found none; a row inserted
+//     concurrently is left to its claimant (DO NOTHING: no row at all is
+//     returned and the caller sends the claim again).
+//   - ev writes the history in the same statement: claimed, and started
+//     for Once; a re-run first writes rerun with the attempt, the bound,
+//     and the previous token and owner in its metadata.
+//
+// The token is minted only in up or ins, in the statement that writes the
+// grant. Result: true and the claimed row, or false and cur's row.
 // $1 ns, $2 key, $3 state, $4 owner, $5 host, $6 pid, $7 ttl µs,
-// $8 hard TTL µs, $9 metadata.
+// $8 hard TTL µs, $9 metadata, $10 the caller's WithRerun bound (1: none),
+// $11 the token a re-run must find (0: any).
 const sqlClaim = `
-WITH lk AS (
-    SELECT t.namespace, t.key FROM {{schema}}.executions t
-    WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
-    FOR UPDATE SKIP LOCKED
+WITH cur AS (
+    SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2
+),
+lk AS (
+    SELECT t.namespace, t.key, t.state, t.token, t.owner, t.attempt, t.max_attempts FROM {{schema}}.executions t
+    WHERE t.namespace = $1 AND t.key = $2 AND t.lease_expires_at <= pg_catalog.clock_timestamp()
+      AND (t.state = 'claimed' OR (t.state = 'executing' AND t.attempt < least(t.max_attempts, $10::int)
+          AND ($11::bigint = 0 OR t.token = $11::bigint)))
+      AND EXISTS (SELECT 1 FROM cur c WHERE NOT c.lease_alive AND (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1)))
+    FOR UPDATE OF t SKIP LOCKED
 ),
 up AS (
     UPDATE {{schema}}.executions t SET
@@ -170,32 +223,38 @@ up AS (
         updated_at = pg_catalog.clock_timestamp(),
         lease_expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
         hard_expires_at = pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL
+        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL,
+        attempt = CASE WHEN lk.state = 'executing' THEN lk.attempt + 1 ELSE lk.attempt END,
+        max_attempts = CASE WHEN lk.state = 'executing' THEN least(lk.max_attempts, $10::int) ELSE $10::int END
     FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
-    RETURNING {{cols}}
+    RETURNING {{cols}}, lk.state AS prev_state, lk.token AS prev_token, lk.owner AS prev_owner
 ),
 ins AS (
     INSERT INTO {{schema}}.executions AS t
-        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at)
+        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at,
+         attempt, max_attempts)
     SELECT $1, $2, $3, $4, pg_catalog.nextval({{seq}}), $5, $6, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
         pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond'
-    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.executions WHERE namespace = $1 AND key = $2)
+        pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
+        1, $10::int
+    WHERE NOT EXISTS (SELECT 1 FROM cur)
     ON CONFLICT (namespace, key) DO NOTHING
-    RETURNING {{cols}}
+    RETURNING {{cols}}, NULL::text AS prev_state, NULL::bigint AS prev_token, NULL::text AS prev_owner
 ),
 g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
 ev AS (
     INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT $1, $2, e.event, e.state, g.token, $4, $9::jsonb
-    FROM g, (VALUES (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
-    WHERE e.n = 1 OR $3 = 'executing'
+    SELECT $1, $2, e.event, e.state, g.token, $4,
+        CASE WHEN e.n = 0 THEN coalesce($9::jsonb, '{}'::jsonb) || pg_catalog.jsonb_build_object('attempt', g.attempt,
+            'max_attempts', g.max_attempts, 'previous_token', g.prev_token, 'previous_owner', g.prev_owner)
+        ELSE $9::jsonb END
+    FROM g, (VALUES (0, 'rerun', 'executing'), (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
+    WHERE (e.n = 0 AND g.prev_state = 'executing') OR e.n = 1 OR (e.n = 2 AND $3 = 'executing')
     ORDER BY e.n
 )
-SELECT true, g.* FROM g
+SELECT true, {{gcols}} FROM g
 UNION ALL
-SELECT false, {{cols}} FROM {{schema}}.executions t
-WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
+SELECT false, c.* FROM cur c WHERE NOT EXISTS (SELECT 1 FROM g)`
 
 // sqlFinish moves a claim held by ($3 owner, $4 token) from one of the
 // states $8 to state $5, guarded by owner, token and state, and by a live
@@ -224,53 +283,42 @@ ev AS (
 )
 SELECT pg_catalog.count(*) FROM u`
 
-// sqlClaimFresh is sqlClaim for a key its caller found absent: only the
-// insert and its history, the cheaper statement on the path of every
-// fresh Once. A key inserted meanwhile returns no row (ON CONFLICT DO
-// NOTHING), and the caller reads it again, as after sqlClaim's no row.
-// Same parameters and columns as sqlClaim.
-const sqlClaimFresh = `
-WITH ins AS (
-    INSERT INTO {{schema}}.executions AS t
-        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at)
-    VALUES ($1, $2, $3, $4, pg_catalog.nextval({{seq}}), $5, $6, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
-        pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond')
-    ON CONFLICT (namespace, key) DO NOTHING
-    RETURNING {{cols}}
-),
-ev AS (
-    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT $1, $2, e.event, e.state, ins.token, $4, $9::jsonb
-    FROM ins, (VALUES (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
-    WHERE e.n = 1 OR $3 = 'executing'
-    ORDER BY e.n
-)
-SELECT true, ins.* FROM ins`
-
-// sqlClaimSet is sqlClaim for many keys in one statement, for the
+// sqlClaimSet is sqlClaim for many calls in one statement, for the
 // coalescer (coalesce.go): parameter $k is the array of sqlClaim's $k over
-// the batch's calls, all distinct keys (the coalescer never puts two calls
-// on one key in a set statement). Each key is decided exactly as sqlClaim
-// decides it; rows are locked and inserted in key order. It returns, per
-// call, its ordinal in the batch then sqlClaim's columns; a call with no
-// row is one whose key a concurrent claim took after the snapshot (sqlClaim
-// returns no row then too). $6 pid is a bigint[]; $9 metadata a text[] of
-// JSON.
+// the batch's calls. Each call is decided exactly as sqlClaim decides it,
+// and gets its own row: true and the row it claimed, or false and the
+// key's row as it is (a replay, a key in progress...). Calls may share a
+// key (replays of one key share the batch's probe); of the calls on one
+// key only the first (by ordinal) may take it over or insert it, and the
+// others get the row as it was, or no row (a key inserted by this very
+// statement), as sqlClaim's caller would after a concurrent claim. Rows
+// are locked and inserted in key order. It returns, per call, its ordinal
+// in the batch then sqlClaim's columns. $6 pid, $10 and $11 are bigint[];
+// $9 metadata a text[] of JSON.
 const sqlClaimSet = `
 WITH i AS (
     SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
         pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::bigint[]),
-        pg_catalog.unnest($7::bigint[]), pg_catalog.unnest($8::bigint[]), pg_catalog.unnest($9::text[]))
-        WITH ORDINALITY AS i(ns, key, state, owner, host, pid, ttl, hard, meta, n)
+        pg_catalog.unnest($7::bigint[]), pg_catalog.unnest($8::bigint[]), pg_catalog.unnest($9::text[]),
+        pg_catalog.unnest($10::bigint[]), pg_catalog.unnest($11::bigint[]))
+        WITH ORDINALITY AS i(ns, key, state, owner, host, pid, ttl, hard, meta, rerun, rtoken, n)
+),
+cur AS (
+    SELECT i.n AS ord, {{cols}} FROM i JOIN {{schema}}.executions t ON t.namespace = i.ns AND t.key = i.key
 ),
 lk AS (
-    SELECT l.namespace, l.key FROM (SELECT i.ns, i.key FROM i ORDER BY i.ns, i.key) o
+    SELECT o.n AS ord, l.* FROM (
+        SELECT DISTINCT ON (i.ns, i.key) i.n, i.ns, i.key, i.rerun, i.rtoken
+        FROM cur c JOIN i ON i.n = c.ord
+        WHERE NOT c.lease_alive AND (c.state = 'claimed' OR (c.state = 'executing' AND i.rerun > 1))
+        ORDER BY i.ns, i.key, i.n
+    ) o
     CROSS JOIN LATERAL (
-        SELECT t.namespace, t.key FROM {{schema}}.executions t
-        WHERE t.namespace = o.ns AND t.key = o.key
-            AND t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
-        FOR UPDATE SKIP LOCKED
+        SELECT t.namespace, t.key, t.state, t.token, t.owner, t.attempt, t.max_attempts FROM {{schema}}.executions t
+        WHERE t.namespace = o.ns AND t.key = o.key AND t.lease_expires_at <= pg_catalog.clock_timestamp()
+            AND (t.state = 'claimed' OR (t.state = 'executing' AND t.attempt < least(t.max_attempts, o.rerun)
+                AND (o.rtoken = 0 OR t.token = o.rtoken)))
+        FOR UPDATE OF t SKIP LOCKED
     ) l
 ),
 up AS (
@@ -279,40 +327,49 @@ up AS (
         updated_at = pg_catalog.clock_timestamp(),
         lease_expires_at = pg_catalog.clock_timestamp() + i.ttl * interval '1 microsecond',
         hard_expires_at = pg_catalog.clock_timestamp() + i.hard * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL
-    FROM lk JOIN i ON i.ns = lk.namespace AND i.key = lk.key
+        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL,
+        attempt = CASE WHEN lk.state = 'executing' THEN lk.attempt + 1 ELSE lk.attempt END,
+        max_attempts = CASE WHEN lk.state = 'executing' THEN least(lk.max_attempts, i.rerun)::int ELSE i.rerun::int END
+    FROM lk JOIN i ON i.n = lk.ord
     WHERE t.namespace = lk.namespace AND t.key = lk.key
-    RETURNING i.n AS ord, {{cols}}
+    RETURNING i.n AS ord, {{cols}}, lk.state AS prev_state, lk.token AS prev_token, lk.owner AS prev_owner
 ),
 ins AS (
     INSERT INTO {{schema}}.executions AS t
-        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at)
-    SELECT i.ns, i.key, i.state, i.owner, pg_catalog.nextval({{seq}}), i.host, i.pid::int,
+        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at,
+         attempt, max_attempts)
+    SELECT DISTINCT ON (i.ns, i.key) i.ns, i.key, i.state, i.owner, pg_catalog.nextval({{seq}}), i.host, i.pid::int,
         pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
         pg_catalog.clock_timestamp() + i.ttl * interval '1 microsecond',
-        pg_catalog.clock_timestamp() + i.hard * interval '1 microsecond'
+        pg_catalog.clock_timestamp() + i.hard * interval '1 microsecond',
+        1, i.rerun::int
     FROM i
-    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.executions x WHERE x.namespace = i.ns AND x.key = i.key)
-    ORDER BY i.ns, i.key
+    WHERE NOT EXISTS (SELECT 1 FROM cur c WHERE c.ord = i.n)
+    ORDER BY i.ns, i.key, i.n
     ON CONFLICT (namespace, key) DO NOTHING
     RETURNING {{cols}}
 ),
 g AS (
     SELECT * FROM up
     UNION ALL
-    SELECT i.n, ins.* FROM ins JOIN i ON i.ns = ins.namespace AND i.key = ins.key
+    SELECT (SELECT pg_catalog.min(i.n) FROM i WHERE i.ns = ins.namespace AND i.key = ins.key), ins.*,
+        NULL::text, NULL::bigint, NULL::text
+    FROM ins
 ),
 ev AS (
     INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT g.namespace, g.key, e.event, e.state, g.token, g.owner, i.meta::jsonb
-    FROM g JOIN i ON i.n = g.ord, (VALUES (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
-    WHERE e.n = 1 OR i.state = 'executing'
+    SELECT g.namespace, g.key, e.event, e.state, g.token, g.owner,
+        CASE WHEN e.n = 0 THEN coalesce(i.meta::jsonb, '{}'::jsonb) || pg_catalog.jsonb_build_object('attempt', g.attempt,
+            'max_attempts', g.max_attempts, 'previous_token', g.prev_token, 'previous_owner', g.prev_owner)
+        ELSE i.meta::jsonb END
+    FROM g JOIN i ON i.n = g.ord,
+        (VALUES (0, 'rerun', 'executing'), (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
+    WHERE (e.n = 0 AND g.prev_state = 'executing') OR e.n = 1 OR (e.n = 2 AND i.state = 'executing')
     ORDER BY g.ord, e.n
 )
 SELECT g.ord, true, {{gcols}} FROM g
 UNION ALL
-SELECT i.n, false, {{cols}} FROM i JOIN {{schema}}.executions t ON t.namespace = i.ns AND t.key = i.key
-WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.ord = i.n)`
+SELECT c.ord, false, {{ccols}} FROM cur c WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.ord = c.ord)`
 
 // sqlFinishSet is sqlFinish for many claims in one statement, for the
 // coalescer (coalesce.go): parameter $k is the array of sqlFinish's $k
@@ -665,7 +722,7 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, opts ...Opt
 			opt(&o)
 		}
 	}
-	if o.ttlSet || o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 {
+	if o.ttlSet || o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 || o.rerunSet {
 		return res, invalid("option", "only WithNamespace or WithAllNamespaces apply to Prune")
 	}
 	ns := o.namespace

@@ -8,12 +8,14 @@ import (
 )
 
 // StateCount is the number of executions of one namespace in one state.
-// Uncertain executions (executing with an expired lease) are counted apart
-// from the executing ones still in progress.
+// Uncertain executions (executing with an expired lease and no re-run
+// left: see Execution.Rerunnable) are counted apart from the other
+// executing ones (in progress, or waiting for a re-run by the next caller
+// with WithRerun).
 type StateCount struct {
 	Namespace string
 	State     State
-	Uncertain bool      // State is executing and the lease expired on the database clock
+	Uncertain bool      // State is executing, the lease expired on the database clock, and no re-run is left
 	Count     int64     // executions in this state
 	Oldest    time.Time // the earliest UpdatedAt among them: the longest in this state
 }
@@ -38,7 +40,8 @@ func (c *Client) ExecutionCounts(ctx context.Context, ns string, allNamespaces b
 	}
 	q := `SELECT namespace, state, uncertain, pg_catalog.count(*), pg_catalog.min(updated_at)
 FROM (SELECT namespace, state, updated_at,
-        state = 'executing' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true) AS uncertain
+        state = 'executing' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true)
+            AND attempt >= max_attempts AS uncertain
       FROM ` + c.sql.schema + `.executions WHERE $1 = '' OR namespace = $1) t
 GROUP BY namespace, state, uncertain
 ORDER BY uncertain DESC, namespace, state`

@@ -183,7 +183,8 @@ JOIN {{schema}}.executions t ON t.namespace = i.ns AND t.key = i.key`
 //     claimer never started fn, or gave the key back), or, for a caller
 //     with WithRerun ($10 > 1), an executing row whose lease expired and
 //     that has attempts left: attempt < least(max_attempts, $10), and the
-//     row's token is $11 when $11 is not 0. The expiry is decided by the
+//     row's token is $11 when $11 is not 0 (-1: no executing row is taken
+//     over, but $10 is still the bound a new row records). The expiry is decided by the
 //     database clock under the row lock. A row locked by another
 //     transaction (a concurrent claim, or a VerifyExecutionToken guard of
 //     the executor: see sqlVerify) is left alone and reported as it is.
@@ -204,7 +205,7 @@ JOIN {{schema}}.executions t ON t.namespace = i.ns AND t.key = i.key`
 // grant. Result: true and the claimed row, or false and cur's row.
 // $1 ns, $2 key, $3 state, $4 owner, $5 host, $6 pid, $7 ttl µs,
 // $8 hard TTL µs, $9 metadata, $10 the caller's WithRerun bound (1: none),
-// $11 the token a re-run must find (0: any).
+// $11 the token a re-run must find (0: any; -1: no re-run).
 const sqlClaim = `
 WITH cur AS (
     SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2

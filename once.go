@@ -481,10 +481,11 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 	}
 	for races := 0; ; {
 		// With a rerun guard, a key is re-run only after the guard
-		// approved the stopped attempt, and only that attempt (token).
-		rerun := o.rerun
+		// approved the stopped attempt, and only that attempt (its token;
+		// -1: none yet, so no re-run).
+		rerun, only := o.rerun, rerunToken
 		if o.rerunGuard != nil && rerunToken == 0 {
-			rerun = 1
+			only = -1
 		}
 		sent := time.Now()
 		var claimed bool
@@ -493,7 +494,7 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		// instead of keeping the key in progress for a TTL.
 		sctx, scancel := graceCtx(ctx, grantGrace)
 		ex, err = scanExecution(c.co.queryRow(sctx, ctx, coClaim, c.exe.claim, o.namespace, key, string(state), c.cfg.Owner,
-			c.cfg.Host, c.cfg.PID, us(o.ttl), us(o.hardTTL), meta, rerun, rerunToken), &claimed)
+			c.cfg.Host, c.cfg.PID, us(o.ttl), us(o.hardTTL), meta, rerun, only), &claimed)
 		scancel()
 		if errors.Is(err, pgx.ErrNoRows) {
 			// A concurrent claim inserted the key after our snapshot: look
@@ -523,7 +524,7 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 			}
 			return ex, nil, nil, nil, c.reject(ctx, ex, callOptions{metadata: o.metadata, rerun: 1}, false)
 		}
-		locked := claimable(ex, rerun, rerunToken)
+		locked := claimable(ex, rerun, only)
 		kind := rejection(ex, locked)
 		if !o.wait || kind != ErrInProgress {
 			return ex, nil, nil, nil, c.reject(ctx, ex, o, locked)
@@ -539,7 +540,7 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 				return nil, nil, nil, nil, c.wrapErr(fmt.Sprintf("wait for %q/%q", o.namespace, key), err)
 			}
 			watched, ex = true, w
-			if claimable(ex, rerun, rerunToken) || rejection(ex, false) != ErrInProgress {
+			if claimable(ex, rerun, only) || rejection(ex, false) != ErrInProgress {
 				continue
 			}
 		}
@@ -616,7 +617,7 @@ func (c *Client) waitOutcome(ctx context.Context, ex *Execution, wake chan struc
 }
 
 // claimable reports whether this call's claim (with WithRerun bound
-// rerun, and the approved token rerunToken, 0 for any) may take ex over:
+// rerun, and the approved token rerunToken: 0 any, -1 none) may take ex over:
 // a claimed key whose lease expired, or a rerunnable one (see rerunnable).
 // An absent key is claimed by insert. A claim that found ex claimable yet
 // did not take it found the row locked: someone else is taking it now.

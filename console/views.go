@@ -70,7 +70,7 @@ type execView struct {
 }
 
 func (cs *Console) view(e sentinel.Execution) execView {
-	return execView{Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive,
+	return execView{Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable(),
 		Link: keyLink(e.Namespace, e.Key)}
 }
 

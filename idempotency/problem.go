@@ -31,8 +31,15 @@ const (
 	// ProblemUncertain (500): the first request with this key did not finish
 	// (crash, panic, lost lease) and may or may not have taken effect. It is
 	// never run again by itself: an operator reconciles the key (see
-	// sentinel.Client.Reconcile and the sentinel console).
+	// sentinel.Client.Reconcile and the sentinel console). With
+	// Options.Rerun a repeat runs it again instead, until its attempts are
+	// used up.
 	ProblemUncertain = problemBase + "ProblemUncertain"
+	// ProblemRerun (503): with Options.Rerun, this request's handler did not
+	// finish (its lease was lost) and may or may not have taken effect; its
+	// effect is deduplicated downstream, so repeating the same request with
+	// the same key runs it again. Retry after the Retry-After delay.
+	ProblemRerun = problemBase + "ProblemRerun"
 	// ProblemReconciling (503): an operator is reconciling the key; retry
 	// later.
 	ProblemReconciling = problemBase + "ProblemReconciling"

@@ -30,6 +30,9 @@ type execJSON struct {
 	HardExpiresAt  *string         `json:"hard_expires_at"`
 	CompletedAt    *string         `json:"completed_at"`
 	LeaseAlive     bool            `json:"lease_alive"`
+	Attempt        int             `json:"attempt"`      // fn's attempt under Token (re-runs: WithRerun)
+	MaxAttempts    int             `json:"max_attempts"` // the key's bound on attempts (1: no re-run)
+	Rerunnable     bool            `json:"rerunnable"`   // stopped, and the next caller with WithRerun runs it again
 	Result         json.RawMessage `json:"result,omitempty"`        // when the stored result is JSON
 	ResultBase64   string          `json:"result_base64,omitempty"` // when it is not (another codec)
 	ResultError    string          `json:"result_error,omitempty"`
@@ -39,9 +42,10 @@ type execJSON struct {
 	CompletionRefused *eventJSON `json:"completion_refused,omitempty"`
 }
 
-// uncertain reports whether e is uncertain: executing with an expired lease.
+// uncertain reports whether e is uncertain: executing with an expired
+// lease, and no re-run left (WithRerun).
 func uncertain(e *sentinel.Execution) bool {
-	return e.State == sentinel.StateExecuting && !e.LeaseAlive
+	return e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable()
 }
 
 func toExecJSON(e *sentinel.Execution) execJSON {
@@ -51,6 +55,7 @@ func toExecJSON(e *sentinel.Execution) execJSON {
 		CreatedAt: tsJSON(e.CreatedAt), UpdatedAt: tsJSON(e.UpdatedAt),
 		LeaseExpiresAt: tsJSON(e.LeaseExpiresAt), HardExpiresAt: tsJSON(e.HardExpiresAt),
 		CompletedAt: tsJSON(e.CompletedAt), LeaseAlive: e.LeaseAlive, ResultError: e.ResultError,
+		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, Rerunnable: e.Rerunnable(),
 	}
 	if len(e.Result) > 0 {
 		if json.Valid(e.Result) {
@@ -67,6 +72,8 @@ func stateLabel(e *sentinel.Execution) string {
 	switch {
 	case uncertain(e):
 		return "executing (UNCERTAIN: lease expired, outcome unknown)"
+	case e.Rerunnable():
+		return fmt.Sprintf("executing (stopped at attempt %d of %d: the next caller with WithRerun runs it again)", e.Attempt, e.MaxAttempts)
 	case e.State == sentinel.StateExecuting || e.State == sentinel.StateClaimed:
 		if e.LeaseAlive {
 			return string(e.State) + " (in progress)"
@@ -122,6 +129,9 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event) err
 	row(w, "since:", ts(e.UpdatedAt)+"  ("+relative(e.UpdatedAt)+")")
 	row(w, "owner:", fmt.Sprintf("%s (host %s, pid %d)", e.Owner, e.Host, e.PID))
 	row(w, "token:", e.Token)
+	if e.MaxAttempts > 1 || e.Attempt > 1 {
+		row(w, "attempt:", fmt.Sprintf("%d of at most %d (WithRerun)", e.Attempt, e.MaxAttempts))
+	}
 	if !e.LeaseExpiresAt.IsZero() {
 		row(w, "lease expires:", ts(e.LeaseExpiresAt)+"  ("+relative(e.LeaseExpiresAt)+")")
 	}
@@ -198,7 +208,8 @@ func (a *app) inspectCmd() *cobra.Command {
 		Long: `inspect shows a Once key's state, owner, fencing token, lease expiry and
 stored result. An executing key whose lease expired is UNCERTAIN: its
 outcome is unknown and Sentinel will not run it again until an operator
-reconciles it. When fn returned success but its completion was refused
+reconciles it; unless it was run with WithRerun and has attempts left
+(shown as "attempt N of at most M"): then the next caller runs it again. When fn returned success but its completion was refused
 (the lease was lost first), inspect shows that evidence and fn's result
 from the history. Exit code 3 when the key has no execution.`,
 		Example: `  sentinel inspect payment-order-789 -n payments

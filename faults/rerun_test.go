@@ -445,18 +445,17 @@ func auditRerun(t *testing.T, ctx context.Context, pool *pgxpool.Pool, keys int,
 	t.Helper()
 	var a rerunAudit
 	type row struct {
-		state            string
-		token            int64
-		attempt, bound   int
-		alive            bool
-		result           string
-		charges          int
-		chargeID         int64
-		requests         int
-		started, reruns  []int64 // tokens, in history order
-		rerunPrev        []int64 // previous_token of each rerun event
-		rerunAttempt     []int
-		refusedAfterMove int
+		state           string
+		token           int64
+		attempt, bound  int
+		alive           bool
+		result          string
+		charges         int
+		chargeID        int64
+		requests        int
+		started, reruns []int64 // tokens, in history order
+		rerunPrev       []int64 // previous_token of each rerun event
+		rerunAttempt    []int
 	}
 	rows := map[string]*row{}
 	q, err := pool.Query(ctx, `SELECT key, state, token, attempt, max_attempts, coalesce(lease_expires_at > clock_timestamp(), false),

@@ -179,6 +179,60 @@ func (r *report) manyReport(p func(string, ...any)) {
 		t.add(tg.name, tg.measured, tg.limit, tg.result())
 	}
 	p("%s\n", t)
+	p("### Targets (issue #27: the fresh path at its limit)\n\n")
+	p("Against the naive floor of this section (three autocommit statements per fresh Once), except the replay, which is against one primary-key SELECT of the same row (the throughput section's floor, measured in the same run).\n\n")
+	t = newTable("target", ">measured", ">limit", "result")
+	for _, tg := range r.limitTargets() {
+		t.add(tg.name, tg.measured, tg.limit, tg.result())
+	}
+	p("%s\n", t)
+}
+
+// limitTargets evaluates the goals of issue #27 (section 2) on this run's
+// figures: a fresh Once in two round trips, a replay in one.
+func (r *report) limitTargets() []target {
+	find := func(op string, w int) *group {
+		for _, g := range r.many {
+			if g.op == op && g.workers == w {
+				return g
+			}
+		}
+		return nil
+	}
+	var out []target
+	if g := find(opManyOnce, 1); g != nil {
+		_, p := versus(g.cell(nameSentinel), g.cell(nameFloor))
+		out = append(out, ratioTarget("fresh Once latency (p50), 1 caller, vs the three-statement floor", p, 0.8, true))
+	} else {
+		out = append(out, target{name: "fresh Once latency (p50), 1 caller, vs the three-statement floor", limit: "≤ 0.80x", missing: true})
+	}
+	if g := r.group(opOnceReplay, 1); g != nil {
+		_, p := versus(g.cell(nameSentinel), g.cell(nameFloor))
+		out = append(out, ratioTarget("Once replay latency (p50), 1 worker, vs one primary-key SELECT", p, 1.2, true))
+	} else {
+		out = append(out, target{name: "Once replay latency (p50), 1 worker, vs one primary-key SELECT", limit: "≤ 1.20x", missing: true})
+	}
+	most := slices.Max(r.opts.manyCallers)
+	name := fmt.Sprintf("fresh Once throughput, %d callers, pool %d, vs floor", most, r.opts.manyPool)
+	if g := find(opManyOnce, most); g != nil && most >= 64 {
+		o, _ := versus(g.cell(nameSentinel), g.cell(nameFloor))
+		out = append(out, ratioTarget(name, o, 3.5, false))
+	} else {
+		out = append(out, target{name: "fresh Once throughput, 64 callers, pool 8, vs floor", limit: "≥ 3.50x", missing: true})
+	}
+	name = fmt.Sprintf("lease acquire+release throughput, %d callers, pool %d, vs floor", most, r.opts.manyPool)
+	if g := find(opManyLease, most); g != nil && most >= 64 {
+		o, _ := versus(g.cell(nameSentinel), g.cell(nameFloor))
+		out = append(out, ratioTarget(name, o, 4, false))
+	} else {
+		out = append(out, target{name: "lease acquire+release throughput, 64 callers, pool 8, vs floor", limit: "≥ 4.00x", missing: true})
+	}
+	if slices.Contains(r.env.settings, "fsync=off") {
+		for i := range out {
+			out[i].unjudged = "fsync=off (the targets are for a durable server)"
+		}
+	}
+	return out
 }
 
 // manyTargets evaluates the goals of issue #20 on the section's figures.

@@ -166,43 +166,38 @@ FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) WI
 JOIN {{schema}}.executions t ON t.namespace = i.ns AND t.key = i.key`
 
 // sqlClaim is the first statement of every Once (and OnceTx): it claims
-// key in state $3 (executing for Once, claimed for OnceTx) when the key
-// may be run by this caller, and otherwise returns the key's row as it
-// is, writing nothing. Fresh keys cost it and the completion: two round
-// trips, two commits; a completed key (a replay) costs it alone.
+// key in state $3 (executing for Once, claimed for OnceTx) when this
+// caller may run it, and otherwise returns the key's row as it is, writing
+// nothing. A fresh key costs it and the completion: two round trips, two
+// commits; a completed key (a replay) costs it alone.
 //
-//   - cur reads the key's row (one primary-key probe, the statement's
-//     snapshot). Every other step is gated on it by a condition that
-//     names no column of the row it scans (a one-time filter), so a step
-//     that cannot apply is not executed at all: a replay, an in-progress
-//     key, an uncertain key or a reconciling one is cur's probe and
-//     nothing else, with no row lock, no token, no transaction id and no
-//     WAL (TestClaimReplayWritesNothing).
-//   - lk locks a row that may be taken over, FOR UPDATE SKIP LOCKED, in
-//     the same shape as sqlAcquire: a claimed row whose lease expired (its
-//     claimer never started fn, or gave the key back), or, for a caller
-//     with WithRerun ($10 > 1), an executing row whose lease expired and
-//     that has attempts left: attempt < least(max_attempts, $10), and the
-//     row's token is $11 when $11 is not 0 (-1: no executing row is taken
-//     over, but $10 is still the bound a new row records). The expiry is decided by the
-//     database clock under the row lock. A row locked by another
-//     transaction (a concurrent claim, or a VerifyExecutionToken guard of
-//     the executor: see sqlVerify) is left alone and reported as it is.
-//     FOR UPDATE, not FOR NO KEY UPDATE, because it is the lock that
-//     conflicts with the guard's FOR KEY SHARE.
-//   - up takes the locked row over with a new token; a re-run (the row
-//     was executing) counts one more attempt and lowers max_attempts to
-//     the caller's bound; a takeover of a claim keeps the attempt and
-//     records the caller's bound.
-//   - ins inserts the row when cur found none; a row inserted
-//     concurrently is left to its claimant (DO NOTHING: no row at all is
-//     returned and the caller sends the claim again).
-//   - ev writes the history in the same statement: claimed, and started
-//     for Once; a re-run first writes rerun with the attempt, the bound,
-//     and the previous token and owner in its metadata.
+// cur reads the key's row (one primary-key probe, the statement's
+// snapshot). Only when it found none, or a row this caller may take over
+// (a claimed row whose lease expired; with WithRerun, $10 > 1, an
+// executing one whose lease expired), does cl call once_claim (migration
+// 8), which takes the key in one guarded statement of its own and returns
+// the row it claimed: the condition names no column of the function's
+// rows, so it is a one-time filter and the function is not called at all
+// otherwise. A replay, or a key in progress, uncertain or being
+// reconciled, is therefore cur's probe and nothing else: no row lock, no
+// transaction id, no WAL, and about the CPU of a primary-key SELECT
+// (TestClaimReplayWritesNothing). Written as one statement with the
+// writes in CTEs, every replay paid for setting those writes up: 5-7x a
+// SELECT's CPU, 1.4-1.6x its round trip.
 //
-// The token is minted only in up or ins, in the statement that writes the
-// grant. Result: true and the claimed row, or false and cur's row.
+// once_claim decides again, under the row lock and by the database clock,
+// with a snapshot of its own: a key inserted meanwhile is left to its
+// claimant, a row locked by a concurrent claim (or by the executor's
+// VerifyExecutionToken guard) is left alone, and a re-run must still find
+// attempts left (and, when $11 is not 0, the stopped attempt at token
+// $11; -1: no re-run, but $10 is still the bound a new row records). The
+// token is minted in the write that stores it, from the sequence named by
+// {{seq}}; the history (claimed, started, and rerun before a re-run) is
+// written in the same statement.
+//
+// Result: true and the claimed row; or false and cur's row (the key as it
+// was: completed, held, uncertain, reconciling, or claimable but locked);
+// or no row at all (inserted concurrently: the caller claims again).
 // $1 ns, $2 key, $3 state, $4 owner, $5 host, $6 pid, $7 ttl µs,
 // $8 hard TTL µs, $9 metadata, $10 the caller's WithRerun bound (1: none),
 // $11 the token a re-run must find (0: any; -1: no re-run).
@@ -210,52 +205,14 @@ const sqlClaim = `
 WITH cur AS (
     SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2
 ),
-lk AS (
-    SELECT t.namespace, t.key, t.state, t.token, t.owner, t.attempt, t.max_attempts FROM {{schema}}.executions t
-    WHERE t.namespace = $1 AND t.key = $2 AND t.lease_expires_at <= pg_catalog.clock_timestamp()
-      AND (t.state = 'claimed' OR (t.state = 'executing' AND t.attempt < least(t.max_attempts, $10::int)
-          AND ($11::bigint = 0 OR t.token = $11::bigint)))
-      AND EXISTS (SELECT 1 FROM cur c WHERE NOT c.lease_alive AND (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1)))
-    FOR UPDATE OF t SKIP LOCKED
-),
-up AS (
-    UPDATE {{schema}}.executions t SET
-        state = $3, owner = $4, token = pg_catalog.nextval({{seq}}), host = $5, pid = $6,
-        updated_at = pg_catalog.clock_timestamp(),
-        lease_expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        hard_expires_at = pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL,
-        attempt = CASE WHEN lk.state = 'executing' THEN lk.attempt + 1 ELSE lk.attempt END,
-        max_attempts = CASE WHEN lk.state = 'executing' THEN least(lk.max_attempts, $10::int) ELSE $10::int END
-    FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
-    RETURNING {{cols}}, lk.state AS prev_state, lk.token AS prev_token, lk.owner AS prev_owner
-),
-ins AS (
-    INSERT INTO {{schema}}.executions AS t
-        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at,
-         attempt, max_attempts)
-    SELECT $1, $2, $3, $4, pg_catalog.nextval({{seq}}), $5, $6, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
-        pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
-        1, $10::int
-    WHERE NOT EXISTS (SELECT 1 FROM cur)
-    ON CONFLICT (namespace, key) DO NOTHING
-    RETURNING {{cols}}, NULL::text AS prev_state, NULL::bigint AS prev_token, NULL::text AS prev_owner
-),
-g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
-ev AS (
-    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT $1, $2, e.event, e.state, g.token, $4,
-        CASE WHEN e.n = 0 THEN coalesce($9::jsonb, '{}'::jsonb) || pg_catalog.jsonb_build_object('attempt', g.attempt,
-            'max_attempts', g.max_attempts, 'previous_token', g.prev_token, 'previous_owner', g.prev_owner)
-        ELSE $9::jsonb END
-    FROM g, (VALUES (0, 'rerun', 'executing'), (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
-    WHERE (e.n = 0 AND g.prev_state = 'executing') OR e.n = 1 OR (e.n = 2 AND $3 = 'executing')
-    ORDER BY e.n
+cl AS (
+    SELECT * FROM {{schema}}.once_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}})
+    WHERE NOT EXISTS (SELECT 1 FROM cur c
+        WHERE c.lease_alive OR NOT (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1)))
 )
-SELECT true, {{gcols}} FROM g
+SELECT true, {{cols}} FROM cl t
 UNION ALL
-SELECT false, c.* FROM cur c WHERE NOT EXISTS (SELECT 1 FROM g)`
+SELECT false, c.* FROM cur c WHERE NOT EXISTS (SELECT 1 FROM cl)`
 
 // sqlFinish moves a claim held by ($3 owner, $4 token) from one of the
 // states $8 to state $5, guarded by owner, token and state, and by a live
@@ -286,8 +243,10 @@ SELECT pg_catalog.count(*) FROM u`
 
 // sqlClaimSet is sqlClaim for many calls in one statement, for the
 // coalescer (coalesce.go): parameter $k is the array of sqlClaim's $k over
-// the batch's calls. Each call is decided exactly as sqlClaim decides it,
-// and gets its own row: true and the row it claimed, or false and the
+// the batch's calls. Each call is decided exactly as sqlClaim and
+// once_claim (migration 8) decide it, in the same steps written over the
+// batch's rows (a batch pays for setting up its writes once, for up to 32
+// calls), and gets its own row: true and the row it claimed, or false and the
 // key's row as it is (a replay, a key in progress...). Calls may share a
 // key (replays of one key share the batch's probe); of the calls on one
 // key only the first (by ordinal) may take it over or insert it, and the

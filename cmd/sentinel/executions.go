@@ -30,9 +30,9 @@ type execJSON struct {
 	HardExpiresAt  *string         `json:"hard_expires_at"`
 	CompletedAt    *string         `json:"completed_at"`
 	LeaseAlive     bool            `json:"lease_alive"`
-	Attempt        int             `json:"attempt"`      // fn's attempt under Token (re-runs: WithRerun)
-	MaxAttempts    int             `json:"max_attempts"` // the key's bound on attempts (1: no re-run)
-	Rerunnable     bool            `json:"rerunnable"`   // stopped, and the next caller with WithRerun runs it again
+	Attempt        int             `json:"attempt"`                 // fn's attempt under Token (re-runs: WithRerun)
+	MaxAttempts    int             `json:"max_attempts"`            // the key's bound on attempts (1: no re-run)
+	Rerunnable     bool            `json:"rerunnable"`              // stopped, and the next caller with WithRerun runs it again
 	Result         json.RawMessage `json:"result,omitempty"`        // when the stored result is JSON
 	ResultBase64   string          `json:"result_base64,omitempty"` // when it is not (another codec)
 	ResultError    string          `json:"result_error,omitempty"`

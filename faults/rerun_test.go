@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -176,24 +177,7 @@ func rerunWorker() error {
 // first checks the execution token with VerifyExecutionToken: "ok",
 // "refused" (stale) or "error".
 func guardedExecWrite(ctx context.Context, pool *pgxpool.Pool, c *sentinel.Client, key string, token int64, writer string) string {
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return "error"
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := c.VerifyExecutionToken(ctx, tx, key, token); err != nil {
-		if errors.Is(err, sentinel.ErrStaleToken) {
-			return "refused"
-		}
-		return "error"
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO guarded_log (key, token, writer) VALUES ($1, $2, $3)`, key, token, writer); err != nil {
-		return "error"
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return "error"
-	}
-	return "ok"
+	return guardedLogWrite(ctx, pool, func(tx pgx.Tx) error { return c.VerifyExecutionToken(ctx, tx, key, token) }, key, token, writer, nil)
 }
 
 // rerunHistory turns worker lines into operations of the fenced-lease

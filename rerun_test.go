@@ -442,3 +442,75 @@ func TestClaimReplayWritesNothing(t *testing.T) {
 	}
 	t.Fatalf("300 replays wrote WAL in every window: %v bytes", walBytes)
 }
+
+// Re-runs that queue in the coalescer go out in one set statement and are
+// decided as the single statement decides them: a rerunnable key with
+// WithRerun runs again (attempt 2, a rerun event), the same key for a
+// caller without the option is uncertain, a key whose attempts are used up
+// is uncertain, and two WithRerun callers of one key run it once.
+func TestCoalescedReruns(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c, _ := coalescingClient(t, e, nil)
+	var runs atomic.Int32
+	fail := failing(&runs)
+	for _, k := range []string{"again", "plain", "spent", "twice"} {
+		_, err := sentinel.Once(ctx, c, k, fail, sentinel.WithRerun(2))
+		require.ErrorIs(t, err, sentinel.ErrUncertain)
+	}
+	_, err := sentinel.Once(ctx, c, "spent", fail, sentinel.WithRerun(2)) // attempt 2 of 2 fails too
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	first := map[string]int64{}
+	for _, k := range []string{"again", "twice"} {
+		ex, err := c.Inspect(ctx, k)
+		require.NoError(t, err)
+		first[k] = ex.Token
+	}
+	runs.Store(0)
+
+	queued, release := sentinel.HoldCoalescer(c, sentinel.CoClaim)
+	type outcome struct {
+		name string
+		res  sentinel.Result[int]
+		err  error
+	}
+	out := make(chan outcome, 5)
+	call := func(name, key string, opts ...sentinel.Option) {
+		go func() {
+			res, err := sentinel.Once(ctx, c, key, func(context.Context) (int, error) { runs.Add(1); return 7, nil }, opts...)
+			out <- outcome{name, res, err}
+		}()
+	}
+	call("again", "again", sentinel.WithRerun(2))
+	call("plain", "plain")
+	call("spent", "spent", sentinel.WithRerun(2))
+	call("twice-1", "twice", sentinel.WithRerun(2))
+	call("twice-2", "twice", sentinel.WithRerun(2))
+	waitQueued(t, queued, sentinel.CoClaim, 5)
+	setsBefore := sentinel.CoSets(c)
+	release()
+	got := map[string]outcome{}
+	for range 5 {
+		o := <-out
+		got[o.name] = o
+	}
+	require.Greater(t, sentinel.CoSets(c), setsBefore, "the queued claims went out as a set statement")
+	require.NoError(t, got["again"].err)
+	require.Equal(t, 7, got["again"].res.Value)
+	requireRerunEvent(t, c, "again", 2, first["again"])
+	require.ErrorIs(t, got["plain"].err, sentinel.ErrUncertain)
+	require.ErrorIs(t, got["spent"].err, sentinel.ErrUncertain)
+	ok := 0
+	for _, name := range []string{"twice-1", "twice-2"} {
+		o := got[name]
+		if o.err == nil {
+			ok++
+			continue
+		}
+		require.ErrorIs(t, o.err, sentinel.ErrInProgress, name)
+	}
+	require.GreaterOrEqual(t, ok, 1)
+	requireRerunEvent(t, c, "twice", 2, first["twice"])
+	require.Equal(t, 1, e.count("events", "key = 'twice' AND event = 'rerun'"), "re-run once")
+	require.EqualValues(t, 2, runs.Load(), "fn ran for again and for twice, once each")
+}

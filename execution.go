@@ -208,7 +208,7 @@ WITH cur AS (
 cl AS (
     SELECT * FROM {{schema}}.once_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}})
     WHERE NOT EXISTS (SELECT 1 FROM cur c
-        WHERE c.lease_alive OR NOT (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1)))
+        WHERE c.lease_alive OR NOT (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1 AND $11::bigint >= 0)))
 )
 SELECT true, {{cols}} FROM cl t
 UNION ALL
@@ -270,7 +270,7 @@ lk AS (
     SELECT o.n AS ord, l.* FROM (
         SELECT DISTINCT ON (i.ns, i.key) i.n, i.ns, i.key, i.rerun, i.rtoken
         FROM cur c JOIN i ON i.n = c.ord
-        WHERE NOT c.lease_alive AND (c.state = 'claimed' OR (c.state = 'executing' AND i.rerun > 1))
+        WHERE NOT c.lease_alive AND (c.state = 'claimed' OR (c.state = 'executing' AND i.rerun > 1 AND i.rtoken >= 0))
         ORDER BY i.ns, i.key, i.n
     ) o
     CROSS JOIN LATERAL (

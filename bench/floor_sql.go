@@ -19,52 +19,14 @@ const (
 WITH cur AS (
     SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2
 ),
-lk AS (
-    SELECT t.namespace, t.key, t.state, t.token, t.owner, t.attempt, t.max_attempts FROM {{schema}}.executions t
-    WHERE t.namespace = $1 AND t.key = $2 AND t.lease_expires_at <= pg_catalog.clock_timestamp()
-      AND (t.state = 'claimed' OR (t.state = 'executing' AND t.attempt < least(t.max_attempts, $10::int)
-          AND ($11::bigint = 0 OR t.token = $11::bigint)))
-      AND EXISTS (SELECT 1 FROM cur c WHERE NOT c.lease_alive AND (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1)))
-    FOR UPDATE OF t SKIP LOCKED
-),
-up AS (
-    UPDATE {{schema}}.executions t SET
-        state = $3, owner = $4, token = pg_catalog.nextval({{seq}}), host = $5, pid = $6,
-        updated_at = pg_catalog.clock_timestamp(),
-        lease_expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        hard_expires_at = pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL,
-        attempt = CASE WHEN lk.state = 'executing' THEN lk.attempt + 1 ELSE lk.attempt END,
-        max_attempts = CASE WHEN lk.state = 'executing' THEN least(lk.max_attempts, $10::int) ELSE $10::int END
-    FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
-    RETURNING {{cols}}, lk.state AS prev_state, lk.token AS prev_token, lk.owner AS prev_owner
-),
-ins AS (
-    INSERT INTO {{schema}}.executions AS t
-        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at,
-         attempt, max_attempts)
-    SELECT $1, $2, $3, $4, pg_catalog.nextval({{seq}}), $5, $6, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
-        pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
-        1, $10::int
-    WHERE NOT EXISTS (SELECT 1 FROM cur)
-    ON CONFLICT (namespace, key) DO NOTHING
-    RETURNING {{cols}}, NULL::text AS prev_state, NULL::bigint AS prev_token, NULL::text AS prev_owner
-),
-g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
-ev AS (
-    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT $1, $2, e.event, e.state, g.token, $4,
-        CASE WHEN e.n = 0 THEN coalesce($9::jsonb, '{}'::jsonb) || pg_catalog.jsonb_build_object('attempt', g.attempt,
-            'max_attempts', g.max_attempts, 'previous_token', g.prev_token, 'previous_owner', g.prev_owner)
-        ELSE $9::jsonb END
-    FROM g, (VALUES (0, 'rerun', 'executing'), (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
-    WHERE (e.n = 0 AND g.prev_state = 'executing') OR e.n = 1 OR (e.n = 2 AND $3 = 'executing')
-    ORDER BY e.n
+cl AS (
+    SELECT * FROM {{schema}}.once_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}})
+    WHERE NOT EXISTS (SELECT 1 FROM cur c
+        WHERE c.lease_alive OR NOT (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1 AND $11::bigint >= 0)))
 )
-SELECT true, {{gcols}} FROM g
+SELECT true, {{cols}} FROM cl t
 UNION ALL
-SELECT false, c.* FROM cur c WHERE NOT EXISTS (SELECT 1 FROM g)`
+SELECT false, c.* FROM cur c WHERE NOT EXISTS (SELECT 1 FROM cl)`
 	floorSQLFinish = `
 WITH u AS (
     UPDATE {{schema}}.executions t SET

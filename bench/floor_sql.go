@@ -20,7 +20,7 @@ WITH cur AS (
     SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2
 ),
 cl AS (
-    SELECT * FROM {{schema}}.once_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}})
+    SELECT * FROM {{schema}}.once_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}}, NOT EXISTS (SELECT 1 FROM cur))
     WHERE NOT EXISTS (SELECT 1 FROM cur c
         WHERE c.lease_alive OR NOT (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1 AND $11::bigint >= 0)))
 )

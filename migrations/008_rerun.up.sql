@@ -46,15 +46,44 @@ ALTER TABLE {{schema}}.executions ADD COLUMN IF NOT EXISTS max_attempts integer 
 --     when p_state is executing (Once); a re-run first writes rerun with
 --     the attempt, the bound and the previous token and owner.
 --
+-- When the caller's read found no row (p_fresh), only the insert and its
+-- history run: the cheaper statement on the path of every fresh Once.
 -- The token is minted only in up or ins, the writes that store it, from
 -- p_seq (the schema's fencing_token sequence, passed by the caller).
 -- VOLATILE plpgsql: each statement takes its own snapshot, and its plan is
 -- cached per session.
 CREATE OR REPLACE FUNCTION {{schema}}.once_claim(p_ns text, p_key text, p_state text, p_owner text, p_host text,
-    p_pid integer, p_ttl bigint, p_hard bigint, p_meta text, p_rerun integer, p_only bigint, p_seq regclass)
+    p_pid integer, p_ttl bigint, p_hard bigint, p_meta text, p_rerun integer, p_only bigint, p_seq regclass,
+    p_fresh boolean)
 RETURNS SETOF {{schema}}.executions
 LANGUAGE plpgsql VOLATILE AS $once_claim$
 BEGIN
+    IF p_fresh THEN
+        -- The caller's read found no row: the insert and its history alone
+        -- (a row inserted meanwhile is left to its claimant).
+        RETURN QUERY
+        WITH ins AS (
+            INSERT INTO {{schema}}.executions AS t
+                (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at,
+                 attempt, max_attempts)
+            VALUES (p_ns, p_key, p_state, p_owner, pg_catalog.nextval(p_seq), p_host, p_pid,
+                pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
+                pg_catalog.clock_timestamp() + p_ttl * interval '1 microsecond',
+                pg_catalog.clock_timestamp() + p_hard * interval '1 microsecond',
+                1, p_rerun)
+            ON CONFLICT (namespace, key) DO NOTHING
+            RETURNING t.*
+        ),
+        ev AS (
+            INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
+            SELECT p_ns, p_key, e.event, e.state, ins.token, p_owner, p_meta::jsonb
+            FROM ins, (VALUES (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
+            WHERE e.n = 1 OR p_state = 'executing'
+            ORDER BY e.n
+        )
+        SELECT * FROM ins;
+        RETURN;
+    END IF;
     RETURN QUERY
     WITH lk AS (
         SELECT t.namespace, t.key, t.state, t.token, t.owner, t.attempt, t.max_attempts FROM {{schema}}.executions t

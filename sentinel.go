@@ -137,8 +137,8 @@ type Config struct {
 	// Default nil: no observer, and no cost on the hot paths.
 	Observer *Observer
 
-	// CoalesceInFlight is how many statements of one kind (Once reads,
-	// claims and completions, lease grants and releases) a client has in
+	// CoalesceInFlight is how many statements of one kind (Once claims,
+	// replays included, and completions; lease grants and releases) a client has in
 	// flight before concurrent callers may queue and share the next round
 	// trip and commit. A caller queues only while that many statements of
 	// its kind are in flight and the client serves more such calls than

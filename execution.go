@@ -43,10 +43,12 @@ type Execution struct {
 	FinalError     string    // set when fn returned Final(err): the outcome, replayed as ErrFinal
 
 	// Attempt is the run of fn under Token: 1 for the first run of the
-	// key; each re-run after a crash (Once with WithRerun) adds one. A key
-	// handed back with Retryable, or a claim taken over before fn started,
-	// keeps its number. MaxAttempts is the most attempts the key may have:
-	// the WithRerun bound of the caller that started the current attempt,
+	// key, and for a run that took over a claimed key (nothing was in
+	// flight); each re-run after an attempt stopped without an outcome
+	// (Once with WithRerun) adds one. Above 1, an earlier attempt may have
+	// had its effect: the key is never handed back as claimed then (see
+	// WithRerun). MaxAttempts is the most attempts the key may have: the
+	// WithRerun bound of the caller that started the current attempt,
 	// lowered by every re-run's caller (1 without WithRerun: no re-run).
 	Attempt     int
 	MaxAttempts int
@@ -288,7 +290,7 @@ up AS (
         lease_expires_at = pg_catalog.clock_timestamp() + i.ttl * interval '1 microsecond',
         hard_expires_at = pg_catalog.clock_timestamp() + i.hard * interval '1 microsecond',
         completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL,
-        attempt = CASE WHEN lk.state = 'executing' THEN lk.attempt + 1 ELSE lk.attempt END,
+        attempt = CASE WHEN lk.state = 'executing' THEN lk.attempt + 1 ELSE 1 END,
         max_attempts = CASE WHEN lk.state = 'executing' THEN least(lk.max_attempts, i.rerun)::int ELSE i.rerun::int END
     FROM lk JOIN i ON i.n = lk.ord
     WHERE t.namespace = lk.namespace AND t.key = lk.key

@@ -49,7 +49,8 @@ func TokenFromContext(ctx context.Context) (int64, bool) {
 // fn's outcome: a nil error completes the key. An error marked with Final
 // completes it with that error as the outcome (see Final). An error marked
 // with Retryable puts the key back to claimed (lease ended) so the next
-// caller runs it, and is returned. Any other error, a panic, or a cancelled
+// caller runs it, and is returned (in a re-run, WithRerun, the key stays
+// for the next re-run instead). Any other error, a panic, or a cancelled
 // ctx ends the lease but leaves the key executing: the call returns an error
 // matching ErrUncertain that wraps fn's error (a panic is re-raised after
 // recording). If the lease is lost while fn runs (heartbeats cannot reach
@@ -99,7 +100,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	case fnErr != nil && IsFinal(fnErr):
 		// Handled with the successful outcomes below.
 	case fnErr != nil && IsRetryable(fnErr):
-		ok, ferr := c.finish(wctx, l, o, StateClaimed, nil, "", "", []State{StateExecuting}, false, "retryable", "error", fnErr.Error())
+		ok, ferr := c.finish(wctx, l, o, handBack(Attempt(fnCtx)), nil, "", "", []State{StateExecuting}, false, "retryable", "error", fnErr.Error())
 		if ferr != nil {
 			return res, fmt.Errorf("%w (and releasing the claim failed: %v)", fnErr, ferr)
 		}
@@ -563,7 +564,7 @@ func (c *Client) claimed(ctx context.Context, ex *Execution, o callOptions, stat
 		// Claimed after the caller's ctx ended: fn will not run, so
 		// give the key back for the next caller, now.
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-		_, _ = c.finish(wctx, l, o, StateClaimed, nil, "", "", []State{state}, false, "released", "reason", "caller's context ended")
+		_, _ = c.finish(wctx, l, o, handBack(ex.Attempt), nil, "", "", []State{state}, false, "released", "reason", "caller's context ended")
 		wcancel()
 		l.end(ErrReleased)
 		return nil, nil, nil, nil, fmt.Errorf("sentinel: claim %q/%q: %w (claimed as it ended: given back)", o.namespace, ex.Key, context.Cause(ctx))
@@ -578,7 +579,7 @@ func (c *Client) claimed(ctx context.Context, ex *Execution, o callOptions, stat
 		// Close began while the claim was in flight: fn has not run,
 		// so give the key back for the next caller, now.
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-		_, _ = c.finish(wctx, l, o, StateClaimed, nil, "", "", []State{state}, false, "released", "reason", "client closed")
+		_, _ = c.finish(wctx, l, o, handBack(ex.Attempt), nil, "", "", []State{state}, false, "released", "reason", "client closed")
 		wcancel()
 		l.end(ErrReleased)
 		cancel(ErrClosed)

@@ -39,6 +39,14 @@ import (
 // attempt ran without WithRerun is uncertain for every caller. So neither
 // side can re-run an effect the other did not declare idempotent.
 //
+// In a re-run (Attempt above 1) an earlier attempt may have had its effect,
+// so the key is not handed back as claimed, which would let a caller
+// without WithRerun run it: fn's Retryable error, or a re-run claim given
+// back before fn ran (its caller's ctx ended, the client closed), leaves
+// the key as the stopped attempt left it, executing with its lease ended,
+// for the next re-run (this counts as an attempt); Retryable in attempt 1
+// hands the key back as usual.
+//
 // Use it only when the effect really is deduplicated downstream by the
 // reference fn passes: a card charge sent with EffectKey as its
 // idempotency key is; an email or SMS sent by a plain API is not (a re-run
@@ -70,6 +78,18 @@ func rerunNote(fnCtx context.Context) string {
 		"as attempt %d of at most %d)", ri.attempt+1, ri.maxAttempts)
 }
 
+// handBack is the state a claim at attempt is handed back in (Retryable,
+// or a claim given back before fn ran): claimed, so the next caller runs
+// it; but in a re-run (attempt above 1: an earlier attempt may have had
+// its effect) the key stays executing with its lease ended, rerunnable by
+// a caller with WithRerun and uncertain for any other.
+func handBack(attempt int) State {
+	if attempt > 1 {
+		return StateExecuting
+	}
+	return StateClaimed
+}
+
 // testAfterFn, set by tests only, runs after fn returned and before its
 // outcome is recorded, so that a test can kill the process there.
 var testAfterFn func(key string)
@@ -78,7 +98,8 @@ type runKey struct{}
 
 // Attempt returns fn's attempt from the ctx passed to fn by Once: 1 for the
 // first run of a key, 2 for its first re-run after a crash (WithRerun), and
-// so on. A key handed back with Retryable keeps its number. 0 outside fn.
+// so on. A run after a first attempt handed the key back with Retryable is
+// attempt 1 again. 0 outside fn.
 func Attempt(ctx context.Context) int {
 	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
 		return ri.attempt

@@ -514,3 +514,59 @@ func TestCoalescedReruns(t *testing.T) {
 	require.Equal(t, 1, e.count("events", "key = 'twice' AND event = 'rerun'"), "re-run once")
 	require.EqualValues(t, 2, runs.Load(), "fn ran for again and for twice, once each")
 }
+
+// In a re-run an earlier attempt may have had its effect, so the key is
+// never handed back as claimed (which would let a caller without WithRerun
+// run it): a Retryable re-run leaves it for the next re-run, as does a
+// re-run claim given back because its caller's ctx ended before fn ran.
+// An operator's ResetToClaimed starts the count again.
+func TestRerunNeverHandsBackAsClaimed(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	var runs atomic.Int32
+	_, err := sentinel.Once(ctx, c, "k", failing(&runs), sentinel.WithRerun(5))
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+
+	// Attempt 2 says its own run had no effect: the key stays stopped.
+	_, err = sentinel.Once(ctx, c, "k", func(ctx context.Context) (int, error) {
+		require.Equal(t, 2, sentinel.Attempt(ctx))
+		return 0, sentinel.Retryable(errors.New("declined before sending"))
+	}, sentinel.WithRerun(5))
+	require.True(t, sentinel.IsRetryable(err))
+	ex, err := c.Inspect(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, sentinel.StateExecuting, ex.State)
+	require.True(t, ex.Rerunnable())
+	plain := func(context.Context) (int, error) { t.Error("a caller without WithRerun ran a key an earlier attempt may have charged"); return 0, nil }
+	_, err = sentinel.Once(ctx, c, "k", plain)
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+
+	// A re-run claim whose caller's ctx ended before fn ran is given back
+	// the same way.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = sentinel.Once(cctx, c, "k", plain, sentinel.WithRerun(5))
+	require.Error(t, err)
+	ex, err = c.Inspect(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, sentinel.StateExecuting, ex.State, "given back")
+	_, err = sentinel.Once(ctx, c, "k", plain)
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+
+	res, err := sentinel.Once(ctx, c, "k", func(ctx context.Context) (int, error) { return sentinel.Attempt(ctx), nil }, sentinel.WithRerun(5))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, res.Value, 3)
+
+	// After an operator's reset the next run is attempt 1 again.
+	_, err = sentinel.Once(ctx, c, "r", failing(&runs), sentinel.WithRerun(2))
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	_, err = sentinel.Once(ctx, c, "r", failing(&runs), sentinel.WithRerun(2))
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	rec, err := c.Reconcile(ctx, "r")
+	require.NoError(t, err)
+	require.NoError(t, c.ResetToClaimed(ctx, "r", sentinel.WithToken(rec.Token)))
+	res, err = sentinel.Once(ctx, c, "r", func(ctx context.Context) (int, error) { return sentinel.Attempt(ctx), nil })
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Value)
+}

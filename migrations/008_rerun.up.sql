@@ -1,10 +1,14 @@
 -- Sentinel schema, version 8: re-runs after a crash (Once with WithRerun).
 -- {{schema}} is replaced by the quoted schema name.
 
--- attempt counts the runs of fn under one key that began after an earlier
--- run stopped without an outcome (1 for the first run; a re-run adds one;
--- a Retryable hand-back or a takeover of a claim that never started fn
--- keeps it). max_attempts is the bound recorded by the claim that started
+-- attempt counts the runs of fn under one key since the key was last safe
+-- to run: 1 for the first run, and for a run that takes over a claimed key
+-- (nothing in flight: a claim never started, a Retryable first attempt, an
+-- operator's ResetToClaimed); each re-run of a key that stopped without an
+-- outcome adds one. So attempt > 1 means an earlier attempt may have had
+-- its effect, and such a key is never handed back as claimed (a Retryable
+-- re-run, or a re-run claim given back before fn ran, leaves it executing
+-- with its lease ended, for the next re-run). max_attempts is the bound recorded by the claim that started
 -- the current attempt: the WithRerun of its caller, lowered (never raised)
 -- by every re-run's caller; 1 means no re-run (the default, at-most-once).
 -- A key executing with an expired lease is re-run only by a caller that
@@ -38,8 +42,8 @@ ALTER TABLE {{schema}}.executions ADD COLUMN IF NOT EXISTS max_attempts integer 
 --     guard's FOR KEY SHARE.
 --   - up takes the locked row over with a new token; a re-run (the row was
 --     executing) counts one more attempt and lowers max_attempts to the
---     caller's bound; a takeover of a claim keeps the attempt and records
---     the caller's bound.
+--     caller's bound; a takeover of a claim starts again at attempt 1 and
+--     records the caller's bound.
 --   - ins inserts the row when the key has none; a row inserted
 --     concurrently is left to its claimant (DO NOTHING: nothing returned).
 --   - ev writes the history in the same statement: claimed, and started
@@ -99,7 +103,7 @@ BEGIN
             lease_expires_at = pg_catalog.clock_timestamp() + p_ttl * interval '1 microsecond',
             hard_expires_at = pg_catalog.clock_timestamp() + p_hard * interval '1 microsecond',
             completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL,
-            attempt = CASE WHEN lk.state = 'executing' THEN lk.attempt + 1 ELSE lk.attempt END,
+            attempt = CASE WHEN lk.state = 'executing' THEN lk.attempt + 1 ELSE 1 END,
             max_attempts = CASE WHEN lk.state = 'executing' THEN least(lk.max_attempts, p_rerun) ELSE p_rerun END
         FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
         RETURNING t AS r, lk.state AS prev_state, lk.token AS prev_token, lk.owner AS prev_owner

@@ -538,7 +538,10 @@ func TestRerunNeverHandsBackAsClaimed(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sentinel.StateExecuting, ex.State)
 	require.True(t, ex.Rerunnable())
-	plain := func(context.Context) (int, error) { t.Error("a caller without WithRerun ran a key an earlier attempt may have charged"); return 0, nil }
+	plain := func(context.Context) (int, error) {
+		t.Error("a caller without WithRerun ran a key an earlier attempt may have charged")
+		return 0, nil
+	}
 	_, err = sentinel.Once(ctx, c, "k", plain)
 	require.ErrorIs(t, err, sentinel.ErrUncertain)
 

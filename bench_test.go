@@ -57,7 +57,7 @@ func reportStmts(b *testing.B, e *env, ops int) {
 	}
 }
 
-// A fresh key: read, claim, run fn, complete (three statements).
+// A fresh key: claim, run fn, complete (two statements).
 func BenchmarkOnceFresh(b *testing.B) {
 	e := newEnv(b)
 	c := e.client(nil)

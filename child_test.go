@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -26,7 +27,11 @@ func runChild(mode string) int {
 		fmt.Println("ERR", err)
 		return 1
 	}
-	c, err := sentinel.New(pool, &sentinel.Config{Schema: os.Getenv("SENTINEL_CHILD_SCHEMA"), DefaultTTL: 3 * time.Second})
+	ttl := 3 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("SENTINEL_CHILD_TTL")); err == nil {
+		ttl = d
+	}
+	c, err := sentinel.New(pool, &sentinel.Config{Schema: os.Getenv("SENTINEL_CHILD_SCHEMA"), DefaultTTL: ttl})
 	if err != nil {
 		fmt.Println("ERR", err)
 		return 1
@@ -48,11 +53,63 @@ func runChild(mode string) int {
 			time.Sleep(time.Hour)
 			return "unreachable", nil
 		})
+	case "charge":
+		// Once with a charge through the test's card provider; killed in
+		// flight (after the charge, inside fn) or after fn returned,
+		// before its outcome is stored.
+		var opts []sentinel.Option
+		if n, _ := strconv.Atoi(os.Getenv("SENTINEL_CHILD_RERUN")); n > 0 {
+			opts = append(opts, sentinel.WithRerun(n))
+		}
+		dedup := os.Getenv("SENTINEL_CHILD_PROVIDER") == "dedup"
+		returned := os.Getenv("SENTINEL_CHILD_WHERE") == "returned"
+		if returned {
+			sentinel.SetAfterFn(func(string) {
+				fmt.Println("INSIDE")
+				time.Sleep(time.Hour)
+			})
+		}
+		_, err = sentinel.Once(ctx, c, key, func(ctx context.Context) (string, error) {
+			id, err := providerCharge(ctx, pool, c.Config().Schema, key, sentinel.EffectKey(ctx), dedup)
+			if err != nil || returned {
+				return id, err
+			}
+			fmt.Println("INSIDE")
+			time.Sleep(time.Hour)
+			return "unreachable", nil
+		}, opts...)
 	default:
 		return 2
 	}
 	fmt.Println("ERR", err)
 	return 1
+}
+
+// providerDDL is the card provider of the crash tests: one row per charge.
+// A deduplicating provider (card networks, with an idempotency key) turns
+// a repeated request with the same reference into the same charge, and
+// counts the request; a plain one (an email or SMS API) makes every
+// request a new charge.
+const providerDDL = `CREATE TABLE IF NOT EXISTS %s.provider_charges (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, ref text UNIQUE, once_key text NOT NULL,
+    requests int NOT NULL DEFAULT 1, attempts int[] NOT NULL DEFAULT '{}')`
+
+// providerCharge charges once_key's payment at the provider, with ref as
+// the idempotency reference when dedup, and returns the charge's id.
+func providerCharge(ctx context.Context, pool *pgxpool.Pool, schema, onceKey, ref string, dedup bool) (string, error) {
+	q := pgx.Identifier{schema}.Sanitize() + ".provider_charges"
+	var id int64
+	var err error
+	attempt := sentinel.Attempt(ctx)
+	if dedup {
+		err = pool.QueryRow(ctx, `INSERT INTO `+q+` AS p (ref, once_key, attempts) VALUES ($1, $2, ARRAY[$3::int])
+			ON CONFLICT (ref) DO UPDATE SET requests = p.requests + 1, attempts = p.attempts || $3::int RETURNING id`,
+			ref, onceKey, attempt).Scan(&id)
+	} else {
+		err = pool.QueryRow(ctx, `INSERT INTO `+q+` (once_key, attempts) VALUES ($1, ARRAY[$2::int]) RETURNING id`,
+			onceKey, attempt).Scan(&id)
+	}
+	return fmt.Sprintf("ch_%d", id), err
 }
 
 // killInside starts a child process running mode on key, waits until it is

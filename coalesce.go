@@ -74,7 +74,7 @@ type coKind uint8
 const (
 	coAcquire coKind = iota // a lease grant (sqlAcquire; set: sqlAcquireSet)
 	coRelease               // a lease release (sqlRelease; set: sqlReleaseSet)
-	coClaim                 // a Once claim (sqlClaim, sqlClaimFresh; set: sqlClaimSet)
+	coClaim                 // a Once claim, replay included (sqlClaim; set: sqlClaimSet)
 	coFinish                // a Once completion or other final transition (sqlFinish; set: sqlFinishSet)
 	coRead                  // a Once key's row (sqlReadExecution; set: sqlReadSet)
 	coKinds
@@ -91,9 +91,10 @@ type coKindSpec struct {
 	// pipeline of single statements). Without cols, a batch is a pgx.Batch
 	// of the single statements.
 	cols []coCol
-	// shared: calls on one key may share a set statement (reads); without
-	// it a set statement carries one call per key, as it changes a row
-	// once.
+	// shared: calls on one key may share a set statement (reads, and
+	// claims: of the calls on one key sqlClaimSet lets only the first change
+	// the row); without it a set statement carries one call per key, as it
+	// changes a row once.
 	shared bool
 }
 
@@ -106,7 +107,7 @@ var coKindsTable = [coKinds]coKindSpec{
 		colText, colText, colText, colText, colInt, colInt, colInt, colBool, colInt}},
 	coRelease: {name: "lease release", cols: []coCol{colText, colText, colText, colInt, colText}},
 	coClaim: {name: "Once claim", cols: []coCol{
-		colText, colText, colText, colText, colText, colInt, colInt, colInt, colNullText}},
+		colText, colText, colText, colText, colText, colInt, colInt, colInt, colNullText, colInt, colInt}, shared: true},
 	coFinish: {name: "Once completion", cols: []coCol{
 		colText, colText, colText, colInt, colText, colBytes, colNullText, colTextList, colBool, colText, colNullText, colNullText, colText}},
 	coRead: {name: "Once read", cols: []coCol{colText, colText}, shared: true},

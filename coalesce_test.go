@@ -113,7 +113,7 @@ func TestCoalescedClaimsKeepTheirOwnOutcomes(t *testing.T) {
 				defer wg.Done()
 				var claimed bool
 				badErr = sentinel.CoQueryRow(ctx, c, sentinel.CoClaim, sentinel.ClaimSQL(c), "default", "bogus-state", "bogus",
-					"owner", "host", 1, int64(3_000_000), int64(600_000_000), nil).Scan(&claimed)
+					"owner", "host", 1, int64(3_000_000), int64(600_000_000), nil, 1, int64(0)).Scan(&claimed)
 			}()
 			claims++
 		}
@@ -395,10 +395,11 @@ func TestCoalescedCompletionsKeepTheirOwnOutcomes(t *testing.T) {
 	}
 }
 
-// Reads queued behind a busy lane go out as one set statement, calls on
-// one key included, and each caller replays its own key; a key without a
-// row is claimed and run.
-func TestCoalescedReadsShareAStatement(t *testing.T) {
+// Replays queued behind a busy claim lane go out as one set statement
+// (Once's first statement is its claim, which reads a completed key and
+// writes nothing), calls on one key included, and each caller replays its
+// own key; a key without a row is claimed and run.
+func TestCoalescedReplaysShareAStatement(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	c, _ := coalescingClient(t, e, nil)
@@ -406,7 +407,7 @@ func TestCoalescedReadsShareAStatement(t *testing.T) {
 		_, err := sentinel.Once(ctx, c, fmt.Sprintf("done-%d", i), func(context.Context) (int, error) { return i, nil })
 		require.NoError(t, err)
 	}
-	queued, release := sentinel.HoldCoalescer(c, sentinel.CoRead)
+	queued, release := sentinel.HoldCoalescer(c, sentinel.CoClaim)
 	type outcome struct {
 		key string
 		res sentinel.Result[int]
@@ -425,7 +426,7 @@ func TestCoalescedReadsShareAStatement(t *testing.T) {
 	for _, k := range []string{"done-0", "done-1", "done-2", "done-0", "done-0", "absent"} {
 		call(k)
 	}
-	waitQueued(t, queued, sentinel.CoRead, 6)
+	waitQueued(t, queued, sentinel.CoClaim, 6)
 	setsBefore := sentinel.CoSets(c)
 	release()
 	wg.Wait()
@@ -446,8 +447,9 @@ func TestCoalescedReadsShareAStatement(t *testing.T) {
 	}
 }
 
-// Two claims on one key queued together never share a set statement: the
-// second goes in the next one and finds the key taken. fn runs once.
+// Two claims on one fresh key queued together share a set statement, which
+// lets only the first insert the key: the second finds no row, claims
+// again and finds the key taken. fn runs once.
 func TestCoalescedClaimsOnOneKeyGoInTurn(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -555,7 +557,7 @@ func testSetStatementsUseTheKeys(t *testing.T, analyzed bool) {
 		kind int
 		args []any
 	}{
-		"claim":   {sentinel.CoClaim, []any{same("default"), keys, same("executing"), same("o"), same("h"), ints, ints, ints, nulls}},
+		"claim":   {sentinel.CoClaim, []any{same("default"), keys, same("executing"), same("o"), same("h"), ints, ints, ints, nulls, ints, ints}},
 		"finish":  {sentinel.CoFinish, []any{same("default"), keys, same("o"), ints, same("completed"), bytes, nulls, same("executing"), bools, same("completed"), nulls, nulls, same("ch")}},
 		"read":    {sentinel.CoRead, []any{same("default"), keys}},
 		"acquire": {sentinel.CoAcquire, []any{same("default"), keys, same("o"), same("h"), ints, ints, ints, bools, ints}},

@@ -117,11 +117,17 @@
 //	                         │ ResetToClaimed         ▼                              │
 //	                         └──────────────────── reconciling ──ForceComplete───────┘
 //
-// A fresh Once is three single-statement round trips (read, claim into
-// executing, complete), each writing its history row in the same statement;
-// a replay is one. Concurrent callers of one client that outnumber its
-// pool's connections share them: their reads, claims and completions go
-// out as one statement over arrays each (see [Config].CoalesceInFlight).
+// With [WithRerun], an uncertain key with attempts left is not left for an
+// operator: the next caller takes it over (a new token, attempt + 1) and
+// runs fn again, back in executing; its effect must be deduplicated
+// downstream by [EffectKey].
+//
+// A fresh Once is two single-statement round trips (claim into executing,
+// complete), each writing its history rows in the same statement; a replay
+// is one (the same claim statement, which then only reads). Concurrent
+// callers of one client that outnumber its pool's connections share them:
+// their claims and completions go out as one statement over arrays each
+// (see [Config].CoalesceInFlight).
 // Nothing is written for a replay or a rejection unless
 // [Config].RecordRejections is set.
 //

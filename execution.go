@@ -48,27 +48,49 @@ type Execution struct {
 	// caller, never a zero value (see RegisterResultType).
 	ResultByOperator bool
 
+	// Attempt is the run of fn under Token: 1 for the first run of the
+	// key, and for a run that took over a claimed key (nothing was in
+	// flight); each re-run after an attempt stopped without an outcome
+	// (Once with WithRerun) adds one. Above 1, an earlier attempt may have
+	// had its effect: the key is never handed back as claimed then (see
+	// WithRerun). MaxAttempts is the most attempts the key may have: the
+	// WithRerun bound of the caller that started the current attempt,
+	// lowered by every re-run's caller (1 without WithRerun: no re-run).
+	Attempt     int
+	MaxAttempts int
+
 	remaining time.Duration // lease time left, per the database
+}
+
+// Rerunnable reports whether the executor of e stopped without an outcome
+// (executing, its lease expired on the database clock) and a Once caller
+// with WithRerun will run fn again, because attempts are left (Attempt <
+// MaxAttempts). Such a key needs no operator; a caller without WithRerun
+// still gets ErrUncertain for it. An executing key with an expired lease
+// that is not rerunnable is uncertain.
+func (e *Execution) Rerunnable() bool {
+	return e.State == StateExecuting && !e.LeaseAlive && e.Attempt < e.MaxAttempts
 }
 
 // execCols are the columns scanned by scanExecution, over alias t.
 const execCols = `t.namespace, t.key, t.state, t.owner, t.host, t.pid, t.token, t.created_at, t.updated_at,
     t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error, t.final_error, t.result_by_operator,
     coalesce(t.lease_expires_at > pg_catalog.clock_timestamp(), false) AS lease_alive,
-    coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0') AS lease_left`
+    coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0') AS lease_left,
+    t.attempt, t.max_attempts`
 
 // execColsOf are the names of execCols's columns, over alias g (a relation
 // of execCols's output).
 const execColsOf = `g.namespace, g.key, g.state, g.owner, g.host, g.pid, g.token, g.created_at, g.updated_at,
     g.lease_expires_at, g.hard_expires_at, g.completed_at, g.result, g.result_error, g.final_error, g.result_by_operator,
-    g.lease_alive, g.lease_left`
+    g.lease_alive, g.lease_left, g.attempt, g.max_attempts`
 
 func scanExecution(row pgx.Row, prefix ...any) (*Execution, error) {
 	var e Execution
 	var lease, hard, done *time.Time
 	var resErr, finalErr *string
 	dest := append(prefix, &e.Namespace, &e.Key, &e.State, &e.Owner, &e.Host, &e.PID, &e.Token, &e.CreatedAt, &e.UpdatedAt,
-		&lease, &hard, &done, &e.Result, &resErr, &finalErr, &e.ResultByOperator, &e.LeaseAlive, &e.remaining)
+		&lease, &hard, &done, &e.Result, &resErr, &finalErr, &e.ResultByOperator, &e.LeaseAlive, &e.remaining, &e.Attempt, &e.MaxAttempts)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -116,17 +138,17 @@ type Event struct {
 
 type execSQL struct {
 	read, claim, finish, operator, insertEvent, history, prune, watch, setResult string
-	claimFresh, claimSet, finishSet, readSet                                     string
+	claimSet, finishSet, readSet                                                 string
 	pruneQueuesLock, pruneQueues                                                 string
 }
 
 func newExecSQL(schema string) *execSQL {
-	r := strings.NewReplacer("{{schema}}", schema, "{{seq}}", seqLiteral(schema), "{{cols}}", execCols, "{{gcols}}", execColsOf)
+	r := strings.NewReplacer("{{schema}}", schema, "{{seq}}", seqLiteral(schema), "{{cols}}", execCols, "{{gcols}}", execColsOf,
+		"{{ccols}}", strings.ReplaceAll(execColsOf, "g.", "c."))
 	return &execSQL{
 		read:            r.Replace(sqlReadExecution),
 		claim:           r.Replace(sqlClaim),
 		finish:          r.Replace(sqlFinish),
-		claimFresh:      r.Replace(sqlClaimFresh),
 		claimSet:        r.Replace(sqlClaimSet),
 		readSet:         r.Replace(sqlReadSet),
 		finishSet:       r.Replace(sqlFinishSet),
@@ -151,57 +173,54 @@ SELECT i.n, {{cols}}
 FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) WITH ORDINALITY AS i(ns, key, n)
 JOIN {{schema}}.executions t ON t.namespace = i.ns AND t.key = i.key`
 
-// sqlClaim claims a key in state $3 (executing for Once, claimed for
-// OnceTx), in the same shape as sqlAcquire: a claimed row whose lease
-// expired is locked FOR UPDATE SKIP LOCKED and taken over (a row locked by
-// another transaction, a VerifyExecutionToken guard included, is left alone
-// and reported); a key with no row is inserted, and a row inserted
-// concurrently is left to its claimant (DO NOTHING: no row is returned and
-// the caller looks again). FOR UPDATE, not FOR NO KEY UPDATE, because it is
-// the lock that conflicts with the guard's FOR KEY SHARE (see sqlVerify).
-// The token is minted after the row is locked or the insert is under way,
-// and the history is written by the same statement. When the claim fails
-// the current row is returned instead.
+// sqlClaim is the first statement of every Once (and OnceTx): it claims
+// key in state $3 (executing for Once, claimed for OnceTx) when this
+// caller may run it, and otherwise returns the key's row as it is, writing
+// nothing. A fresh key costs it and the completion: two round trips, two
+// commits; a completed key (a replay) costs it alone.
+//
+// cur reads the key's row (one primary-key probe, the statement's
+// snapshot). Only when it found none, or a row this caller may take over
+// (a claimed row whose lease expired; with WithRerun, $10 > 1, an
+// executing one whose lease expired), does cl call once_claim (migration
+// 8), which takes the key in one guarded statement of its own and returns
+// the row it claimed: the condition names no column of the function's
+// rows, so it is a one-time filter and the function is not called at all
+// otherwise. A replay, or a key in progress, uncertain or being
+// reconciled, is therefore cur's probe and nothing else: no row lock, no
+// transaction id, no WAL, and about the CPU of a primary-key SELECT
+// (TestClaimReplayWritesNothing). Written as one statement with the
+// writes in CTEs, every replay paid for setting those writes up: 5-7x a
+// SELECT's CPU, 1.4-1.6x its round trip.
+//
+// once_claim decides again, under the row lock and by the database clock,
+// with a snapshot of its own: a key inserted meanwhile is left to its
+// claimant, a row locked by a concurrent claim (or by the executor's
+// VerifyExecutionToken guard) is left alone, and a re-run must still find
+// attempts left (and, when $11 is not 0, the stopped attempt at token
+// $11; -1: no re-run, but $10 is still the bound a new row records). The
+// token is minted in the write that stores it, from the sequence named by
+// {{seq}}; the history (claimed, started, and rerun before a re-run) is
+// written in the same statement.
+//
+// Result: true and the claimed row; or false and cur's row (the key as it
+// was: completed, held, uncertain, reconciling, or claimable but locked);
+// or no row at all (inserted concurrently: the caller claims again).
 // $1 ns, $2 key, $3 state, $4 owner, $5 host, $6 pid, $7 ttl µs,
-// $8 hard TTL µs, $9 metadata.
+// $8 hard TTL µs, $9 metadata, $10 the caller's WithRerun bound (1: none),
+// $11 the token a re-run must find (0: any; -1: no re-run).
 const sqlClaim = `
-WITH lk AS (
-    SELECT t.namespace, t.key FROM {{schema}}.executions t
-    WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
-    FOR UPDATE SKIP LOCKED
+WITH cur AS (
+    SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2
 ),
-up AS (
-    UPDATE {{schema}}.executions t SET
-        state = $3, owner = $4, token = pg_catalog.nextval({{seq}}), host = $5, pid = $6,
-        updated_at = pg_catalog.clock_timestamp(),
-        lease_expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        hard_expires_at = pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL
-    FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
-    RETURNING {{cols}}
-),
-ins AS (
-    INSERT INTO {{schema}}.executions AS t
-        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at)
-    SELECT $1, $2, $3, $4, pg_catalog.nextval({{seq}}), $5, $6, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
-        pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond'
-    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.executions WHERE namespace = $1 AND key = $2)
-    ON CONFLICT (namespace, key) DO NOTHING
-    RETURNING {{cols}}
-),
-g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
-ev AS (
-    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT $1, $2, e.event, e.state, g.token, $4, $9::jsonb
-    FROM g, (VALUES (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
-    WHERE e.n = 1 OR $3 = 'executing'
-    ORDER BY e.n
+cl AS (
+    SELECT * FROM {{schema}}.once_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}}, NOT EXISTS (SELECT 1 FROM cur))
+    WHERE NOT EXISTS (SELECT 1 FROM cur c
+        WHERE c.lease_alive OR NOT (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1 AND $11::bigint >= 0)))
 )
-SELECT true, g.* FROM g
+SELECT true, {{cols}} FROM cl t
 UNION ALL
-SELECT false, {{cols}} FROM {{schema}}.executions t
-WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
+SELECT false, c.* FROM cur c WHERE NOT EXISTS (SELECT 1 FROM cl)`
 
 // sqlFinish moves a claim held by ($3 owner, $4 token) from one of the
 // states $8 to state $5, guarded by owner, token and state, and by a live
@@ -231,53 +250,44 @@ ev AS (
 )
 SELECT pg_catalog.count(*) FROM u`
 
-// sqlClaimFresh is sqlClaim for a key its caller found absent: only the
-// insert and its history, the cheaper statement on the path of every
-// fresh Once. A key inserted meanwhile returns no row (ON CONFLICT DO
-// NOTHING), and the caller reads it again, as after sqlClaim's no row.
-// Same parameters and columns as sqlClaim.
-const sqlClaimFresh = `
-WITH ins AS (
-    INSERT INTO {{schema}}.executions AS t
-        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at)
-    VALUES ($1, $2, $3, $4, pg_catalog.nextval({{seq}}), $5, $6, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
-        pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond')
-    ON CONFLICT (namespace, key) DO NOTHING
-    RETURNING {{cols}}
-),
-ev AS (
-    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT $1, $2, e.event, e.state, ins.token, $4, $9::jsonb
-    FROM ins, (VALUES (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
-    WHERE e.n = 1 OR $3 = 'executing'
-    ORDER BY e.n
-)
-SELECT true, ins.* FROM ins`
-
-// sqlClaimSet is sqlClaim for many keys in one statement, for the
+// sqlClaimSet is sqlClaim for many calls in one statement, for the
 // coalescer (coalesce.go): parameter $k is the array of sqlClaim's $k over
-// the batch's calls, all distinct keys (the coalescer never puts two calls
-// on one key in a set statement). Each key is decided exactly as sqlClaim
-// decides it; rows are locked and inserted in key order. It returns, per
-// call, its ordinal in the batch then sqlClaim's columns; a call with no
-// row is one whose key a concurrent claim took after the snapshot (sqlClaim
-// returns no row then too). $6 pid is a bigint[]; $9 metadata a text[] of
-// JSON.
+// the batch's calls. Each call is decided exactly as sqlClaim and
+// once_claim (migration 8) decide it, in the same steps written over the
+// batch's rows (a batch pays for setting up its writes once, for up to 32
+// calls), and gets its own row: true and the row it claimed, or false and the
+// key's row as it is (a replay, a key in progress...). Calls may share a
+// key (replays of one key share the batch's probe); of the calls on one
+// key only the first (by ordinal) may take it over or insert it, and the
+// others get the row as it was, or no row (a key inserted by this very
+// statement), as sqlClaim's caller would after a concurrent claim. Rows
+// are locked and inserted in key order. It returns, per call, its ordinal
+// in the batch then sqlClaim's columns. $6 pid, $10 and $11 are bigint[];
+// $9 metadata a text[] of JSON.
 const sqlClaimSet = `
 WITH i AS (
     SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
         pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::bigint[]),
-        pg_catalog.unnest($7::bigint[]), pg_catalog.unnest($8::bigint[]), pg_catalog.unnest($9::text[]))
-        WITH ORDINALITY AS i(ns, key, state, owner, host, pid, ttl, hard, meta, n)
+        pg_catalog.unnest($7::bigint[]), pg_catalog.unnest($8::bigint[]), pg_catalog.unnest($9::text[]),
+        pg_catalog.unnest($10::bigint[]), pg_catalog.unnest($11::bigint[]))
+        WITH ORDINALITY AS i(ns, key, state, owner, host, pid, ttl, hard, meta, rerun, rtoken, n)
+),
+cur AS (
+    SELECT i.n AS ord, {{cols}} FROM i JOIN {{schema}}.executions t ON t.namespace = i.ns AND t.key = i.key
 ),
 lk AS (
-    SELECT l.namespace, l.key FROM (SELECT i.ns, i.key FROM i ORDER BY i.ns, i.key) o
+    SELECT o.n AS ord, l.* FROM (
+        SELECT DISTINCT ON (i.ns, i.key) i.n, i.ns, i.key, i.rerun, i.rtoken
+        FROM cur c JOIN i ON i.n = c.ord
+        WHERE NOT c.lease_alive AND (c.state = 'claimed' OR (c.state = 'executing' AND i.rerun > 1 AND i.rtoken >= 0))
+        ORDER BY i.ns, i.key, i.n
+    ) o
     CROSS JOIN LATERAL (
-        SELECT t.namespace, t.key FROM {{schema}}.executions t
-        WHERE t.namespace = o.ns AND t.key = o.key
-            AND t.state = 'claimed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
-        FOR UPDATE SKIP LOCKED
+        SELECT t.namespace, t.key, t.state, t.token, t.owner, t.attempt, t.max_attempts FROM {{schema}}.executions t
+        WHERE t.namespace = o.ns AND t.key = o.key AND t.lease_expires_at <= pg_catalog.clock_timestamp()
+            AND (t.state = 'claimed' OR (t.state = 'executing' AND t.attempt < least(t.max_attempts, o.rerun)
+                AND (o.rtoken = 0 OR t.token = o.rtoken)))
+        FOR UPDATE OF t SKIP LOCKED
     ) l
 ),
 up AS (
@@ -286,40 +296,49 @@ up AS (
         updated_at = pg_catalog.clock_timestamp(),
         lease_expires_at = pg_catalog.clock_timestamp() + i.ttl * interval '1 microsecond',
         hard_expires_at = pg_catalog.clock_timestamp() + i.hard * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL
-    FROM lk JOIN i ON i.ns = lk.namespace AND i.key = lk.key
+        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL, result_by_operator = false,
+        attempt = CASE WHEN lk.state = 'executing' THEN lk.attempt + 1 ELSE 1 END,
+        max_attempts = CASE WHEN lk.state = 'executing' THEN least(lk.max_attempts, i.rerun)::int ELSE i.rerun::int END
+    FROM lk JOIN i ON i.n = lk.ord
     WHERE t.namespace = lk.namespace AND t.key = lk.key
-    RETURNING i.n AS ord, {{cols}}
+    RETURNING i.n AS ord, {{cols}}, lk.state AS prev_state, lk.token AS prev_token, lk.owner AS prev_owner
 ),
 ins AS (
     INSERT INTO {{schema}}.executions AS t
-        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at)
-    SELECT i.ns, i.key, i.state, i.owner, pg_catalog.nextval({{seq}}), i.host, i.pid::int,
+        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at,
+         attempt, max_attempts)
+    SELECT DISTINCT ON (i.ns, i.key) i.ns, i.key, i.state, i.owner, pg_catalog.nextval({{seq}}), i.host, i.pid::int,
         pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
         pg_catalog.clock_timestamp() + i.ttl * interval '1 microsecond',
-        pg_catalog.clock_timestamp() + i.hard * interval '1 microsecond'
+        pg_catalog.clock_timestamp() + i.hard * interval '1 microsecond',
+        1, i.rerun::int
     FROM i
-    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.executions x WHERE x.namespace = i.ns AND x.key = i.key)
-    ORDER BY i.ns, i.key
+    WHERE NOT EXISTS (SELECT 1 FROM cur c WHERE c.ord = i.n)
+    ORDER BY i.ns, i.key, i.n
     ON CONFLICT (namespace, key) DO NOTHING
     RETURNING {{cols}}
 ),
 g AS (
     SELECT * FROM up
     UNION ALL
-    SELECT i.n, ins.* FROM ins JOIN i ON i.ns = ins.namespace AND i.key = ins.key
+    SELECT (SELECT pg_catalog.min(i.n) FROM i WHERE i.ns = ins.namespace AND i.key = ins.key), ins.*,
+        NULL::text, NULL::bigint, NULL::text
+    FROM ins
 ),
 ev AS (
     INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT g.namespace, g.key, e.event, e.state, g.token, g.owner, i.meta::jsonb
-    FROM g JOIN i ON i.n = g.ord, (VALUES (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
-    WHERE e.n = 1 OR i.state = 'executing'
+    SELECT g.namespace, g.key, e.event, e.state, g.token, g.owner,
+        CASE WHEN e.n = 0 THEN coalesce(i.meta::jsonb, '{}'::jsonb) || pg_catalog.jsonb_build_object('attempt', g.attempt,
+            'max_attempts', g.max_attempts, 'previous_token', g.prev_token, 'previous_owner', g.prev_owner)
+        ELSE i.meta::jsonb END
+    FROM g JOIN i ON i.n = g.ord,
+        (VALUES (0, 'rerun', 'executing'), (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
+    WHERE (e.n = 0 AND g.prev_state = 'executing') OR e.n = 1 OR (e.n = 2 AND i.state = 'executing')
     ORDER BY g.ord, e.n
 )
 SELECT g.ord, true, {{gcols}} FROM g
 UNION ALL
-SELECT i.n, false, {{cols}} FROM i JOIN {{schema}}.executions t ON t.namespace = i.ns AND t.key = i.key
-WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.ord = i.n)`
+SELECT c.ord, false, {{ccols}} FROM cur c WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.ord = c.ord)`
 
 // sqlFinishSet is sqlFinish for many claims in one statement, for the
 // coalescer (coalesce.go): parameter $k is the array of sqlFinish's $k
@@ -696,7 +715,7 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, opts ...Opt
 			opt(&o)
 		}
 	}
-	if o.ttlSet || o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 {
+	if o.ttlSet || o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 || o.rerunSet {
 		return res, invalid("option", "only WithNamespace or WithAllNamespaces apply to Prune")
 	}
 	ns := o.namespace

@@ -8,13 +8,15 @@ import (
 )
 
 // StateCount is the number of executions of one namespace in one state.
-// Uncertain executions (executing with an expired lease) are counted apart
-// from the executing ones still in progress, and keys handed back (claimed
-// with an expired lease) apart from the claimed ones still in progress.
+// Uncertain executions (executing with an expired lease and no re-run
+// left: see Execution.Rerunnable) are counted apart from the other
+// executing ones (in progress, or waiting for a re-run by the next caller
+// with WithRerun), and keys handed back (claimed with an expired lease)
+// apart from the claimed ones still in progress.
 type StateCount struct {
 	Namespace string
 	State     State
-	Uncertain bool // State is executing and the lease expired on the database clock
+	Uncertain bool // State is executing, the lease expired on the database clock, and no re-run is left
 	// HandedBack: State is claimed and the lease expired on the database
 	// clock. Nothing runs: fn returned a Retryable error, the middleware's
 	// NoEffect gave the key back, a caller gave up before fn ran, or an
@@ -45,7 +47,8 @@ func (c *Client) ExecutionCounts(ctx context.Context, ns string, allNamespaces b
 	}
 	q := `SELECT namespace, state, uncertain, handed_back, pg_catalog.count(*), pg_catalog.min(updated_at)
 FROM (SELECT namespace, state, updated_at,
-        state = 'executing' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true) AS uncertain,
+        state = 'executing' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true)
+            AND attempt >= max_attempts AS uncertain,
         state = 'claimed' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true) AS handed_back
       FROM ` + c.sql.schema + `.executions WHERE $1 = '' OR namespace = $1) t
 GROUP BY namespace, state, uncertain, handed_back
@@ -66,7 +69,7 @@ ORDER BY uncertain DESC, namespace, state, handed_back`
 }
 
 // UncertainCounts counts the uncertain executions (executing with a lease
-// expired on the database clock) of every namespace that has any, most
+// expired on the database clock and no re-run left) of every namespace that has any, most
 // first, in one statement over the index of open executions (completed
 // ones are not read, however many there are): cheap enough for a page
 // header that tells an operator where attention is needed. Each row has
@@ -80,6 +83,7 @@ func (c *Client) UncertainCounts(ctx context.Context) ([]StateCount, error) {
 	q := `SELECT t.namespace, pg_catalog.count(*), pg_catalog.min(t.updated_at)
 FROM ` + c.sql.schema + `.executions t
 WHERE t.state = 'executing' AND t.state <> 'completed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
+  AND t.attempt >= t.max_attempts
 GROUP BY t.namespace
 ORDER BY pg_catalog.count(*) DESC, t.namespace`
 	rows, err := c.pool.Query(ctx, q)

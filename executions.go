@@ -24,8 +24,9 @@ type ExecutionFilter struct {
 
 	// Uncertain keeps only uncertain executions: executing with a lease
 	// that expired on the database clock (their worker crashed, froze or
-	// failed). They need an operator (Client.Reconcile). State may be empty
-	// or StateExecuting.
+	// failed), and no re-run left (Execution.Rerunnable is false: the key
+	// was not run WithRerun, or used up its attempts). They need an
+	// operator (Client.Reconcile). State may be empty or StateExecuting.
 	Uncertain bool
 
 	// Namespace lists this namespace. Default: the client's namespace.
@@ -160,7 +161,7 @@ func (c *Client) executionsQuery(f ExecutionFilter) (string, []any, int, error) 
 		}
 	}
 	if f.Uncertain {
-		where = append(where, "t.lease_expires_at <= pg_catalog.clock_timestamp()")
+		where = append(where, "t.lease_expires_at <= pg_catalog.clock_timestamp()", "t.attempt >= t.max_attempts")
 	}
 	if !f.UpdatedBefore.IsZero() {
 		where = append(where, "t.updated_at < "+arg(f.UpdatedBefore))

@@ -17,3 +17,11 @@ func SetSQL(c *Client, kind int) string { return c.co.set[kind] }
 
 // SetPlanSQL is the statement sent before every set statement.
 const SetPlanSQL = sqlSetPlan
+
+// SetAfterFn makes every Once in this process call f(key) after fn
+// returned and before its outcome is recorded (nil: nothing). Child
+// processes of the crash tests block there to be killed.
+func SetAfterFn(f func(key string)) { testAfterFn = f }
+
+// EffectKeyOf is EffectKey for a namespace and key.
+func EffectKeyOf(ns, key string) string { return effectKey(ns, key) }

@@ -18,14 +18,14 @@ type Result[T any] struct {
 	Token  int64 // the fencing token of the execution that produced Value
 }
 
-type tokenKey struct{}
-
 // TokenFromContext returns the fencing token of the Once execution running
 // fn, from the ctx passed to fn. Guard fn's own writes with it (see
-// VerifyExecutionToken).
+// VerifyExecutionToken). Each attempt of a key (WithRerun) has its own.
 func TokenFromContext(ctx context.Context) (int64, bool) {
-	t, ok := ctx.Value(tokenKey{}).(int64)
-	return t, ok
+	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
+		return ri.token, true
+	}
+	return 0, false
 }
 
 // Once runs fn at most once for key across every competing worker, and
@@ -41,13 +41,16 @@ func TokenFromContext(ctx context.Context) (int64, bool) {
 //     computes it) and return it, Cached.
 //   - executing with an expired lease (the executor crashed, failed or
 //     froze): ErrUncertain; fn is never run again until an operator
-//     reconciles the key (Client.Reconcile).
+//     reconciles the key (Client.Reconcile). With WithRerun, when fn's
+//     effect is deduplicated downstream by EffectKey, the key is run
+//     again instead, up to a bound on attempts (see WithRerun).
 //   - reconciling: ErrReconciling.
 //
 // fn's outcome: a nil error completes the key. An error marked with Final
 // completes it with that error as the outcome (see Final). An error marked
 // with Retryable puts the key back to claimed (lease ended) so the next
-// caller runs it, and is returned. Any other error, a panic, or a cancelled
+// caller runs it, and is returned (in a re-run, WithRerun, the key stays
+// for the next re-run instead). Any other error, a panic, or a cancelled
 // ctx ends the lease but leaves the key executing: the call returns an error
 // matching ErrUncertain that wraps fn's error (a panic is re-raised after
 // recording). If the lease is lost while fn runs (heartbeats cannot reach
@@ -58,10 +61,14 @@ func TokenFromContext(ctx context.Context) (int64, bool) {
 // A ctx that ends before fn starts leaves the key claimable: a claim in
 // flight is let finish (for at most a second) and given back.
 //
+// fn's ctx carries the execution's fencing token (TokenFromContext), its
+// attempt (Attempt) and the reference to pass downstream (EffectKey).
+//
 // Options: WithTTL, WithHardTTL (default Config.OnceHardTTL, 10 minutes),
-// WithNamespace, WithCodec, WithMetadata, WithWait. A fresh key costs three
-// single-statement round trips (read, claim, complete), each writing its
-// history in the same statement; a replay costs one.
+// WithNamespace, WithCodec, WithMetadata, WithWait, WithRerun. A fresh key
+// costs two single-statement round trips, the claim and the completion,
+// each one commit that writes its history in the same statement; a replay
+// costs one statement (the same claim statement, which then only reads).
 func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context) (T, error), opts ...Option) (res Result[T], err error) {
 	if obs := c.observer(); obs != nil { // metrics and tracing (observe.go)
 		ctx = obs.onceStart(ctx, c, key, opts)
@@ -78,6 +85,9 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	res.Token = l.token
 
 	value, panicked, panicVal, fnErr := call(func() (T, error) { return fn(fnCtx) })
+	if testAfterFn != nil {
+		testAfterFn(key)
+	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 	defer cancel()
 
@@ -90,7 +100,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	case fnErr != nil && IsFinal(fnErr):
 		// Handled with the successful outcomes below.
 	case fnErr != nil && IsRetryable(fnErr):
-		ok, ferr := c.finish(wctx, l, o, StateClaimed, nil, "", "", []State{StateExecuting}, false, "retryable", "error", fnErr.Error())
+		ok, ferr := c.finish(wctx, l, o, handBack(Attempt(fnCtx)), nil, "", "", []State{StateExecuting}, false, "retryable", "error", fnErr.Error())
 		if ferr != nil {
 			return res, fmt.Errorf("%w (and releasing the claim failed: %v)", fnErr, ferr)
 		}
@@ -100,7 +110,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		return res, fnErr
 	case fnErr != nil:
 		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateExecuting}, false, "failed", "error", fnErr.Error())
-		return res, c.uncertain(l, o, fmt.Errorf("fn failed: %w", fnErr))
+		return res, c.uncertain(l, o, fmt.Errorf("fn failed: %w%s", fnErr, rerunNote(fnCtx)))
 	}
 
 	res.Value = value
@@ -124,7 +134,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		c.recordRefused(wctx, l, o, data, resultErr, finalMsg, cause)
 		return res, c.uncertain(l, o, fmt.Errorf("fn succeeded but its completion was refused (%w); "+
 			"fn's result is recorded in the key's history as a completion_refused event: "+
-			"Reconcile the key, then ForceComplete it with that result", cause))
+			"Reconcile the key, then ForceComplete it with that result%s", cause, rerunNote(fnCtx)))
 	}
 	if fnErr != nil {
 		return res, &FinalError{Namespace: o.namespace, Key: key, Token: l.token, Message: finalMsg, Err: fnErr}
@@ -412,20 +422,25 @@ func (c *Client) start(ctx context.Context, key string, opts []Option, state Sta
 	if ctx == nil {
 		return o, nil, nil, nil, nil, invalid("ctx", "must not be nil (use context.Background())")
 	}
-	if o, err = c.onceOptions(key, opts); err != nil {
+	if o, err = c.onceOptions(key, opts, state); err != nil {
 		return o, nil, nil, nil, nil, err
 	}
 	ex, l, fnCtx, cleanup, err = c.begin(ctx, key, o, state)
 	return o, ex, l, fnCtx, cleanup, err
 }
 
-func (c *Client) onceOptions(key string, opts []Option) (callOptions, error) {
-	o, err := c.resolve(key, opts)
+// onceOptions resolves the options of a Once (state executing) or OnceTx
+// (state claimed) call; o.rerun is the caller's WithRerun bound, 1 without.
+func (c *Client) onceOptions(key string, opts []Option, state State) (callOptions, error) {
+	o, err := c.resolveCall(key, opts)
 	if err != nil {
 		return o, err
 	}
 	if o.force || o.token != 0 {
 		return o, invalid("option", "WithForce and WithToken do not apply to Once")
+	}
+	if o.rerun, err = o.checkRerun(state); err != nil {
+		return o, err
 	}
 	if !o.hardSet {
 		o.hardTTL = max(c.cfg.OnceHardTTL, o.ttl)
@@ -439,67 +454,39 @@ func (c *Client) onceOptions(key string, opts []Option) (callOptions, error) {
 	return o, nil
 }
 
-// begin reads the key and claims it when it may run. It returns either the
-// execution to replay or reject (ex, with err describing a rejection), or
-// a held execution lease with fn's context and a cleanup func. With
-// WithWait, a key in progress elsewhere is waited for.
+// begin claims the key when this call may run it, in one statement that
+// otherwise returns the key's row (sqlClaim): a fresh key costs that
+// statement and the completion, a replay that statement alone. It returns
+// either the execution to replay or reject (ex, with err describing a
+// rejection), or a held execution lease with fn's context and a cleanup
+// func. With WithWait, a key in progress elsewhere is waited for.
 func (c *Client) begin(ctx context.Context, key string, o callOptions, state State) (
 	ex *Execution, l *Lease, fnCtx context.Context, cleanup func(), err error) {
 	var (
 		wake      chan struct{}
 		listening bool
 		watched   bool
-		locked    bool // the last claim found the row claimable but locked by a concurrent claim
+		// rerunToken: the token of the stopped attempt the rerun guard
+		// approved re-running after (0: none yet; without a guard, any).
+		rerunToken int64
 	)
 	if o.wait {
-		// Subscribe before the first read, so an outcome between the read
-		// and the wait is not missed.
+		// Subscribe before the first claim, so an outcome between the
+		// claim and the wait is not missed.
 		wake, listening = c.ln.subscribe(ctx, notifyExecution, o.namespace, key)
 		defer c.ln.unsubscribe(notifyExecution, o.namespace, key, wake)
-	}
-	ex, err = c.readExecution(ctx, o.namespace, key)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, nil, nil, nil, err
 	}
 	meta, err := metadataJSON(o.metadata)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
 	for races := 0; ; {
-		if ex != nil && (!claimable(ex) || locked) {
-			locked = false
-			kind := rejection(ex)
-			if !o.wait || kind != ErrInProgress {
-				return ex, nil, nil, nil, c.reject(ctx, ex, o)
-			}
-			if !watched {
-				// Count in as a waiter, so the outcome notifies us.
-				var w *Execution
-				w, err = scanExecution(c.pool.QueryRow(ctx, c.exe.watch, o.namespace, key))
-				switch {
-				case errors.Is(err, pgx.ErrNoRows):
-					ex, err = c.readExecution(ctx, o.namespace, key)
-					if err != nil && !errors.Is(err, ErrNotFound) {
-						return nil, nil, nil, nil, err
-					}
-					continue // no longer in progress: look again
-				case err != nil:
-					return nil, nil, nil, nil, c.wrapErr(fmt.Sprintf("wait for %q/%q", o.namespace, key), err)
-				}
-				watched, ex = true, w
-				if claimable(ex) || rejection(ex) != ErrInProgress {
-					continue
-				}
-			}
-			if err = c.waitOutcome(ctx, ex, wake, listening); err != nil {
-				return nil, nil, nil, nil, err
-			}
-			listening = c.ln.listening()
-			ex, err = c.readExecution(ctx, o.namespace, key)
-			if err != nil && !errors.Is(err, ErrNotFound) {
-				return nil, nil, nil, nil, err
-			}
-			continue
+		// With a rerun guard, a key is re-run only after the guard
+		// approved the stopped attempt, and only that attempt (its token;
+		// -1: none yet, so no re-run).
+		rerun, only := o.rerun, rerunToken
+		if o.rerunGuard != nil && rerunToken == 0 {
+			only = -1
 		}
 		sent := time.Now()
 		var claimed bool
@@ -507,62 +494,103 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		// that a claim made as ctx ends is known and given back below,
 		// instead of keeping the key in progress for a TTL.
 		sctx, scancel := graceCtx(ctx, grantGrace)
-		claim := c.exe.claim
-		if ex == nil {
-			claim = c.exe.claimFresh // absent when read: the insert alone
-		}
-		ex, err = scanExecution(c.co.queryRow(sctx, ctx, coClaim, claim, o.namespace, key, string(state), c.cfg.Owner,
-			c.cfg.Host, c.cfg.PID, us(o.ttl), us(o.hardTTL), meta), &claimed)
+		ex, err = scanExecution(c.co.queryRow(sctx, ctx, coClaim, c.exe.claim, o.namespace, key, string(state), c.cfg.Owner,
+			c.cfg.Host, c.cfg.PID, us(o.ttl), us(o.hardTTL), meta, rerun, only), &claimed)
 		scancel()
 		if errors.Is(err, pgx.ErrNoRows) {
-			// A concurrent claim committed after our snapshot: look again.
+			// A concurrent claim inserted the key after our snapshot: look
+			// again.
 			if races++; races > 5 {
 				return nil, nil, nil, nil, fmt.Errorf("sentinel: claim %q/%q: the key changed hands too often, try again", o.namespace, key)
-			}
-			ex, err = c.readExecution(ctx, o.namespace, key)
-			if err != nil && !errors.Is(err, ErrNotFound) {
-				return nil, nil, nil, nil, err
 			}
 			continue
 		}
 		if err != nil {
 			return nil, nil, nil, nil, c.wrapErr(fmt.Sprintf("claim %q/%q", o.namespace, key), err)
 		}
-		if !claimed {
-			// The current row: completed, held, uncertain, or claimable but
-			// locked by a concurrent claim (reported as in progress).
-			locked = claimable(ex)
-			continue
+		if claimed {
+			return c.claimed(ctx, ex, o, state, sent)
 		}
-		l = c.newLease(kindExecution, o.namespace, key, ex.Token, o.ttl)
-		if ctx.Err() != nil {
-			// Claimed after the caller's ctx ended: fn will not run, so
-			// give the key back for the next caller, now.
-			wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-			_, _ = c.finish(wctx, l, o, StateClaimed, nil, "", "", []State{state}, false, "released", "reason", "caller's context ended")
-			wcancel()
-			l.end(ErrReleased)
-			return nil, nil, nil, nil, fmt.Errorf("sentinel: claim %q/%q: %w (claimed as it ended: given back)", o.namespace, key, context.Cause(ctx))
+		// The current row: completed, held, uncertain, reconciling, or
+		// one this call could have taken but a concurrent claim (or the
+		// executor's VerifyExecutionToken guard) holds locked: in progress.
+		if o.rerunGuard != nil && rerunToken != ex.Token && rerunnable(ex, o.rerun) {
+			ok, gerr := o.rerunGuard(ctx, o.namespace, key, ex.Token)
+			if gerr != nil {
+				return nil, nil, nil, nil, fmt.Errorf("sentinel: claim %q/%q: %w", o.namespace, key, gerr)
+			}
+			if ok {
+				rerunToken = ex.Token
+				continue
+			}
+			return ex, nil, nil, nil, c.reject(ctx, ex, callOptions{metadata: o.metadata, rerun: 1}, false)
 		}
-		fctx, cancel := context.WithCancelCause(ctx)
-		l.onEnd = func(err error) {
-			if !errors.Is(err, ErrReleased) {
-				cancel(err)
+		locked := claimable(ex, rerun, only)
+		kind := rejection(ex, locked)
+		if !o.wait || kind != ErrInProgress {
+			return ex, nil, nil, nil, c.reject(ctx, ex, o, locked)
+		}
+		if !watched {
+			// Count in as a waiter, so the outcome notifies us.
+			var w *Execution
+			w, err = scanExecution(c.pool.QueryRow(ctx, c.exe.watch, o.namespace, key))
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				continue // no longer in progress: claim again
+			case err != nil:
+				return nil, nil, nil, nil, c.wrapErr(fmt.Sprintf("wait for %q/%q", o.namespace, key), err)
+			}
+			watched, ex = true, w
+			if claimable(ex, rerun, only) || rejection(ex, false) != ErrInProgress {
+				continue
 			}
 		}
-		if !c.hb.add(l, sent, ex.remaining, ex.LeaseExpiresAt, ex.HardExpiresAt) {
-			// Close began while the claim was in flight: fn has not run,
-			// so give the key back for the next caller, now.
-			wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-			_, _ = c.finish(wctx, l, o, StateClaimed, nil, "", "", []State{state}, false, "released", "reason", "client closed")
-			wcancel()
-			l.end(ErrReleased)
-			cancel(ErrClosed)
-			return nil, nil, nil, nil, ErrClosed
+		if err = c.waitOutcome(ctx, ex, wake, listening); err != nil {
+			return nil, nil, nil, nil, err
 		}
-		fctx = context.WithValue(fctx, tokenKey{}, ex.Token)
-		return nil, l, fctx, func() { l.end(ErrReleased); cancel(context.Canceled) }, nil
+		listening = c.ln.listening()
 	}
+}
+
+// claimed sets up the run of fn on the execution this call just claimed
+// (ex): its lease, renewed by the heartbeat, and fn's context, cancelled
+// when the lease is lost, carrying the token, the attempt and the effect
+// key. A claim that landed after ctx ended, or while the client closed, is
+// given back at once.
+func (c *Client) claimed(ctx context.Context, ex *Execution, o callOptions, state State, sent time.Time) (
+	*Execution, *Lease, context.Context, func(), error) {
+	l := c.newLease(kindExecution, o.namespace, ex.Key, ex.Token, o.ttl)
+	if ctx.Err() != nil {
+		// Claimed after the caller's ctx ended: fn will not run, so
+		// give the key back for the next caller, now.
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+		_, _ = c.finish(wctx, l, o, handBack(ex.Attempt), nil, "", "", []State{state}, false, "released", "reason", "caller's context ended")
+		wcancel()
+		l.end(ErrReleased)
+		return nil, nil, nil, nil, fmt.Errorf("sentinel: claim %q/%q: %w (claimed as it ended: given back)", o.namespace, ex.Key, context.Cause(ctx))
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	l.onEnd = func(err error) {
+		if !errors.Is(err, ErrReleased) {
+			cancel(err)
+		}
+	}
+	if !c.hb.add(l, sent, ex.remaining, ex.LeaseExpiresAt, ex.HardExpiresAt) {
+		// Close began while the claim was in flight: fn has not run,
+		// so give the key back for the next caller, now.
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+		_, _ = c.finish(wctx, l, o, handBack(ex.Attempt), nil, "", "", []State{state}, false, "released", "reason", "client closed")
+		wcancel()
+		l.end(ErrReleased)
+		cancel(ErrClosed)
+		return nil, nil, nil, nil, ErrClosed
+	}
+	if ex.Attempt > 1 && state == StateExecuting {
+		c.cfg.Logger.Info("sentinel: re-running a key whose executor stopped without an outcome (WithRerun)",
+			"namespace", o.namespace, "key", ex.Key, "token", ex.Token, "attempt", ex.Attempt, "max_attempts", ex.MaxAttempts)
+	}
+	fctx = context.WithValue(fctx, runKey{}, &runInfo{token: ex.Token, attempt: ex.Attempt, maxAttempts: ex.MaxAttempts, ns: o.namespace, key: ex.Key})
+	return nil, l, fctx, func() { l.end(ErrReleased); cancel(context.Canceled) }, nil
 }
 
 // waitOutcome sleeps until the key in progress (ex) may have an outcome: a
@@ -584,26 +612,38 @@ func (c *Client) waitOutcome(ctx context.Context, ex *Execution, wake chan struc
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		e := c.reject(ctx, ex, callOptions{})
+		e := c.reject(ctx, ex, callOptions{}, false)
 		return fmt.Errorf("sentinel: waiting for %q/%q: %w (still: %w)", ex.Namespace, ex.Key, context.Cause(ctx), e)
 	}
 }
 
-// claimable reports whether a caller may claim ex now: only a claimed key
-// whose lease expired (a takeover). An absent key is claimed by insert.
-func claimable(ex *Execution) bool {
-	return ex.State == StateClaimed && !ex.LeaseAlive
+// claimable reports whether this call's claim (with WithRerun bound
+// rerun, and the approved token rerunToken: 0 any, -1 none) may take ex over:
+// a claimed key whose lease expired, or a rerunnable one (see rerunnable).
+// An absent key is claimed by insert. A claim that found ex claimable yet
+// did not take it found the row locked: someone else is taking it now.
+func claimable(ex *Execution, rerun int, rerunToken int64) bool {
+	return (ex.State == StateClaimed && !ex.LeaseAlive) ||
+		(rerunnable(ex, rerun) && (rerunToken == 0 || ex.Token == rerunToken))
+}
+
+// rerunnable reports whether a caller with WithRerun bound rerun may run
+// ex again: its executor stopped without an outcome and attempts are left
+// under both the key's bound and the caller's (see WithRerun).
+func rerunnable(ex *Execution, rerun int) bool {
+	return ex.Rerunnable() && ex.Attempt < rerun
 }
 
 // rejection is why a caller may not run ex: nil for a completed key
-// (replay), else ErrInProgress, ErrUncertain or ErrReconciling.
-func rejection(ex *Execution) error {
+// (replay), else ErrInProgress, ErrUncertain or ErrReconciling. locked:
+// the caller's claim found ex claimable but locked by a concurrent claim.
+func rejection(ex *Execution, locked bool) error {
 	switch {
 	case ex.State == StateCompleted:
 		return nil
 	case ex.State == StateReconciling:
 		return ErrReconciling
-	case ex.LeaseAlive, ex.State == StateClaimed:
+	case ex.LeaseAlive, ex.State == StateClaimed, locked:
 		// A claimed key with an expired lease reaches here only when a
 		// concurrent claim holds its row: someone is taking it over now.
 		return ErrInProgress
@@ -613,9 +653,9 @@ func rejection(ex *Execution) error {
 }
 
 // reject returns the error for a key this call may not run; nil for a
-// completed key (replay).
-func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions) error {
-	kind := rejection(ex)
+// completed key (replay). locked: as for rejection.
+func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions, locked bool) error {
+	kind := rejection(ex, locked)
 	if c.cfg.RecordRejections {
 		event := "replayed"
 		if kind != nil {
@@ -628,12 +668,20 @@ func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions) error
 		return nil
 	}
 	var cause error
-	switch kind {
-	case ErrUncertain:
+	switch {
+	case kind == ErrUncertain && ex.Rerunnable():
+		// Stopped under WithRerun, attempts left, but not for this
+		// caller (no WithRerun, or a lower bound already reached).
+		cause = fmt.Errorf("its executor stopped without an outcome at attempt %d of %d; it was started with WithRerun, "+
+			"so a caller with WithRerun (bound above %d) runs it again; otherwise an operator must Reconcile it", ex.Attempt, ex.MaxAttempts, ex.Attempt)
+	case kind == ErrUncertain && ex.MaxAttempts > 1:
+		cause = fmt.Errorf("its executor stopped without an outcome at attempt %d, the last WithRerun allows (%d); "+
+			"an operator must Reconcile it (its History lists the rerun events, and a completion_refused event if fn returned before its completion was refused)", ex.Attempt, ex.MaxAttempts)
+	case kind == ErrUncertain:
 		cause = errors.New("its executor stopped without an outcome (crashed, failed, or lost its lease); " +
 			"an operator must Reconcile it (if fn returned before its completion was refused, " +
 			"its History holds a completion_refused event with fn's result)")
-	case ErrInProgress:
+	case kind == ErrInProgress:
 		cause = errors.New("another worker is running it: retry later, or use WithWait")
 	}
 	return &ExecutionError{Kind: kind, Namespace: ex.Namespace, Key: ex.Key, State: ex.State, Owner: ex.Owner,

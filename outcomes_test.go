@@ -319,6 +319,7 @@ func TestDMLOnlyRole(t *testing.T) {
 		"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
 		"GRANT USAGE ON ALL SEQUENCES IN SCHEMA " + schema + " TO " + role,
+		"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA " + schema + " TO " + role,
 	} {
 		_, err := admin.Exec(ctx, stmt)
 		require.NoError(t, err, stmt)

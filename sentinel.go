@@ -15,6 +15,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sentinel-coordination/sentinel/internal/rerunhook"
 )
 
 // Limits on identifiers. Keys and namespaces are stored as text columns and
@@ -139,8 +141,8 @@ type Config struct {
 	// Default nil: no observer, and no cost on the hot paths.
 	Observer *Observer
 
-	// CoalesceInFlight is how many statements of one kind (Once reads,
-	// claims and completions, lease grants and releases) a client has in
+	// CoalesceInFlight is how many statements of one kind (Once claims,
+	// replays included, and completions; lease grants and releases) a client has in
 	// flight before concurrent callers may queue and share the next round
 	// trip and commit. A caller queues only while that many statements of
 	// its kind are in flight and the client serves more such calls than
@@ -294,7 +296,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 	cl.rt = newResultTypeSQL(cl.sql.schema)
 	cl.hb = newHeartbeater(cl)
 	cl.co = newCoalescer(pool, cl.cfg.CoalesceInFlight)
-	cl.co.setStatements(coClaim, cl.exe.claimSet, cl.exe.claim, cl.exe.claimFresh)
+	cl.co.setStatements(coClaim, cl.exe.claimSet, cl.exe.claim)
 	cl.co.setStatements(coFinish, cl.exe.finishSet, cl.exe.finish)
 	cl.co.setStatements(coRead, cl.exe.readSet, cl.exe.read)
 	cl.co.setStatements(coAcquire, cl.sql.acquireN, cl.sql.acquire)
@@ -412,6 +414,11 @@ type callOptions struct {
 	// after: WithAfterEvent (FollowQueues only); afterSet: it was given.
 	after    int64
 	afterSet bool
+	// rerun: WithRerun (Once only); rerunSet: it was given. rerunGuard:
+	// set by package idempotency (see rerun.go).
+	rerun      int
+	rerunSet   bool
+	rerunGuard rerunhook.Guard
 }
 
 // WithTTL sets the lease time-to-live of one call. Heartbeats extend the
@@ -468,6 +475,16 @@ func WithToken(token int64) Option { return func(o *callOptions) { o.token = tok
 func WithMetadata(m map[string]any) Option { return func(o *callOptions) { o.metadata = m } }
 
 func (c *Client) resolve(key string, opts []Option) (callOptions, error) {
+	o, err := c.resolveCall(key, opts)
+	if err == nil && (o.rerunSet || o.rerunGuard != nil) {
+		return o, invalid("option", "WithRerun applies only to Once")
+	}
+	return o, err
+}
+
+// resolveCall is resolve for every option, WithRerun included (see
+// onceOptions).
+func (c *Client) resolveCall(key string, opts []Option) (callOptions, error) {
 	o := callOptions{namespace: c.cfg.Namespace}
 	if err := c.checkOpen(); err != nil {
 		return o, err

@@ -9,26 +9,24 @@ const (
 	floorExecCols = `t.namespace, t.key, t.state, t.owner, t.host, t.pid, t.token, t.created_at, t.updated_at,
     t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error, t.final_error,
     coalesce(t.lease_expires_at > pg_catalog.clock_timestamp(), false) AS lease_alive,
-    coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0') AS lease_left`
+    coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0') AS lease_left,
+    t.attempt, t.max_attempts`
+	floorExecColsOf = `g.namespace, g.key, g.state, g.owner, g.host, g.pid, g.token, g.created_at, g.updated_at,
+    g.lease_expires_at, g.hard_expires_at, g.completed_at, g.result, g.result_error, g.final_error,
+    g.lease_alive, g.lease_left, g.attempt, g.max_attempts`
 	floorSQLReadExecution = `SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2`
 	floorSQLClaim         = `
-WITH ins AS (
-    INSERT INTO {{schema}}.executions AS t
-        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at)
-    VALUES ($1, $2, $3, $4, pg_catalog.nextval({{seq}}), $5, $6, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
-        pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond')
-    ON CONFLICT (namespace, key) DO NOTHING
-    RETURNING {{cols}}
+WITH cur AS (
+    SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2
 ),
-ev AS (
-    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT $1, $2, e.event, e.state, ins.token, $4, $9::jsonb
-    FROM ins, (VALUES (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
-    WHERE e.n = 1 OR $3 = 'executing'
-    ORDER BY e.n
+cl AS (
+    SELECT * FROM {{schema}}.once_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}}, NOT EXISTS (SELECT 1 FROM cur))
+    WHERE NOT EXISTS (SELECT 1 FROM cur c
+        WHERE c.lease_alive OR NOT (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1 AND $11::bigint >= 0)))
 )
-SELECT true, ins.* FROM ins`
+SELECT true, {{cols}} FROM cl t
+UNION ALL
+SELECT false, c.* FROM cur c WHERE NOT EXISTS (SELECT 1 FROM cl)`
 	floorSQLFinish = `
 WITH u AS (
     UPDATE {{schema}}.executions t SET

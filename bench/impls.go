@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -77,7 +76,8 @@ func newFloor(pool *pgxpool.Pool, schema string) *floor {
 	q := pgx.Identifier{schema}.Sanitize()
 	// The sequence as the library names it: an escaped E'' regclass literal.
 	seq := "E'" + strings.ReplaceAll(strings.ReplaceAll(q+".fencing_token", `\`, `\\`), `'`, `''`) + "'::pg_catalog.regclass"
-	r := strings.NewReplacer("{{schema}}", q, "{{cols}}", floorExecCols, "{{seq}}", seq)
+	r := strings.NewReplacer("{{schema}}", q, "{{cols}}", floorExecCols, "{{seq}}", seq, "{{gcols}}", floorExecColsOf,
+		"{{ccols}}", strings.ReplaceAll(floorExecColsOf, "g.", "c."))
 	host, _ := os.Hostname()
 	ch := "sentinel_release." + schema // the bench's schema names are short ASCII
 	return &floor{
@@ -105,11 +105,12 @@ type execRow struct {
 	resErr, finalErr            *string
 	alive                       bool
 	remaining                   time.Duration
+	attempt, maxAttempts        int
 }
 
 func (e *execRow) dest(prefix ...any) []any {
 	return append(prefix, &e.ns, &e.key, &e.state, &e.owner, &e.host, &e.pid, &e.token, &e.created, &e.updated,
-		&e.lease, &e.hard, &e.done, &e.result, &e.resErr, &e.finalErr, &e.alive, &e.remaining)
+		&e.lease, &e.hard, &e.done, &e.result, &e.resErr, &e.finalErr, &e.alive, &e.remaining, &e.attempt, &e.maxAttempts)
 }
 
 const (
@@ -117,16 +118,12 @@ const (
 	ttl       = 3 * time.Second // sentinel's DefaultTTL
 )
 
-// onceFresh: read (absent), claim, run (nothing), complete.
+// onceFresh: claim (the key is absent), run (nothing), complete.
 func (f *floor) onceFresh(ctx context.Context, key string) error {
 	var row execRow
-	err := f.pool.QueryRow(ctx, f.read, namespace, key).Scan(row.dest()...)
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("floor read: want no row, got %v", err)
-	}
 	var claimed bool
 	if err := f.pool.QueryRow(ctx, f.claim, namespace, key, "executing", f.owner, f.host, f.pid,
-		ttl.Microseconds(), ttl.Microseconds(), nil).Scan(row.dest(&claimed)...); err != nil {
+		ttl.Microseconds(), ttl.Microseconds(), nil, 1, int64(0)).Scan(row.dest(&claimed)...); err != nil {
 		return fmt.Errorf("floor claim: %w", err)
 	}
 	if !claimed {
@@ -198,7 +195,7 @@ func (b *bench) setupFloor(ctx context.Context, opName string, workers int) (*im
 	keys := newKeyGen(workers)
 	switch opName {
 	case opOnceFresh:
-		im.name = "floor: read + claim + complete by hand"
+		im.name = "floor: claim + complete by hand"
 		im.op = func(ctx context.Context, w int) error { return f.onceFresh(ctx, keys.next(w)) }
 	case opOnceReplay:
 		im.name = "floor: one primary-key SELECT by hand"

@@ -96,7 +96,7 @@ type execView struct {
 }
 
 func (cs *Console) view(e sentinel.Execution) execView {
-	return execView{Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive,
+	return execView{Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable(),
 		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, Link: keyLink(e.Namespace, e.Key)}
 }
 

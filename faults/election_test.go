@@ -3,7 +3,6 @@ package faults
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -142,24 +142,7 @@ func electorWorker(cmds <-chan string) error {
 // guardedTermWrite writes one guarded_log row in a transaction that first
 // checks the term with VerifyTerm: "ok", "refused" or "error".
 func guardedTermWrite(ctx context.Context, pool *pgxpool.Pool, c *sentinel.Client, term int64, writer string) string {
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return "error"
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := c.VerifyTerm(ctx, tx, electionGroup, term); err != nil {
-		if errors.Is(err, sentinel.ErrStaleToken) {
-			return "refused"
-		}
-		return "error"
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO guarded_log (key, token, writer) VALUES ($1, $2, $3)`, "election", term, writer); err != nil {
-		return "error"
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return "error"
-	}
-	return "ok"
+	return guardedLogWrite(ctx, pool, func(tx pgx.Tx) error { return c.VerifyTerm(ctx, tx, electionGroup, term) }, "election", term, writer, nil)
 }
 
 // eTenure is one term as the driver saw it.

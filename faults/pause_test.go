@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -32,12 +33,18 @@ const pauseTTL = time.Second
 // check and before the write. It returns "ok", "refused" (stale token) or
 // "error".
 func guardedWrite(ctx context.Context, pool *pgxpool.Pool, c *sentinel.Client, key string, token int64, writer string, between func()) string {
+	return guardedLogWrite(ctx, pool, func(tx pgx.Tx) error { return c.VerifyToken(ctx, tx, key, token) }, key, token, writer, between)
+}
+
+// guardedLogWrite is guardedWrite with the check (VerifyToken,
+// VerifyExecutionToken, VerifyTerm) given by verify.
+func guardedLogWrite(ctx context.Context, pool *pgxpool.Pool, verify func(pgx.Tx) error, key string, token int64, writer string, between func()) string {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return "error"
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := c.VerifyToken(ctx, tx, key, token); err != nil {
+	if err := verify(tx); err != nil {
 		if errors.Is(err, sentinel.ErrStaleToken) {
 			return "refused"
 		}

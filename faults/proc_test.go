@@ -221,6 +221,8 @@ func runWorker(mode string) int {
 		err = onceWorker()
 	case "holder":
 		err = holderWorker(cmds)
+	case "rerun":
+		err = rerunWorker()
 	default:
 		err = fmt.Errorf("unknown worker mode %q", mode)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkMiddleware measures one request through a real HTTP server: a
-// plain handler (the floor), a first request with a fresh key (read, claim,
+// plain handler (the floor), a first request with a fresh key (claim,
 // complete), and a replay (one statement).
 func BenchmarkMiddleware(b *testing.B) {
 	c := sentineltest.New(b)

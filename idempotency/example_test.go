@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -195,4 +196,54 @@ func ExampleCommand() {
 	// Output:
 	// sentinel idempotency inspect 8e03978e --scope 'acct 42' -n payments
 	// sentinel idempotency resolve --refused 8e03978e
+}
+
+// Options.Rerun for a handler whose charge the card network deduplicates by
+// sentinel.EffectKey: the first attempt charges and then crashes (here a
+// panic) before answering; the client's retry with the same key runs the
+// handler again, the network returns the same charge, and the client gets
+// its 201 instead of an uncertain problem.
+func ExampleOptions_rerun() {
+	client, done := exampleClient()
+	defer done()
+
+	network := map[string]string{} // the card network's charges, by idempotency key
+	crashed := false
+	charge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ref := sentinel.EffectKey(r.Context()) // the same on every attempt of this request
+		id, ok := network[ref]
+		if !ok {
+			id = fmt.Sprintf("ch_%d", len(network)+1)
+			network[ref] = id
+		}
+		if !crashed {
+			crashed = true
+			panic("crash after the charge, before the response")
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"charge":%q,"attempt":%d}`, id, sentinel.Attempt(r.Context()))
+	})
+	srv := httptest.NewUnstartedServer(idempotency.Middleware(client, idempotency.Options{Scope: idempotency.SingleTenant, Rerun: 3})(charge))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Start()
+	defer srv.Close()
+
+	for range 3 {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"amount":9900}`))
+		req.Header.Set("Idempotency-Key", "order-78")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Println("no response: the server crashed mid-request")
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Printf("%d replayed=%q %s\n", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), b)
+	}
+	fmt.Println("charges at the network:", len(network))
+	// Output:
+	// no response: the server crashed mid-request
+	// 201 replayed="" {"charge":"ch_1","attempt":2}
+	// 201 replayed="true" {"charge":"ch_1","attempt":2}
+	// charges at the network: 1
 }

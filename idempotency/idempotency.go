@@ -18,7 +18,9 @@
 //   - A first request that crashed or panicked leaves the key uncertain: it
 //     may or may not have taken effect, so a repeat gets a 500 problem naming
 //     the key and the command that inspects it, and is never silently run
-//     again. A handler that cannot tell whether its effect happened (the
+//     again (unless Options.Rerun says the handler's effect is deduplicated
+//     downstream: then the repeat runs it again, see "Re-running after a
+//     crash"). A handler that cannot tell whether its effect happened (the
 //     provider timed out after the request was sent) says so with
 //     Uncertain(w, cause): the same follows. An operator resolves it with
 //     an HTTP response (`sentinel idempotency inspect` and `resolve`, or
@@ -54,6 +56,23 @@
 // afresh. A 5xx response (by default, see Options.Store) rolls back too and
 // is sent without being stored.
 //
+// # Re-running after a crash
+//
+// When the handler's effect is deduplicated by the service it calls (a
+// card network that takes an idempotency key), set Options.Rerun and pass
+// sentinel.EffectKey(r.Context()) to that service as its reference: then a
+// repeat of a request whose handler crashed, froze past its lease or
+// panicked runs the handler again (sentinel.WithRerun), and the service
+// returns the first attempt's outcome instead of acting twice; the client
+// gets a real response instead of an uncertain problem, and nobody has to
+// resolve the key. The reference is the same on every attempt of a request
+// and differs between keys, scopes and namespaces. Only a repeat of the
+// same request (method, path, query and body) re-runs it; another request
+// with the key gets 422. After Options.Rerun attempts the key is uncertain
+// as without the option. Leave it off when the handler's effect is not
+// deduplicated (an email or SMS sent by a plain API): a re-run would send
+// it again.
+//
 // # Retention
 //
 // Stored responses are Sentinel executions in the Options.Namespace
@@ -83,6 +102,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/rerunhook"
 )
 
 // Header names.
@@ -168,6 +188,19 @@ type Options struct {
 	// with the stored response.
 	Transactional bool
 
+	// Rerun, above 1, declares that the handler's effect is deduplicated
+	// downstream: the handler passes sentinel.EffectKey(r.Context()) to the
+	// service it calls, as that service's idempotency key. A repeat of a
+	// request whose handler stopped without a response (a crash, a panic, a
+	// lost lease) then runs the handler again, at most Rerun attempts in
+	// all (sentinel.WithRerun; sentinel.Attempt(r.Context()) tells the
+	// handler its attempt), instead of answering the uncertain problem;
+	// only a repeat with the same fingerprint does. 0 or 1: never re-run
+	// (the default). Not with Transactional, which needs no re-run (a
+	// crash rolls the handler's writes back and the repeat runs it): set
+	// both and Middleware panics.
+	Rerun int
+
 	// Store decides whether a response is stored and replayed (true), or
 	// sent once without being stored, freeing the key so that a retry runs
 	// the handler again (false). Without Transactional, return false only
@@ -209,9 +242,12 @@ func Middleware(client *sentinel.Client, opts Options) func(http.Handler) http.H
 		panic("idempotency: Middleware needs Options.Scope, the principal each request acts for (an account or API key id), " +
 			"so that one client's key never replays another's response; a service with one principal passes idempotency.SingleTenant")
 	}
-	if opts.TTL < 0 || opts.HardTTL < 0 || opts.Wait < 0 || opts.MaxBodyBytes < 0 || opts.MaxResponseBytes < 0 {
-		panic(fmt.Sprintf("idempotency: negative Options: TTL %s, HardTTL %s, Wait %s, MaxBodyBytes %d, MaxResponseBytes %d",
-			opts.TTL, opts.HardTTL, opts.Wait, opts.MaxBodyBytes, opts.MaxResponseBytes))
+	if opts.TTL < 0 || opts.HardTTL < 0 || opts.Wait < 0 || opts.MaxBodyBytes < 0 || opts.MaxResponseBytes < 0 || opts.Rerun < 0 {
+		panic(fmt.Sprintf("idempotency: negative Options: TTL %s, HardTTL %s, Wait %s, MaxBodyBytes %d, MaxResponseBytes %d, Rerun %d",
+			opts.TTL, opts.HardTTL, opts.Wait, opts.MaxBodyBytes, opts.MaxResponseBytes, opts.Rerun))
+	}
+	if opts.Rerun > 1 && opts.Transactional {
+		panic("idempotency: Options.Rerun does not apply with Transactional: a crash there rolls the handler's writes back, and the repeat runs it anyway")
 	}
 	ttl := opts.TTL
 	if ttl == 0 {
@@ -370,6 +406,16 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 	if wait {
 		opts = append(opts, sentinel.WithWait())
 	}
+	if m.o.Rerun > 1 {
+		// Only a repeat of the same request re-runs the handler: the guard
+		// compares its fingerprint with the stopped attempt's, and only then
+		// is that very attempt (its token) taken over.
+		opts = append(opts, sentinel.WithRerun(m.o.Rerun),
+			rerunhook.Option(func(ctx context.Context, ns, key string, token int64) (bool, error) {
+				got, known, err := m.fingerprintOf(ctx, ns, key, token)
+				return known && got == fp, err
+			}).(sentinel.Option))
+	}
 
 	run := func(ctx context.Context) (*recorder, *http.Request) {
 		rec := &recorder{header: make(http.Header), max: m.o.MaxResponseBytes}
@@ -480,6 +526,16 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			m.reused(w, key, ee)
 			return false
 		}
+		if ex, rerun := m.rerunnable(context.WithoutCancel(ctx), ee); rerun {
+			// This request's own attempt stopped (its lease was lost): the
+			// repeat runs the handler again.
+			writeProblem(w, Problem{Type: ProblemRerun, Title: "Request did not finish; repeat it", Status: http.StatusServiceUnavailable,
+				Key: key, State: string(ex.State), Token: ex.Token,
+				Detail: fmt.Sprintf("the request with Idempotency-Key %q did not finish and may or may not have taken effect; "+
+					"repeat it exactly, with the same key: it runs again (attempt %d of at most %d), and its effect is deduplicated. "+
+					"Do not send it with a new key, which could perform it twice", key, ex.Attempt+1, min(ex.MaxAttempts, m.o.Rerun))}, 1)
+			return false
+		}
 		ns := ee.Namespace
 		if ns == "" {
 			ns = m.namespace()
@@ -558,17 +614,39 @@ func (m *middleware) differs(ctx context.Context, ee *sentinel.ExecutionError, f
 	if ee == nil {
 		return false
 	}
-	evs, err := m.c.History(ctx, ee.Key, sentinel.WithNamespace(ee.Namespace))
+	got, known, err := m.fingerprintOf(ctx, ee.Namespace, ee.Key, ee.Token)
+	return err == nil && known && got != fp
+}
+
+// fingerprintOf returns the fingerprint of the request that started the
+// execution at token, as recorded with its claim; known is false when no
+// claim at token records one.
+func (m *middleware) fingerprintOf(ctx context.Context, ns, onceKey string, token int64) (fp string, known bool, err error) {
+	evs, err := m.c.History(ctx, onceKey, sentinel.WithNamespace(ns))
 	if err != nil {
-		return false
+		return "", false, err
 	}
 	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Type == "claimed" && evs[i].Token == ee.Token {
-			got, ok := evs[i].Metadata["fingerprint"].(string)
-			return ok && got != fp
+		if evs[i].Type == "claimed" && evs[i].Token == token {
+			fp, known = evs[i].Metadata["fingerprint"].(string)
+			return fp, known, nil
 		}
 	}
-	return false
+	return "", false, nil
+}
+
+// rerunnable reports whether, with Options.Rerun, a repeat of the request
+// of the uncertain execution ee runs the handler again; ex is the key's
+// execution then.
+func (m *middleware) rerunnable(ctx context.Context, ee *sentinel.ExecutionError) (*sentinel.Execution, bool) {
+	if m.o.Rerun <= 1 || ee == nil || ee.Namespace == "" {
+		return nil, false
+	}
+	ex, err := m.c.Inspect(ctx, ee.Key, sentinel.WithNamespace(ee.Namespace))
+	if err != nil || ex.Token != ee.Token || !ex.Rerunnable() || ex.Attempt >= m.o.Rerun {
+		return nil, false
+	}
+	return ex, true
 }
 
 // fingerprint digests what makes two requests "the same": method, path and
@@ -653,7 +731,10 @@ type recorder struct {
 //
 // Use it instead of storing an error response when the handler cannot
 // tell whether the effect happened; use NoEffect when it knows nothing
-// happened.
+// happened. With Options.Rerun (the handler's effect is deduplicated
+// downstream by sentinel.EffectKey), a repeat of the same request runs the
+// handler again instead, as after a crash, until its attempts are used up;
+// only then is the key left for an operator.
 func Uncertain(w http.ResponseWriter, cause error) {
 	rec := recorderOf(w)
 	if rec == nil {

@@ -33,8 +33,14 @@ const (
 	// or may not have taken effect. It is never run again by itself: an
 	// operator resolves the key (the detail names the `sentinel
 	// idempotency inspect` command line that shows it; see also the
-	// sentinel console).
+	// sentinel console). With Options.Rerun a repeat runs it again
+	// instead (after Uncertain too), until its attempts are used up.
 	ProblemUncertain = problemBase + "ProblemUncertain"
+	// ProblemRerun (503): with Options.Rerun, this request's handler did not
+	// finish (its lease was lost) and may or may not have taken effect; its
+	// effect is deduplicated downstream, so repeating the same request with
+	// the same key runs it again. Retry after the Retry-After delay.
+	ProblemRerun = problemBase + "ProblemRerun"
 	// ProblemReconciling (503): an operator is reconciling the key; retry
 	// later.
 	ProblemReconciling = problemBase + "ProblemReconciling"

@@ -110,7 +110,7 @@ func BenchmarkOnceReplay(b *testing.B) {
 	}
 }
 
-// BenchmarkOnceFresh: a new key per call (read, claim, run, complete).
+// BenchmarkOnceFresh: a new key per call (claim, run, complete).
 func BenchmarkOnceFresh(b *testing.B) {
 	for _, o := range benchObservers(b) {
 		b.Run(o.name, func(b *testing.B) {

@@ -34,6 +34,9 @@ type execJSON struct {
 	HardExpiresAt  *string         `json:"hard_expires_at"`
 	CompletedAt    *string         `json:"completed_at"`
 	LeaseAlive     bool            `json:"lease_alive"`
+	Attempt        int             `json:"attempt"`                 // fn's attempt under Token (re-runs: WithRerun)
+	MaxAttempts    int             `json:"max_attempts"`            // the key's bound on attempts (1: no re-run)
+	Rerunnable     bool            `json:"rerunnable"`              // stopped, and the next caller with WithRerun runs it again
 	Result         json.RawMessage `json:"result,omitempty"`        // when the stored result is JSON
 	ResultBase64   string          `json:"result_base64,omitempty"` // when it is not (another codec)
 	ResultError    string          `json:"result_error,omitempty"`
@@ -49,9 +52,10 @@ type execJSON struct {
 	CompletionRefused *eventJSON `json:"completion_refused,omitempty"`
 }
 
-// uncertain reports whether e is uncertain: executing with an expired lease.
+// uncertain reports whether e is uncertain: executing with an expired
+// lease, and no re-run left (WithRerun).
 func uncertain(e *sentinel.Execution) bool {
-	return e.State == sentinel.StateExecuting && !e.LeaseAlive
+	return e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable()
 }
 
 // handedBack reports whether e was handed back: claimed with no live
@@ -68,6 +72,7 @@ func toExecJSON(e *sentinel.Execution) execJSON {
 		LeaseExpiresAt: tsJSON(e.LeaseExpiresAt), HardExpiresAt: tsJSON(e.HardExpiresAt),
 		CompletedAt: tsJSON(e.CompletedAt), LeaseAlive: e.LeaseAlive, ResultError: e.ResultError,
 		ResultByOperator: e.ResultByOperator,
+		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, Rerunnable: e.Rerunnable(),
 	}
 	if len(e.Result) > 0 {
 		if json.Valid(e.Result) {
@@ -111,6 +116,8 @@ func stateLabel(e *sentinel.Execution) string {
 		return "executing (UNCERTAIN: lease expired, outcome unknown)"
 	case handedBack(e):
 		return "claimed (" + handedBackLabel + ": nothing runs it, the next caller does)"
+	case e.Rerunnable():
+		return fmt.Sprintf("executing (stopped at attempt %d of %d: the next caller with WithRerun runs it again)", e.Attempt, e.MaxAttempts)
 	case e.State == sentinel.StateExecuting || e.State == sentinel.StateClaimed:
 		return string(e.State) + " (in progress)"
 	}
@@ -164,6 +171,9 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, rt 
 	row(w, "since:", ts(e.UpdatedAt)+"  ("+relative(e.UpdatedAt)+")")
 	row(w, "owner:", fmt.Sprintf("%s (host %s, pid %d)", e.Owner, e.Host, e.PID))
 	row(w, "token:", e.Token)
+	if e.MaxAttempts > 1 || e.Attempt > 1 {
+		row(w, "attempt:", fmt.Sprintf("%d of at most %d (WithRerun)", e.Attempt, e.MaxAttempts))
+	}
 	if !e.LeaseExpiresAt.IsZero() {
 		row(w, "lease expires:", ts(e.LeaseExpiresAt)+"  ("+relative(e.LeaseExpiresAt)+")")
 	}
@@ -239,7 +249,8 @@ func (a *app) inspectCmd() *cobra.Command {
 		Long: `inspect shows a Once key's state, owner, fencing token, lease expiry and
 stored result. An executing key whose lease expired is UNCERTAIN: its
 outcome is unknown and Sentinel will not run it again until an operator
-reconciles it. When fn returned success but its completion was refused
+reconciles it; unless it was run with WithRerun and has attempts left
+(shown as "attempt N of at most M"): then the next caller runs it again. When fn returned success but its completion was refused
 (the lease was lost first), inspect shows that evidence and fn's result
 from the history. When the application declared the result type of the
 key's space (sentinel.RegisterResultType), inspect shows it and the

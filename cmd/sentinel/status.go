@@ -218,6 +218,8 @@ func (a *app) execTable(es []sentinel.Execution) {
 			state = "UNCERTAIN"
 		case handedBack(e):
 			state = handedBackLabel
+		case e.Rerunnable():
+			state = fmt.Sprintf("executing (rerun %d/%d pending)", e.Attempt+1, e.MaxAttempts)
 		case e.State == sentinel.StateCompleted && e.FinalError != "":
 			state = "completed (final error)"
 		}
@@ -244,7 +246,10 @@ the one given with --namespace), oldest state change first, each row naming
 its namespace, with the filters of the library's ExecutionFilter:
 
   --state S          claimed, executing, reconciling or completed
-  --uncertain        executing with an expired lease: outcome unknown
+  --uncertain        executing with an expired lease: outcome unknown, and
+                     no re-run left (WithRerun); a key that the next
+                     caller re-runs is listed as "executing (rerun N/M
+                     pending)" without --uncertain
   --updated-before T / --updated-after T   RFC 3339 times
   --older-than D / --newer-than D          the same, relative to now
 

@@ -1,0 +1,159 @@
+package sentinel
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+
+	"github.com/sentinel-coordination/sentinel/internal/rerunhook"
+)
+
+// WithRerun declares that fn's effect is deduplicated downstream: fn passes
+// EffectKey(ctx) to the provider it calls (a card network's idempotency
+// key, a ledger's unique reference), so running fn again for the key has
+// the effect of running it once. Then, when an executor of the key stops
+// without an outcome (it crashed, froze past its lease, lost its lease,
+// reached its hard TTL, returned an error or panicked), the next Once
+// caller for the key runs fn again instead of getting ErrUncertain, and so
+// does a WithWait waiter, at most maxAttempts attempts in all (the first
+// run included); after that the key is uncertain as without the option.
+// Attempt(ctx) tells fn which attempt it is.
+//
+// Never two attempts at once: a re-run is a takeover in one guarded
+// statement that requires the executor's lease to have expired on the
+// database clock, and mints a new fencing token (TokenFromContext); the
+// executor stops trusting its lease, and fn's ctx is cancelled, before
+// that expiry (see Lease). fn must stop when its ctx ends, and guard its
+// database writes with VerifyExecutionToken, as without the option. The
+// history records each re-run as a "rerun" event whose metadata holds the
+// attempt, the bound, and the previous attempt's token and owner.
+//
+// The rule for callers that disagree: a key is re-run only when the caller
+// that finds it gives WithRerun and the attempt that stopped was started by
+// a caller that gave it too (the bound is recorded with each attempt), and
+// only while its attempts are below both bounds; each re-run lowers the
+// recorded bound to its caller's when that is smaller. A caller without
+// WithRerun gets ErrUncertain for a key that stopped; a key whose stopped
+// attempt ran without WithRerun is uncertain for every caller. So neither
+// side can re-run an effect the other did not declare idempotent.
+//
+// In a re-run (Attempt above 1) an earlier attempt may have had its effect,
+// so the key is not handed back as claimed, which would let a caller
+// without WithRerun run it: fn's Retryable error, or a re-run claim given
+// back before fn ran (its caller's ctx ended, the client closed), leaves
+// the key as the stopped attempt left it, executing with its lease ended,
+// for the next re-run (this counts as an attempt); Retryable in attempt 1
+// hands the key back as usual.
+//
+// Use it only when the effect really is deduplicated downstream by the
+// reference fn passes: a card charge sent with EffectKey as its
+// idempotency key is; an email or SMS sent by a plain API is not (a re-run
+// sends it again): there, leave the option off, and an uncertain key waits
+// for an operator. maxAttempts must be at least 1 (1: no re-run, the
+// default). Once only: OnceTx needs no re-run (a crash rolls fn's writes
+// back and the next caller runs it), and other calls refuse it with
+// ErrInvalid.
+func WithRerun(maxAttempts int) Option {
+	return func(o *callOptions) { o.rerun, o.rerunSet = maxAttempts, true }
+}
+
+// runInfo is what fn's context carries about its run.
+type runInfo struct {
+	token       int64
+	attempt     int
+	maxAttempts int // the key's bound, recorded by this attempt's claim
+	ns, key     string
+}
+
+// rerunNote tells the caller of an attempt that stopped without an outcome
+// that the key will be re-run, when it will: "" otherwise.
+func rerunNote(fnCtx context.Context) string {
+	ri, ok := fnCtx.Value(runKey{}).(*runInfo)
+	if !ok || ri.attempt >= ri.maxAttempts {
+		return ""
+	}
+	return fmt.Sprintf(" (WithRerun: unless an operator acts first, the next Once call for the key with WithRerun runs fn again, "+
+		"as attempt %d of at most %d)", ri.attempt+1, ri.maxAttempts)
+}
+
+// handBack is the state a claim at attempt is handed back in (Retryable,
+// or a claim given back before fn ran): claimed, so the next caller runs
+// it; but in a re-run (attempt above 1: an earlier attempt may have had
+// its effect) the key stays executing with its lease ended, rerunnable by
+// a caller with WithRerun and uncertain for any other.
+func handBack(attempt int) State {
+	if attempt > 1 {
+		return StateExecuting
+	}
+	return StateClaimed
+}
+
+// testAfterFn, set by tests only, runs after fn returned and before its
+// outcome is recorded, so that a test can kill the process there.
+var testAfterFn func(key string)
+
+type runKey struct{}
+
+// Attempt returns fn's attempt from the ctx passed to fn by Once: 1 for the
+// first run of a key, 2 for its first re-run after a crash (WithRerun), and
+// so on. A run after a first attempt handed the key back with Retryable is
+// attempt 1 again. 0 outside fn.
+func Attempt(ctx context.Context) int {
+	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
+		return ri.attempt
+	}
+	return 0
+}
+
+// EffectKey returns the reference fn passes downstream so that the
+// provider deduplicates fn's effect (a card network's idempotency key),
+// from the ctx passed to fn by Once or OnceTx; "" outside fn.
+//
+// It is the same on every attempt of a key, and differs between keys and
+// namespaces (and, behind package idempotency, between scopes, which are
+// part of the key). Its form is "se1-" followed by 32 lowercase hex
+// digits: the first 128 bits of SHA-256 over "sentinel effect key v1",
+// the namespace and the key, each ended by a NUL byte (neither may hold
+// one). It depends on nothing else (not the schema, database, token or
+// attempt), so two deployments that share a provider account must use
+// different namespaces. 36 ASCII letters, digits and a dash: within the
+// length and alphabet of common providers' idempotency keys.
+func EffectKey(ctx context.Context) string {
+	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
+		return effectKey(ri.ns, ri.key)
+	}
+	return ""
+}
+
+func effectKey(ns, key string) string {
+	h := sha256.New()
+	h.Write([]byte("sentinel effect key v1\x00"))
+	h.Write([]byte(ns))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	h.Write([]byte{0})
+	var sum [sha256.Size]byte
+	return "se1-" + hex.EncodeToString(h.Sum(sum[:0])[:16])
+}
+
+// checkRerun validates WithRerun for a call in state (Once: executing;
+// OnceTx: claimed) and returns the caller's bound (1 without the option).
+func (o *callOptions) checkRerun(state State) (int, error) {
+	switch {
+	case !o.rerunSet:
+		return 1, nil
+	case state != StateExecuting:
+		return 0, invalid("option", "WithRerun does not apply to OnceTx: a crash rolls fn's writes back and the next caller runs it anyway")
+	case o.rerun < 1 || o.rerun > math.MaxInt32:
+		return 0, invalid("WithRerun", "maxAttempts must be at least 1 (1: no re-run), got %d", o.rerun)
+	}
+	return o.rerun, nil
+}
+
+func init() {
+	rerunhook.Option = func(g rerunhook.Guard) any {
+		return Option(func(o *callOptions) { o.rerunGuard = g })
+	}
+}

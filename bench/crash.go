@@ -70,6 +70,8 @@ func crashModes() []crashMode {
 	return []crashMode{
 		{lib: "sentinel", name: "sentinel.Once",
 			retry: "the restarted worker calls Once again with the same key and WithWait (it waits for the dead executor's lease to expire, then gets the outcome); the provider reference is the payment key"},
+		{lib: "sentinel-rerun", name: "sentinel.Once + WithRerun(3)",
+			retry: "as sentinel.Once, with WithRerun(3): after the lease expires the restarted worker runs fn again (attempt 2) instead of getting ErrUncertain; the provider reference is sentinel.EffectKey(ctx), the same on every attempt"},
 		{lib: "dbos", name: nameDBOS + " " + dbosVersion,
 			retry: "the restarted worker (same executor ID and application version) launches DBOS, whose recovery resumes the pending workflow, and calls RunWorkflow with the same workflow ID and GetResult; the provider reference is the workflow ID"},
 	}
@@ -418,6 +420,8 @@ func runCrashChild(lib string) int {
 	switch lib {
 	case "sentinel":
 		err = crashSentinel(ctx, cfg, g, charge)
+	case "sentinel-rerun":
+		err = crashSentinel(ctx, cfg, g, charge, sentinel.WithRerun(3))
 	case "dbos":
 		err = crashDBOS(ctx, cfg, g, charge)
 	default:
@@ -435,7 +439,7 @@ func runCrashChild(lib string) int {
 }
 
 // crashSentinel pays with Once; the reference is the payment key.
-func crashSentinel(ctx context.Context, cfg crashConfig, g *gate, charge func(context.Context, string) (receipt, error)) error {
+func crashSentinel(ctx context.Context, cfg crashConfig, g *gate, charge func(context.Context, string) (receipt, error), opts ...sentinel.Option) error {
 	pool, err := newPool(ctx, cfg.URL, 4, g)
 	if err != nil {
 		return err
@@ -444,8 +448,12 @@ func crashSentinel(ctx context.Context, cfg crashConfig, g *gate, charge func(co
 	if err != nil {
 		return err
 	}
-	_, err = sentinel.Once(ctx, c, cfg.Key, func(ctx context.Context) (receipt, error) { return charge(ctx, cfg.Key) },
-		sentinel.WithTTL(cfg.TTL), sentinel.WithHardTTL(time.Minute), sentinel.WithWait())
+	ref := func(ctx context.Context) string { return cfg.Key }
+	if len(opts) > 0 { // WithRerun: the reference the provider deduplicates by
+		ref = sentinel.EffectKey
+	}
+	opts = append([]sentinel.Option{sentinel.WithTTL(cfg.TTL), sentinel.WithHardTTL(time.Minute), sentinel.WithWait()}, opts...)
+	_, err = sentinel.Once(ctx, c, cfg.Key, func(ctx context.Context) (receipt, error) { return charge(ctx, ref(ctx)) }, opts...)
 	return err
 }
 

@@ -7,12 +7,12 @@ package main
 
 const (
 	floorExecCols = `t.namespace, t.key, t.state, t.owner, t.host, t.pid, t.token, t.created_at, t.updated_at,
-    t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error, t.final_error,
+    t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error, t.final_error, t.result_by_operator,
     coalesce(t.lease_expires_at > pg_catalog.clock_timestamp(), false) AS lease_alive,
     coalesce(t.lease_expires_at - pg_catalog.statement_timestamp(), interval '0') AS lease_left,
     t.attempt, t.max_attempts`
 	floorExecColsOf = `g.namespace, g.key, g.state, g.owner, g.host, g.pid, g.token, g.created_at, g.updated_at,
-    g.lease_expires_at, g.hard_expires_at, g.completed_at, g.result, g.result_error, g.final_error,
+    g.lease_expires_at, g.hard_expires_at, g.completed_at, g.result, g.result_error, g.final_error, g.result_by_operator,
     g.lease_alive, g.lease_left, g.attempt, g.max_attempts`
 	floorSQLReadExecution = `SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2`
 	floorSQLClaim         = `
@@ -34,6 +34,7 @@ WITH u AS (
         result = CASE WHEN $5 = 'completed' THEN $6::bytea ELSE t.result END,
         result_error = CASE WHEN $5 = 'completed' THEN $7::text ELSE t.result_error END,
         final_error = CASE WHEN $5 = 'completed' THEN $12::text ELSE t.final_error END,
+        result_by_operator = CASE WHEN $5 = 'completed' THEN false ELSE t.result_by_operator END,
         completed_at = CASE WHEN $5 = 'completed' THEN pg_catalog.statement_timestamp() ELSE t.completed_at END,
         lease_expires_at = CASE WHEN $5 = 'completed' THEN NULL ELSE least(t.lease_expires_at, pg_catalog.statement_timestamp()) END,
         updated_at = pg_catalog.statement_timestamp()

@@ -103,14 +103,14 @@ type execRow struct {
 	lease, hard, done           *time.Time
 	result                      []byte
 	resErr, finalErr            *string
-	alive                       bool
+	byOperator, alive           bool
 	remaining                   time.Duration
 	attempt, maxAttempts        int
 }
 
 func (e *execRow) dest(prefix ...any) []any {
 	return append(prefix, &e.ns, &e.key, &e.state, &e.owner, &e.host, &e.pid, &e.token, &e.created, &e.updated,
-		&e.lease, &e.hard, &e.done, &e.result, &e.resErr, &e.finalErr, &e.alive, &e.remaining, &e.attempt, &e.maxAttempts)
+		&e.lease, &e.hard, &e.done, &e.result, &e.resErr, &e.finalErr, &e.byOperator, &e.alive, &e.remaining, &e.attempt, &e.maxAttempts)
 }
 
 const (

@@ -182,7 +182,32 @@ func TestRunSmoke(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
+	// WithRerun, with a provider that deduplicates by EffectKey: the retry
+	// runs fn again and succeeds, nobody is asked, nobody charged twice;
+	// with a plain provider the re-run charges again (why the option is
+	// only for deduplicated effects).
+	for row, want := range map[string]string{
+		"SIGKILL in flight, idempotent provider":    "0 charged twice, 0 left for an operator, 1 reported success",
+		"SIGKILL after return, idempotent provider": "0 charged twice, 0 left for an operator, 1 reported success",
+		"SIGKILL in flight, plain provider":         "1 charged twice, 0 left for an operator, 1 reported success",
+	} {
+		if got := crashCellText(report, row, 2); !strings.HasPrefix(got, want) {
+			t.Errorf("crash table, %s, WithRerun: %q, want %q", row, got, want)
+		}
+	}
 	if t.Failed() {
 		t.Logf("report:\n%s", report)
 	}
+}
+
+// crashCellText is the text of column col (0: the row's label) of the
+// side-by-side table's row whose label is label.
+func crashCellText(report, label string, col int) string {
+	for _, line := range strings.Split(report, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) > col+1 && strings.TrimSpace(cells[1]) == label {
+			return strings.TrimSpace(cells[col+1])
+		}
+	}
+	return ""
 }

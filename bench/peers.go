@@ -115,6 +115,8 @@ func (r *report) sideBySide(p func(string, ...any)) {
 				switch m.lib {
 				case "sentinel":
 					row = append(row, value(sen))
+				case "sentinel-rerun":
+					row = append(row, "(as sentinel.Once)")
 				case "dbos":
 					row = append(row, value(db))
 				default:

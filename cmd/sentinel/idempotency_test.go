@@ -224,8 +224,11 @@ func TestIdempotencyResolveRefused(t *testing.T) {
 	var runs atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
-		<-r.Context().Done() // the hard TTL passes: the lease is lost
-		time.Sleep(300 * time.Millisecond)
+		started := time.Now() // after the claim: its hard TTL ends before started+1s
+		<-r.Context().Done()  // the lease is lost (at the hard TTL, or earlier on a loaded machine)
+		// Answer only once the hard TTL has certainly passed on the
+		// database clock too, so the completion is refused.
+		time.Sleep(time.Until(started.Add(time.Second + 300*time.Millisecond)))
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Set-Cookie", "session=secret")
 		w.WriteHeader(http.StatusCreated)

@@ -207,3 +207,44 @@ func TestResolveActsOnTheClaimItRead(t *testing.T) {
 		t.Fatalf("a broken JSON body: %v", err)
 	}
 }
+
+// Uncertain under Options.Rerun: the handler's effect is deduplicated
+// downstream by EffectKey, so a repeat of the same request runs it again
+// (as after a crash) instead of waiting for an operator; the reference is
+// the same on both attempts, and the provider charges once.
+func TestUncertainWithRerunRunsTheRepeat(t *testing.T) {
+	c := sentineltest.New(t)
+	network := map[string]int{} // charges by reference
+	var refs []string
+	var runs atomic.Int64
+	srv := serve(t, c, idempotency.Options{Scope: accountOf, Rerun: 3}, func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		ref := sentinel.EffectKey(r.Context())
+		refs = append(refs, ref)
+		network[ref]++
+		if sentinel.Attempt(r.Context()) == 1 {
+			idempotency.Uncertain(w, errors.New("the card network timed out after the charge was sent"))
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"charge":%q}`, ref)
+	})
+	first := do(t, srv, "POST", "/charges", `"pay-2"`, `{"amount":500}`, "X-Account", "acct 42")
+	// This request gets the problem that says "repeat it", not the one
+	// that sends the client to an operator.
+	wantProblem(t, first, http.StatusServiceUnavailable, idempotency.ProblemRerun)
+	second := do(t, srv, "POST", "/charges", `"pay-2"`, `{"amount":500}`, "X-Account", "acct 42")
+	if second.status != http.StatusCreated {
+		t.Fatalf("the repeat got %d, want 201 from a re-run: %s", second.status, second.body)
+	}
+	if n := runs.Load(); n != 2 || len(network) != 1 || refs[0] != refs[1] {
+		t.Fatalf("runs %d, references %v: want 2 runs with one reference", n, refs)
+	}
+	third := do(t, srv, "POST", "/charges", `"pay-2"`, `{"amount":500}`, "X-Account", "acct 42")
+	if third.status != http.StatusCreated || third.header.Get("Idempotent-Replayed") != "true" || runs.Load() != 2 {
+		t.Fatalf("the third request: %d %q, runs %d: want the stored 201 replayed", third.status, third.header.Get("Idempotent-Replayed"), runs.Load())
+	}
+	if execs, _, err := c.Executions(ctxT(t), sentinel.ExecutionFilter{Uncertain: true}); err != nil || len(execs) != 0 {
+		t.Fatalf("uncertain keys left for an operator: %+v %v", execs, err)
+	}
+}

@@ -17,3 +17,15 @@ func SetSQL(c *Client, kind int) string { return c.co.set[kind] }
 
 // SetPlanSQL is the statement sent before every set statement.
 const SetPlanSQL = sqlSetPlan
+
+// FollowFromGaps is Follow resumed from a position with gaps given as
+// they are, past the bounds a cursor may name: a follower's own state
+// when more transactions than a cursor may name were in flight at once.
+func FollowFromGaps(ctx context.Context, c *Client, id int64, gaps [][2]int64, fn func(Event) error) error {
+	fw, err := c.newFollower(FollowFilter{})
+	if err != nil {
+		return err
+	}
+	fw.resume = &followCursor{id: id, gaps: gaps, exact: true}
+	return fw.run(ctx, fn)
+}

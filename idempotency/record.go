@@ -258,11 +258,17 @@ func RefusedResponse(events []sentinel.Event) (resp Response, ok bool) {
 	for i := len(events) - 1; i >= 0; i-- {
 		switch events[i].Type {
 		case "completion_refused":
-			raw, found := events[i].Metadata["result"]
-			if !found {
+			var b []byte
+			var err error
+			if raw, found := events[i].Metadata["result"]; found {
+				b, err = json.Marshal(raw)
+			} else if s, found := events[i].Metadata["result_base64"].(string); found {
+				// The result as encoded, when jsonb could not hold it
+				// (a NUL in a header, say).
+				b, err = base64.StdEncoding.DecodeString(s)
+			} else {
 				return Response{}, false
 			}
-			b, err := json.Marshal(raw)
 			if err != nil {
 				return Response{}, false
 			}

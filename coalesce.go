@@ -38,14 +38,18 @@ import (
 // outcome.
 //
 // Outcomes are isolated per caller:
-//   - A statement that fails (a server error) aborts the batch's
+//   - A statement that fails (a server ERROR) aborts the batch's
 //     transaction, so nothing of the batch committed: every statement of it
 //     is then sent again on its own, and each caller gets its own outcome;
 //     the one whose statement fails gets its own error.
 //   - A batch whose outcome is unknown (the connection dropped, its context
-//     ended) gives every caller of it that error, as a lone statement's
-//     caller would get it: each caller's own statement may or may not have
-//     committed, and the callers handle that as they do today.
+//     ended, a FATAL, a connection exception or shutdown error: see
+//     commitUnknown) gives every caller of it that error, as a lone
+//     statement's caller would get it: each caller's own statement may or
+//     may not have committed, and the callers handle that as they do for
+//     a lost reply (a completion or give-back is retried and read back; a
+//     grant or claim that committed is held by no one until its TTL; a
+//     release is reported failed, the key free at once or within a TTL).
 //   - A caller whose ctx (queued) ends while it waits in the queue leaves
 //     it and gets ctx's error; nothing of its was sent. Once sent, it waits
 //     for its row like any statement in flight, until its statement
@@ -450,8 +454,7 @@ func (co *coalescer) send(kind coKind, batch []*coCall) []coRow {
 	if failed == nil {
 		return rows
 	}
-	var pgErr *pgconn.PgError
-	if !errors.As(failed, &pgErr) {
+	if commitUnknown(failed) {
 		// Unknown outcome: the batch may have committed. Each caller
 		// learns it as it would for its own statement.
 		for i := range rows {
@@ -473,6 +476,33 @@ func (co *coalescer) send(kind coKind, batch []*coCall) []coRow {
 	}
 	wg.Wait()
 	return rows
+}
+
+// commitUnknown reports whether a batch that failed with err may have
+// committed. Only an error the server raised while running the batch (an
+// ERROR: a statement refused, a constraint, a serialization failure at
+// commit) rolls its implicit transaction back for sure. Anything else may
+// come after the commit: a connection that ended (PostgreSQL closes it
+// without a word when its backend is terminated after the commit is
+// local, waiting for a synchronous standby), a FATAL or PANIC, and the
+// errors that say the connection was lost rather than that a statement
+// failed: class 08 (connection exception: PgBouncer answers ERROR 08P01
+// "server conn crashed?" when the server closed its connection, whatever
+// the server had committed) and 57P0x (the server shutting down or
+// terminating the backend).
+func commitUnknown(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	switch {
+	case pgErr.Severity == "FATAL", pgErr.Severity == "PANIC",
+		pgErr.SeverityUnlocalized == "FATAL", pgErr.SeverityUnlocalized == "PANIC":
+		return true
+	case strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "57P0"):
+		return true
+	}
+	return false
 }
 
 // setArgs returns the array parameters of kind's set statement for batch,

@@ -695,9 +695,13 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 			if n == 1 {
 				return true, nil
 			}
-			// Maybe an earlier attempt landed before its reply was lost.
+			// Maybe an earlier attempt landed before its reply was lost:
+			// the row is at this claim's token in the target state (a
+			// give-back: with its lease ended), which only this
+			// transition writes.
 			ex, rerr := c.readExecution(ctx, l.ns, l.key)
-			return rerr == nil && ex.Token == l.token && ex.State == to && to == StateCompleted, nil
+			return rerr == nil && ex.Token == l.token && ex.Owner == l.owner && ex.State == to &&
+				(to == StateCompleted || to == StateClaimed && !ex.LeaseAlive), nil
 		}
 		if !transient(err) || ctx.Err() != nil || time.Now().After(giveUp) {
 			err = c.wrapErr(fmt.Sprintf("record %s for %q/%q", event, l.ns, l.key), err)

@@ -85,6 +85,18 @@ func unknownOutcome(t *testing.T, err error, what string) {
 	require.True(t, errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &pgErr) && pgErr.Code == "08P01", "%s: %v", what, err)
 }
 
+// inParallel runs f(0), ..., f(n-1) on goroutines of their own; wait
+// waits for them and returns their errors.
+func inParallel(n int, f func(i int) error) (wait func() []error) {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = f(i) }()
+	}
+	return func() []error { wg.Wait(); return errs }
+}
+
 // Issue 26.8: a batch whose commit is local but whose reply was lost
 // (its backend terminated while the commit waited for a synchronous
 // standby: WARNING "... already committed locally ...", FATAL 57P01) has
@@ -134,21 +146,16 @@ func (s *syncRepCluster) committedLocally(t *testing.T, url, schema string, mode
 	t.Run("claims", func(t *testing.T) {
 		queued, release := sentinel.HoldCoalescer(c, sentinel.CoClaim)
 		var ran atomic.Int32
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, errs[i] = sentinel.Once(ctx, c, fmt.Sprintf("claim-%d", i), func(context.Context) (int, error) {
-					ran.Add(1)
-					return i, nil
-				})
-			}()
-		}
+		wait := inParallel(n, func(i int) error {
+			_, err := sentinel.Once(ctx, c, fmt.Sprintf("claim-%d", i), func(context.Context) (int, error) {
+				ran.Add(1)
+				return i, nil
+			})
+			return err
+		})
 		waitQueued(t, queued, sentinel.CoClaim, n)
 		s.commitThenTerminate(sentinel.SetSQL(c, sentinel.CoClaim), release)
-		wg.Wait()
+		errs := wait()
 		require.Zero(t, ran.Load(), "fn never ran")
 		for i, err := range errs {
 			require.NotErrorIs(t, err, sentinel.ErrInProgress, "claim %d", i)
@@ -158,22 +165,16 @@ func (s *syncRepCluster) committedLocally(t *testing.T, url, schema string, mode
 
 	t.Run("grants", func(t *testing.T) {
 		queued, release := sentinel.HoldCoalescer(c, sentinel.CoAcquire)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var l *sentinel.Lease
-				if l, errs[i] = c.Lease(ctx, fmt.Sprintf("grant-%d", i)); l != nil {
-					_ = l.Release(ctx)
-				}
-			}()
-		}
+		wait := inParallel(n, func(i int) error {
+			l, err := c.Lease(ctx, fmt.Sprintf("grant-%d", i))
+			if l != nil {
+				_ = l.Release(ctx)
+			}
+			return err
+		})
 		waitQueued(t, queued, sentinel.CoAcquire, n)
 		s.commitThenTerminate(sentinel.SetSQL(c, sentinel.CoAcquire), release)
-		wg.Wait()
-		for i, err := range errs {
+		for i, err := range wait() {
 			require.NotErrorIs(t, err, sentinel.ErrNotAcquired, "grant %d", i)
 			unknownOutcome(t, err, fmt.Sprintf("grant %d", i))
 		}
@@ -186,16 +187,10 @@ func (s *syncRepCluster) committedLocally(t *testing.T, url, schema string, mode
 			require.NoError(t, err)
 		}
 		queued, release := sentinel.HoldCoalescer(c, sentinel.CoRelease)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for i, l := range leases {
-			wg.Add(1)
-			go func() { defer wg.Done(); errs[i] = l.Release(ctx) }()
-		}
+		wait := inParallel(n, func(i int) error { return leases[i].Release(ctx) })
 		waitQueued(t, queued, sentinel.CoRelease, n)
 		s.commitThenTerminate(sentinel.SetSQL(c, sentinel.CoRelease), release)
-		wg.Wait()
-		for i, err := range errs {
+		for i, err := range wait() {
 			require.NotErrorIs(t, err, sentinel.ErrLeaseLost, "release %d: no other holder ever had it", i)
 			unknownOutcome(t, err, fmt.Sprintf("release %d", i))
 			// It committed: the key is free now.
@@ -209,33 +204,25 @@ func (s *syncRepCluster) committedLocally(t *testing.T, url, schema string, mode
 		// fn says nothing happened: the key goes back for the next caller.
 		// The give-back committed, its reply was lost: the caller learns
 		// fn's error, as when the give-back's reply arrives.
-		var queued func(int) int
-		var release func()
 		entered := make(chan struct{}, n)
 		proceed := make(chan struct{})
 		errNothing := errors.New("provider unreachable, nothing sent")
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, errs[i] = sentinel.Once(ctx, c, fmt.Sprintf("giveback-%d", i), func(context.Context) (int, error) {
-					entered <- struct{}{}
-					<-proceed
-					return 0, sentinel.Retryable(errNothing)
-				})
-			}()
-		}
+		wait := inParallel(n, func(i int) error {
+			_, err := sentinel.Once(ctx, c, fmt.Sprintf("giveback-%d", i), func(context.Context) (int, error) {
+				entered <- struct{}{}
+				<-proceed
+				return 0, sentinel.Retryable(errNothing)
+			})
+			return err
+		})
 		for range n {
 			<-entered
 		}
-		queued, release = sentinel.HoldCoalescer(c, sentinel.CoFinish)
+		queued, release := sentinel.HoldCoalescer(c, sentinel.CoFinish)
 		close(proceed)
 		waitQueued(t, queued, sentinel.CoFinish, n)
 		s.commitThenTerminate(sentinel.SetSQL(c, sentinel.CoFinish), release)
-		wg.Wait()
-		for i, err := range errs {
+		for i, err := range wait() {
 			require.ErrorIs(t, err, errNothing, "give-back %d", i)
 			require.NotErrorIs(t, err, sentinel.ErrWrongState, "give-back %d: %v", i, err)
 			ex, rerr := c.Inspect(ctx, fmt.Sprintf("giveback-%d", i))

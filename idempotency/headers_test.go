@@ -42,12 +42,9 @@ func TestCredentialsUnderAnyCaseNeverStoredOrReplayed(t *testing.T) {
 			t.Errorf("the replay carries %s: %q", k, v)
 		}
 	}
-	var stored string
-	if err := c.Pool().QueryRow(ctxT(t), "SELECT convert_from(result, 'UTF8') FROM executions").Scan(&stored); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(stored, "secret") {
-		t.Fatalf("a credential was stored: %s", stored)
+	var leaked bool
+	if err := c.Pool().QueryRow(ctxT(t), "SELECT bool_or(position('secret' in convert_from(result, 'UTF8')) > 0) FROM executions").Scan(&leaked); err != nil || leaked {
+		t.Fatalf("a credential was stored (%v)", err)
 	}
 
 	// A record stored before names were compared in any case: the replay

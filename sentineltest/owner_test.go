@@ -8,6 +8,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// connect opens a connection to url, closed when t ends.
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctxT(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
 // ownerBackend returns the backend holding owner id's lock, 0 when none.
 func ownerBackend(t *testing.T, conn *pgx.Conn, id int32) int32 {
 	t.Helper()
@@ -28,11 +39,7 @@ func ownerBackend(t *testing.T, conn *pgx.Conn, id int32) int32 {
 func TestSweepKeepsALiveOwnerWhoseLockConnectionDropped(t *testing.T) {
 	url := DatabaseURL(t)
 	ctx := ctxT(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, url)
 
 	o, err := newOwner(ctx, url)
 	if err != nil {
@@ -85,11 +92,7 @@ func TestSweepKeepsALiveOwnerWhoseLockConnectionDropped(t *testing.T) {
 func TestSweepDropsGoneOwners(t *testing.T) {
 	url := DatabaseURL(t)
 	ctx := ctxT(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, url)
 	mk := func() (*owner, string) {
 		o, err := newOwner(ctx, url)
 		if err != nil {

@@ -37,22 +37,45 @@ func newSyncRepCluster(t *testing.T) *syncRepCluster {
 	admin, err := pgx.Connect(ctx, cl.URL())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	_, err = admin.Exec(ctx, "CREATE TABLE sync_probe (x int)")
+	require.NoError(t, err)
 	return &syncRepCluster{t: t, cl: cl, admin: admin}
 }
 
-// setSyncStandby sets synchronous_standby_names and waits until the
-// server has read it.
+// setSyncStandby sets synchronous_standby_names and reloads. With a name,
+// it returns once commits wait for that standby (the server applies a
+// reload asynchronously): a probe's commit is seen waiting in SyncRep,
+// then cancelled (it commits, with a warning).
 func (s *syncRepCluster) setSyncStandby(name string) {
 	ctx := ctxT(s.t)
 	_, err := s.admin.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = '"+name+"'") // a name of the test's: no quote
 	require.NoError(s.t, err)
 	_, err = s.admin.Exec(ctx, "SELECT pg_catalog.pg_reload_conf()")
 	require.NoError(s.t, err)
-	require.Eventually(s.t, func() bool {
-		var v string
-		return s.admin.QueryRow(ctx, "SELECT setting FROM pg_catalog.pg_settings WHERE name = 'synchronous_standby_names'").Scan(&v) == nil &&
-			v == name
-	}, 10*time.Second, 5*time.Millisecond)
+	if name == "" {
+		return
+	}
+	probe, err := pgx.Connect(ctx, s.cl.URL())
+	require.NoError(s.t, err)
+	defer probe.Close(context.Background())
+	for {
+		done := make(chan error, 1)
+		go func() { _, err := probe.Exec(ctx, "INSERT INTO sync_probe VALUES (1)"); done <- err }() // writes WAL: waits
+		waiting := false
+		for deadline := time.Now().Add(500 * time.Millisecond); !waiting && time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+			require.NoError(s.t, s.admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity
+				WHERE pid = $1 AND wait_event = 'SyncRep')`, probe.PgConn().PID()).Scan(&waiting))
+		}
+		if waiting {
+			_, err = s.admin.Exec(ctx, "SELECT pg_catalog.pg_cancel_backend($1)", probe.PgConn().PID())
+			require.NoError(s.t, err)
+		}
+		require.NoError(s.t, <-done)
+		if waiting {
+			return
+		}
+		require.NoError(s.t, ctx.Err(), "commits never waited for the synchronous standby")
+	}
 }
 
 // commitThenTerminate makes every commit wait in SyncRep, runs send (which
@@ -72,6 +95,12 @@ func (s *syncRepCluster) commitThenTerminate(stmt string, send func()) {
 	var ok bool
 	require.NoError(s.t, s.admin.QueryRow(ctx, "SELECT pg_catalog.pg_terminate_backend($1)", pid).Scan(&ok))
 	require.True(s.t, ok)
+	// Let commits go only once the backend is gone: released from its
+	// wait before it saw the signal, it would commit and answer as usual.
+	require.Eventually(s.t, func() bool {
+		var alive bool
+		return s.admin.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity WHERE pid = $1)", pid).Scan(&alive) == nil && !alive
+	}, 20*time.Second, 2*time.Millisecond, "the terminated backend exits")
 	s.setSyncStandby("")
 }
 
@@ -156,7 +185,7 @@ func (s *syncRepCluster) committedLocally(t *testing.T, url, schema string, mode
 		waitQueued(t, queued, sentinel.CoClaim, n)
 		s.commitThenTerminate(sentinel.SetSQL(c, sentinel.CoClaim), release)
 		errs := wait()
-		require.Zero(t, ran.Load(), "fn never ran")
+		require.Zero(t, ran.Load(), "fn never ran (%v)", errs)
 		for i, err := range errs {
 			require.NotErrorIs(t, err, sentinel.ErrInProgress, "claim %d", i)
 			unknownOutcome(t, err, fmt.Sprintf("claim %d", i))
@@ -208,12 +237,21 @@ func (s *syncRepCluster) committedLocally(t *testing.T, url, schema string, mode
 		proceed := make(chan struct{})
 		errNothing := errors.New("provider unreachable, nothing sent")
 		wait := inParallel(n, func(i int) error {
-			_, err := sentinel.Once(ctx, c, fmt.Sprintf("giveback-%d", i), func(context.Context) (int, error) {
-				entered <- struct{}{}
-				<-proceed
-				return 0, sentinel.Retryable(errNothing)
-			})
-			return err
+			for {
+				ran := false
+				_, err := sentinel.Once(ctx, c, fmt.Sprintf("giveback-%d", i), func(context.Context) (int, error) {
+					ran = true
+					entered <- struct{}{}
+					<-proceed
+					return 0, sentinel.Retryable(errNothing)
+				})
+				if ran || ctx.Err() != nil {
+					return err
+				}
+				// The claim failed (a server connection PgBouncer found
+				// closed after an earlier subtest): claim again.
+				time.Sleep(50 * time.Millisecond)
+			}
 		})
 		for range n {
 			<-entered

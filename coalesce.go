@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -38,14 +39,18 @@ import (
 // outcome.
 //
 // Outcomes are isolated per caller:
-//   - A statement that fails (a server error) aborts the batch's
+//   - A statement that fails (a server ERROR) aborts the batch's
 //     transaction, so nothing of the batch committed: every statement of it
 //     is then sent again on its own, and each caller gets its own outcome;
 //     the one whose statement fails gets its own error.
 //   - A batch whose outcome is unknown (the connection dropped, its context
-//     ended) gives every caller of it that error, as a lone statement's
-//     caller would get it: each caller's own statement may or may not have
-//     committed, and the callers handle that as they do today.
+//     ended, a FATAL, a connection exception or shutdown error: see
+//     commitUnknown) gives every caller of it that error, as a lone
+//     statement's caller would get it: each caller's own statement may or
+//     may not have committed, and the callers handle that as they do for
+//     a lost reply (a completion or give-back is retried and read back; a
+//     grant or claim that committed is held by no one until its TTL; a
+//     release is reported failed, the key free at once or within a TTL).
 //   - A caller whose ctx (queued) ends while it waits in the queue leaves
 //     it and gets ctx's error; nothing of its was sent. Once sent, it waits
 //     for its row like any statement in flight, until its statement
@@ -305,7 +310,13 @@ func (co *coalescer) queryRow(ctx, queued context.Context, kind coKind, sql stri
 		ln.inflight++
 		co.callers.Add(1)
 		ln.mu.Unlock()
-		return &loneRow{row: co.pool.QueryRow(ctx, sql, args...), landed: func() { co.callers.Add(-1); co.landed(kind) }}
+		r := &loneRow{served: func() { co.callers.Add(-1) }, landed: func() { co.landed(kind) }}
+		// A statement still in flight after coLockWait waits for a row
+		// another transaction holds (or a slow server): it stops holding
+		// its lane, so that calls of other keys do not wait behind it.
+		r.timer = time.AfterFunc(coLockWait, r.land)
+		r.row = co.pool.QueryRow(ctx, sql, args...)
+		return r
 	}
 	if len(ln.queue) >= coMaxQueue {
 		ln.mu.Unlock()
@@ -368,7 +379,14 @@ func (co *coalescer) landed(kind coKind) {
 	ln.queue = rest
 	ln.mu.Unlock()
 	go func() {
-		defer co.landed(kind)
+		// A batch still in flight after coLockWait waits for a row
+		// another transaction holds (or a slow server): it stops holding
+		// its lane, as a lone statement does (see loneRow).
+		var once sync.Once
+		land := func() { once.Do(func() { co.landed(kind) }) }
+		t := time.AfterFunc(coLockWait, land)
+		defer land()
+		defer t.Stop()
 		co.run(kind, batch)
 	}()
 }
@@ -396,9 +414,24 @@ func nextBatch(queue []*coCall, shared bool) (batch, rest []*coCall) {
 	return batch, rest
 }
 
-// run sends a batch and delivers each caller its row.
+// run sends a batch and delivers each caller its row. When the server
+// refused the batch (nothing of it committed), each statement is sent
+// again on its own, off the lane: the lane takes its next batch at once,
+// so that a statement that waits (for a row another transaction holds)
+// holds up no one but its caller.
 func (co *coalescer) run(kind coKind, batch []*coCall) {
-	rows := co.send(kind, batch)
+	rows, alone := co.send(kind, batch)
+	if alone {
+		for _, c := range batch {
+			go func() {
+				r, err := co.pool.Query(c.ctx, c.sql, c.args...)
+				c.row = bufferRow(r, err)
+				close(c.done)
+				co.callers.Add(-1)
+			}()
+		}
+		return
+	}
 	for i, c := range batch {
 		c.row = rows[i]
 		close(c.done)
@@ -406,13 +439,16 @@ func (co *coalescer) run(kind coKind, batch []*coCall) {
 	co.callers.Add(-int32(len(batch)))
 }
 
-func (co *coalescer) send(kind coKind, batch []*coCall) []coRow {
-	rows := make([]coRow, len(batch))
+// send sends a batch and returns each call's row, or alone: the server
+// refused the batch, nothing of it committed, and each call must be sent
+// on its own.
+func (co *coalescer) send(kind coKind, batch []*coCall) (rows []coRow, alone bool) {
+	rows = make([]coRow, len(batch))
 	if len(batch) == 1 {
 		c := batch[0]
 		r, err := co.pool.Query(c.ctx, c.sql, c.args...)
 		rows[0] = bufferRow(r, err)
-		return rows
+		return rows, false
 	}
 	// The batch runs until every caller's statement context ended.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -449,31 +485,48 @@ func (co *coalescer) send(kind coKind, batch []*coCall) []coRow {
 		}
 	}
 	if failed == nil {
-		return rows
+		return rows, false
 	}
-	var pgErr *pgconn.PgError
-	if !errors.As(failed, &pgErr) {
+	if commitUnknown(failed) {
 		// Unknown outcome: the batch may have committed. Each caller
 		// learns it as it would for its own statement.
 		for i := range rows {
 			rows[i] = coRow{err: failed}
 		}
-		return rows
+		return rows, false
 	}
-	// The server refused a statement: the batch's transaction rolled back
-	// and nothing of it committed. Send each statement on its own, so each
-	// caller gets its own outcome.
-	var wg sync.WaitGroup
-	for i, c := range batch {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := co.pool.Query(c.ctx, c.sql, c.args...)
-			rows[i] = bufferRow(r, err)
-		}()
+	// The server refused a statement (or a row lock outlasted
+	// coLockTimeout): the batch's transaction rolled back and nothing of
+	// it committed. Each statement goes again on its own, so each caller
+	// gets its own outcome.
+	return nil, true
+}
+
+// commitUnknown reports whether a batch that failed with err may have
+// committed. Only an error the server raised while running the batch (an
+// ERROR: a statement refused, a constraint, a serialization failure at
+// commit) rolls its implicit transaction back for sure. Anything else may
+// come after the commit: a connection that ended (PostgreSQL closes it
+// without a word when its backend is terminated after the commit is
+// local, waiting for a synchronous standby), a FATAL or PANIC, and the
+// errors that say the connection was lost rather than that a statement
+// failed: class 08 (connection exception: PgBouncer answers ERROR 08P01
+// "server conn crashed?" when the server closed its connection, whatever
+// the server had committed) and 57P0x (the server shutting down or
+// terminating the backend).
+func commitUnknown(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
 	}
-	wg.Wait()
-	return rows
+	switch {
+	case pgErr.Severity == "FATAL", pgErr.Severity == "PANIC",
+		pgErr.SeverityUnlocalized == "FATAL", pgErr.SeverityUnlocalized == "PANIC":
+		return true
+	case strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "57P0"):
+		return true
+	}
+	return false
 }
 
 // setArgs returns the array parameters of kind's set statement for batch,
@@ -559,25 +612,54 @@ func (co *coalescer) sendSet(ctx context.Context, kind coKind, args []any, rows 
 }
 
 // sqlSetPlan runs before every set statement, in its transaction (the
-// batch's implicit one): the statement then finds each call's row by its
-// primary key, whatever the tables' statistics say. Without it, a table
+// batch's implicit one). It bounds how long the statement waits for a row
+// lock (coLockTimeout): a row another transaction holds (an open
+// transaction that locked it FOR SHARE or FOR UPDATE, a fencing guard
+// that a lease's release or takeover must wait for) fails the batch, whose
+// statements then go on their own; only the caller of that row waits for
+// it, as it would have without coalescing. Without the bound, the whole
+// batch waited for that one row, and every call queued behind it in the
+// lane; completions, which leave the heartbeat before they are sent,
+// outlived their leases and were refused (8 of 16 healthy runs, one row
+// locked for 1.5 TTL: TestSlowBatchDoesNotHoldOtherCompletions). It also
+// makes the statement find each call's row by its primary key, whatever
+// the tables' statistics say. Without it, a table
 // never analyzed yet (a new schema: PostgreSQL assumes 10 pages) or
 // analyzed while nearly empty made the cached generic plan of a set
 // statement a hash join over a sequential scan, which stayed cached while
 // the table grew, until autovacuum analyzed it: every set statement read
 // the whole table (62 ms at 200,000 executions, against 0.1 ms).
 const sqlSetPlan = `SELECT pg_catalog.set_config('enable_seqscan', 'off', true),
-    pg_catalog.set_config('enable_hashjoin', 'off', true), pg_catalog.set_config('enable_mergejoin', 'off', true)`
+    pg_catalog.set_config('enable_hashjoin', 'off', true), pg_catalog.set_config('enable_mergejoin', 'off', true),
+    pg_catalog.set_config('lock_timeout', '` + coLockTimeout + `', true)`
 
-// loneRow is a statement sent on its own: scanning it frees its lane.
+// coLockWait bounds how long a set statement waits for a row lock, and
+// how long a statement sent on its own holds its lane. Sentinel's own
+// statements hold a row until their commit (milliseconds, tens on a slow
+// disk); a longer wait means a transaction of someone else's holds it.
+// Well below the TTLs in use (default 3s), so that the calls sent again
+// on their own still land within their leases.
+const (
+	coLockWait    = 100 * time.Millisecond
+	coLockTimeout = "100ms" // coLockWait, as lock_timeout
+)
+
+// loneRow is a statement sent on its own: scanning it frees its lane (if
+// coLockWait has not already).
 type loneRow struct {
 	row    pgx.Row
-	landed func()
+	served func() // the call is done
+	landed func() // frees its lane
+	timer  *time.Timer
 	once   sync.Once
 }
 
+func (r *loneRow) land() { r.once.Do(r.landed) }
+
 func (r *loneRow) Scan(dest ...any) error {
-	defer r.once.Do(r.landed)
+	defer r.served()
+	defer r.land()
+	defer r.timer.Stop()
 	return r.row.Scan(dest...)
 }
 

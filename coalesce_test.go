@@ -288,7 +288,7 @@ func TestCoalescedCallerInFlightLeavesWhenCtxEnds(t *testing.T) {
 	slow := make(chan error, 1)
 	go func() {
 		var s string
-		slow <- sentinel.CoQueryRow(ctxT(t), c, sentinel.CoRelease, "SELECT pg_sleep(3)::text").Scan(&s)
+		slow <- sentinel.CoQueryRow(ctxT(t), c, sentinel.CoRelease, "SELECT pg_sleep(3)::text || $1 || $2", "ns", "slow").Scan(&s)
 	}()
 	waitQueued(t, queued, sentinel.CoRelease, 1)
 	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
@@ -296,7 +296,9 @@ func TestCoalescedCallerInFlightLeavesWhenCtxEnds(t *testing.T) {
 	quick := make(chan error, 1)
 	go func() {
 		var n int
-		quick <- sentinel.CoQueryRow(ctx, c, sentinel.CoRelease, "SELECT 1").Scan(&n)
+		// Another key (its first two arguments), so that it rides in the
+		// slow statement's batch.
+		quick <- sentinel.CoQueryRow(ctx, c, sentinel.CoRelease, "SELECT length($1 || $2)", "ns", "quick").Scan(&n)
 	}()
 	waitQueued(t, queued, sentinel.CoRelease, 2)
 	start := time.Now()

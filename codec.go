@@ -47,7 +47,11 @@ func (e *retryableError) Unwrap() error { return e.err }
 // stored; this call returns a *FinalError wrapping err, and every later
 // caller gets a *FinalError with the same message, matching ErrFinal,
 // without fn running again. fn may return a value along with it; the value
-// is stored and replayed too. Final(nil) is nil.
+// is stored and replayed too. Final(nil) is nil. A message PostgreSQL
+// cannot store as text is stored with its invalid UTF-8 bytes as U+FFFD and
+// NUL as the four characters \x00 (FinalError.Message holds the stored
+// text, for this call too); the same goes for every error and panic text
+// recorded in the history.
 //
 // In OnceTx, a Final outcome commits fn's writes with the completion.
 func Final(err error) error {

@@ -324,7 +324,8 @@ type ElectorOptions struct {
 	// Config.Namespace.
 	Namespace string
 
-	// AppVersion is shown in Leader and Members. Default "".
+	// AppVersion is shown in Leader and Members: at most MaxOwnerLen bytes
+	// of UTF-8 without NUL. Default "".
 	AppVersion string
 
 	// OnElected runs on its own goroutine when this elector becomes leader,
@@ -417,6 +418,9 @@ func (c *Client) Elector(group string, opts ElectorOptions) (*Elector, error) {
 	}
 	if len(opts.AppVersion) > MaxOwnerLen {
 		return nil, invalid("AppVersion", "is %d bytes, the limit is %d", len(opts.AppVersion), MaxOwnerLen)
+	}
+	if err := checkText("AppVersion", opts.AppVersion); err != nil {
+		return nil, err
 	}
 	return &Elector{c: c, group: group, ns: o.namespace, ttl: o.ttl, opts: opts, sql: c.electionSQL()}, nil
 }

@@ -311,7 +311,7 @@ type FinalError struct {
 	Namespace string
 	Key       string
 	Token     int64  // the execution that produced the outcome
-	Message   string // err.Error() of fn's error, as stored
+	Message   string // err.Error() of fn's error, as stored (see Final)
 	Err       error  // fn's error; nil on a replay
 }
 

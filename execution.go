@@ -584,9 +584,10 @@ USING ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) A
 WHERE q.namespace = p.namespace AND q.resource = p.resource
   AND NOT EXISTS (SELECT 1 FROM {{schema}}.tickets k WHERE k.namespace = q.namespace AND k.resource = q.resource)`
 
-// metadataJSON encodes event metadata as JSON text; no metadata is nil (SQL
-// NULL). Text, not []byte: without prepared statements (PgBouncer) pgx would
-// send a []byte as bytea, which is not valid JSON.
+// metadataJSON encodes event metadata as JSON text that jsonb stores (see
+// storableJSON); no metadata is nil (SQL NULL). Text, not []byte: without
+// prepared statements (PgBouncer) pgx would send a []byte as bytea, which
+// is not valid JSON.
 func metadataJSON(base map[string]any, extra ...any) (any, error) {
 	if len(base) == 0 && len(extra) == 0 {
 		return nil, nil
@@ -602,7 +603,7 @@ func metadataJSON(base map[string]any, extra ...any) (any, error) {
 	if err != nil {
 		return nil, invalid("metadata", "cannot be encoded as JSON: %v", err)
 	}
-	return string(b), nil
+	return string(storableJSON(b)), nil // see storable.go
 }
 
 // Inspect returns the execution record of key, or an error matching

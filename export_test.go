@@ -25,3 +25,15 @@ func SetAfterFn(f func(key string)) { testAfterFn = f }
 
 // EffectKeyOf is EffectKey for a namespace and key.
 func EffectKeyOf(ns, key string) string { return effectKey(ns, key) }
+
+// FollowFromGaps is Follow resumed from a position with gaps given as
+// they are, past the bounds a cursor may name: a follower's own state
+// when more transactions than a cursor may name were in flight at once.
+func FollowFromGaps(ctx context.Context, c *Client, id int64, gaps [][2]int64, fn func(Event) error) error {
+	fw, err := c.newFollower(FollowFilter{})
+	if err != nil {
+		return err
+	}
+	fw.resume = &followCursor{id: id, gaps: gaps, exact: true}
+	return fw.run(ctx, fn)
+}

@@ -1,9 +1,12 @@
 package sentinel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +53,13 @@ type FollowFilter struct {
 	// is opaque text (digits, ':', ',' and '-'); an event ID written as a
 	// decimal number is a valid cursor, with the meaning of After. It
 	// cannot be combined with After. Empty: no cursor.
+	//
+	// A cursor names at most MaxFollowCursorRanges ranges of IDs not seen,
+	// covering at most MaxFollowCursorIDs IDs in all, in at most 64 KiB of
+	// text; a longer one is refused with ErrInvalid (a follower writes one
+	// only when that many event IDs were drawn by transactions in flight at
+	// once). Whatever a cursor asks for, Follow reads it in bounded steps
+	// (see Follow).
 	Cursor string
 
 	// OnStart, when set, is called once, on Follow's goroutine, when Follow
@@ -69,9 +79,25 @@ type FollowFilter struct {
 const (
 	defaultFollowPoll = 200 * time.Millisecond
 	minFollowPoll     = 10 * time.Millisecond
-	followBatch       = 500                    // events read per statement
-	followLookback    = 1024                   // ids behind the head checked for in-flight events at start
-	followGapGrace    = 100 * time.Millisecond // see Follow's comment on gaps
+	// followBatch bounds both parts of a read: the events above the
+	// position, and the events found in the gaps (IDs below it not seen
+	// yet; the lowest ones first). No read returns more than 2*followBatch
+	// events, however many gaps a cursor names and however wide they are.
+	followBatch    = 500
+	followGapProbe = MaxFollowCursorRanges  // gaps probed per read (the lowest ones)
+	followLookback = 1024                   // ids behind the head checked for in-flight events at start
+	followGapGrace = 100 * time.Millisecond // see Follow's comment on gaps
+)
+
+// Bounds of a follow cursor (FollowFilter.Cursor): how many ranges of IDs
+// not seen one may name, and how many IDs those may cover in all. A
+// follower writes a cursor past them only when that many event IDs were
+// drawn by transactions in flight at once (each open transaction that
+// writes events holds one range or a few); Follow refuses one with
+// ErrInvalid.
+const (
+	MaxFollowCursorRanges = 1024
+	MaxFollowCursorIDs    = 1 << 20
 )
 
 // Follow calls fn with every event that matches f, as the events are
@@ -89,6 +115,15 @@ const (
 // and any event of another key may arrive after one with a higher ID, when
 // its transaction committed later (a long OnceTx, for example): order by
 // Event.ID if you need the global order.
+//
+// Each read is one bounded statement: at most 500 events above the
+// position, and from the ranges of IDs below it not seen yet (gaps) at
+// most 500 events, or one per gap when there are more (at most 1024 gaps
+// probed per read, in turn); what a read leaves is read by the next one,
+// at once, and events above the position are delivered only from a read
+// that probed every gap in full, which keeps a key's events in ID order. A
+// Follow resumed from any cursor, even one naming every ID of the table as
+// not seen, therefore holds at most one read's events in memory.
 //
 // With f.After zero, Follow delivers the events committed after it started,
 // including those of transactions already under way; an event whose ID was
@@ -154,7 +189,7 @@ type follower struct {
 	fast      time.Duration
 
 	cursor int64
-	gaps   []gap
+	gaps   []gap         // ordered by lo, disjoint, all below cursor
 	resume *followCursor // FollowFilter.Cursor, parsed; nil without one
 }
 
@@ -210,9 +245,10 @@ func (c *Client) newFollower(f FollowFilter) (*follower, error) {
 	fw := &follower{c: c, f: f, poll: poll, fast: max(poll/4, 5*time.Millisecond), cursor: f.After, resume: resume}
 
 	// The match predicate: only the filters in use are written, values
-	// as parameters ($1..$4 are the cursor, batch size and gap bounds).
+	// as parameters ($1..$5 are the cursor, the events read above it, the
+	// gap bounds and the events read from the gaps).
 	var match []string
-	n := 4
+	n := 5
 	arg := func(v any) string {
 		fw.args = append(fw.args, v)
 		n++
@@ -240,8 +276,9 @@ FROM (SELECT pg_catalog.pg_current_snapshot() AS s) s
 LEFT JOIN LATERAL (
     (SELECT ` + cols + ` FROM ` + ev + ` e WHERE e.id > $1 ORDER BY e.id LIMIT $2)
     UNION ALL
-    (SELECT ` + cols + ` FROM ` + ev + ` e JOIN ROWS FROM (pg_catalog.unnest($3::bigint[]), pg_catalog.unnest($4::bigint[])) AS g(lo, hi)
-        ON e.id BETWEEN g.lo AND g.hi)
+    (SELECT ` + cols + ` FROM ROWS FROM (pg_catalog.unnest($3::bigint[]), pg_catalog.unnest($4::bigint[])) AS g(lo, hi)
+        CROSS JOIN LATERAL (SELECT * FROM ` + ev + ` e WHERE e.id BETWEEN g.lo AND g.hi ORDER BY e.id LIMIT $5) e
+        ORDER BY e.id LIMIT $5)
 ) r ON true`
 	fw.startSQL = `SELECT pg_catalog.pg_snapshot_xmin(s.s)::text, pg_catalog.pg_snapshot_xmax(s.s)::text, h.hi, w.id
 FROM (SELECT pg_catalog.pg_current_snapshot() AS s) s
@@ -294,20 +331,18 @@ func (fw *follower) run(ctx context.Context, fn func(Event) error) error {
 		if err := fw.c.checkOpen(); err != nil {
 			return err
 		}
-		var evs []Event
-		var active, full bool
+		var rd *followRead
 		err := fw.retry(ctx, func(ctx context.Context) error {
 			var err error
-			evs, active, full, err = fw.read(ctx)
+			rd, err = fw.read(ctx)
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		for _, e := range evs {
-			if err := fn(e); err != nil {
-				return err
-			}
+		active, full, err := fw.deliver(rd, fn)
+		if err != nil {
+			return err
 		}
 		switch {
 		case full:
@@ -394,25 +429,36 @@ type followRow struct {
 	ev    Event
 }
 
-// read does one read: new events and gap probes in one snapshot. It
-// returns the matching events in ID order; active is true when anything
-// new was seen (the next read comes soon), full when the batch was full
-// (read again at once).
-func (fw *follower) read(ctx context.Context) (evs []Event, active, full bool, err error) {
-	start := time.Now()
-	los, his := make([]int64, len(fw.gaps)), make([]int64, len(fw.gaps))
-	for i, g := range fw.gaps {
+// followRead is what one read returned: its rows in ID order, its
+// snapshot's bounds, and the gaps it probed.
+type followRead struct {
+	start      time.Time
+	rows       []followRow
+	xmin, xmax uint64
+	probed     int // fw.gaps[:probed] were probed
+}
+
+// read does one read, in one snapshot: at most followBatch events above
+// the position, and the lowest followBatch events in the lowest
+// followGapProbe gaps. The server reads at most followBatch events of
+// each gap to find the lowest ones.
+func (fw *follower) read(ctx context.Context) (*followRead, error) {
+	rd := &followRead{start: time.Now(), probed: min(len(fw.gaps), followGapProbe)}
+	above := followBatch
+	if rd.probed < len(fw.gaps) {
+		above = 0 // delivered only from a read that probes every gap (see deliver)
+	}
+	los, his := make([]int64, rd.probed), make([]int64, rd.probed)
+	for i, g := range fw.gaps[:rd.probed] {
 		los[i], his[i] = g.lo, g.hi
 	}
-	args := append([]any{fw.cursor, followBatch, los, his}, fw.args...)
+	args := append([]any{fw.cursor, above, los, his, followBatch}, fw.args...)
 	rows, err := fw.c.pool.Query(ctx, fw.sql, args...)
 	if err != nil {
-		return nil, false, false, err
+		return nil, err
 	}
 	defer rows.Close()
 	var xminS, xmaxS string
-	var got []followRow
-	above := 0
 	for rows.Next() {
 		var id *int64
 		var r followRow
@@ -421,7 +467,7 @@ func (fw *follower) read(ctx context.Context) (evs []Event, active, full bool, e
 		var at *time.Time
 		var match *bool
 		if err := rows.Scan(&xminS, &xmaxS, &id, &match, &ns, &key, &typ, &state, &token, &owner, &at, &r.ev.Metadata); err != nil {
-			return nil, false, false, err
+			return nil, err
 		}
 		if id == nil {
 			continue // no event at all: the LEFT JOIN's empty row
@@ -431,62 +477,101 @@ func (fw *follower) read(ctx context.Context) (evs []Event, active, full bool, e
 		if r.match {
 			r.ev = Event{ID: r.id, Namespace: *ns, Key: *key, Type: *typ, Event: *typ, State: State(*state), Token: *token, Owner: *owner, At: *at, Metadata: r.ev.Metadata}
 		}
-		if r.id > fw.cursor {
-			above++
-		}
-		got = append(got, r)
+		rd.rows = append(rd.rows, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, false, err
+		return nil, err
 	}
-	xmin, err1 := strconv.ParseUint(xminS, 10, 64)
-	xmax, err2 := strconv.ParseUint(xmaxS, 10, 64)
+	var err1, err2 error
+	rd.xmin, err1 = strconv.ParseUint(xminS, 10, 64)
+	rd.xmax, err2 = strconv.ParseUint(xmaxS, 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return nil, false, false, fmt.Errorf("snapshot bounds %q, %q: %w", xminS, xmaxS, err)
+		return nil, fmt.Errorf("snapshot bounds %q, %q: %w", xminS, xmaxS, err)
 	}
+	slices.SortFunc(rd.rows, func(a, b followRow) int { return cmp.Compare(a.id, b.id) })
+	return rd, nil
+}
 
-	sort.Slice(got, func(i, j int) bool { return got[i].id < got[j].id })
+// deliver applies a read to the follower's position and calls fn with each
+// matching event, in ID order, its Cursor the position just after it. It
+// reports whether anything new was seen (the next read comes soon), and
+// whether a part of the read was cut at its bound (read again at once).
+//
+// A read that was cut (its gap part returned followBatch events, or it
+// did not probe every gap) is taken only up to reach, the highest ID below
+// which it saw every visible event: a gap's event may belong to a key
+// whose later event has a higher ID, and a key's events are delivered in
+// ID order. The rest is read again.
+func (fw *follower) deliver(rd *followRead, fn func(Event) error) (active, full bool, err error) {
+	reach := int64(math.MaxInt64)
+	if rd.probed < len(fw.gaps) {
+		reach = fw.gaps[rd.probed].lo - 1
+	}
+	inGaps, above := 0, 0
+	for _, r := range rd.rows {
+		if r.id > fw.cursor {
+			above++
+		} else if inGaps++; inGaps == followBatch {
+			reach = min(reach, r.id)
+		}
+	}
+	cut := reach != math.MaxInt64
 	prev := fw.cursor
-	for _, r := range got {
+	for _, r := range rd.rows {
+		if r.id > reach {
+			break // read again
+		}
 		if r.id <= fw.cursor {
 			fw.fill(r.id)
 		} else {
 			if r.id > prev+1 {
-				fw.gaps = append(fw.gaps, gap{lo: prev + 1, hi: r.id - 1, seen: start})
+				fw.gaps = append(fw.gaps, gap{lo: prev + 1, hi: r.id - 1, seen: rd.start})
 			}
 			prev = r.id
 		}
 		if r.match {
 			r.ev.Cursor = encodeFollowCursor(prev, fw.gaps)
-			evs = append(evs, r.ev)
+			if err := fn(r.ev); err != nil {
+				return false, false, err
+			}
 		}
 	}
 	fw.cursor = prev
 
-	// Settle gaps against this read's snapshot (see the type's comment).
+	// Settle gaps against this read's snapshot (see the type's comment),
+	// only those below reach: above it, this read may not have returned
+	// every visible event of a gap.
 	kept := fw.gaps[:0]
 	for _, g := range fw.gaps {
-		if g.horizon == 0 && start.Sub(g.seen) >= followGapGrace {
-			g.horizon = xmax
+		if g.horizon == 0 && rd.start.Sub(g.seen) >= followGapGrace {
+			g.horizon = rd.xmax
 		}
-		if g.horizon != 0 && xmin >= g.horizon {
+		if g.horizon != 0 && rd.xmin >= g.horizon && g.hi <= reach {
 			continue
 		}
 		kept = append(kept, g)
 	}
 	fw.gaps = kept
-	return evs, len(got) > 0, above >= followBatch, nil
+	return len(rd.rows) > 0, cut || above >= followBatch, nil
+}
+
+// gapOf returns the index of the gap of gaps (ordered by lo, disjoint)
+// that holds id, or -1.
+func gapOf(gaps []gap, id int64) int {
+	i := sort.Search(len(gaps), func(i int) bool { return gaps[i].hi >= id })
+	if i < len(gaps) && gaps[i].lo <= id {
+		return i
+	}
+	return -1
 }
 
 // fill removes id from the gap that holds it.
 func (fw *follower) fill(id int64) {
-	for i, g := range fw.gaps {
-		if id < g.lo || id > g.hi {
-			continue
-		}
+	if i := gapOf(fw.gaps, id); i >= 0 {
+		g := fw.gaps[i]
 		switch {
 		case g.lo == g.hi:
-			fw.gaps = append(fw.gaps[:i], fw.gaps[i+1:]...)
+			fw.gaps = slices.Delete(fw.gaps, i, i+1)
 		case id == g.lo:
 			fw.gaps[i].lo++
 		case id == g.hi:
@@ -495,9 +580,8 @@ func (fw *follower) fill(id int64) {
 			right := g
 			right.lo = id + 1
 			fw.gaps[i].hi = id - 1
-			fw.gaps = append(fw.gaps, right)
+			fw.gaps = slices.Insert(fw.gaps, i+1, right) // kept in order
 		}
-		return
 	}
 }
 
@@ -538,18 +622,17 @@ type followCursor struct {
 // open transactions' IDs).
 const maxFollowCursor = 64 << 10
 
+// encodeFollowCursor writes the cursor of position id with gaps, ordered by
+// lo.
 func encodeFollowCursor(id int64, gaps []gap) string {
 	s := strconv.FormatInt(id, 10)
 	if len(gaps) == 0 {
 		return s
 	}
-	sorted := make([]gap, len(gaps))
-	copy(sorted, gaps)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].lo < sorted[j].lo })
-	b := make([]byte, 0, len(s)+1+len(sorted)*16)
+	b := make([]byte, 0, len(s)+1+len(gaps)*16)
 	b = append(b, s...)
 	b = append(b, ':')
-	for i, g := range sorted {
+	for i, g := range gaps {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -578,8 +661,11 @@ func parseFollowCursor(s string) (*followCursor, error) {
 	if tail == "" {
 		return c, nil
 	}
-	prev := int64(0)
+	prev, ids := int64(0), int64(0)
 	for _, part := range strings.Split(tail, ",") {
+		if len(c.gaps) == MaxFollowCursorRanges {
+			return nil, bad(fmt.Sprintf("more than %d ranges of IDs not seen", MaxFollowCursorRanges))
+		}
 		los, his, isRange := strings.Cut(part, "-")
 		lo, err1 := strconv.ParseInt(los, 10, 64)
 		hi := lo
@@ -590,8 +676,11 @@ func parseFollowCursor(s string) (*followCursor, error) {
 		if err1 != nil || err2 != nil || lo <= prev || hi < lo || hi >= id {
 			return nil, bad("malformed range " + strconv.Quote(part))
 		}
+		if hi-lo >= MaxFollowCursorIDs-ids {
+			return nil, bad(fmt.Sprintf("its ranges of IDs not seen cover more than %d IDs", MaxFollowCursorIDs))
+		}
 		c.gaps = append(c.gaps, [2]int64{lo, hi})
-		prev = hi
+		prev, ids = hi, ids+hi-lo+1
 	}
 	return c, nil
 }

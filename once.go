@@ -1,6 +1,7 @@
 package sentinel
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -120,7 +121,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		data, resultErr = nil, encErr.Error()
 	}
 	if fnErr != nil {
-		finalMsg = fnErr.Error()
+		finalMsg = storableText(fnErr.Error()) // as stored and replayed
 	}
 	ok, err := c.finish(wctx, l, o, StateCompleted, data, resultErr, finalMsg, []State{StateExecuting}, true, "completed")
 	if err != nil || !ok {
@@ -161,7 +162,7 @@ func (c *Client) encode(o callOptions, value any) ([]byte, error) {
 func (c *Client) recordRefused(ctx context.Context, l *Lease, o callOptions, data []byte, resultErr, finalMsg string, cause error) {
 	extra := []any{"cause", cause.Error()}
 	switch {
-	case data != nil && json.Valid(data):
+	case data != nil && json.Valid(data) && bytes.Equal(storableJSON(data), data):
 		extra = append(extra, "result", json.RawMessage(data))
 	case data != nil:
 		extra = append(extra, "result_base64", base64.StdEncoding.EncodeToString(data))
@@ -337,7 +338,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	}
 	var finalMsg any
 	if fnErr != nil {
-		finalMsg = fnErr.Error()
+		finalMsg = storableText(fnErr.Error())
 	}
 	// The from-states as an array literal: portable across database/sql
 	// drivers, which need not encode a []string.
@@ -360,7 +361,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	done := func() (Result[T], error) {
 		res.Value = value
 		if fnErr != nil {
-			return res, &FinalError{Namespace: o.namespace, Key: key, Token: l.token, Message: fnErr.Error(), Err: fnErr}
+			return res, &FinalError{Namespace: o.namespace, Key: key, Token: l.token, Message: storableText(fnErr.Error()), Err: fnErr}
 		}
 		return res, nil
 	}
@@ -732,10 +733,10 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 	}
 	var resErr, finErr any
 	if resultErr != "" {
-		resErr = resultErr
+		resErr = storableText(resultErr)
 	}
 	if finalMsg != "" {
-		finErr = finalMsg
+		finErr = storableText(finalMsg)
 	}
 	// Plain strings, not State: without prepared statements (PgBouncer)
 	// pgx cannot encode a named string type it has no OID for.
@@ -752,9 +753,13 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 			if n == 1 {
 				return true, nil
 			}
-			// Maybe an earlier attempt landed before its reply was lost.
+			// Maybe an earlier attempt landed before its reply was lost:
+			// the row is at this claim's token in the target state (a
+			// give-back: with its lease ended), which only this
+			// transition writes.
 			ex, rerr := c.readExecution(ctx, l.ns, l.key)
-			return rerr == nil && ex.Token == l.token && ex.State == to && to == StateCompleted, nil
+			return rerr == nil && ex.Token == l.token && ex.Owner == l.owner && ex.State == to &&
+				(to == StateCompleted || to == StateClaimed && !ex.LeaseAlive), nil
 		}
 		if !transient(err) || ctx.Err() != nil || time.Now().After(giveUp) {
 			err = c.wrapErr(fmt.Sprintf("record %s for %q/%q", event, l.ns, l.key), err)

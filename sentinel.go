@@ -101,7 +101,8 @@ type Config struct {
 	Owner string
 
 	// Host and PID are recorded with every grant so operators can find a
-	// holder. Default os.Hostname() and os.Getpid().
+	// holder. Default os.Hostname() and os.Getpid(). Host must be UTF-8
+	// without NUL.
 	Host string
 	PID  int
 
@@ -174,6 +175,7 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Host == "" {
 		c.Host, _ = os.Hostname()
+		c.Host = storableText(c.Host)
 	}
 	if c.PID == 0 {
 		c.PID = os.Getpid()
@@ -207,6 +209,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := checkName("Owner", c.Owner, MaxOwnerLen); err != nil {
+		return err
+	}
+	if err := checkText("Host", c.Host); err != nil {
 		return err
 	}
 	if c.DefaultTTL < MinTTL {
@@ -243,6 +248,15 @@ func checkName(field, s string, maxLen int) error {
 		return invalid(field, "must be valid UTF-8")
 	case strings.ContainsRune(s, 0):
 		return invalid(field, "must not contain NUL bytes")
+	}
+	return nil
+}
+
+// checkText refuses text a text column cannot store: invalid UTF-8 or
+// NUL.
+func checkText(field, s string) error {
+	if s != storableText(s) {
+		return invalid(field, "must be UTF-8 without NUL bytes, got %q", s)
 	}
 	return nil
 }
@@ -471,7 +485,8 @@ func WithCodec(c Codec) Option { return func(o *callOptions) { o.codec = c } }
 func WithToken(token int64) Option { return func(o *callOptions) { o.token = token } }
 
 // WithMetadata attaches metadata (JSON-encodable) to the history events a
-// Once call or reconciliation writes.
+// Once call or reconciliation writes. Text jsonb cannot hold is stored with
+// invalid UTF-8 as U+FFFD and NUL as the text \x00.
 func WithMetadata(m map[string]any) Option { return func(o *callOptions) { o.metadata = m } }
 
 func (c *Client) resolve(key string, opts []Option) (callOptions, error) {

@@ -688,12 +688,18 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 	} else if id := r.Header.Get("Last-Event-ID"); id != "" {
 		f.Cursor = id
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	_, _ = fmt.Fprint(w, ": sentinel live events\nretry: 2000\n\n")
-	fl.Flush()
+	// The stream starts once Follow holds its position: a cursor (or
+	// filter) Follow refuses gets 400 instead of a stream.
+	started := false
+	f.OnStart = func() {
+		started = true
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		_, _ = fmt.Fprint(w, ": sentinel live events\nretry: 2000\n\n")
+		fl.Flush()
+	}
 	type wire struct {
 		ID        int64  `json:"id"`
 		Namespace string `json:"namespace"`
@@ -717,7 +723,13 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 		fl.Flush()
 		return nil
 	})
-	if err != nil && r.Context().Err() == nil {
+	switch {
+	case err == nil || r.Context().Err() != nil:
+	case !started && errors.Is(err, sentinel.ErrInvalid):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	case !started:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	default:
 		_, _ = fmt.Fprintf(w, "event: failure\ndata: %q\n\n", err.Error())
 		fl.Flush()
 	}

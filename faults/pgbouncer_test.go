@@ -5,16 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/pgtemp"
 )
 
 // Scenario 6: the library through PgBouncer in transaction pooling mode.
@@ -33,129 +26,16 @@ import (
 // max_prepared_statements > 0); older versions need QueryExecModeExec or
 // QueryExecModeSimpleProtocol.
 
-// bouncer is a running pgbouncer.
-type bouncer struct {
-	port             int
-	major, minor     int
-	version          string
-	supportsPrepared bool // >= 1.21: max_prepared_statements
-}
-
-func (b *bouncer) url() string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/sentinel?sslmode=disable", b.port)
-}
-
-func pgbouncerBinary() string {
-	if p, err := exec.LookPath("pgbouncer"); err == nil {
-		return p
-	}
-	if _, err := os.Stat("/usr/sbin/pgbouncer"); err == nil {
-		return "/usr/sbin/pgbouncer"
-	}
-	return ""
-}
-
 // startBouncer starts pgbouncer in transaction pooling mode in front of
-// the cluster on pgPort, as the postgres OS user when running as root.
-func startBouncer(t testing.TB, pgPort int) *bouncer {
+// the cluster on pgPort (pgtemp.StartBouncer), stopped when t ends.
+func startBouncer(t testing.TB, pgPort int) *pgtemp.Bouncer {
 	t.Helper()
-	bin := pgbouncerBinary()
-	if bin == "" {
-		t.Skip("pgbouncer not installed (apt-get install pgbouncer); .ci/run installs it")
+	b, err := pgtemp.StartBouncer(context.Background(), pgPort, 4)
+	if errors.Is(err, pgtemp.ErrNoBouncer) {
+		t.Skip(err.Error() + "; .ci/run installs it")
 	}
-	out, err := exec.Command(bin, "--version").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	b := &bouncer{version: strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]}
-	m := regexp.MustCompile(`(\d+)\.(\d+)`).FindStringSubmatch(b.version)
-	require.NotNil(t, m, "cannot parse %q", b.version)
-	b.major, _ = strconv.Atoi(m[1])
-	b.minor, _ = strconv.Atoi(m[2])
-	b.supportsPrepared = b.major > 1 || b.major == 1 && b.minor >= 21
-
-	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	b.port = l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-
-	dir := t.TempDir()
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		require.NoError(t, err, "running as root: pgbouncer must run as the postgres user")
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		// Let that user reach and own the directory.
-		require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
-		require.NoError(t, os.Chown(dir, uid, gid))
-	}
-	extra := ""
-	if b.supportsPrepared {
-		extra = "max_prepared_statements = 200\n"
-	}
-	ini := fmt.Sprintf(`[databases]
-sentinel = host=127.0.0.1 port=%d dbname=sentinel user=postgres
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = trust
-auth_file = %s
-pool_mode = transaction
-default_pool_size = 4
-max_client_conn = 500
-server_reset_query =
-admin_users = postgres
-%s`, pgPort, b.port, filepath.Join(dir, "userlist.txt"), extra)
-	for name, content := range map[string]string{"pgbouncer.ini": ini, "userlist.txt": `"postgres" ""` + "\n"} {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
-		if cred != nil {
-			require.NoError(t, os.Chown(p, int(cred.Uid), int(cred.Gid)))
-		}
-	}
-	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
-	cmd.Dir = dir
-	logs := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		cfg, _ := pgx.ParseConfig(b.url())
-		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-		conn, err := pgx.ConnectConfig(ctx, cfg)
-		if err == nil {
-			err = conn.Ping(ctx)
-			_ = conn.Close(ctx)
-		}
-		cancel()
-		if err == nil {
-			break
-		}
-		select {
-		case <-exited:
-			t.Fatalf("pgbouncer exited: %s", logs.tail(20))
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pgbouncer not ready: %v\n%s", err, logs.tail(20))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	t.Cleanup(func() { _ = b.Close() })
 	return b
 }
 
@@ -166,20 +46,20 @@ func TestPgBouncer(t *testing.T) {
 	admin := newPool(t, cl.URL(), nil)
 	setupSchema(t, admin)
 	b := startBouncer(t, cl.Port())
-	t.Logf("%s (prepared statements in transaction mode: %v)", b.version, b.supportsPrepared)
+	t.Logf("%s (prepared statements in transaction mode: %v)", b.Version, b.SupportsPrepared)
 
 	modes := map[string]pgx.QueryExecMode{
 		"exec":   pgx.QueryExecModeExec,
 		"simple": pgx.QueryExecModeSimpleProtocol,
 	}
-	if b.supportsPrepared {
+	if b.SupportsPrepared {
 		modes["cache_statement"] = pgx.QueryExecModeCacheStatement
 	} else {
 		t.Run("default mode fails without prepared statement support", func(t *testing.T) {
 			// pgx's default mode prepares named statements on whichever
 			// server connection a transaction lands on: with PgBouncer <
 			// 1.21 in transaction mode they go missing or collide.
-			pool := newPool(t, b.url(), func(c *pgxpool.Config) { c.MaxConns = 8 })
+			pool := newPool(t, b.URL(), func(c *pgxpool.Config) { c.MaxConns = 8 })
 			c := newClient(t, pool, sentinel.Config{DisableListen: true, Owner: "default-mode"})
 			var wg sync.WaitGroup
 			var mu sync.Mutex
@@ -201,11 +81,11 @@ func TestPgBouncer(t *testing.T) {
 			}
 			wg.Wait()
 			t.Logf("%d of 200 calls failed with prepared-statement errors", prepErrs)
-			require.Positive(t, prepErrs, "expected pgx's default statement cache to break behind %s in transaction mode", b.version)
+			require.Positive(t, prepErrs, "expected pgx's default statement cache to break behind %s in transaction mode", b.Version)
 		})
 	}
 
-	results := map[string]any{"pgbouncer": b.version, "pool_mode": "transaction"}
+	results := map[string]any{"pgbouncer": b.Version, "pool_mode": "transaction"}
 	for name, mode := range modes {
 		t.Run(name, func(t *testing.T) {
 			results[name] = bouncerMode(t, ctx, admin, b, name, mode, p.BouncerKeys)
@@ -216,13 +96,13 @@ func TestPgBouncer(t *testing.T) {
 
 // bouncerMode runs Once, OnceTx and leases through PgBouncer with one
 // query exec mode, and checks them.
-func bouncerMode(t *testing.T, ctx context.Context, admin *pgxpool.Pool, b *bouncer, name string, mode pgx.QueryExecMode, nKeys int) map[string]any {
+func bouncerMode(t *testing.T, ctx context.Context, admin *pgxpool.Pool, b *pgtemp.Bouncer, name string, mode pgx.QueryExecMode, nKeys int) map[string]any {
 	var v violations
 	const ttl = time.Second
 	pools := make([]*pgxpool.Pool, 4)
 	clients := make([]*sentinel.Client, 4)
 	for i := range pools {
-		pools[i] = newPool(t, b.url(), func(c *pgxpool.Config) {
+		pools[i] = newPool(t, b.URL(), func(c *pgxpool.Config) {
 			c.MaxConns = 3
 			c.ConnConfig.DefaultQueryExecMode = mode
 		})

@@ -98,6 +98,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -174,12 +176,16 @@ type Options struct {
 	// than its bytes: insignificant whitespace, object member order and
 	// string escapes do not make a repeat "a different request" (422).
 	// The canonical form is the body decoded as encoding/json decodes it
-	// (numbers kept as written, a duplicated member's last value wins) and
-	// re-encoded with sorted members. Use it when your handler reads the
-	// body with encoding/json, so that two bodies with the same canonical
-	// form mean the same to it; leave it off when the handler reads the raw
-	// bytes (a signature over the body, a stored document). A body that
-	// is not valid JSON is fingerprinted byte for byte. Changing it
+	// (numbers kept as written) and re-encoded with sorted members. Use it
+	// when your handler reads the body with encoding/json, so that two
+	// bodies with the same canonical form mean the same to it; leave it off
+	// when the handler reads the raw bytes (a signature over the body, a
+	// stored document). A body that is not valid JSON, or has an object
+	// with two member names equal under case folding (at any depth:
+	// {"amount":1,"Amount":2}, or a name given twice), is fingerprinted
+	// byte for byte: encoding/json matches struct fields in any case and
+	// the last such member wins, so the order of those members decides
+	// what the handler reads. Changing it
 	// changes the fingerprint of JSON requests: repeats of requests made
 	// before the change get 422.
 	CanonicalJSON bool
@@ -671,7 +677,9 @@ func isJSON(ct string) bool {
 }
 
 // canonical re-encodes a JSON document with sorted object members, no
-// insignificant whitespace and numbers as written.
+// insignificant whitespace and numbers as written. ok is false for a body
+// that has no canonical form: invalid JSON, or an object with two member
+// names equal under case folding (see foldedTwice).
 func canonical(body []byte) ([]byte, bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -682,13 +690,101 @@ func canonical(body []byte) ([]byte, bool) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, false // trailing data
 	}
+	if foldedTwice(body) {
+		return nil, false
+	}
 	b, err := json.Marshal(v)
 	return b, err == nil
 }
 
+// foldedTwice reports whether a valid JSON document has, at any depth, an
+// object with two member names equal under case folding as encoding/json
+// folds them (bytes.EqualFold), a name given twice included. Decoded into
+// a map both members are kept (or the last, for equal names), into a
+// struct the last one wins: {"amount":100,"Amount":200} and the same
+// members swapped mean different things to a handler, and must not share
+// a fingerprint. It walks the tokens with a stack of its own, so nesting
+// costs no Go stack.
+func foldedTwice(body []byte) bool {
+	type frame struct {
+		seen    map[string]struct{} // folded member names; nil for an array
+		wantKey bool                // the object's next token is a member name (or its end)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false // io.EOF: the end of the document
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch tok {
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if top != nil && top.seen != nil && top.wantKey {
+			name := foldName(tok.(string))
+			if _, dup := top.seen[name]; dup {
+				return true
+			}
+			top.seen[name] = struct{}{}
+			top.wantKey = false
+			continue
+		}
+		if top != nil && top.seen != nil {
+			top.wantKey = true // after this value, a name
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{seen: map[string]struct{}{}, wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		}
+	}
+}
+
+// foldName folds a member name as encoding/json matches names to fields:
+// ASCII letters to upper case, every other rune to the smallest rune of
+// its simple folding orbit, so that foldName(a) == foldName(b) exactly
+// when bytes.EqualFold(a, b).
+func foldName(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if r < utf8.RuneSelf {
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A'
+			}
+			b.WriteRune(r)
+			continue
+		}
+		for {
+			next := unicode.SimpleFold(r)
+			if next <= r {
+				r = next
+				break
+			}
+			r = next
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 func (s Response) write(w http.ResponseWriter, replayed bool) {
 	h := w.Header()
-	for k, v := range s.Header {
+	stored := s.Header
+	if replayed {
+		// Again on the way out: a record stored before names were
+		// compared in any case may hold a "set-cookie".
+		stored = StoredHeader(stored)
+	}
+	for k, v := range stored {
 		h[k] = append([]string(nil), v...)
 	}
 	if replayed {
@@ -822,11 +918,7 @@ func (rec *recorder) sentResponse() Response {
 	if h == nil {
 		h = rec.header
 	}
-	h = h.Clone()
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
-	return Response{Status: rec.statusCode(), Header: h, Body: rec.body.Bytes()}
+	return Response{Status: rec.statusCode(), Header: withoutHop(h), Body: rec.body.Bytes()}
 }
 
 // encode is r as stored.

@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/textproto"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -182,19 +185,48 @@ var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Trans
 // Content-Length, Date, ...) and without credentials (Set-Cookie,
 // Set-Cookie2, Authorization, Proxy-Authorization, Authentication-Info,
 // Proxy-Authentication-Info), so that no replay hands one principal's
-// session to another. nil when nothing is left.
+// session to another. Names compare as HTTP compares them, whatever their
+// case: a handler's w.Header()["set-cookie"] is a Set-Cookie too. The
+// names kept are in canonical form (textproto.CanonicalMIMEHeaderKey),
+// the values of names equal but for case merged in sorted order. nil when
+// nothing is left.
 func StoredHeader(h http.Header) http.Header {
-	h = h.Clone()
-	for _, k := range hopHeaders {
-		h.Del(k)
+	var out http.Header
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		if unstored(k) {
+			continue
+		}
+		if out == nil {
+			out = make(http.Header, len(h))
+		}
+		ck := textproto.CanonicalMIMEHeaderKey(k)
+		out[ck] = append(out[ck], h[k]...)
 	}
-	for _, k := range credentialHeaders {
-		h.Del(k)
+	return out
+}
+
+// unstored reports whether the header name is one StoredHeader drops: a
+// per-connection header or a credential, in any case.
+func unstored(name string) bool {
+	for _, list := range [][]string{hopHeaders, credentialHeaders} {
+		for _, k := range list {
+			if strings.EqualFold(name, k) {
+				return true
+			}
+		}
 	}
-	if len(h) == 0 {
-		return nil
+	return false
+}
+
+// withoutHop returns h without its per-connection headers, in any case.
+func withoutHop(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, v := range h {
+		if !slices.ContainsFunc(hopHeaders, func(hop string) bool { return strings.EqualFold(k, hop) }) {
+			out[k] = v
+		}
 	}
-	return h
+	return out
 }
 
 // NewResponse builds the stored form of a response answering the request
@@ -256,11 +288,17 @@ func RefusedResponse(events []sentinel.Event) (resp Response, ok bool) {
 	for i := len(events) - 1; i >= 0; i-- {
 		switch events[i].Type {
 		case "completion_refused":
-			raw, found := events[i].Metadata["result"]
-			if !found {
+			var b []byte
+			var err error
+			if raw, found := events[i].Metadata["result"]; found {
+				b, err = json.Marshal(raw)
+			} else if s, found := events[i].Metadata["result_base64"].(string); found {
+				// The result as encoded, when jsonb could not hold it
+				// (a NUL in a header, say).
+				b, err = base64.StdEncoding.DecodeString(s)
+			} else {
 				return Response{}, false
 			}
-			b, err := json.Marshal(raw)
 			if err != nil {
 				return Response{}, false
 			}

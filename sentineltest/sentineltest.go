@@ -53,12 +53,16 @@
 // A test binary killed before its cleanups ran (SIGKILL, an OOM kill, a
 // test timeout) leaves its schemas in an existing server. The first test of
 // every later binary drops them, safely: each binary holds a session
-// advisory lock on a connection of its own while it runs, its schemas'
-// names carry that lock's id and their creation time (database clock), and
-// a schema is dropped only when its owner's lock is free (the binary is
-// gone) and it is more than 10 minutes old. Schemas named
-// sentineltest_<12 hex> by versions before 0.3 are never dropped
-// automatically: drop them by hand when no test runs.
+// advisory lock on a connection of its own while it runs and beats every
+// 10 seconds (a row of the table sentineltest_owners.owners, which it
+// creates), its schemas' names carry that lock's id and their creation time
+// (database clock), and a schema is dropped only when its owner is gone by
+// both signs (its lock is free and it has not beaten for 2 minutes) and it
+// is more than 10 minutes old. A binary whose lock's connection drops
+// (pg_terminate_backend, a failover, idle_session_timeout) keeps beating on
+// a new connection and takes its lock again, so its schemas are never
+// dropped under it. Schemas named sentineltest_<12 hex> by versions before
+// 0.3 are never dropped automatically: drop them by hand when no test runs.
 //
 // # Lifetime of a started server
 //

@@ -22,7 +22,7 @@ func TestStaleSchemaChild(t *testing.T) {
 		t.Skip("child process of TestStaleSchemasRemoved")
 	}
 	if os.Getenv(staleChildEnv) == "sweep-now" {
-		staleAfter = 0 // before the first test asks for the database
+		staleAfter, ownerSilence = 0, 0 // before the first test asks for the database
 	}
 	os.Stdout.WriteString("SCHEMA " + Schema(t) + "\n")
 	time.Sleep(time.Hour)

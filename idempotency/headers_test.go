@@ -1,0 +1,97 @@
+package idempotency_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sentinel-coordination/sentinel/idempotency"
+	"github.com/sentinel-coordination/sentinel/sentineltest"
+)
+
+// Issue 26.6: header names compare as HTTP compares them. A handler that
+// sets its credentials under names that are not in canonical form
+// (w.Header()["set-cookie"]) sends them on the first response only: they
+// are neither stored nor replayed.
+func TestCredentialsUnderAnyCaseNeverStoredOrReplayed(t *testing.T) {
+	c := sentineltest.New(t)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h["set-cookie"] = []string{"session=secret-of-a; HttpOnly"}
+		h["SET-COOKIE2"] = []string{"legacy=secret"}
+		h["authentication-info"] = []string{`nextnonce="secret"`}
+		h["authorization"] = []string{"Bearer secret"}
+		h["proxy-Authorization"] = []string{"Basic secret"}
+		h["Proxy-authentication-info"] = []string{`nextnonce="secret"`}
+		h["x-request-note"] = []string{"kept"}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "ok")
+	})
+	first := do(t, srv, "POST", "/charges", "k", "x")
+	if first.status != 201 || first.header.Get("Set-Cookie") == "" {
+		t.Fatalf("the first response must carry its own cookie: %+v", first)
+	}
+	again := do(t, srv, "POST", "/charges", "k", "x")
+	if again.status != 201 || again.header.Get(idempotency.HeaderReplayed) != "true" || again.body != "ok" ||
+		again.header.Get("X-Request-Note") != "kept" {
+		t.Fatalf("replay: %+v", again)
+	}
+	for k, v := range again.header {
+		if strings.Contains(strings.Join(v, " "), "secret") {
+			t.Errorf("the replay carries %s: %q", k, v)
+		}
+	}
+	var leaked bool
+	if err := c.Pool().QueryRow(ctxT(t), "SELECT bool_or(position('secret' in convert_from(result, 'UTF8')) > 0) FROM executions").Scan(&leaked); err != nil || leaked {
+		t.Fatalf("a credential was stored (%v)", err)
+	}
+
+	// A record stored before names were compared in any case: the replay
+	// drops its credentials all the same.
+	var fp string
+	if err := c.Pool().QueryRow(ctxT(t), "SELECT to_json(convert_from(result, 'UTF8')::json->>'fingerprint')::text FROM executions").Scan(&fp); err != nil {
+		t.Fatal(err)
+	}
+	old := `{"fingerprint":` + fp + `,"status":201,"header":{"set-cookie":["session=stored-secret"],"X-Request-Note":["kept"]},"body":"b2s="}`
+	if _, err := c.Pool().Exec(ctxT(t), "UPDATE executions SET result = convert_to($1, 'UTF8')", old); err != nil {
+		t.Fatal(err)
+	}
+	again = do(t, srv, "POST", "/charges", "k", "x")
+	if again.status != 201 || again.header.Get(idempotency.HeaderReplayed) != "true" || again.header.Get("X-Request-Note") != "kept" {
+		t.Fatalf("replay of an old record: %+v", again)
+	}
+	if v := again.header.Values("Set-Cookie"); len(v) != 0 {
+		t.Fatalf("the replay of an old record carries Set-Cookie %q", v)
+	}
+}
+
+// StoredHeader, NewResponse (what resolve --header and the console's
+// form store) and Resolve drop a credential or per-connection header
+// under any case, and keep the rest under its canonical name.
+func TestStoredHeaderComparesNamesInAnyCase(t *testing.T) {
+	h := http.Header{
+		"authorization":       {"Bearer secret"},
+		"set-cookie":          {"s=secret"},
+		"SET-COOKIE2":         {"s=secret"},
+		"proxy-authorization": {"Basic secret"},
+		"transfer-encoding":   {"chunked"},
+		"content-length":      {"2"},
+		"date":                {"Mon, 01 Jan 2024 00:00:00 GMT"},
+		"x-trace":             {"a"},
+		"X-Trace":             {"b"},
+		"location":            {"/charges/1"},
+	}
+	got := idempotency.StoredHeader(h)
+	want := http.Header{"X-Trace": {"b", "a"}, "Location": {"/charges/1"}}
+	if len(got) != len(want) || got.Get("Location") != "/charges/1" || strings.Join(got["X-Trace"], ",") != "b,a" {
+		t.Fatalf("StoredHeader = %v, want %v", got, want)
+	}
+	resp, err := idempotency.NewResponse("sha256:x", 201, http.Header{"set-cookie": {"s=secret"}, "authorization": {"x"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header != nil {
+		t.Fatalf("NewResponse kept %v", resp.Header)
+	}
+}

@@ -156,8 +156,12 @@ func TestCompletionRefusedLeavesEvidence(t *testing.T) {
 		Amount int    `json:"amount"`
 	}
 	_, err := sentinel.Once(ctx, c, "slow-charge", func(ctx context.Context) (receipt, error) {
-		<-ctx.Done() // hard TTL = TTL: the lease ends at 300 ms
-		time.Sleep(50 * time.Millisecond)
+		started := time.Now() // after the claim: its hard TTL ends before started+300ms
+		<-ctx.Done()          // hard TTL = TTL: the lease ends at 300 ms (locally earlier, by the margin)
+		// Return only once the hard TTL has certainly passed on the
+		// database clock too (on a loaded machine the claim may commit
+		// well after it was sent), so the completion is refused.
+		time.Sleep(time.Until(started.Add(300*time.Millisecond + 200*time.Millisecond)))
 		return receipt{"ch_42", 1999}, nil // the card was charged anyway
 	}, sentinel.WithTTL(300*time.Millisecond), sentinel.WithHardTTL(300*time.Millisecond))
 	require.ErrorIs(t, err, sentinel.ErrUncertain)

@@ -72,7 +72,7 @@ func toExecJSON(e *sentinel.Execution) execJSON {
 		LeaseExpiresAt: tsJSON(e.LeaseExpiresAt), HardExpiresAt: tsJSON(e.HardExpiresAt),
 		CompletedAt: tsJSON(e.CompletedAt), LeaseAlive: e.LeaseAlive, ResultError: e.ResultError,
 		ResultByOperator: e.ResultByOperator,
-		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, Rerunnable: e.Rerunnable(),
+		Attempt:          e.Attempt, MaxAttempts: e.MaxAttempts, Rerunnable: e.Rerunnable(),
 	}
 	if len(e.Result) > 0 {
 		if json.Valid(e.Result) {

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Once, read top to bottom: the call, the claim (begin, sqlClaim), fn's run and the finish (finish, sqlFinish).
+
 import (
 	"bytes"
 	"context"
@@ -147,14 +149,42 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	return res, nil
 }
 
-// encode encodes a result with the call's codec, within MaxResultSize.
-func (c *Client) encode(o callOptions, value any) ([]byte, error) {
-	data, err := o.codec.Encode(value)
-	if err == nil && len(data) > c.cfg.MaxResultSize {
-		err = fmt.Errorf("encoded result is %d bytes, over MaxResultSize %d", len(data), c.cfg.MaxResultSize)
-	}
-	return data, err
+// runInfo is what fn's context carries about its run.
+type runInfo struct {
+	token       int64
+	attempt     int
+	maxAttempts int // the key's bound, recorded by this attempt's claim
+	ns, key     string
 }
+
+// rerunNote tells the caller of an attempt that stopped without an outcome
+// that the key will be re-run, when it will: "" otherwise.
+func rerunNote(fnCtx context.Context) string {
+	ri, ok := fnCtx.Value(runKey{}).(*runInfo)
+	if !ok || ri.attempt >= ri.maxAttempts {
+		return ""
+	}
+	return fmt.Sprintf(" (WithRerun: unless an operator acts first, the next Once call for the key with WithRerun runs fn again, "+
+		"as attempt %d of at most %d)", ri.attempt+1, ri.maxAttempts)
+}
+
+// handBack is the state a claim at attempt is handed back in (Retryable,
+// or a claim given back before fn ran): claimed, so the next caller runs
+// it; but in a re-run (attempt above 1: an earlier attempt may have had
+// its effect) the key stays executing with its lease ended, rerunnable by
+// a caller with WithRerun and uncertain for any other.
+func handBack(attempt int) State {
+	if attempt > 1 {
+		return StateExecuting
+	}
+	return StateClaimed
+}
+
+// testAfterFn, set by tests only, runs after fn returned and before its
+// outcome is recorded, so that a test can kill the process there.
+var testAfterFn func(key string)
+
+type runKey struct{}
 
 // recordRefused appends a completion_refused event with fn's encoded
 // result: the evidence an operator needs to tell "fn succeeded" from a
@@ -205,26 +235,6 @@ func (c *Client) movedOn(ctx context.Context, l *Lease, o callOptions, fnErr err
 		Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.UpdatedAt,
 		Cause: fmt.Errorf("fn reported a retryable error, but the key moved on while fn ran (token %d, now %d), so it was not released for the next caller: %w",
 			l.token, ex.Token, fnErr)}
-}
-
-// committed reads, on a fresh bounded context and retrying transient
-// errors, whether key is completed at token.
-func (c *Client) committed(ctx context.Context, ns, key string, token int64) (bool, error) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-	defer cancel()
-	for {
-		ex, err := c.readExecution(rctx, ns, key)
-		if err == nil {
-			return ex.State == StateCompleted && ex.Token == token, nil
-		}
-		if !transient(err) || rctx.Err() != nil {
-			return false, err
-		}
-		select {
-		case <-rctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // call runs f, turning a panic into panicked and its value.
@@ -377,6 +387,63 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		listening = c.ln.listening()
 	}
 }
+
+// sqlClaim is the first statement of every Once (and OnceTx): it claims
+// key in state $3 (executing for Once, claimed for OnceTx) when this
+// caller may run it, and otherwise returns the key's row as it is, writing
+// nothing. A fresh key costs it and the completion: two round trips, two
+// commits; a completed key (a replay) costs it alone.
+//
+// cur reads the key's row (one primary-key probe, the statement's
+// snapshot). Only when it found none, or a row this caller may take over
+// (a claimed row whose lease expired; with WithRerun, $10 > 1, an
+// executing one whose lease expired), does cl call once_claim (migration
+// 8), which takes the key in one guarded statement of its own and returns
+// the row it claimed: the condition names no column of the function's
+// rows, so it is a one-time filter and the function is not called at all
+// otherwise. A replay, or a key in progress, uncertain or being
+// reconciled, is therefore cur's probe and nothing else: no row lock, no
+// transaction id, no WAL, and about the CPU of a primary-key SELECT
+// (TestClaimReplayWritesNothing). Written as one statement with the
+// writes in CTEs, every replay paid for setting those writes up: 5-7x a
+// SELECT's CPU, 1.4-1.6x its round trip.
+//
+// once_claim decides again, under the row lock and by the database clock,
+// with a snapshot of its own: a key inserted meanwhile is left to its
+// claimant, a row locked by a concurrent claim (or by the executor's
+// VerifyExecutionToken guard) is left alone, and a re-run must still find
+// attempts left (and, when $11 is not 0, the stopped attempt at token
+// $11; -1: no re-run, but $10 is still the bound a new row records). The
+// token is minted in the write that stores it, from the sequence named by
+// {{seq}}; the history (claimed, started, and rerun before a re-run) is
+// written in the same statement.
+//
+// Result: true and the claimed row; or false and cur's row (the key as it
+// was: completed, held, uncertain, reconciling, or claimable but locked);
+// or no row at all (inserted concurrently: the caller claims again).
+// $1 ns, $2 key, $3 state, $4 owner, $5 host, $6 pid, $7 ttl µs,
+// $8 hard TTL µs, $9 metadata, $10 the caller's WithRerun bound (1: none),
+// $11 the token a re-run must find (0: any; -1: no re-run).
+const sqlClaim = `
+WITH cur AS (
+    SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2
+),
+cl AS (
+    SELECT * FROM {{schema}}.once_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}}, NOT EXISTS (SELECT 1 FROM cur))
+    WHERE NOT EXISTS (SELECT 1 FROM cur c
+        WHERE c.lease_alive OR NOT (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1 AND $11::bigint >= 0)))
+)
+SELECT true, {{cols}} FROM cl t
+UNION ALL
+SELECT false, c.* FROM cur c WHERE NOT EXISTS (SELECT 1 FROM cl)`
+
+// sqlWatch counts a caller in as waiting for an in-progress key's outcome
+// (see sqlFinish) and returns the row; no row when the key is not in
+// progress any more.
+const sqlWatch = `
+UPDATE {{schema}}.executions t SET waiters = t.waiters + 1
+WHERE t.namespace = $1 AND t.key = $2 AND t.state IN ('claimed', 'executing')
+RETURNING {{cols}}`
 
 // claimed sets up the run of fn on the execution this call just claimed
 // (ex): its lease, renewed by the heartbeat, and fn's context, cancelled
@@ -604,6 +671,34 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 		}
 	}
 }
+
+// sqlFinish moves a claim held by ($3 owner, $4 token) from one of the
+// states $8 to state $5, guarded by owner, token and state, and by a live
+// lease when $9. Completion stores the result ($6, $7, $12 final error) and
+// drops the lease; any other target ends the lease now. $10 event,
+// $11 metadata. When callers wait for the key (waiters > 0) it notifies
+// them on channel $13 in the same statement; otherwise no NOTIFY is sent.
+const sqlFinish = `
+WITH u AS (
+    UPDATE {{schema}}.executions t SET
+        state = $5,
+        result = CASE WHEN $5 = 'completed' THEN $6::bytea ELSE t.result END,
+        result_error = CASE WHEN $5 = 'completed' THEN $7::text ELSE t.result_error END,
+        final_error = CASE WHEN $5 = 'completed' THEN $12::text ELSE t.final_error END,
+        result_by_operator = CASE WHEN $5 = 'completed' THEN false ELSE t.result_by_operator END,
+        completed_at = CASE WHEN $5 = 'completed' THEN pg_catalog.statement_timestamp() ELSE t.completed_at END,
+        lease_expires_at = CASE WHEN $5 = 'completed' THEN NULL ELSE least(t.lease_expires_at, pg_catalog.statement_timestamp()) END,
+        updated_at = pg_catalog.statement_timestamp()
+    WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4
+      AND t.state = ANY($8::text[]) AND (NOT $9::bool OR t.lease_expires_at > pg_catalog.clock_timestamp())
+    RETURNING t.token, t.state, CASE WHEN t.waiters > 0 THEN
+        pg_catalog.pg_notify($13, 'e' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
+),
+ev AS (
+    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
+    SELECT $1, $2, $10, u.state, u.token, $3, $11::jsonb FROM u
+)
+SELECT pg_catalog.count(*) FROM u`
 
 func (c *Client) uncertain(l *Lease, o callOptions, cause error) error {
 	c.cfg.Logger.Warn("sentinel: execution outcome uncertain; reconcile it", "namespace", o.namespace, "key", l.key,

@@ -1,10 +1,11 @@
 package sentinel
 
+// This file: WithRerun, the re-run option of Once, and what fn's ctx tells about it (Attempt, EffectKey).
+
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"math"
 
 	"github.com/sentinel-coordination/sentinel/internal/rerunhook"
@@ -58,43 +59,6 @@ import (
 func WithRerun(maxAttempts int) Option {
 	return func(o *callOptions) { o.rerun, o.rerunSet = maxAttempts, true }
 }
-
-// runInfo is what fn's context carries about its run.
-type runInfo struct {
-	token       int64
-	attempt     int
-	maxAttempts int // the key's bound, recorded by this attempt's claim
-	ns, key     string
-}
-
-// rerunNote tells the caller of an attempt that stopped without an outcome
-// that the key will be re-run, when it will: "" otherwise.
-func rerunNote(fnCtx context.Context) string {
-	ri, ok := fnCtx.Value(runKey{}).(*runInfo)
-	if !ok || ri.attempt >= ri.maxAttempts {
-		return ""
-	}
-	return fmt.Sprintf(" (WithRerun: unless an operator acts first, the next Once call for the key with WithRerun runs fn again, "+
-		"as attempt %d of at most %d)", ri.attempt+1, ri.maxAttempts)
-}
-
-// handBack is the state a claim at attempt is handed back in (Retryable,
-// or a claim given back before fn ran): claimed, so the next caller runs
-// it; but in a re-run (attempt above 1: an earlier attempt may have had
-// its effect) the key stays executing with its lease ended, rerunnable by
-// a caller with WithRerun and uncertain for any other.
-func handBack(attempt int) State {
-	if attempt > 1 {
-		return StateExecuting
-	}
-	return StateClaimed
-}
-
-// testAfterFn, set by tests only, runs after fn returned and before its
-// outcome is recorded, so that a test can kill the process there.
-var testAfterFn func(key string)
-
-type runKey struct{}
 
 // Attempt returns fn's attempt from the ctx passed to fn by Once: 1 for the
 // first run of a key, 2 for its first re-run after a crash (WithRerun), and

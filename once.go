@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sentinel-coordination/sentinel/internal/rerunhook"
 )
 
 // Result is the outcome of a Once call.
@@ -260,6 +261,10 @@ func (c *Client) start(ctx context.Context, key string, opts []Option, state Sta
 	}
 	if o, err = c.onceOptions(key, opts, state); err != nil {
 		return o, nil, nil, nil, nil, err
+	}
+	if g := rerunhook.From(ctx); g != nil {
+		// package idempotency's rerun guard: for this call, not fn's calls.
+		o.rerunGuard, ctx = g, rerunhook.WithGuard(ctx, nil)
 	}
 	ex, l, fnCtx, cleanup, err = c.begin(ctx, key, o, state)
 	return o, ex, l, fnCtx, cleanup, err

@@ -7,8 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"math"
-
-	"github.com/sentinel-coordination/sentinel/internal/rerunhook"
 )
 
 // WithRerun declares that fn's effect is deduplicated downstream: fn passes
@@ -114,10 +112,4 @@ func (o *callOptions) checkRerun(state State) (int, error) {
 		return 0, invalid("WithRerun", "maxAttempts must be at least 1 (1: no re-run), got %d", o.rerun)
 	}
 	return o.rerun, nil
-}
-
-func init() {
-	rerunhook.Option = func(g rerunhook.Guard) any {
-		return Option(func(o *callOptions) { o.rerunGuard = g })
-	}
 }

@@ -22,16 +22,6 @@ type Result[T any] struct {
 	Token  int64 // the fencing token of the execution that produced Value
 }
 
-// TokenFromContext returns the fencing token of the Once execution running
-// fn, from the ctx passed to fn. Guard fn's own writes with it (see
-// VerifyExecutionToken). Each attempt of a key (WithRerun) has its own.
-func TokenFromContext(ctx context.Context) (int64, bool) {
-	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
-		return ri.token, true
-	}
-	return 0, false
-}
-
 // Once runs fn at most once for key across every competing worker, and
 // replays its stored result to every later caller.
 //
@@ -150,14 +140,6 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	return res, nil
 }
 
-// runInfo is what fn's context carries about its run.
-type runInfo struct {
-	token       int64
-	attempt     int
-	maxAttempts int // the key's bound, recorded by this attempt's claim
-	ns, key     string
-}
-
 // rerunNote tells the caller of an attempt that stopped without an outcome
 // that the key will be re-run, when it will: "" otherwise.
 func rerunNote(fnCtx context.Context) string {
@@ -184,8 +166,6 @@ func handBack(attempt int) State {
 // testAfterFn, set by tests only, runs after fn returned and before its
 // outcome is recorded, so that a test can kill the process there.
 var testAfterFn func(key string)
-
-type runKey struct{}
 
 // recordRefused appends a completion_refused event with fn's encoded
 // result: the evidence an operator needs to tell "fn succeeded" from a

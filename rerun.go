@@ -1,6 +1,6 @@
 package sentinel
 
-// This file: WithRerun, the re-run option of Once, and what fn's ctx tells about it (Attempt, EffectKey).
+// This file: WithRerun, the re-run option of Once, and what fn's ctx carries (TokenFromContext, Attempt, EffectKey).
 
 import (
 	"context"
@@ -56,6 +56,26 @@ import (
 // ErrInvalid.
 func WithRerun(maxAttempts int) Option {
 	return func(o *callOptions) { o.rerun, o.rerunSet = maxAttempts, true }
+}
+
+// runInfo is what fn's context carries about its run.
+type runInfo struct {
+	token       int64
+	attempt     int
+	maxAttempts int // the key's bound, recorded by this attempt's claim
+	ns, key     string
+}
+
+type runKey struct{}
+
+// TokenFromContext returns the fencing token of the Once execution running
+// fn, from the ctx passed to fn. Guard fn's own writes with it (see
+// VerifyExecutionToken). Each attempt of a key (WithRerun) has its own.
+func TokenFromContext(ctx context.Context) (int64, bool) {
+	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
+		return ri.token, true
+	}
+	return 0, false
 }
 
 // Attempt returns fn's attempt from the ctx passed to fn by Once: 1 for the

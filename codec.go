@@ -3,6 +3,7 @@ package sentinel
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 )
 
 // Codec encodes Once results for storage and decodes them on replay.
@@ -71,3 +72,12 @@ type finalMark struct{ err error }
 
 func (e *finalMark) Error() string { return e.err.Error() }
 func (e *finalMark) Unwrap() error { return e.err }
+
+// encode encodes a result with the call's codec, within MaxResultSize.
+func (c *Client) encode(o callOptions, value any) ([]byte, error) {
+	data, err := o.codec.Encode(value)
+	if err == nil && len(data) > c.cfg.MaxResultSize {
+		err = fmt.Errorf("encoded result is %d bytes, over MaxResultSize %d", len(data), c.cfg.MaxResultSize)
+	}
+	return data, err
+}

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: the execution record of a Once key (State, Execution, Event, their columns and scanning, readExecution), Inspect, History and Prune.
+
 import (
 	"context"
 	"encoding/json"
@@ -163,294 +165,6 @@ func newExecSQL(schema string) *execSQL {
 }
 
 const sqlReadExecution = `SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2`
-
-// sqlReadSet is sqlReadExecution for many keys in one statement, for the
-// coalescer (coalesce.go): per call, its ordinal in the batch then
-// sqlReadExecution's columns; no row for a key without one.
-// $1 namespaces, $2 keys.
-const sqlReadSet = `
-SELECT i.n, {{cols}}
-FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) WITH ORDINALITY AS i(ns, key, n)
-JOIN {{schema}}.executions t ON t.namespace = i.ns AND t.key = i.key`
-
-// sqlClaim is the first statement of every Once (and OnceTx): it claims
-// key in state $3 (executing for Once, claimed for OnceTx) when this
-// caller may run it, and otherwise returns the key's row as it is, writing
-// nothing. A fresh key costs it and the completion: two round trips, two
-// commits; a completed key (a replay) costs it alone.
-//
-// cur reads the key's row (one primary-key probe, the statement's
-// snapshot). Only when it found none, or a row this caller may take over
-// (a claimed row whose lease expired; with WithRerun, $10 > 1, an
-// executing one whose lease expired), does cl call once_claim (migration
-// 8), which takes the key in one guarded statement of its own and returns
-// the row it claimed: the condition names no column of the function's
-// rows, so it is a one-time filter and the function is not called at all
-// otherwise. A replay, or a key in progress, uncertain or being
-// reconciled, is therefore cur's probe and nothing else: no row lock, no
-// transaction id, no WAL, and about the CPU of a primary-key SELECT
-// (TestClaimReplayWritesNothing). Written as one statement with the
-// writes in CTEs, every replay paid for setting those writes up: 5-7x a
-// SELECT's CPU, 1.4-1.6x its round trip.
-//
-// once_claim decides again, under the row lock and by the database clock,
-// with a snapshot of its own: a key inserted meanwhile is left to its
-// claimant, a row locked by a concurrent claim (or by the executor's
-// VerifyExecutionToken guard) is left alone, and a re-run must still find
-// attempts left (and, when $11 is not 0, the stopped attempt at token
-// $11; -1: no re-run, but $10 is still the bound a new row records). The
-// token is minted in the write that stores it, from the sequence named by
-// {{seq}}; the history (claimed, started, and rerun before a re-run) is
-// written in the same statement.
-//
-// Result: true and the claimed row; or false and cur's row (the key as it
-// was: completed, held, uncertain, reconciling, or claimable but locked);
-// or no row at all (inserted concurrently: the caller claims again).
-// $1 ns, $2 key, $3 state, $4 owner, $5 host, $6 pid, $7 ttl µs,
-// $8 hard TTL µs, $9 metadata, $10 the caller's WithRerun bound (1: none),
-// $11 the token a re-run must find (0: any; -1: no re-run).
-const sqlClaim = `
-WITH cur AS (
-    SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2
-),
-cl AS (
-    SELECT * FROM {{schema}}.once_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}}, NOT EXISTS (SELECT 1 FROM cur))
-    WHERE NOT EXISTS (SELECT 1 FROM cur c
-        WHERE c.lease_alive OR NOT (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1 AND $11::bigint >= 0)))
-)
-SELECT true, {{cols}} FROM cl t
-UNION ALL
-SELECT false, c.* FROM cur c WHERE NOT EXISTS (SELECT 1 FROM cl)`
-
-// sqlFinish moves a claim held by ($3 owner, $4 token) from one of the
-// states $8 to state $5, guarded by owner, token and state, and by a live
-// lease when $9. Completion stores the result ($6, $7, $12 final error) and
-// drops the lease; any other target ends the lease now. $10 event,
-// $11 metadata. When callers wait for the key (waiters > 0) it notifies
-// them on channel $13 in the same statement; otherwise no NOTIFY is sent.
-const sqlFinish = `
-WITH u AS (
-    UPDATE {{schema}}.executions t SET
-        state = $5,
-        result = CASE WHEN $5 = 'completed' THEN $6::bytea ELSE t.result END,
-        result_error = CASE WHEN $5 = 'completed' THEN $7::text ELSE t.result_error END,
-        final_error = CASE WHEN $5 = 'completed' THEN $12::text ELSE t.final_error END,
-        result_by_operator = CASE WHEN $5 = 'completed' THEN false ELSE t.result_by_operator END,
-        completed_at = CASE WHEN $5 = 'completed' THEN pg_catalog.statement_timestamp() ELSE t.completed_at END,
-        lease_expires_at = CASE WHEN $5 = 'completed' THEN NULL ELSE least(t.lease_expires_at, pg_catalog.statement_timestamp()) END,
-        updated_at = pg_catalog.statement_timestamp()
-    WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4
-      AND t.state = ANY($8::text[]) AND (NOT $9::bool OR t.lease_expires_at > pg_catalog.clock_timestamp())
-    RETURNING t.token, t.state, CASE WHEN t.waiters > 0 THEN
-        pg_catalog.pg_notify($13, 'e' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
-),
-ev AS (
-    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT $1, $2, $10, u.state, u.token, $3, $11::jsonb FROM u
-)
-SELECT pg_catalog.count(*) FROM u`
-
-// sqlClaimSet is sqlClaim for many calls in one statement, for the
-// coalescer (coalesce.go): parameter $k is the array of sqlClaim's $k over
-// the batch's calls. Each call is decided exactly as sqlClaim and
-// once_claim (migration 8) decide it, in the same steps written over the
-// batch's rows (a batch pays for setting up its writes once, for up to 32
-// calls), and gets its own row: true and the row it claimed, or false and the
-// key's row as it is (a replay, a key in progress...). Calls may share a
-// key (replays of one key share the batch's probe); of the calls on one
-// key only the first (by ordinal) may take it over or insert it, and the
-// others get the row as it was, or no row (a key inserted by this very
-// statement), as sqlClaim's caller would after a concurrent claim. Rows
-// are locked and inserted in key order. It returns, per call, its ordinal
-// in the batch then sqlClaim's columns. $6 pid, $10 and $11 are bigint[];
-// $9 metadata a text[] of JSON.
-const sqlClaimSet = `
-WITH i AS (
-    SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
-        pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::bigint[]),
-        pg_catalog.unnest($7::bigint[]), pg_catalog.unnest($8::bigint[]), pg_catalog.unnest($9::text[]),
-        pg_catalog.unnest($10::bigint[]), pg_catalog.unnest($11::bigint[]))
-        WITH ORDINALITY AS i(ns, key, state, owner, host, pid, ttl, hard, meta, rerun, rtoken, n)
-),
-cur AS (
-    SELECT i.n AS ord, {{cols}} FROM i JOIN {{schema}}.executions t ON t.namespace = i.ns AND t.key = i.key
-),
-lk AS (
-    SELECT o.n AS ord, l.* FROM (
-        SELECT DISTINCT ON (i.ns, i.key) i.n, i.ns, i.key, i.rerun, i.rtoken
-        FROM cur c JOIN i ON i.n = c.ord
-        WHERE NOT c.lease_alive AND (c.state = 'claimed' OR (c.state = 'executing' AND i.rerun > 1 AND i.rtoken >= 0))
-        ORDER BY i.ns, i.key, i.n
-    ) o
-    CROSS JOIN LATERAL (
-        SELECT t.namespace, t.key, t.state, t.token, t.owner, t.attempt, t.max_attempts FROM {{schema}}.executions t
-        WHERE t.namespace = o.ns AND t.key = o.key AND t.lease_expires_at <= pg_catalog.clock_timestamp()
-            AND (t.state = 'claimed' OR (t.state = 'executing' AND t.attempt < least(t.max_attempts, o.rerun)
-                AND (o.rtoken = 0 OR t.token = o.rtoken)))
-        FOR UPDATE OF t SKIP LOCKED
-    ) l
-),
-up AS (
-    UPDATE {{schema}}.executions t SET
-        state = i.state, owner = i.owner, token = pg_catalog.nextval({{seq}}), host = i.host, pid = i.pid::int,
-        updated_at = pg_catalog.clock_timestamp(),
-        lease_expires_at = pg_catalog.clock_timestamp() + i.ttl * interval '1 microsecond',
-        hard_expires_at = pg_catalog.clock_timestamp() + i.hard * interval '1 microsecond',
-        completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL, result_by_operator = false,
-        attempt = CASE WHEN lk.state = 'executing' THEN lk.attempt + 1 ELSE 1 END,
-        max_attempts = CASE WHEN lk.state = 'executing' THEN least(lk.max_attempts, i.rerun)::int ELSE i.rerun::int END
-    FROM lk JOIN i ON i.n = lk.ord
-    WHERE t.namespace = lk.namespace AND t.key = lk.key
-    RETURNING i.n AS ord, {{cols}}, lk.state AS prev_state, lk.token AS prev_token, lk.owner AS prev_owner
-),
-ins AS (
-    INSERT INTO {{schema}}.executions AS t
-        (namespace, key, state, owner, token, host, pid, created_at, updated_at, lease_expires_at, hard_expires_at,
-         attempt, max_attempts)
-    SELECT DISTINCT ON (i.ns, i.key) i.ns, i.key, i.state, i.owner, pg_catalog.nextval({{seq}}), i.host, i.pid::int,
-        pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
-        pg_catalog.clock_timestamp() + i.ttl * interval '1 microsecond',
-        pg_catalog.clock_timestamp() + i.hard * interval '1 microsecond',
-        1, i.rerun::int
-    FROM i
-    WHERE NOT EXISTS (SELECT 1 FROM cur c WHERE c.ord = i.n)
-    ORDER BY i.ns, i.key, i.n
-    ON CONFLICT (namespace, key) DO NOTHING
-    RETURNING {{cols}}
-),
-g AS (
-    SELECT * FROM up
-    UNION ALL
-    SELECT (SELECT pg_catalog.min(i.n) FROM i WHERE i.ns = ins.namespace AND i.key = ins.key), ins.*,
-        NULL::text, NULL::bigint, NULL::text
-    FROM ins
-),
-ev AS (
-    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT g.namespace, g.key, e.event, e.state, g.token, g.owner,
-        CASE WHEN e.n = 0 THEN coalesce(i.meta::jsonb, '{}'::jsonb) || pg_catalog.jsonb_build_object('attempt', g.attempt,
-            'max_attempts', g.max_attempts, 'previous_token', g.prev_token, 'previous_owner', g.prev_owner)
-        ELSE i.meta::jsonb END
-    FROM g JOIN i ON i.n = g.ord,
-        (VALUES (0, 'rerun', 'executing'), (1, 'claimed', 'claimed'), (2, 'started', 'executing')) AS e(n, event, state)
-    WHERE (e.n = 0 AND g.prev_state = 'executing') OR e.n = 1 OR (e.n = 2 AND i.state = 'executing')
-    ORDER BY g.ord, e.n
-)
-SELECT g.ord, true, {{gcols}} FROM g
-UNION ALL
-SELECT c.ord, false, {{ccols}} FROM cur c WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.ord = c.ord)`
-
-// sqlFinishSet is sqlFinish for many claims in one statement, for the
-// coalescer (coalesce.go): parameter $k is the array of sqlFinish's $k
-// over the batch's calls, all on distinct keys, except $8, where each
-// call's states are joined by commas. Each row is guarded exactly as
-// sqlFinish guards it. It returns, per call, its ordinal in the batch and
-// the count of rows changed (0 or 1). Waiters of a key are notified as by
-// sqlFinish; keys nobody waits for send no NOTIFY.
-const sqlFinishSet = `
-WITH i AS (
-    SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
-        pg_catalog.unnest($4::bigint[]), pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::bytea[]),
-        pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]), pg_catalog.unnest($9::bool[]),
-        pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::text[]), pg_catalog.unnest($12::text[]),
-        pg_catalog.unnest($13::text[]))
-        WITH ORDINALITY AS i(ns, key, owner, token, to_state, result, result_error, from_states, need_live, event, meta, final_error, channel, n)
-),
-u AS (
-    UPDATE {{schema}}.executions t SET
-        state = i.to_state,
-        result = CASE WHEN i.to_state = 'completed' THEN i.result ELSE t.result END,
-        result_error = CASE WHEN i.to_state = 'completed' THEN i.result_error ELSE t.result_error END,
-        final_error = CASE WHEN i.to_state = 'completed' THEN i.final_error ELSE t.final_error END,
-        result_by_operator = CASE WHEN i.to_state = 'completed' THEN false ELSE t.result_by_operator END,
-        completed_at = CASE WHEN i.to_state = 'completed' THEN pg_catalog.statement_timestamp() ELSE t.completed_at END,
-        lease_expires_at = CASE WHEN i.to_state = 'completed' THEN NULL ELSE least(t.lease_expires_at, pg_catalog.statement_timestamp()) END,
-        updated_at = pg_catalog.statement_timestamp()
-    FROM i
-    WHERE t.namespace = i.ns AND t.key = i.key AND t.owner = i.owner AND t.token = i.token
-      AND t.state = ANY(pg_catalog.string_to_array(i.from_states, ','))
-      AND (NOT i.need_live OR t.lease_expires_at > pg_catalog.clock_timestamp())
-    RETURNING i.n AS ord, t.token, t.state, CASE WHEN t.waiters > 0 THEN
-        pg_catalog.pg_notify(i.channel, 'e' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
-),
-ev AS (
-    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT i.ns, i.key, i.event, u.state, u.token, i.owner, i.meta::jsonb FROM u JOIN i ON i.n = u.ord
-    ORDER BY u.ord
-)
-SELECT i.n, (SELECT pg_catalog.count(*) FROM u WHERE u.ord = i.n) FROM i`
-
-// sqlWatch counts a caller in as waiting for an in-progress key's outcome
-// (see sqlFinish) and returns the row; no row when the key is not in
-// progress any more.
-const sqlWatch = `
-UPDATE {{schema}}.executions t SET waiters = t.waiters + 1
-WHERE t.namespace = $1 AND t.key = $2 AND t.state IN ('claimed', 'executing')
-RETURNING {{cols}}`
-
-// sqlSetResult stores an operator's result for a key that completed
-// without one (its result could not be encoded) or with one an operator
-// stored, guarded by state, by the result's origin and by token $4 when
-// not 0. $3 result, $5 operator,
-// $6 metadata. When the guard fails the current row is returned and
-// nothing is written.
-const sqlSetResult = `
-WITH u AS (
-    UPDATE {{schema}}.executions t SET
-        result = $3::bytea, result_error = NULL, result_by_operator = true, updated_at = pg_catalog.statement_timestamp()
-    WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'completed' AND (t.result_error IS NOT NULL OR t.result_by_operator)
-      AND ($4::bigint = 0 OR t.token = $4)
-    RETURNING {{cols}}
-),
-ev AS (
-    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT $1, $2, 'result_set', u.state, u.token, $5, $6::jsonb FROM u
-)
-SELECT true, u.* FROM u
-UNION ALL
-SELECT false, {{cols}} FROM {{schema}}.executions t
-WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM u)`
-
-// sqlOperator is an operator's transition ($3 from state -> $4 to state),
-// guarded by state (and, from executing, by an expired lease; by token $10
-// when not 0). $5 mints a new token; $6 owner; $7 result; $8 event;
-// $9 metadata. When the guard
-// fails, the current row is returned and nothing is written. The row is
-// locked FOR UPDATE first (lk): that waits for a VerifyExecutionToken
-// guard's FOR KEY SHARE, so no operator transition commits while a guarded
-// transaction of the current claim is open (see sqlVerify).
-const sqlOperator = `
-WITH lk AS (
-    SELECT t.namespace, t.key FROM {{schema}}.executions t
-    WHERE t.namespace = $1 AND t.key = $2
-    FOR UPDATE
-),
-u AS (
-    UPDATE {{schema}}.executions t SET
-        state = $4,
-        token = CASE WHEN $5::bool THEN pg_catalog.nextval({{seq}}) ELSE t.token END,
-        owner = $6,
-        result = CASE WHEN $4 = 'completed' THEN $7::bytea ELSE t.result END,
-        result_error = CASE WHEN $4 = 'completed' THEN NULL ELSE t.result_error END,
-        final_error = CASE WHEN $4 = 'completed' THEN NULL ELSE t.final_error END,
-        result_by_operator = ($4 = 'completed'),
-        completed_at = CASE WHEN $4 = 'completed' THEN pg_catalog.statement_timestamp() ELSE NULL END,
-        lease_expires_at = CASE WHEN $4 = 'claimed' THEN pg_catalog.statement_timestamp() ELSE NULL END,
-        updated_at = pg_catalog.statement_timestamp()
-    FROM lk
-    WHERE t.namespace = lk.namespace AND t.key = lk.key AND t.state = $3
-      AND ($3 <> 'executing' OR t.lease_expires_at <= pg_catalog.clock_timestamp())
-      AND ($10::bigint = 0 OR t.token = $10)
-    RETURNING {{cols}}
-),
-ev AS (
-    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT $1, $2, $8, u.state, u.token, $6, $9::jsonb FROM u
-)
-SELECT true, u.* FROM u
-UNION ALL
-SELECT false, {{cols}} FROM {{schema}}.executions t
-WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM u)`
 
 const sqlInsertEvent = `
 INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
@@ -625,6 +339,26 @@ func (c *Client) readExecution(ctx context.Context, ns, key string) (*Execution,
 		return nil, c.wrapErr(fmt.Sprintf("read execution %q/%q", ns, key), err)
 	}
 	return e, nil
+}
+
+// committed reads, on a fresh bounded context and retrying transient
+// errors, whether key is completed at token.
+func (c *Client) committed(ctx context.Context, ns, key string, token int64) (bool, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+	defer cancel()
+	for {
+		ex, err := c.readExecution(rctx, ns, key)
+		if err == nil {
+			return ex.State == StateCompleted && ex.Token == token, nil
+		}
+		if !transient(err) || rctx.Err() != nil {
+			return false, err
+		}
+		select {
+		case <-rctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // History returns key's events, oldest first. Options: WithNamespace.

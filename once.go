@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Once, read top to bottom: the call, the claim (begin, sqlClaim), fn's run and the finish (finish, sqlFinish).
+
 import (
 	"bytes"
 	"context"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sentinel-coordination/sentinel/internal/rerunhook"
 )
 
 // Result is the outcome of a Once call.
@@ -17,16 +20,6 @@ type Result[T any] struct {
 	Value  T     // fn's result, or the stored result decoded into T
 	Cached bool  // true when replayed: fn did not run in this call
 	Token  int64 // the fencing token of the execution that produced Value
-}
-
-// TokenFromContext returns the fencing token of the Once execution running
-// fn, from the ctx passed to fn. Guard fn's own writes with it (see
-// VerifyExecutionToken). Each attempt of a key (WithRerun) has its own.
-func TokenFromContext(ctx context.Context) (int64, bool) {
-	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
-		return ri.token, true
-	}
-	return 0, false
 }
 
 // Once runs fn at most once for key across every competing worker, and
@@ -147,14 +140,32 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	return res, nil
 }
 
-// encode encodes a result with the call's codec, within MaxResultSize.
-func (c *Client) encode(o callOptions, value any) ([]byte, error) {
-	data, err := o.codec.Encode(value)
-	if err == nil && len(data) > c.cfg.MaxResultSize {
-		err = fmt.Errorf("encoded result is %d bytes, over MaxResultSize %d", len(data), c.cfg.MaxResultSize)
+// rerunNote tells the caller of an attempt that stopped without an outcome
+// that the key will be re-run, when it will: "" otherwise.
+func rerunNote(fnCtx context.Context) string {
+	ri, ok := fnCtx.Value(runKey{}).(*runInfo)
+	if !ok || ri.attempt >= ri.maxAttempts {
+		return ""
 	}
-	return data, err
+	return fmt.Sprintf(" (WithRerun: unless an operator acts first, the next Once call for the key with WithRerun runs fn again, "+
+		"as attempt %d of at most %d)", ri.attempt+1, ri.maxAttempts)
 }
+
+// handBack is the state a claim at attempt is handed back in (Retryable,
+// or a claim given back before fn ran): claimed, so the next caller runs
+// it; but in a re-run (attempt above 1: an earlier attempt may have had
+// its effect) the key stays executing with its lease ended, rerunnable by
+// a caller with WithRerun and uncertain for any other.
+func handBack(attempt int) State {
+	if attempt > 1 {
+		return StateExecuting
+	}
+	return StateClaimed
+}
+
+// testAfterFn, set by tests only, runs after fn returned and before its
+// outcome is recorded, so that a test can kill the process there.
+var testAfterFn func(key string)
 
 // recordRefused appends a completion_refused event with fn's encoded
 // result: the evidence an operator needs to tell "fn succeeded" from a
@@ -207,201 +218,6 @@ func (c *Client) movedOn(ctx context.Context, l *Lease, o callOptions, fnErr err
 			l.token, ex.Token, fnErr)}
 }
 
-// OnceTx is Once for work that lives in the same PostgreSQL database: fn
-// receives a transaction, and fn's writes commit together with the
-// completion. A database-local side effect therefore happens exactly once,
-// and a crash inside fn leaves nothing behind: not fn's writes, not an
-// uncertain key (the claim stays "claimed" until commit, and an expired
-// claim is taken over by the next caller). Competing callers get
-// ErrInProgress while fn runs (or wait, with WithWait), and the cached
-// result afterwards.
-//
-// An error from fn (retryable or not) rolls the transaction back and frees
-// the key for the next caller; Final(err) commits fn's writes with err as
-// the outcome. If the lease is lost before commit the transaction is rolled
-// back and an error matching ErrLeaseLost is returned. fn must not commit or
-// roll back tx itself: if it does, its writes may be committed without the
-// completion, so the key is left uncertain (ErrUncertain) for an operator.
-// When the commit's reply is lost, the row is read again to tell a commit
-// from a rollback; if even that fails the error matches ErrUncertain.
-func OnceTx[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context, tx pgx.Tx) (T, error), opts ...Option) (Result[T], error) {
-	if fn == nil {
-		return Result[T]{}, invalid("fn", "must not be nil")
-	}
-	var tx pgx.Tx
-	return onceInTx(ctx, c, key, opts, "OnceTx",
-		func(ctx context.Context) (txRunner, error) {
-			var err error
-			tx, err = c.pool.Begin(ctx)
-			return pgxTxRunner{tx}, err
-		},
-		func(ctx context.Context) (T, error) { return fn(ctx, tx) })
-}
-
-type pgxTxRunner struct{ tx pgx.Tx }
-
-func (r pgxTxRunner) completeScan(ctx context.Context, query string, args ...any) (int64, bool, error) {
-	var n int64
-	err := r.tx.QueryRow(ctx, query, args...).Scan(&n)
-	return n, errors.Is(err, pgx.ErrTxClosed), err
-}
-func (r pgxTxRunner) commit(ctx context.Context) error { return r.tx.Commit(ctx) }
-func (r pgxTxRunner) rollback(ctx context.Context) bool {
-	return errors.Is(r.tx.Rollback(ctx), pgx.ErrTxClosed)
-}
-
-// txRunner is the part of a transaction onceInTx drives.
-type txRunner interface {
-	// completeScan runs the guarded completion statement in the
-	// transaction and returns the count of rows it completed; closed
-	// reports that fn had already committed or rolled back the transaction.
-	completeScan(ctx context.Context, query string, args ...any) (n int64, closed bool, err error)
-	commit(ctx context.Context) error
-	// rollback rolls back and reports whether fn had closed the
-	// transaction already.
-	rollback(ctx context.Context) (closed bool)
-}
-
-// onceInTx is the OnceTx protocol over any transaction, kept step for step
-// in line with OnceTx: claim key in state claimed (through the pool), begin,
-// run fn, then run the completion statement (guarded by owner, token, state
-// and a live lease) inside the transaction and commit; fn's writes and the
-// completion commit or vanish together. On a failure before commit the
-// transaction is rolled back and the claim released for the next caller;
-// if fn closed the transaction itself the key is left uncertain.
-func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, what string,
-	begin func(ctx context.Context) (txRunner, error), fn func(ctx context.Context) (T, error)) (res Result[T], err error) {
-	if obs := c.observer(); obs != nil { // metrics and tracing (observe.go)
-		ctx = obs.onceStart(ctx, c, key, opts)
-		defer obs.onceEnd(ctx, c, key, opts, time.Now(), &res.Cached, &res.Token, &err)
-	}
-	o, ex, l, fnCtx, finishRun, err := c.start(ctx, key, opts, StateClaimed)
-	if err != nil || ex != nil {
-		return replayOr[T](ex, o, err)
-	}
-	defer finishRun()
-	res.Token = l.token
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-	defer cancel()
-	release := func(event string, meta ...any) {
-		_, _ = c.finish(wctx, l, o, StateClaimed, nil, "", "", []State{StateClaimed}, false, event, meta...)
-	}
-	fnClosedTx := func(fnErr error) error {
-		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateClaimed}, false, "failed",
-			"error", "fn committed or rolled back the transaction itself")
-		cause := errors.New("fn committed or rolled back the transaction itself, so its writes may be committed " +
-			"without the completion; the key is left uncertain: check fn's writes, then Reconcile and ForceComplete or ResetToClaimed it")
-		if fnErr != nil {
-			cause = fmt.Errorf("%w (fn's error: %w)", cause, fnErr)
-		}
-		return c.uncertain(l, o, cause)
-	}
-
-	tx, err := begin(fnCtx)
-	if err != nil {
-		release("rolled_back", "error", err.Error())
-		return res, c.wrapErr(fmt.Sprintf("%s %q/%q: begin", what, o.namespace, key), err)
-	}
-
-	value, panicked, panicVal, fnErr := call(func() (T, error) { return fn(fnCtx) })
-	switch {
-	case panicked:
-		if tx.rollback(wctx) {
-			_ = fnClosedTx(fmt.Errorf("panic: %v", panicVal))
-		} else {
-			release("rolled_back", "error", fmt.Sprintf("panic: %v", panicVal))
-		}
-		l.end(ErrReleased)
-		panic(panicVal)
-	case fnErr != nil && !IsFinal(fnErr):
-		if tx.rollback(wctx) {
-			return res, fnClosedTx(fnErr)
-		}
-		release("rolled_back", "error", fnErr.Error())
-		return res, fnErr
-	}
-	data, encErr := c.encode(o, value)
-	if encErr != nil {
-		if tx.rollback(wctx) {
-			return res, fnClosedTx(nil)
-		}
-		release("rolled_back", "error", encErr.Error())
-		return res, fmt.Errorf("%w: %s %q/%q rolled back, nothing was committed: %w", ErrResult, what, o.namespace, key, encErr)
-	}
-	meta, err := metadataJSON(o.metadata)
-	if err != nil {
-		if tx.rollback(wctx) {
-			return res, fnClosedTx(nil)
-		}
-		release("rolled_back")
-		return res, err
-	}
-	var finalMsg any
-	if fnErr != nil {
-		finalMsg = storableText(fnErr.Error())
-	}
-	// The from-states as an array literal: portable across database/sql
-	// drivers, which need not encode a []string.
-	n, closed, err := tx.completeScan(fnCtx, c.exe.finish, o.namespace, key, l.owner, l.token, string(StateCompleted), data, nil,
-		"{"+string(StateClaimed)+"}", true, "completed", meta, finalMsg, c.sql.channel)
-	if closed {
-		return res, fnClosedTx(fnErr)
-	}
-	if err == nil && n == 0 {
-		err = l.Err()
-		if err == nil {
-			err = &LostError{Namespace: o.namespace, Key: key, Token: l.token, Reason: "claim expired or taken over before commit"}
-		}
-	}
-	if err != nil {
-		tx.rollback(wctx)
-		release("rolled_back", "error", err.Error())
-		return res, fmt.Errorf("sentinel: %s %q/%q: completion refused, nothing was committed: %w", what, o.namespace, key, mapDBErr(c.cfg.Schema, err))
-	}
-	done := func() (Result[T], error) {
-		res.Value = value
-		if fnErr != nil {
-			return res, &FinalError{Namespace: o.namespace, Key: key, Token: l.token, Message: storableText(fnErr.Error()), Err: fnErr}
-		}
-		return res, nil
-	}
-	if cerr := tx.commit(wctx); cerr != nil {
-		// The commit's outcome is unknown: the row tells, since the
-		// completion and fn's writes commit or vanish together.
-		committed, rerr := c.committed(ctx, o.namespace, key, l.token)
-		switch {
-		case rerr != nil:
-			return res, c.uncertain(l, o, fmt.Errorf("commit failed (%v) and reading the key back failed too (%w): "+
-				"the key is either completed (fn's writes committed) or claimed (nothing committed); Inspect it", cerr, rerr))
-		case committed:
-			return done()
-		}
-		release("rolled_back", "error", cerr.Error())
-		return res, fmt.Errorf("sentinel: %s %q/%q: commit failed, nothing was committed: %w", what, o.namespace, key, cerr)
-	}
-	return done()
-}
-
-// committed reads, on a fresh bounded context and retrying transient
-// errors, whether key is completed at token.
-func (c *Client) committed(ctx context.Context, ns, key string, token int64) (bool, error) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-	defer cancel()
-	for {
-		ex, err := c.readExecution(rctx, ns, key)
-		if err == nil {
-			return ex.State == StateCompleted && ex.Token == token, nil
-		}
-		if !transient(err) || rctx.Err() != nil {
-			return false, err
-		}
-		select {
-		case <-rctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // call runs f, turning a panic into panicked and its value.
 func call[T any](f func() (T, error)) (value T, panicked bool, panicVal any, err error) {
 	panicked = true
@@ -425,6 +241,10 @@ func (c *Client) start(ctx context.Context, key string, opts []Option, state Sta
 	}
 	if o, err = c.onceOptions(key, opts, state); err != nil {
 		return o, nil, nil, nil, nil, err
+	}
+	if g := rerunhook.From(ctx); g != nil {
+		// package idempotency's rerun guard: for this call, not fn's calls.
+		o.rerunGuard, ctx = g, rerunhook.WithGuard(ctx, nil)
 	}
 	ex, l, fnCtx, cleanup, err = c.begin(ctx, key, o, state)
 	return o, ex, l, fnCtx, cleanup, err
@@ -552,6 +372,63 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		listening = c.ln.listening()
 	}
 }
+
+// sqlClaim is the first statement of every Once (and OnceTx): it claims
+// key in state $3 (executing for Once, claimed for OnceTx) when this
+// caller may run it, and otherwise returns the key's row as it is, writing
+// nothing. A fresh key costs it and the completion: two round trips, two
+// commits; a completed key (a replay) costs it alone.
+//
+// cur reads the key's row (one primary-key probe, the statement's
+// snapshot). Only when it found none, or a row this caller may take over
+// (a claimed row whose lease expired; with WithRerun, $10 > 1, an
+// executing one whose lease expired), does cl call once_claim (migration
+// 8), which takes the key in one guarded statement of its own and returns
+// the row it claimed: the condition names no column of the function's
+// rows, so it is a one-time filter and the function is not called at all
+// otherwise. A replay, or a key in progress, uncertain or being
+// reconciled, is therefore cur's probe and nothing else: no row lock, no
+// transaction id, no WAL, and about the CPU of a primary-key SELECT
+// (TestClaimReplayWritesNothing). Written as one statement with the
+// writes in CTEs, every replay paid for setting those writes up: 5-7x a
+// SELECT's CPU, 1.4-1.6x its round trip.
+//
+// once_claim decides again, under the row lock and by the database clock,
+// with a snapshot of its own: a key inserted meanwhile is left to its
+// claimant, a row locked by a concurrent claim (or by the executor's
+// VerifyExecutionToken guard) is left alone, and a re-run must still find
+// attempts left (and, when $11 is not 0, the stopped attempt at token
+// $11; -1: no re-run, but $10 is still the bound a new row records). The
+// token is minted in the write that stores it, from the sequence named by
+// {{seq}}; the history (claimed, started, and rerun before a re-run) is
+// written in the same statement.
+//
+// Result: true and the claimed row; or false and cur's row (the key as it
+// was: completed, held, uncertain, reconciling, or claimable but locked);
+// or no row at all (inserted concurrently: the caller claims again).
+// $1 ns, $2 key, $3 state, $4 owner, $5 host, $6 pid, $7 ttl µs,
+// $8 hard TTL µs, $9 metadata, $10 the caller's WithRerun bound (1: none),
+// $11 the token a re-run must find (0: any; -1: no re-run).
+const sqlClaim = `
+WITH cur AS (
+    SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2
+),
+cl AS (
+    SELECT * FROM {{schema}}.once_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}}, NOT EXISTS (SELECT 1 FROM cur))
+    WHERE NOT EXISTS (SELECT 1 FROM cur c
+        WHERE c.lease_alive OR NOT (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1 AND $11::bigint >= 0)))
+)
+SELECT true, {{cols}} FROM cl t
+UNION ALL
+SELECT false, c.* FROM cur c WHERE NOT EXISTS (SELECT 1 FROM cl)`
+
+// sqlWatch counts a caller in as waiting for an in-progress key's outcome
+// (see sqlFinish) and returns the row; no row when the key is not in
+// progress any more.
+const sqlWatch = `
+UPDATE {{schema}}.executions t SET waiters = t.waiters + 1
+WHERE t.namespace = $1 AND t.key = $2 AND t.state IN ('claimed', 'executing')
+RETURNING {{cols}}`
 
 // claimed sets up the run of fn on the execution this call just claimed
 // (ex): its lease, renewed by the heartbeat, and fn's context, cancelled
@@ -779,6 +656,34 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 		}
 	}
 }
+
+// sqlFinish moves a claim held by ($3 owner, $4 token) from one of the
+// states $8 to state $5, guarded by owner, token and state, and by a live
+// lease when $9. Completion stores the result ($6, $7, $12 final error) and
+// drops the lease; any other target ends the lease now. $10 event,
+// $11 metadata. When callers wait for the key (waiters > 0) it notifies
+// them on channel $13 in the same statement; otherwise no NOTIFY is sent.
+const sqlFinish = `
+WITH u AS (
+    UPDATE {{schema}}.executions t SET
+        state = $5,
+        result = CASE WHEN $5 = 'completed' THEN $6::bytea ELSE t.result END,
+        result_error = CASE WHEN $5 = 'completed' THEN $7::text ELSE t.result_error END,
+        final_error = CASE WHEN $5 = 'completed' THEN $12::text ELSE t.final_error END,
+        result_by_operator = CASE WHEN $5 = 'completed' THEN false ELSE t.result_by_operator END,
+        completed_at = CASE WHEN $5 = 'completed' THEN pg_catalog.statement_timestamp() ELSE t.completed_at END,
+        lease_expires_at = CASE WHEN $5 = 'completed' THEN NULL ELSE least(t.lease_expires_at, pg_catalog.statement_timestamp()) END,
+        updated_at = pg_catalog.statement_timestamp()
+    WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4
+      AND t.state = ANY($8::text[]) AND (NOT $9::bool OR t.lease_expires_at > pg_catalog.clock_timestamp())
+    RETURNING t.token, t.state, CASE WHEN t.waiters > 0 THEN
+        pg_catalog.pg_notify($13, 'e' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
+),
+ev AS (
+    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
+    SELECT $1, $2, $10, u.state, u.token, $3, $11::jsonb FROM u
+)
+SELECT pg_catalog.count(*) FROM u`
 
 func (c *Client) uncertain(l *Lease, o callOptions, cause error) error {
 	c.cfg.Logger.Warn("sentinel: execution outcome uncertain; reconcile it", "namespace", o.namespace, "key", l.key,

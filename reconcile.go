@@ -1,9 +1,12 @@
 package sentinel
 
+// This file: an operator's transitions of a Once key (Reconcile, ForceComplete, ResetToClaimed, SetResult), their statements, and the checks of stored values (RegisterResultCheck).
+
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -174,4 +177,101 @@ func (c *Client) operatorValue(ctx context.Context, key string, value any, opts 
 		}
 	}
 	return o, data, nil
+}
+
+// sqlSetResult stores an operator's result for a key that completed
+// without one (its result could not be encoded) or with one an operator
+// stored, guarded by state, by the result's origin and by token $4 when
+// not 0. $3 result, $5 operator,
+// $6 metadata. When the guard fails the current row is returned and
+// nothing is written.
+const sqlSetResult = `
+WITH u AS (
+    UPDATE {{schema}}.executions t SET
+        result = $3::bytea, result_error = NULL, result_by_operator = true, updated_at = pg_catalog.statement_timestamp()
+    WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'completed' AND (t.result_error IS NOT NULL OR t.result_by_operator)
+      AND ($4::bigint = 0 OR t.token = $4)
+    RETURNING {{cols}}
+),
+ev AS (
+    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
+    SELECT $1, $2, 'result_set', u.state, u.token, $5, $6::jsonb FROM u
+)
+SELECT true, u.* FROM u
+UNION ALL
+SELECT false, {{cols}} FROM {{schema}}.executions t
+WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM u)`
+
+// sqlOperator is an operator's transition ($3 from state -> $4 to state),
+// guarded by state (and, from executing, by an expired lease; by token $10
+// when not 0). $5 mints a new token; $6 owner; $7 result; $8 event;
+// $9 metadata. When the guard
+// fails, the current row is returned and nothing is written. The row is
+// locked FOR UPDATE first (lk): that waits for a VerifyExecutionToken
+// guard's FOR KEY SHARE, so no operator transition commits while a guarded
+// transaction of the current claim is open (see sqlVerify).
+const sqlOperator = `
+WITH lk AS (
+    SELECT t.namespace, t.key FROM {{schema}}.executions t
+    WHERE t.namespace = $1 AND t.key = $2
+    FOR UPDATE
+),
+u AS (
+    UPDATE {{schema}}.executions t SET
+        state = $4,
+        token = CASE WHEN $5::bool THEN pg_catalog.nextval({{seq}}) ELSE t.token END,
+        owner = $6,
+        result = CASE WHEN $4 = 'completed' THEN $7::bytea ELSE t.result END,
+        result_error = CASE WHEN $4 = 'completed' THEN NULL ELSE t.result_error END,
+        final_error = CASE WHEN $4 = 'completed' THEN NULL ELSE t.final_error END,
+        result_by_operator = ($4 = 'completed'),
+        completed_at = CASE WHEN $4 = 'completed' THEN pg_catalog.statement_timestamp() ELSE NULL END,
+        lease_expires_at = CASE WHEN $4 = 'claimed' THEN pg_catalog.statement_timestamp() ELSE NULL END,
+        updated_at = pg_catalog.statement_timestamp()
+    FROM lk
+    WHERE t.namespace = lk.namespace AND t.key = lk.key AND t.state = $3
+      AND ($3 <> 'executing' OR t.lease_expires_at <= pg_catalog.clock_timestamp())
+      AND ($10::bigint = 0 OR t.token = $10)
+    RETURNING {{cols}}
+),
+ev AS (
+    INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
+    SELECT $1, $2, $8, u.state, u.token, $6, $9::jsonb FROM u
+)
+SELECT true, u.* FROM u
+UNION ALL
+SELECT false, {{cols}} FROM {{schema}}.executions t
+WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM u)`
+
+// RegisterResultCheck registers check to vet every value an operator
+// stores with ForceComplete or SetResult: it gets the key and the encoded
+// value before anything is written, and an error refuses the call (the
+// error is an *InvalidError for field "value", matching ErrInvalid, whose
+// Reason is check's message). A package that owns a family of keys
+// registers a check from its init so that no operator stores a value its
+// readers cannot use: package idempotency refuses, for its keys, any value
+// that is not an HTTP response the middleware can replay. A check must
+// answer nil for keys it does not own. Checks run in registration order.
+func RegisterResultCheck(check func(key string, value []byte) error) {
+	resultChecks.Lock()
+	defer resultChecks.Unlock()
+	resultChecks.fns = append(resultChecks.fns, check)
+}
+
+var resultChecks struct {
+	sync.Mutex
+	fns []func(key string, value []byte) error
+}
+
+// checkResult runs the registered result checks.
+func checkResult(key string, value []byte) error {
+	resultChecks.Lock()
+	fns := resultChecks.fns
+	resultChecks.Unlock()
+	for _, fn := range fns {
+		if err := fn(key, value); err != nil {
+			return invalid("value", "%s", err.Error())
+		}
+	}
+	return nil
 }

@@ -1,13 +1,12 @@
 package sentinel
 
+// This file: WithRerun, the re-run option of Once, and what fn's ctx carries (TokenFromContext, Attempt, EffectKey).
+
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"math"
-
-	"github.com/sentinel-coordination/sentinel/internal/rerunhook"
 )
 
 // WithRerun declares that fn's effect is deduplicated downstream: fn passes
@@ -67,34 +66,17 @@ type runInfo struct {
 	ns, key     string
 }
 
-// rerunNote tells the caller of an attempt that stopped without an outcome
-// that the key will be re-run, when it will: "" otherwise.
-func rerunNote(fnCtx context.Context) string {
-	ri, ok := fnCtx.Value(runKey{}).(*runInfo)
-	if !ok || ri.attempt >= ri.maxAttempts {
-		return ""
-	}
-	return fmt.Sprintf(" (WithRerun: unless an operator acts first, the next Once call for the key with WithRerun runs fn again, "+
-		"as attempt %d of at most %d)", ri.attempt+1, ri.maxAttempts)
-}
-
-// handBack is the state a claim at attempt is handed back in (Retryable,
-// or a claim given back before fn ran): claimed, so the next caller runs
-// it; but in a re-run (attempt above 1: an earlier attempt may have had
-// its effect) the key stays executing with its lease ended, rerunnable by
-// a caller with WithRerun and uncertain for any other.
-func handBack(attempt int) State {
-	if attempt > 1 {
-		return StateExecuting
-	}
-	return StateClaimed
-}
-
-// testAfterFn, set by tests only, runs after fn returned and before its
-// outcome is recorded, so that a test can kill the process there.
-var testAfterFn func(key string)
-
 type runKey struct{}
+
+// TokenFromContext returns the fencing token of the Once execution running
+// fn, from the ctx passed to fn. Guard fn's own writes with it (see
+// VerifyExecutionToken). Each attempt of a key (WithRerun) has its own.
+func TokenFromContext(ctx context.Context) (int64, bool) {
+	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
+		return ri.token, true
+	}
+	return 0, false
+}
 
 // Attempt returns fn's attempt from the ctx passed to fn by Once: 1 for the
 // first run of a key, 2 for its first re-run after a crash (WithRerun), and
@@ -150,10 +132,4 @@ func (o *callOptions) checkRerun(state State) (int, error) {
 		return 0, invalid("WithRerun", "maxAttempts must be at least 1 (1: no re-run), got %d", o.rerun)
 	}
 	return o.rerun, nil
-}
-
-func init() {
-	rerunhook.Option = func(g rerunhook.Guard) any {
-		return Option(func(o *callOptions) { o.rerunGuard = g })
-	}
 }

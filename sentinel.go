@@ -429,7 +429,8 @@ type callOptions struct {
 	after    int64
 	afterSet bool
 	// rerun: WithRerun (Once only); rerunSet: it was given. rerunGuard:
-	// set by package idempotency (see rerun.go).
+	// package idempotency's, taken by start from the call's ctx
+	// (internal/rerunhook).
 	rerun      int
 	rerunSet   bool
 	rerunGuard rerunhook.Guard
@@ -491,7 +492,7 @@ func WithMetadata(m map[string]any) Option { return func(o *callOptions) { o.met
 
 func (c *Client) resolve(key string, opts []Option) (callOptions, error) {
 	o, err := c.resolveCall(key, opts)
-	if err == nil && (o.rerunSet || o.rerunGuard != nil) {
+	if err == nil && o.rerunSet {
 		return o, invalid("option", "WithRerun applies only to Once")
 	}
 	return o, err

@@ -30,6 +30,7 @@ func TestMain(m *testing.M) {
 	if child := os.Getenv(childEnv); child != "" {
 		os.Exit(runChild(child))
 	}
+	registerTestResultCheck()
 	os.Exit(testmain.Run(m, &dbURL, &admin))
 }
 

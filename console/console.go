@@ -71,7 +71,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -146,19 +145,22 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// view is a read-only page beside the executions (leases, queues,
-// elections), each in a file of its own, listed in the navigation.
+// view is a read-only page beside the executions, listed in the
+// navigation; its handler is in a file of its own.
 type view struct {
 	path, label string
-	order       int
-	handler     func(*Console) http.HandlerFunc
+	handler     func(cs *Console, w http.ResponseWriter, r *http.Request)
 }
 
-var views []view
-
-func addView(v view) {
-	views = append(views, v)
-	sort.Slice(views, func(i, j int) bool { return views[i].order < views[j].order })
+// views is every view, in the navigation's order: the one table of them
+// (a function, not a variable: the views' handlers render the navigation
+// from it).
+func views() []view {
+	return []view{
+		{path: "leases", label: "Leases", handler: (*Console).leases},          // leases.go
+		{path: "queues", label: "Queues", handler: (*Console).queues},          // leases.go
+		{path: "elections", label: "Elections", handler: (*Console).elections}, // elections.go
+	}
 }
 
 // Console is the reconciliation page. It implements http.Handler.
@@ -230,8 +232,8 @@ func New(client *sentinel.Client, opts Options) (*Console, error) {
 	mux.HandleFunc("POST /act", cs.act)
 	mux.HandleFunc("GET /events", cs.events)
 	mux.HandleFunc("GET /static/", cs.static)
-	for _, v := range views {
-		mux.HandleFunc("GET /"+v.path, v.handler(cs))
+	for _, v := range views() {
+		mux.HandleFunc("GET /"+v.path, func(w http.ResponseWriter, r *http.Request) { v.handler(cs, w, r) })
 	}
 	cs.mux = mux
 	return cs, nil

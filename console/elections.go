@@ -8,10 +8,6 @@ import (
 	"github.com/sentinel-coordination/sentinel"
 )
 
-func init() {
-	addView(view{path: "elections", label: "Elections", order: 30, handler: func(cs *Console) http.HandlerFunc { return cs.elections }})
-}
-
 type electionsData struct {
 	Namespace string
 	Group     string

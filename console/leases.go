@@ -6,11 +6,6 @@ import (
 	"github.com/sentinel-coordination/sentinel"
 )
 
-func init() {
-	addView(view{path: "leases", label: "Leases", order: 10, handler: func(cs *Console) http.HandlerFunc { return cs.leases }})
-	addView(view{path: "queues", label: "Queues", order: 20, handler: func(cs *Console) http.HandlerFunc { return cs.queues }})
-}
-
 type leasesData struct {
 	Namespace string
 	Prefix    string

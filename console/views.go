@@ -45,7 +45,7 @@ type nsCount struct {
 func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	p.Title = cs.opts.Title
 	p.ReadOnly = cs.opts.ReadOnly
-	for _, v := range views {
+	for _, v := range views() {
 		p.Views = append(p.Views, navItem{Path: v.path, Label: v.label})
 	}
 	// Every page says where operators are needed, whatever it shows: one

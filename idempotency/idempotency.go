@@ -412,15 +412,17 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 	if wait {
 		opts = append(opts, sentinel.WithWait())
 	}
+	onceCtx := ctx // the ctx of the Once call (not OnceTx: Rerun does not apply with Transactional)
 	if m.o.Rerun > 1 {
 		// Only a repeat of the same request re-runs the handler: the guard
 		// compares its fingerprint with the stopped attempt's, and only then
-		// is that very attempt (its token) taken over.
-		opts = append(opts, sentinel.WithRerun(m.o.Rerun),
-			rerunhook.Option(func(ctx context.Context, ns, key string, token int64) (bool, error) {
-				got, known, err := m.fingerprintOf(ctx, ns, key, token)
-				return known && got == fp, err
-			}).(sentinel.Option))
+		// is that very attempt (its token) taken over. Once takes the guard
+		// from onceCtx (internal/rerunhook) and keeps it out of fn's ctx.
+		opts = append(opts, sentinel.WithRerun(m.o.Rerun))
+		onceCtx = rerunhook.WithGuard(ctx, func(ctx context.Context, ns, key string, token int64) (bool, error) {
+			got, known, err := m.fingerprintOf(ctx, ns, key, token)
+			return known && got == fp, err
+		})
 	}
 
 	run := func(ctx context.Context) (*recorder, *http.Request) {
@@ -460,7 +462,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			return rec.stored(fp).encode(), nil
 		}, opts...)
 	} else {
-		res, err = sentinel.Once(ctx, m.c, onceKey, func(ctx context.Context) (json.RawMessage, error) {
+		res, err = sentinel.Once(onceCtx, m.c, onceKey, func(ctx context.Context) (json.RawMessage, error) {
 			if err := gate(ctx); err != nil {
 				return nil, err
 			}

@@ -1,6 +1,9 @@
 // Package rerunhook lets package idempotency approve a re-run (Once with
 // WithRerun) before it happens, without widening package sentinel's API:
-// package sentinel sets Option at init; idempotency calls it.
+// idempotency puts a Guard in the ctx of its Once call (WithGuard), and
+// package sentinel's Once reads it from there (From) and keeps it out of
+// fn's ctx, so it applies to that one call only. No registration: both
+// packages call this one explicitly.
 package rerunhook
 
 import "context"
@@ -12,6 +15,16 @@ import "context"
 // path: it is called only for a key that would be re-run.
 type Guard = func(ctx context.Context, namespace, key string, token int64) (bool, error)
 
-// Option returns a sentinel.Option (as any: this package cannot import
-// sentinel) that installs g on a Once call. Set by package sentinel.
-var Option func(g Guard) any
+type guardKey struct{}
+
+// WithGuard returns ctx carrying g for the Once call it is passed to (nil:
+// none).
+func WithGuard(ctx context.Context, g Guard) context.Context {
+	return context.WithValue(ctx, guardKey{}, g)
+}
+
+// From returns the Guard ctx carries, nil if none.
+func From(ctx context.Context) Guard {
+	g, _ := ctx.Value(guardKey{}).(Guard)
+	return g
+}

@@ -1,0 +1,187 @@
+package sentinel
+
+// This file: OnceTx, Once whose fn runs in a transaction that commits with the completion (onceInTx: its protocol over any transaction).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// OnceTx is Once for work that lives in the same PostgreSQL database: fn
+// receives a transaction, and fn's writes commit together with the
+// completion. A database-local side effect therefore happens exactly once,
+// and a crash inside fn leaves nothing behind: not fn's writes, not an
+// uncertain key (the claim stays "claimed" until commit, and an expired
+// claim is taken over by the next caller). Competing callers get
+// ErrInProgress while fn runs (or wait, with WithWait), and the cached
+// result afterwards.
+//
+// An error from fn (retryable or not) rolls the transaction back and frees
+// the key for the next caller; Final(err) commits fn's writes with err as
+// the outcome. If the lease is lost before commit the transaction is rolled
+// back and an error matching ErrLeaseLost is returned. fn must not commit or
+// roll back tx itself: if it does, its writes may be committed without the
+// completion, so the key is left uncertain (ErrUncertain) for an operator.
+// When the commit's reply is lost, the row is read again to tell a commit
+// from a rollback; if even that fails the error matches ErrUncertain.
+func OnceTx[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context, tx pgx.Tx) (T, error), opts ...Option) (Result[T], error) {
+	if fn == nil {
+		return Result[T]{}, invalid("fn", "must not be nil")
+	}
+	var tx pgx.Tx
+	return onceInTx(ctx, c, key, opts, "OnceTx",
+		func(ctx context.Context) (txRunner, error) {
+			var err error
+			tx, err = c.pool.Begin(ctx)
+			return pgxTxRunner{tx}, err
+		},
+		func(ctx context.Context) (T, error) { return fn(ctx, tx) })
+}
+
+type pgxTxRunner struct{ tx pgx.Tx }
+
+func (r pgxTxRunner) completeScan(ctx context.Context, query string, args ...any) (int64, bool, error) {
+	var n int64
+	err := r.tx.QueryRow(ctx, query, args...).Scan(&n)
+	return n, errors.Is(err, pgx.ErrTxClosed), err
+}
+func (r pgxTxRunner) commit(ctx context.Context) error { return r.tx.Commit(ctx) }
+func (r pgxTxRunner) rollback(ctx context.Context) bool {
+	return errors.Is(r.tx.Rollback(ctx), pgx.ErrTxClosed)
+}
+
+// txRunner is the part of a transaction onceInTx drives.
+type txRunner interface {
+	// completeScan runs the guarded completion statement in the
+	// transaction and returns the count of rows it completed; closed
+	// reports that fn had already committed or rolled back the transaction.
+	completeScan(ctx context.Context, query string, args ...any) (n int64, closed bool, err error)
+	commit(ctx context.Context) error
+	// rollback rolls back and reports whether fn had closed the
+	// transaction already.
+	rollback(ctx context.Context) (closed bool)
+}
+
+// onceInTx is the OnceTx protocol over any transaction, kept step for step
+// in line with OnceTx: claim key in state claimed (through the pool), begin,
+// run fn, then run the completion statement (guarded by owner, token, state
+// and a live lease) inside the transaction and commit; fn's writes and the
+// completion commit or vanish together. On a failure before commit the
+// transaction is rolled back and the claim released for the next caller;
+// if fn closed the transaction itself the key is left uncertain.
+func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, what string,
+	begin func(ctx context.Context) (txRunner, error), fn func(ctx context.Context) (T, error)) (res Result[T], err error) {
+	if obs := c.observer(); obs != nil { // metrics and tracing (observe.go)
+		ctx = obs.onceStart(ctx, c, key, opts)
+		defer obs.onceEnd(ctx, c, key, opts, time.Now(), &res.Cached, &res.Token, &err)
+	}
+	o, ex, l, fnCtx, finishRun, err := c.start(ctx, key, opts, StateClaimed)
+	if err != nil || ex != nil {
+		return replayOr[T](ex, o, err)
+	}
+	defer finishRun()
+	res.Token = l.token
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+	defer cancel()
+	release := func(event string, meta ...any) {
+		_, _ = c.finish(wctx, l, o, StateClaimed, nil, "", "", []State{StateClaimed}, false, event, meta...)
+	}
+	fnClosedTx := func(fnErr error) error {
+		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateClaimed}, false, "failed",
+			"error", "fn committed or rolled back the transaction itself")
+		cause := errors.New("fn committed or rolled back the transaction itself, so its writes may be committed " +
+			"without the completion; the key is left uncertain: check fn's writes, then Reconcile and ForceComplete or ResetToClaimed it")
+		if fnErr != nil {
+			cause = fmt.Errorf("%w (fn's error: %w)", cause, fnErr)
+		}
+		return c.uncertain(l, o, cause)
+	}
+
+	tx, err := begin(fnCtx)
+	if err != nil {
+		release("rolled_back", "error", err.Error())
+		return res, c.wrapErr(fmt.Sprintf("%s %q/%q: begin", what, o.namespace, key), err)
+	}
+
+	value, panicked, panicVal, fnErr := call(func() (T, error) { return fn(fnCtx) })
+	switch {
+	case panicked:
+		if tx.rollback(wctx) {
+			_ = fnClosedTx(fmt.Errorf("panic: %v", panicVal))
+		} else {
+			release("rolled_back", "error", fmt.Sprintf("panic: %v", panicVal))
+		}
+		l.end(ErrReleased)
+		panic(panicVal)
+	case fnErr != nil && !IsFinal(fnErr):
+		if tx.rollback(wctx) {
+			return res, fnClosedTx(fnErr)
+		}
+		release("rolled_back", "error", fnErr.Error())
+		return res, fnErr
+	}
+	data, encErr := c.encode(o, value)
+	if encErr != nil {
+		if tx.rollback(wctx) {
+			return res, fnClosedTx(nil)
+		}
+		release("rolled_back", "error", encErr.Error())
+		return res, fmt.Errorf("%w: %s %q/%q rolled back, nothing was committed: %w", ErrResult, what, o.namespace, key, encErr)
+	}
+	meta, err := metadataJSON(o.metadata)
+	if err != nil {
+		if tx.rollback(wctx) {
+			return res, fnClosedTx(nil)
+		}
+		release("rolled_back")
+		return res, err
+	}
+	var finalMsg any
+	if fnErr != nil {
+		finalMsg = storableText(fnErr.Error())
+	}
+	// The from-states as an array literal: portable across database/sql
+	// drivers, which need not encode a []string.
+	n, closed, err := tx.completeScan(fnCtx, c.exe.finish, o.namespace, key, l.owner, l.token, string(StateCompleted), data, nil,
+		"{"+string(StateClaimed)+"}", true, "completed", meta, finalMsg, c.sql.channel)
+	if closed {
+		return res, fnClosedTx(fnErr)
+	}
+	if err == nil && n == 0 {
+		err = l.Err()
+		if err == nil {
+			err = &LostError{Namespace: o.namespace, Key: key, Token: l.token, Reason: "claim expired or taken over before commit"}
+		}
+	}
+	if err != nil {
+		tx.rollback(wctx)
+		release("rolled_back", "error", err.Error())
+		return res, fmt.Errorf("sentinel: %s %q/%q: completion refused, nothing was committed: %w", what, o.namespace, key, mapDBErr(c.cfg.Schema, err))
+	}
+	done := func() (Result[T], error) {
+		res.Value = value
+		if fnErr != nil {
+			return res, &FinalError{Namespace: o.namespace, Key: key, Token: l.token, Message: storableText(fnErr.Error()), Err: fnErr}
+		}
+		return res, nil
+	}
+	if cerr := tx.commit(wctx); cerr != nil {
+		// The commit's outcome is unknown: the row tells, since the
+		// completion and fn's writes commit or vanish together.
+		committed, rerr := c.committed(ctx, o.namespace, key, l.token)
+		switch {
+		case rerr != nil:
+			return res, c.uncertain(l, o, fmt.Errorf("commit failed (%v) and reading the key back failed too (%w): "+
+				"the key is either completed (fn's writes committed) or claimed (nothing committed); Inspect it", cerr, rerr))
+		case committed:
+			return done()
+		}
+		release("rolled_back", "error", cerr.Error())
+		return res, fmt.Errorf("sentinel: %s %q/%q: commit failed, nothing was committed: %w", what, o.namespace, key, cerr)
+	}
+	return done()
+}

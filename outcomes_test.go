@@ -456,8 +456,12 @@ func TestOnceDefaultHardTTLLetsSlowWorkComplete(t *testing.T) {
 	// as the TTL, so heartbeats cannot carry fn past it.
 	strict := e.client(&sentinel.Config{DefaultTTL: 500 * time.Millisecond, OnceHardTTL: sentinel.MinTTL})
 	_, err = sentinel.Once(ctx, strict, "strict", func(ctx context.Context) (int, error) {
-		<-ctx.Done()                       // the hard TTL (= TTL) ends the lease
-		time.Sleep(100 * time.Millisecond) // and fn finishes after the database expiry too
+		started := time.Now() // after the claim: its hard TTL (= TTL) ends before started+500ms
+		<-ctx.Done()          // the hard TTL ends the lease (locally earlier, by the margin)
+		// fn finishes only once the database expiry has certainly passed
+		// too (on a loaded machine the claim may commit well after it was
+		// sent, and its expiry counts from then).
+		time.Sleep(time.Until(started.Add(500*time.Millisecond + 200*time.Millisecond)))
 		return 1, nil
 	})
 	require.ErrorIs(t, err, sentinel.ErrUncertain)

@@ -145,8 +145,11 @@ func TestUnstorableTextKeepsTheOutcome(t *testing.T) {
 		// refuses it), its completion was refused: the evidence is
 		// recorded, byte for byte.
 		_, err := sentinel.Once(ctx, c, "refused", func(ctx context.Context) (string, error) {
+			started := time.Now() // after the claim: its hard TTL ends before started+300ms
 			<-ctx.Done()
-			time.Sleep(50 * time.Millisecond)
+			// Return once the hard TTL has certainly passed on the
+			// database clock too (a loaded machine commits the claim late).
+			time.Sleep(time.Until(started.Add(500 * time.Millisecond)))
 			return unstorable, sentinel.Final(errors.New(unstorable))
 		}, sentinel.WithTTL(300*time.Millisecond), sentinel.WithHardTTL(300*time.Millisecond))
 		require.ErrorIs(t, err, sentinel.ErrUncertain)

@@ -171,8 +171,11 @@ func TestBrowserReconciliation(t *testing.T) {
 	uncertain(t, c, hostileKey)
 	// A refused completion with evidence: fn outlives its hard TTL.
 	_, err = sentinel.Once(ctxT(t), c, "charge-refused", func(ctx context.Context) (map[string]any, error) {
-		<-ctx.Done()                       // the lease ends at the hard TTL
-		time.Sleep(300 * time.Millisecond) // past its expiry on the database clock too
+		started := time.Now() // after the claim: its hard TTL ends before started+1s
+		<-ctx.Done()          // the lease ends at the hard TTL
+		// past its expiry on the database clock too, however late the
+		// claim committed on a loaded machine
+		time.Sleep(time.Until(started.Add(1300 * time.Millisecond)))
 		return map[string]any{"id": "ch_42", "amount": 1250, "note": `<img src=x onerror=alert(1)>`}, nil
 	}, sentinel.WithTTL(time.Second), sentinel.WithHardTTL(time.Second))
 	require.ErrorIs(t, err, sentinel.ErrUncertain)

@@ -333,8 +333,11 @@ func TestInspectShowsRefusedCompletion(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
 	_, err := sentinel.Once(ctxT(t), e.client, "late", func(ctx context.Context) (map[string]string, error) {
-		<-ctx.Done()                       // the hard TTL ends the lease while fn works
-		time.Sleep(200 * time.Millisecond) // and fn finishes after the database expiry too
+		started := time.Now() // after the claim: its hard TTL ends before started+300ms
+		<-ctx.Done()          // the hard TTL ends the lease while fn works
+		// fn finishes after the database expiry too, however late the
+		// claim committed on a loaded machine.
+		time.Sleep(time.Until(started.Add(500 * time.Millisecond)))
 		return map[string]string{"charge": "ch_9"}, nil
 	}, sentinel.WithTTL(300*time.Millisecond), sentinel.WithHardTTL(300*time.Millisecond))
 	require.ErrorIs(t, err, sentinel.ErrUncertain)

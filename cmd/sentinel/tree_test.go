@@ -46,8 +46,13 @@ func TestCommandTreeDiesBeforeTheNextHolder(t *testing.T) {
 				waitUntil(t, 20*time.Second, "the first command's grandchild", func() bool { return fileHasLine(work) }, firstErr)
 				require.True(t, treeAlive(work))
 
+				// The second holder's TTL is longer: in the lost case its
+				// acquire may wait behind the admin's table lock for up to
+				// ttl+1s, and a lease is trusted only for its TTL from when
+				// the acquire was sent (with 2s it could be lost at once on
+				// a loaded machine, before its command started).
 				next, nextErr := startBin(t, []string{"DATABASE_URL=" + dbURL, "SECOND=" + second},
-					append(append([]string{"--schema", e.schema}, k.args...), "--ttl", ttl.String(), "--", "sh", "-c", secondScript)...)
+					append(append([]string{"--schema", e.schema}, k.args...), "--ttl", (3*ttl).String(), "--", "sh", "-c", secondScript)...)
 				time.Sleep(500 * time.Millisecond) // let it queue up behind the first
 				require.False(t, exists(second), "the second holder ran while the first held: %s", nextErr)
 

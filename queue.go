@@ -147,6 +147,26 @@ func notifyFollowersSQL(ch string) string {
 // where a newcomer could overtake them. The time left is computed at the
 // end, so a wait for the lock only shortens what the client trusts.
 //
+// The draw commits without waiting for its WAL to reach disk
+// (synchronous_commit off, for this transaction only): it holds the queue
+// row's lock until it commits, and every leave of the resource waits for
+// that lock, so a draw that waited for its flush delayed the next handover
+// by a disk flush. Nothing a holder relies on is made non-durable by it:
+//
+//   - a drawn ticket grants nothing. It is trusted only once served, and
+//     serving is a durable commit made after the draw committed: the
+//     leave that grants it (sqlTicketLeave) or its own serving check
+//     (sqlServe, which writes served_at). A commit flushes the WAL up to
+//     its own record, and the draw's records (the sequence's advance that
+//     minted the ticket, the ticket row) were written before it, so by
+//     the time a holder is told its turn the ticket is as durable as its
+//     grant, and the token sequence cannot move back below it after a
+//     crash;
+//   - a draw lost in a crash (committed, not yet flushed) loses a waiting
+//     ticket: its client's next renewal finds the row gone, and Turn draws
+//     again, as for a ticket that died while waiting. The `assigned` event
+//     goes with it; a follower may have seen it.
+//
 // It returns no row when the queue row was created by a concurrent draw
 // after this statement's snapshot (only on a resource's first draws): the
 // caller runs it again. It notifies followers only while one is registered
@@ -186,7 +206,7 @@ SELECT t.ticket, t.drawn_at, t.expires_at, t.expires_at - pg_catalog.clock_times
         WHERE x.namespace = $1 AND x.resource = $2 AND x.ticket < t.ticket
           AND x.expires_at > pg_catalog.clock_timestamp()
     ) ELSE -1 END
-FROM t
+FROM t CROSS JOIN (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) AS async
 ` + notifyFollowersSQL(`$8`)
 
 // sqlServe is the serving check of ticket $3, in one statement:

@@ -2,6 +2,7 @@ package sentinel
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,13 +41,18 @@ const (
 	notifyExecution byte = 'e' // a Once key finished: wake every waiter
 	notifyTurn      byte = 't' // a queue moved: the key is the one ticket that should re-check
 	notifyQueue     byte = 'q' // a queue event was recorded (key ""): wake every follower
-	// notifyElection ('g', election.go): a leader resigned.
+	// notifyElection ('g', election.go): a leader resigned: wake every
+	// follower of the group.
+	// notifyElectionGrant ('h', election.go): a resignation handed the
+	// term to the elector whose member token is the key.
 )
 
 // broadcast reports whether a notification of kind wakes every waiter of
 // its key (a result every waiter can use) rather than one (a grant only
 // one waiter can win).
-func broadcast(kind byte) bool { return kind == notifyExecution || kind == notifyQueue }
+func broadcast(kind byte) bool {
+	return kind == notifyExecution || kind == notifyQueue || kind == notifyElection
+}
 
 func newListener(c *Client) *listener {
 	return &listener{c: c, waiters: make(map[waitKey][]chan struct{})}
@@ -74,6 +80,31 @@ func (ln *listener) subscribe(ctx context.Context, kind byte, ns, key string) (c
 	case <-ctx.Done():
 	}
 	return ch, h.isHealthy()
+}
+
+// subscribeTo registers ch, the wake channel of an existing subscription,
+// for (kind, ns, key) too; drop removes it again without touching a wake-up
+// ch may hold (it belongs to the other subscription as much).
+func (ln *listener) subscribeTo(kind byte, ns, key string, ch chan struct{}) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	k := waitKey{kind, ns, key}
+	ln.waiters[k] = append(ln.waiters[k], ch)
+}
+
+func (ln *listener) drop(kind byte, ns, key string, ch chan struct{}) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	k := waitKey{kind, ns, key}
+	list := ln.waiters[k]
+	if i := slices.Index(list, ch); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(ln.waiters, k)
+	} else {
+		ln.waiters[k] = list
+	}
 }
 
 // unsubscribe removes a waiter. A waiter that leaves holding an unconsumed

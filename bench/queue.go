@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -601,10 +602,46 @@ func (s *queueSection) targets() []target {
 		h.measured, h.ok, h.missing = fmtDur(d), d < 5*time.Millisecond, false
 	}
 	out = append(out, h)
+	out = append(out, s.handoverTargets()...)
 	if pr := s.pool; pr != nil {
 		limit := int(pr.poolSize) + 1
 		out = append(out, target{name: fmt.Sprintf("queue: server connections with %d waiters", pr.waiters),
 			measured: fmt.Sprint(pr.backends), limit: fmt.Sprintf("≤ pool size + 1 listener (%d)", limit), ok: pr.backends <= limit})
+	}
+	return out
+}
+
+// handoverTargets are the queue goals of issue 30, at 8 and 32 contenders,
+// each against etcd's Mutex measured in the same run: Turn at least 3x its
+// turns/s, Turn handover p50 at most 1 ms, Turn's worst wait no longer than
+// etcd's, and Lease(WithWait) at least etcd's turns/s.
+func (s *queueSection) handoverTargets() []target {
+	var out []target
+	rate := func(r *queueRunResult) float64 {
+		if r == nil || r.elapsed <= 0 || r.turns == 0 {
+			return math.NaN()
+		}
+		return float64(r.turns) / r.elapsed.Seconds()
+	}
+	for _, n := range []int{8, 32} {
+		turn, lease, etcd := s.get(nameQTurn, n), s.get(nameQLease, n), s.get(nameQEtcd, n)
+		if turn == nil && lease == nil {
+			continue
+		}
+		out = append(out, ratioTarget(fmt.Sprintf("queue (issue 30): Turn turns/s vs etcd Mutex, %d contenders", n), rate(turn)/rate(etcd), 3, false))
+		h := target{name: fmt.Sprintf("queue (issue 30): Turn handover p50, %d contenders", n), limit: "≤ 1 ms", missing: true}
+		if turn != nil && turn.handover.ops > 0 {
+			d := turn.handover.pct(50)
+			h.measured, h.ok, h.missing = fmtDur(d), d <= time.Millisecond, false
+		}
+		out = append(out, h)
+		w := target{name: fmt.Sprintf("queue (issue 30): Turn worst wait vs etcd Mutex, %d contenders", n), limit: "≤ etcd's", missing: turn == nil || etcd == nil}
+		if !w.missing {
+			w.measured = fmt.Sprintf("%s vs %s", fmtDur(turn.worstWait), fmtDur(etcd.worstWait))
+			w.ok = turn.worstWait <= etcd.worstWait
+		}
+		out = append(out, w)
+		out = append(out, ratioTarget(fmt.Sprintf("queue (issue 30): Lease(WithWait) turns/s vs etcd Mutex, %d contenders", n), rate(lease)/rate(etcd), 1, false))
 	}
 	return out
 }

@@ -3,8 +3,11 @@ package sentinel_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,4 +157,105 @@ func TestClientsOnOnePoolShareOneListener(t *testing.T) {
 		require.GreaterOrEqual(t, d, time.Duration(0))
 		require.Less(t, d, ttl/2, "a waiter slept until the holder's expiry: its wake-up was lost")
 	}
+}
+
+// Issue 30: a release hands the lease to the oldest registered waiter.
+// One that died after registering is handed the lease all the same (its
+// registration is still live): that grant expires within the dead
+// waiter's TTL, on the database clock, and the live waiter behind it gets
+// the key then, with a larger token; nobody holds it twice.
+func TestLeaseGrantToDeadWaiterExpiresWithinItsTTL(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const ttl = 2 * time.Second
+	holderC := e.client(&sentinel.Config{DefaultTTL: time.Minute})
+	live := e.client(&sentinel.Config{DefaultTTL: ttl})
+	held, err := holderC.Lease(ctx, "dead-waiter")
+	require.NoError(t, err)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=leasewait", "SENTINEL_CHILD_DB="+dbURL,
+		"SENTINEL_CHILD_SCHEMA="+e.schema, "SENTINEL_CHILD_KEY=dead-waiter", "SENTINEL_CHILD_TTL="+ttl.String())
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitFor(t, 20*time.Second, "the child to register", func() bool {
+		return e.count("lease_waiters", "key = 'dead-waiter'") == 1
+	})
+	got := make(chan *sentinel.Lease, 1)
+	go func() {
+		l, err := live.Lease(ctx, "dead-waiter", sentinel.WithWait())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, 20*time.Second, "the live waiter to register behind it", func() bool {
+		return e.count("lease_waiters", "key = 'dead-waiter'") == 2
+	})
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+	released := time.Now()
+	require.NoError(t, held.Release(ctx))
+	require.Equal(t, 1, e.count("leases", "key = 'dead-waiter' AND granted_waiter IS NOT NULL AND expires_at > now()"),
+		"the release handed the lease to the oldest registration (the dead child)")
+	l := <-got
+	require.NotNil(t, l)
+	took := time.Since(released)
+	t.Logf("the live waiter got the key %s after the release to a dead waiter (TTL %s)", took, ttl)
+	require.Less(t, took, 2*ttl+time.Second, "within about the dead waiter's TTL")
+	require.Greater(t, l.Token(), held.Token())
+	require.NoError(t, l.Release(ctx))
+}
+
+// Issue 30: waiters on one key, all registered, are handed the lease in
+// turn by each release: tokens only grow, no two hold at once, and every
+// registration and count is gone at the end.
+func TestLeaseReleaseHandsOverToWaiters(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const n = 6
+	var (
+		mu      sync.Mutex
+		inside  int
+		overlap bool
+		tokens  []int64
+		wg      sync.WaitGroup
+	)
+	first, err := e.client(nil).Lease(ctx, "handed")
+	require.NoError(t, err)
+	for range n {
+		c := e.client(&sentinel.Config{DefaultTTL: time.Minute})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.Lease(ctx, "handed", sentinel.WithWait())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			inside++
+			overlap = overlap || inside > 1
+			tokens = append(tokens, l.Token())
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			mu.Lock()
+			inside--
+			mu.Unlock()
+			if err := l.Release(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	waitFor(t, 20*time.Second, "every waiter registered", func() bool {
+		return e.count("lease_waiters", "key = 'handed'") == n
+	})
+	require.NoError(t, first.Release(ctx))
+	wg.Wait()
+	require.False(t, overlap, "two holders at once")
+	require.Len(t, tokens, n)
+	require.True(t, slices.IsSorted(tokens), "tokens only grow: %v", tokens)
+	require.Greater(t, tokens[0], first.Token())
+	require.Equal(t, 0, e.count("lease_waiters", "key = 'handed'"), "every registration was granted or withdrawn")
+	require.Equal(t, 0, e.count("leases", "key = 'handed' AND waiters <> 0"), "every waiter counted out")
 }

@@ -37,10 +37,11 @@ type waitKey struct {
 // bytes, the unit the parser slices by, so any UTF-8 namespace and key
 // round-trip.
 const (
-	notifyLease     byte = 'l' // a lease was released: wake one waiter
-	notifyExecution byte = 'e' // a Once key finished: wake every waiter
-	notifyTurn      byte = 't' // a queue moved: the key is the one ticket that should re-check
-	notifyQueue     byte = 'q' // a queue event was recorded (key ""): wake every follower
+	notifyLease      byte = 'l' // a lease was released: wake one waiter
+	notifyLeaseGrant byte = 'w' // a release handed a lease to the registration named by the key
+	notifyExecution  byte = 'e' // a Once key finished: wake every waiter
+	notifyTurn       byte = 't' // a queue moved: the key is the one ticket that should re-check
+	notifyQueue      byte = 'q' // a queue event was recorded (key ""): wake every follower
 	// notifyElection ('g', election.go): a leader resigned: wake every
 	// follower of the group.
 	// notifyElectionGrant ('h', election.go): a resignation handed the
@@ -175,13 +176,6 @@ func (ln *listener) wakeOne(k waitKey) bool {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	return ln.wakeOneLocked(k)
-}
-
-// has reports whether this client has a waiter for k.
-func (ln *listener) has(k waitKey) bool {
-	ln.mu.Lock()
-	defer ln.mu.Unlock()
-	return len(ln.waiters[k]) > 0
 }
 
 // wakeAll wakes every waiter so it re-checks (used when the connection

@@ -19,3 +19,27 @@ ALTER TABLE {{schema}}.leaders
     ADD COLUMN IF NOT EXISTS next_app_version text,
     ADD COLUMN IF NOT EXISTS next_ttl_us      bigint,
     ADD COLUMN IF NOT EXISTS term_member      bigint;
+
+-- Callers waiting for a lease key (Lease with WithWait) register here, in
+-- the statement that counts them in leases.waiters, with what a grant to
+-- them needs (owner, host, pid, TTL, hard TTL). waiter is minted from
+-- fencing_token, so registrations are ordered by arrival. A release hands
+-- the lease to the oldest live registration in its own statement (see
+-- sqlRelease), deleting it, and records it in leases.granted_waiter; the
+-- waiter only reads its grant when it wakes. A registration lives for the
+-- waiter's TTL and is renewed while it waits: one left by a waiter that
+-- died is skipped once expired.
+CREATE TABLE IF NOT EXISTS {{schema}}.lease_waiters (
+    namespace  text        NOT NULL,
+    key        text        NOT NULL,
+    waiter     bigint      NOT NULL,
+    owner      text        NOT NULL,
+    host       text        NOT NULL DEFAULT '',
+    pid        integer     NOT NULL DEFAULT 0,
+    ttl_us     bigint      NOT NULL,
+    hard_us    bigint      NOT NULL DEFAULT 0,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (namespace, key, waiter)
+);
+
+ALTER TABLE {{schema}}.leases ADD COLUMN IF NOT EXISTS granted_waiter bigint;

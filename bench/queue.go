@@ -321,14 +321,27 @@ func (b *bench) runQueue(ctx context.Context, im *queueImpl, n int, d time.Durat
 	var evs []holdEvent
 	var inside atomic.Int32
 	var overlaps atomic.Int32
-	start := time.Now()
-	end := start.Add(d)
+	// The measured window starts once every contender has had one turn
+	// (and the warm-up has passed): the first requests of a run race to
+	// open connections and sessions at once (32 pool connections at the
+	// same moment, on 2 cores, take hundreds of milliseconds), which says
+	// nothing about the queue in steady state. Only turns asked for in the
+	// window count, for every implementation alike.
+	var (
+		firsts atomic.Int32
+		warmNs atomic.Int64 // start of the window; 0 until every contender had a turn
+	)
+	running := func() bool {
+		w := warmNs.Load()
+		return w == 0 || time.Now().Before(time.Unix(0, w).Add(d))
+	}
 	var wg sync.WaitGroup
 	for i, c := range cs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil && time.Now().Before(end) {
+			first := true
+			for ctx.Err() == nil && running() {
 				// Bound each wait well beyond any figure we expect.
 				lctx, lcancel := context.WithTimeout(ctx, time.Minute)
 				req := time.Now()
@@ -353,6 +366,12 @@ func (b *bench) runQueue(ctx context.Context, im *queueImpl, n int, d time.Durat
 				mu.Lock()
 				evs = append(evs, holdEvent{who: i, req: req, acq: acq, rel: rel, order: order})
 				mu.Unlock()
+				if first {
+					first = false
+					if int(firsts.Add(1)) == len(cs) {
+						warmNs.Store(time.Now().Add(b.opts.warmup).UnixNano())
+					}
+				}
 			}
 		}()
 	}
@@ -360,12 +379,7 @@ func (b *bench) runQueue(ctx context.Context, im *queueImpl, n int, d time.Durat
 	if err := context.Cause(ctx); err != nil {
 		return nil, err
 	}
-	// Only turns asked for after the warm-up count, for every
-	// implementation alike: the first requests of a run race to open
-	// connections and sessions at once (32 pool connections at the same
-	// moment, on 2 cores, take hundreds of milliseconds), which says
-	// nothing about the queue in steady state.
-	warm := start.Add(b.opts.warmup)
+	warm := time.Unix(0, warmNs.Load())
 	elapsed := time.Since(warm)
 	kept := evs[:0]
 	for _, e := range evs {
@@ -564,7 +578,7 @@ func (s *queueSection) markdown() string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("## Fair queue lock\n\n")
-	p("N contenders loop on one resource: lock, release at once, lock again; only turns asked for after the warm-up (-warmup) count, for every implementation (the first requests race to open connections). Handover: from the holder's release call to the next holder's lock returning (when that one was already waiting; with 1 contender, release to re-lock). Ticket-order inversions: turns served out of the implementation's own FIFO order (Turn: ticket; etcd: key create revision), the exact fairness check. Overtaken: pairs where one contender called lock at least %s (or %s) before another, yet was served after it; this also counts the jitter of the request's own trip to the server before it is placed in line (a Turn's ticket draw), so small counts at %s are request latency, not queue jumping. Overlaps: a lock returning before the previous holder called release.", fairEpsilon, fairEpsilon2, fairEpsilon)
+	p("N contenders loop on one resource: lock, release at once, lock again; only turns asked for once every contender had one and the warm-up (-warmup) passed count, for every implementation (the first requests race to open connections). Handover: from the holder's release call to the next holder's lock returning (when that one was already waiting; with 1 contender, release to re-lock). Ticket-order inversions: turns served out of the implementation's own FIFO order (Turn: ticket; etcd: key create revision), the exact fairness check. Overtaken: pairs where one contender called lock at least %s (or %s) before another, yet was served after it; this also counts the jitter of the request's own trip to the server before it is placed in line (a Turn's ticket draw), so small counts at %s are request latency, not queue jumping. Overlaps: a lock returning before the previous holder called release.", fairEpsilon, fairEpsilon2, fairEpsilon)
 	if s.etcdVersion != "" {
 		p(" etcd server %s on loopback.", s.etcdVersion)
 	}
@@ -648,7 +662,8 @@ func (s *queueSection) handoverTargets() []target {
 			h.measured, h.ok, h.missing = fmtDur(d), d <= time.Millisecond, false
 		}
 		out = append(out, h)
-		w := target{name: fmt.Sprintf("queue (issue 30): Turn worst wait vs etcd Mutex, %d contenders", n), limit: "≤ etcd's", missing: turn == nil || etcd == nil}
+		w := target{name: fmt.Sprintf("queue (issue 30): Turn worst wait vs etcd Mutex, %d contenders", n), limit: "≤ etcd's",
+			missing: turn == nil || etcd == nil || turn.turns == 0 || etcd.turns == 0}
 		if !w.missing {
 			w.measured = fmt.Sprintf("%s vs %s", fmtDur(turn.worstWait), fmtDur(etcd.worstWait))
 			w.ok = turn.worstWait <= etcd.worstWait

@@ -38,6 +38,17 @@ func runChild(mode string) int {
 	}
 	key := os.Getenv("SENTINEL_CHILD_KEY")
 	switch mode {
+	case "leasewait":
+		// Wait for key (registered as a waiter), then hold it until
+		// killed; say so if it is ever acquired.
+		fmt.Println("WAITING")
+		l, err := c.Lease(ctx, key, sentinel.WithWait())
+		if err == nil {
+			fmt.Println("ACQUIRED", l.Token())
+			time.Sleep(time.Hour)
+		}
+		fmt.Println("ERR", err)
+		return 1
 	case "once":
 		_, err = sentinel.Once(ctx, c, key, func(ctx context.Context) (string, error) {
 			fmt.Println("INSIDE")

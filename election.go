@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,7 +63,17 @@ const (
 // leadership if it is free (no row, or a row expired by the database clock),
 // minting the term in the statement that writes the grant; otherwise report
 // the current leader and the time left on its lease. It also records the
-// member's poll.
+// member's poll. A term that a resignation granted to this very elector
+// (term_member is its member token, see sqlResign) is reported as acquired
+// by the read: the successor only reads its grant, and its time left is
+// measured at the read, on the database clock, after the grant was made.
+//
+// A campaign that writes no grant (it reads the leader, or a grant made by
+// a resignation) commits without waiting for its WAL flush (sc:
+// synchronous_commit off for this transaction only; a grant keeps the
+// session's setting): its only write is the member's last_poll, which
+// nobody relies on, and a grant it reads was made durable by the
+// resignation's own commit before anyone could see it.
 //
 // Locks: a takeover locks the row FOR UPDATE (SKIP LOCKED: a locked row is
 // reported held, never waited for), which conflicts with VerifyTerm's FOR
@@ -84,7 +95,8 @@ up AS (
     UPDATE {{schema}}.leaders t SET
         owner = $3, term = pg_catalog.nextval({{seq}}), host = $4, pid = $5, app_version = $6,
         elected_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
-        expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
+        expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
+        term_member = NULL
     FROM lk WHERE t.namespace = lk.namespace AND t.election = lk.election
     RETURNING t.owner, t.host, t.pid, t.app_version, t.term, t.elected_at, t.expires_at,
         t.expires_at - pg_catalog.statement_timestamp() AS remaining
@@ -101,38 +113,90 @@ ins AS (
         t.expires_at - pg_catalog.statement_timestamp() AS remaining
 ),
 g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
+sc AS (
+    SELECT pg_catalog.set_config('synchronous_commit',
+        CASE WHEN EXISTS (SELECT 1 FROM g) THEN pg_catalog.current_setting('synchronous_commit') ELSE 'off' END, true) AS v
+),
 mp AS (
     UPDATE {{schema}}.members m SET last_poll = pg_catalog.clock_timestamp()
     WHERE m.namespace = $1 AND m.election = $2 AND m.owner = $3 AND m.token = $9
       AND m.expires_at > pg_catalog.clock_timestamp()
     RETURNING 1
 )
-SELECT true, owner, host, pid, app_version, term, elected_at, expires_at, remaining, pg_catalog.clock_timestamp() FROM g
+SELECT true, owner, host, pid, app_version, term, elected_at, expires_at, remaining, pg_catalog.clock_timestamp() FROM g, sc
 UNION ALL
-SELECT false, t.owner, t.host, t.pid, t.app_version, t.term, t.elected_at, t.expires_at,
+SELECT coalesce(t.term_member = $9::bigint AND t.owner = $3 AND t.expires_at > pg_catalog.clock_timestamp(), false),
+    t.owner, t.host, t.pid, t.app_version, t.term, t.elected_at, t.expires_at,
     t.expires_at - pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp()
-FROM {{schema}}.leaders t
+FROM {{schema}}.leaders t, sc
 WHERE t.namespace = $1 AND t.election = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 
-// sqlResign ends a term, guarded by owner, term and expiry, and wakes the
-// group's followers in the same statement, only while one is registered as
-// waiting (leaders.waiting_until, see sqlElectionWait): a transaction that
-// calls NOTIFY serializes its commit on a database-wide lock.
+// sqlResign ends a term, guarded by owner, term and expiry, and hands it
+// over in the same statement when a successor is named (sqlElectionWait):
+//
+//   - lk locks the group's row FOR UPDATE, SKIP LOCKED, when the term is
+//     live and a successor other than this elector ($7, its member token)
+//     is registered (waiting_until) and its member row is live on the
+//     database clock (a stopped elector deletes it; a dead one stops
+//     renewing it). FOR UPDATE conflicts with VerifyTerm's FOR KEY SHARE,
+//     as a campaign's takeover does: no new term begins while a guarded
+//     transaction of the old one is open (the row is skipped then, and
+//     the resignation only ends the term, as below).
+//   - tr writes the next term for the successor: a term minted here, its
+//     expiry counted from clock_timestamp() with the successor's TTL,
+//     term_member naming it; the successor is notified by its member token
+//     (kind 'h'), and reads its grant (sqlCampaign) when it wakes; the
+//     group's other followers are woken too (kind 'g', after it), so they
+//     see the new leader at once.
+//   - otherwise d ends the term (expires it now) and wakes the group's
+//     followers, only while one is registered as waiting: a transaction
+//     that calls NOTIFY serializes its commit on a database-wide lock.
+//
+// A successor that died since it registered is granted a term it never
+// learns of: the term expires within the successor's TTL (nobody renews
+// it) and the other followers, asleep until its expiry, take over then.
+// The member-row check makes that the rare case of a crash within one
+// heartbeat period.
 //
 // RETURNING reads the row version this UPDATE wrote, made from the newest
 // committed version (a concurrent sqlElectionWait is waited for and
 // re-read, read committed's re-check), so a follower registered before the
 // resignation commits is always seen: see Elector.Run for the whole
 // argument.
-// $1 namespace, $2 election, $3 owner, $4 term, $5 channel, $6 payload.
+// $1 namespace, $2 election, $3 owner, $4 term, $5 channel, $6 payload,
+// $7 this elector's member token (0: none).
 const sqlResign = `
-WITH d AS (
-    UPDATE {{schema}}.leaders t SET expires_at = pg_catalog.clock_timestamp()
+WITH lk AS (
+    SELECT t.namespace, t.election, t.next_owner, t.next_member, t.next_host, t.next_pid, t.next_app_version, t.next_ttl_us
+    FROM {{schema}}.leaders t
     WHERE t.namespace = $1 AND t.election = $2 AND t.owner = $3 AND t.term = $4
       AND t.expires_at > pg_catalog.clock_timestamp()
+      AND t.next_member IS NOT NULL AND t.next_member <> $7::bigint AND t.next_ttl_us > 0
+      AND t.waiting_until > pg_catalog.clock_timestamp()
+      AND EXISTS (SELECT 1 FROM {{schema}}.members m
+          WHERE m.namespace = t.namespace AND m.election = t.election AND m.owner = t.next_owner
+            AND m.token = t.next_member AND m.expires_at > pg_catalog.clock_timestamp())
+    FOR UPDATE OF t SKIP LOCKED
+),
+tr AS (
+    UPDATE {{schema}}.leaders t SET
+        owner = lk.next_owner, term = pg_catalog.nextval({{seq}}), host = coalesce(lk.next_host, ''),
+        pid = coalesce(lk.next_pid, 0), app_version = coalesce(lk.next_app_version, ''),
+        elected_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
+        expires_at = pg_catalog.clock_timestamp() + lk.next_ttl_us * interval '1 microsecond',
+        term_member = lk.next_member,
+        next_owner = NULL, next_member = NULL, next_host = NULL, next_pid = NULL, next_app_version = NULL, next_ttl_us = NULL
+    FROM lk WHERE t.namespace = lk.namespace AND t.election = lk.election
+    RETURNING pg_catalog.pg_notify($5, 'h' || pg_catalog.octet_length($1::text)::text || ':' || $1::text || lk.next_member::text)::text
+        || pg_catalog.pg_notify($5, $6)::text
+),
+d AS (
+    UPDATE {{schema}}.leaders t SET expires_at = pg_catalog.clock_timestamp()
+    WHERE t.namespace = $1 AND t.election = $2 AND t.owner = $3 AND t.term = $4
+      AND t.expires_at > pg_catalog.clock_timestamp() AND NOT EXISTS (SELECT 1 FROM tr)
     RETURNING CASE WHEN t.waiting_until > pg_catalog.clock_timestamp() THEN pg_catalog.pg_notify($5, $6)::text END
 )
-SELECT pg_catalog.count(*) FROM d`
+SELECT (SELECT pg_catalog.count(*) FROM tr) + (SELECT pg_catalog.count(*) FROM d)`
 
 // sqlElectionWait registers an elector that follows a live leader as
 // waiting for the group's hand-off, until $3 µs after the term's expiry
@@ -142,7 +206,11 @@ SELECT pg_catalog.count(*) FROM d`
 // VerifyTerm's FOR KEY SHARE does not conflict): it then returns no row,
 // like a group with no row, and the elector re-checks soon. It returns the
 // term, whether it is still live, and how long the registration lasts.
-// $1 namespace, $2 election, $3 µs.
+// When the elector may lead ($9), it also names itself as the successor
+// (the last to register is named), so that a resignation hands it the next
+// term in its own statement (see sqlResign).
+// $1 namespace, $2 election, $3 µs (the elector's TTL), $4 owner, $5 member
+// token, $6 host, $7 pid, $8 app version, $9 may lead.
 const sqlElectionWait = `
 WITH lk AS (
     SELECT t.namespace, t.election FROM {{schema}}.leaders t
@@ -150,7 +218,13 @@ WITH lk AS (
     FOR NO KEY UPDATE SKIP LOCKED
 )
 UPDATE {{schema}}.leaders t
-SET waiting_until = greatest(t.waiting_until, t.expires_at + $3::bigint * interval '1 microsecond')
+SET waiting_until = greatest(t.waiting_until, t.expires_at + $3::bigint * interval '1 microsecond'),
+    next_owner = CASE WHEN $9::bool THEN $4 ELSE t.next_owner END,
+    next_member = CASE WHEN $9::bool THEN $5::bigint ELSE t.next_member END,
+    next_host = CASE WHEN $9::bool THEN $6 ELSE t.next_host END,
+    next_pid = CASE WHEN $9::bool THEN $7::int ELSE t.next_pid END,
+    next_app_version = CASE WHEN $9::bool THEN $8 ELSE t.next_app_version END,
+    next_ttl_us = CASE WHEN $9::bool THEN $3::bigint ELSE t.next_ttl_us END
 FROM lk WHERE t.namespace = lk.namespace AND t.election = lk.election
 RETURNING t.term, t.expires_at > pg_catalog.clock_timestamp(), t.waiting_until - pg_catalog.clock_timestamp()`
 
@@ -249,6 +323,10 @@ func (c *Client) electionSQL() *electionSQL {
 // notifyElection is the notification kind of a leadership release (see
 // listen.go): it wakes the group's followers.
 const notifyElection byte = 'g'
+
+// notifyElectionGrant is the notification kind of a term handed over by a
+// resignation (sqlResign): the key is the successor's member token.
+const notifyElectionGrant byte = 'h'
 
 // electionPayload encodes a group's wake-up as the listener parses it (see
 // parsePayload); a test checks the round trip.
@@ -570,6 +648,14 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 	//     resignation until it expires, never a missed wake-up; there is no
 	//     count to take back, so none can go wrong.
 	var waiting time.Time // registered as waiting until then at least (local clock)
+	var regTerm int64     // the term the registration was made under
+	var regNamed bool     // the registration named this elector the successor
+	var grantKey string   // the member token this elector listens on for a handed-over term
+	defer func() {
+		if grantKey != "" {
+			e.c.ln.drop(notifyElectionGrant, e.ns, grantKey, wake)
+		}
+	}()
 	waitBackoff := 10 * time.Millisecond
 	for {
 		if err := e.stopReason(ctx); err != nil {
@@ -676,16 +762,34 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 		if !listening {
 			delay = min(delay, e.c.cfg.WaitRecheck)
 		}
-		if listening && res.live && time.Until(waiting) <= delay {
+		e.mu.Lock()
+		mayNow := !time.Now().Before(e.holdOff)
+		var memberTok int64
+		if e.member != nil {
+			memberTok = e.member.token
+		}
+		e.mu.Unlock()
+		if listening && res.live && (time.Until(waiting) <= delay || res.leader.Term != regTerm || (mayNow && !regNamed)) {
 			// Register as waiting, so that a resignation notifies (see
 			// the comment above the loop); a registration that still
-			// covers this sleep is kept.
-			term, live, until, in := e.waitJoin(ctx)
+			// covers this sleep, made under this term, is kept. An
+			// elector that may lead also names itself the successor, so
+			// the resignation hands it the term (sqlResign); it listens
+			// for that grant, by its member token, before registering.
+			if k := strconv.FormatInt(memberTok, 10); memberTok != 0 && k != grantKey {
+				if grantKey != "" {
+					e.c.ln.drop(notifyElectionGrant, e.ns, grantKey, wake)
+				}
+				e.c.ln.subscribeTo(notifyElectionGrant, e.ns, k, wake)
+				grantKey = k
+			}
+			term, live, until, in := e.waitJoin(ctx, memberTok, mayNow)
 			switch {
 			case in && (!live || term != res.leader.Term):
 				continue // resigned (or taken over) meanwhile: campaign now
 			case in:
 				waiting, waitBackoff = until, 10*time.Millisecond
+				regTerm, regNamed = term, mayNow && memberTok != 0
 				delay = min(delay, time.Until(waiting))
 			default:
 				// Not registered (the row was locked, or an error):
@@ -698,17 +802,28 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 	}
 }
 
+// memberToken is this run's member token, 0 before joining.
+func (e *Elector) memberToken() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.member == nil {
+		return 0
+	}
+	return e.member.token
+}
+
 // waitJoin registers this elector as waiting for the group's hand-off
 // (sqlElectionWait). in says whether it was registered (not when the row
 // was locked or missing, or on an error); term and live are the group's
 // term then and whether it was unexpired; until is when the registration
 // ends at the earliest, by the local clock.
-func (e *Elector) waitJoin(ctx context.Context) (term int64, live bool, until time.Time, in bool) {
+func (e *Elector) waitJoin(ctx context.Context, member int64, mayLead bool) (term int64, live bool, until time.Time, in bool) {
 	wctx, cancel := context.WithTimeout(ctx, e.ttl)
 	defer cancel()
 	sent := time.Now()
 	var left time.Duration
-	err := e.c.pool.QueryRow(wctx, e.sql.wait, e.ns, e.group, us(e.ttl)).Scan(&term, &live, &left)
+	err := e.c.pool.QueryRow(wctx, e.sql.wait, e.ns, e.group, us(e.ttl), e.c.cfg.Owner, member, e.c.cfg.Host, e.c.cfg.PID,
+		e.opts.AppVersion, mayLead && member != 0).Scan(&term, &live, &left)
 	if err != nil {
 		if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
 			e.c.cfg.Logger.Warn("sentinel: elector: registering as waiting failed; re-checking", "group", e.group, "err", err)
@@ -900,7 +1015,7 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 		rctx, cancel := context.WithTimeout(context.Background(), e.c.cfg.ReleaseTimeout)
 		var n int64
 		err := e.c.pool.QueryRow(rctx, e.sql.resign, e.ns, e.group, e.c.cfg.Owner, l.token, e.c.sql.channel,
-			electionPayload(e.ns, e.group)).Scan(&n)
+			electionPayload(e.ns, e.group), e.memberToken()).Scan(&n)
 		cancel()
 		if err != nil {
 			e.c.cfg.Logger.Warn("sentinel: elector: releasing a term won as the client closed failed; it expires within its TTL",
@@ -972,7 +1087,7 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 		rctx, cancel := context.WithDeadline(context.Background(), until)
 		var n int64
 		err := e.c.pool.QueryRow(rctx, e.sql.resign, e.ns, e.group, e.c.cfg.Owner, l.token, e.c.sql.channel,
-			electionPayload(e.ns, e.group)).Scan(&n)
+			electionPayload(e.ns, e.group), e.memberToken()).Scan(&n)
 		cancel()
 		if err != nil && rctx.Err() == nil {
 			e.c.cfg.Logger.Warn("sentinel: elector: releasing leadership failed; it expires within its TTL", "group", e.group, "term", l.token, "err", err)

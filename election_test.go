@@ -840,3 +840,96 @@ func TestElectionWeirdSchemaName(t *testing.T) {
 	require.NoError(t, c.VerifyTerm(ctx, p, "g", el.Term()))
 	require.NoError(t, stop())
 }
+
+// Issue 30: a resignation hands the next term to the follower registered
+// as the successor, in its own statement (term_member names it), and the
+// successor only reads its grant: exactly one leader at any time, terms
+// only grow, and the callbacks never overlap.
+func TestElectorResignGrantsTheNamedSuccessor(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const ttl = 5 * time.Second // an expiry-driven takeover would take seconds
+	var ts tenures
+	els := make([]*sentinel.Elector, 3)
+	for i := range els {
+		el, err := e.client(&sentinel.Config{DefaultTTL: ttl}).Elector("granted", sentinel.ElectorOptions{OnElected: ts.onElected(i, nil)})
+		require.NoError(t, err)
+		els[i] = el
+		runElector(t, el)
+	}
+	var who int
+	waitFor(t, 10*time.Second, "a leader", func() bool { n, w := leaders(els); who = w; return n == 1 })
+	var lastTerm int64
+	for i := range 6 {
+		waitFor(t, ttl, "a successor named", func() bool {
+			return e.count("leaders", "election = 'granted' AND next_member IS NOT NULL") == 1
+		})
+		from := els[who]
+		term := from.Term()
+		require.Greater(t, term, lastTerm)
+		lastTerm = term
+		begin := time.Now()
+		require.NoError(t, from.Resign(ctx))
+		waitFor(t, ttl/2, "the successor to lead", func() bool { n, w := leaders(els); who = w; return n == 1 && w >= 0 && els[w] != from })
+		t.Logf("handover %d: %s", i, time.Since(begin))
+		require.Less(t, time.Since(begin), ttl/2, "handover must not wait for expiry")
+		require.Equal(t, 1, e.count("leaders", "election = 'granted' AND term_member IS NOT NULL AND term = $1", els[who].Term()),
+			"the term was handed over by the resignation, not taken by a campaign")
+	}
+	checkTenures(t, ts.snapshot())
+}
+
+// A successor that died after naming itself is granted a term it never
+// learns of: the term expires within the successor's TTL and a live
+// follower takes over then, not later.
+func TestElectorResignToDeadSuccessor(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const ttl = time.Second
+	var ts tenures
+	a, err := e.client(&sentinel.Config{DefaultTTL: ttl}).Elector("dead-successor", sentinel.ElectorOptions{OnElected: ts.onElected(0, nil)})
+	require.NoError(t, err)
+	runElector(t, a)
+	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	b, err := e.client(&sentinel.Config{DefaultTTL: ttl}).Elector("dead-successor", sentinel.ElectorOptions{OnElected: ts.onElected(1, nil)})
+	require.NoError(t, err)
+	runElector(t, b)
+	waitFor(t, 10*time.Second, "b to register", func() bool {
+		return e.count("leaders", "election = 'dead-successor' AND next_member IS NOT NULL") == 1
+	})
+
+	// The child registers last, so it is the named successor.
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), electorChildEnv+"=1", "SENTINEL_CHILD_DB="+dbURL,
+		"SENTINEL_CHILD_SCHEMA="+e.schema, "SENTINEL_CHILD_KEY=dead-successor", "SENTINEL_CHILD_TTL="+ttl.String())
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	bOwner := b.Status().Owner
+	waitFor(t, 10*time.Second, "the child to name itself the successor", func() bool {
+		return e.count("leaders", "election = 'dead-successor' AND next_member IS NOT NULL AND next_owner <> $1 AND next_owner <> $2",
+			bOwner, a.Status().Owner) == 1
+	})
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+	begin := time.Now()
+	require.NoError(t, a.Resign(ctx))
+	// The resigned elector saw the dead successor's term (another leader),
+	// so its hold-off is over too: either live elector may take over, once
+	// that term expired.
+	els := []*sentinel.Elector{a, b}
+	deadline := time.Now().Add(3*ttl + 2*time.Second)
+	for n, _ := leaders(els); n != 1 && time.Now().Before(deadline); n, _ = leaders(els) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n, _ := leaders(els); n != 1 {
+		rows, _ := e.client(nil).Pool().Query(ctx, "SELECT owner, term, expires_at > now(), term_member, next_owner, next_member FROM "+e.table("leaders"))
+		vals, _ := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]any, error) { return r.Values() })
+		t.Fatalf("no live elector leads: %v", vals)
+	}
+	took := time.Since(begin)
+	t.Logf("a live elector leads %s after the resignation to a dead successor (TTL %s)", took, ttl)
+	require.Less(t, took, 2*ttl+time.Second, "within about the successor's TTL")
+	require.Equal(t, 1, e.count("leaders", "election = 'dead-successor' AND term_member IS NULL"),
+		"taken by a campaign after the dead successor's term expired")
+	checkTenures(t, ts.snapshot())
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -168,46 +169,89 @@ func (c *Client) Lease(ctx context.Context, key string, opts ...Option) (l *Leas
 
 // waitAcquire acquires key, waiting for it while it is held.
 //
-// A release notifies only when some caller waits for the key
-// (leases.waiters > 0), so a waiter counts itself in (sqlLeaseWait) after
-// its first failed attempt, and never misses a wake-up:
+// The first attempt that finds the key held registers the caller in the
+// same statement (sqlAcquireWait): it counts itself in leases.waiters and
+// gets a row in lease_waiters. The holder's release then hands the lease
+// to the oldest live registration in its own statement (sqlRelease) and
+// notifies that waiter only (kind 'w', by registration): the waiter reads
+// its grant (sqlLeaseGrant) and returns, one commit after the release. It
+// never misses a wake-up:
 //
-//   - It LISTENs before its first attempt (subscribe), so every
-//     notification sent after its count-in commits reaches it.
-//   - The count-in and a release both update the key's row, so they are
-//     serialized by its row lock. If the count-in comes first, the
-//     release's UPDATE is made from the row version the count-in wrote (read
-//     committed re-reads the newest version of a row it updates) and its
-//     RETURNING sees waiters > 0: it notifies. If the release comes first,
-//     the count-in, which locks the row after the release committed, reads
-//     the row expired and the waiter re-checks at once, in a statement that
-//     starts after the release committed and so sees it.
-//   - A count-in that finds the row locked (a release or a fencing check
-//     under way) or missing counts nothing in; the waiter re-checks soon,
-//     backing off, and counts itself in at its next failed attempt.
+//   - It LISTENs on the key before its first attempt (subscribe), and on
+//     its registration as soon as it has one; a grant made before that
+//     second subscription is found by the read of the grant that follows
+//     it, before the waiter sleeps, and every read of the grant is made
+//     before an attempt to acquire.
+//   - The registration and a release both lock the key's row, so they are
+//     serialized by its row lock. If the registration commits first, the
+//     release sees it (its statement starts later) and grants to it, or,
+//     when the release's own lock attempt finds the row busy, ends the
+//     lease and notifies (waiters > 0, read under the lock: read committed
+//     re-reads the newest row version it updates). If the release comes
+//     first, the registration, which locks the row after the release
+//     committed, reads the row expired, and the waiter re-checks at once,
+//     in a statement that starts after the release committed and so sees
+//     it.
+//   - A registration attempt that finds the row locked (a release or a
+//     fencing check under way) or missing registers nothing; the waiter
+//     re-checks soon, backing off, and registers at its next failed
+//     attempt.
+//   - A registration lasts the waiter's TTL and is renewed while it waits;
+//     one left by a waiter that died is skipped once expired, and a waiter
+//     granted the lease just as it died holds it until its TTL runs out
+//     (the grant's expiry, on the database clock), when the next waiter
+//     takes the key at its re-check.
 //
-// The grant that ends the wait counts the waiter out in the same statement;
-// a waiter that gives up counts itself out in a statement of its own. A
-// count left too high (a waiter that died) costs a NOTIFY per release, never
-// a missed wake-up.
+// A grant, by a release or by the waiter's own attempt, counts the waiter
+// out and withdraws its registration in the same statement; a waiter that
+// gives up withdraws itself (and releases a grant it finds made to it
+// meanwhile, which passes the key on). A count left too high (a waiter
+// that died) costs a NOTIFY per release, never a missed wake-up.
 func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l *Lease, err error) {
 	var lastHeld *HeldError
 	// Subscribe once, before the first attempt, so a release between an
 	// attempt and the wait is not missed and the waiter keeps its place.
 	wake, listening := c.ln.subscribe(ctx, notifyLease, o.namespace, key)
 	defer c.ln.unsubscribe(notifyLease, o.namespace, key, wake)
-	counted := 0 // 1 once this waiter is counted in leases.waiters
-	defer func() {
-		if counted == 1 && l == nil {
-			c.leaseWaitLeave(ctx, o.namespace, key)
+	var (
+		reg      int64     // this waiter's registration (lease_waiters); 0: none
+		regKey   string    // reg, as the key of its grant notifications
+		regUntil time.Time // the registration lasts until then at least (local clock)
+	)
+	setReg := func(id int64, until time.Time) {
+		if regKey != "" {
+			c.ln.drop(notifyLeaseGrant, o.namespace, regKey, wake)
+			regKey = ""
 		}
+		reg, regUntil = id, until
+		if id != 0 {
+			regKey = strconv.FormatInt(id, 10)
+			c.ln.subscribeTo(notifyLeaseGrant, o.namespace, regKey, wake)
+		}
+	}
+	defer func() {
+		if reg != 0 && l == nil {
+			c.leaseWaitWithdraw(ctx, o, key, reg)
+		}
+		setReg(0, time.Time{})
 	}()
-	recheck := 10 * time.Millisecond // backoff while the count-in finds the row locked
+	recheck := 10 * time.Millisecond // backoff while registering finds the row locked
 	for {
 		if err := c.checkOpen(); err != nil {
 			return nil, err
 		}
-		l, held, err := c.tryAcquire(ctx, key, o, counted)
+		if reg != 0 {
+			g, err := c.readGrant(ctx, key, o, reg)
+			if err == nil && g != nil {
+				setReg(0, time.Time{}) // the grant withdrew the registration
+				return g, nil
+			}
+			if err != nil && !transient(err) {
+				return nil, err
+			}
+		}
+		sent := time.Now()
+		l, held, w, err := c.tryAcquireWait(ctx, key, o, reg)
 		if err != nil && transient(err) && ctx.Err() == nil {
 			// The database is unreachable for now (restarting, network):
 			// a waiter keeps waiting, re-checking every WaitRecheck.
@@ -217,20 +261,28 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 				return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last error: %w)", o.namespace, key, context.Cause(ctx), err)
 			case <-time.After(c.cfg.WaitRecheck):
 			}
-			counted = 0 // see below
 			continue
 		}
 		if err != nil {
-			// The statement may have committed a grant, which counts
-			// this waiter out: never count out twice (a count too low
-			// could cost another waiter its wake-up; too high costs a
-			// NOTIFY). Count in again if the wait goes on.
-			counted = 0
+			return nil, err
 		}
-		if err != nil || l != nil {
-			return l, err // a grant counted this waiter out
+		if l != nil {
+			setReg(0, time.Time{}) // withdrawn by the grant
+			return l, nil
 		}
 		lastHeld = held
+		if w.waiter != 0 {
+			setReg(w.waiter, sent.Add(w.left))
+			if !w.live {
+				continue // released meanwhile: re-check now
+			}
+			// A release may have granted it before we listened on it.
+			g, err := c.readGrant(ctx, key, o, reg)
+			if err == nil && g != nil {
+				setReg(0, time.Time{})
+				return g, nil
+			}
+		}
 		// Re-check at the holder's expiry as the database computed it; a
 		// notification may wake us sooner. Without a listener, re-check
 		// at least every WaitRecheck.
@@ -241,28 +293,34 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		if !listening || held.Holder == nil {
 			delay = min(delay, c.cfg.WaitRecheck)
 		}
-		if listening && counted == 0 && held.Holder != nil {
-			// Count in, so that releases of the key notify; see above.
-			in, live, err := c.leaseWaitJoin(ctx, o.namespace, key)
-			if err != nil && ctx.Err() != nil {
-				return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last holder: %w)", o.namespace, key, context.Cause(ctx), lastHeld)
-			}
-			if in {
-				counted = 1
-				if !live {
-					continue // released meanwhile: re-check now
+		if reg != 0 {
+			// Renew the registration before a third of the TTL is left,
+			// and wake up in time to renew it again.
+			if time.Until(regUntil) < 2*o.ttl/3 {
+				renewSent := time.Now()
+				left, ok, err := c.leaseWaitRenew(ctx, o, key, reg)
+				switch {
+				case err != nil && ctx.Err() != nil:
+					return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last holder: %w)", o.namespace, key, context.Cause(ctx), lastHeld)
+				case err == nil && !ok:
+					continue // gone: granted meanwhile (read it now)
+				case err == nil:
+					regUntil = renewSent.Add(left)
 				}
 			}
-			// Not counted in (row locked or gone, or an error): nothing
-			// may notify; re-check soon, backing off (below).
+			delay = min(delay, time.Until(regUntil)-o.ttl/3)
 		}
 		// A holder whose expiry already passed means the row is locked by
 		// another transaction (a competing grant, a fencing check): back
 		// off a little instead of spinning.
 		delay = max(delay, 10*time.Millisecond)
-		if counted == 0 && held.Holder != nil && listening {
+		if reg == 0 && held.Holder != nil && listening {
+			// Not registered (row locked or gone): nothing may notify;
+			// re-check soon, backing off.
 			delay = min(delay, recheck)
 			recheck = min(recheck*2, c.cfg.WaitRecheck)
+		} else {
+			recheck = 10 * time.Millisecond
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -277,33 +335,108 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 	}
 }
 
-// leaseWaitJoin counts the caller in as waiting for key (sqlLeaseWait). in
-// says whether it was counted in (not when the row was locked or missing);
-// live whether the key was still held then.
-func (c *Client) leaseWaitJoin(ctx context.Context, ns, key string) (in, live bool, err error) {
-	err = c.pool.QueryRow(ctx, c.sql.leaseWait, ns, key, 1).Scan(&live)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, false, nil
-	}
-	if err != nil {
-		return false, false, c.wrapErr(fmt.Sprintf("wait for lease %q/%q", ns, key), err)
-	}
-	return true, live, nil
+// waitResult is what sqlAcquireWait says about a registration.
+type waitResult struct {
+	live   bool          // the key was still held once its row was locked
+	waiter int64         // the registration made (0: none)
+	left   time.Duration // its time left
 }
 
-// leaseWaitLeave counts a waiter that gives up out of key's waiters, best
-// effort: a count left too high costs a NOTIFY per release, nothing else.
-func (c *Client) leaseWaitLeave(ctx context.Context, ns, key string) {
+// leaseWaitRenew renews registration reg for the waiter's TTL. ok is false
+// when it is gone (granted).
+func (c *Client) leaseWaitRenew(ctx context.Context, o callOptions, key string, reg int64) (left time.Duration, ok bool, err error) {
+	err = c.pool.QueryRow(ctx, c.sql.waitRenew, o.namespace, key, reg, us(o.ttl)).Scan(&left)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, c.wrapErr(fmt.Sprintf("wait for lease %q/%q", o.namespace, key), err)
+	}
+	return left, true, nil
+}
+
+// leaseWaitWithdraw withdraws registration reg of a waiter that gives up,
+// best effort: a registration left behind expires within the waiter's TTL.
+// When it is already gone, a release may have granted the lease to it: that
+// grant is read and released, which hands the key to the next waiter.
+func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key string, reg int64) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 	defer cancel()
-	var live bool
-	_ = c.pool.QueryRow(rctx, c.sql.leaseWait, ns, key, -1).Scan(&live)
+	var was bool
+	if err := c.pool.QueryRow(rctx, c.sql.waitLeave, o.namespace, key, reg).Scan(&was); err != nil || was {
+		return
+	}
+	if g, err := c.readGrant(rctx, key, o, reg); err == nil && g != nil {
+		_ = g.Release(rctx)
+	}
+}
+
+// readGrant reads a grant a release made to registration reg
+// (sqlLeaseGrant) and, if there is one, returns the lease, renewed from now
+// on. The deadline counts from this read's send time and the time left it
+// measured on the database clock, after the grant.
+func (c *Client) readGrant(ctx context.Context, key string, o callOptions, reg int64) (*Lease, error) {
+	sent := time.Now()
+	var (
+		token     int64
+		acquired  time.Time
+		expires   time.Time
+		hard      *time.Time
+		remaining time.Duration
+	)
+	err := c.pool.QueryRow(ctx, c.sql.grant, o.namespace, key, c.cfg.Owner, reg).Scan(&token, &acquired, &expires, &hard, &remaining)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, c.wrapErr(fmt.Sprintf("acquire lease %q/%q", o.namespace, key), err)
+	}
+	var hardAt time.Time
+	if hard != nil {
+		hardAt = *hard
+	}
+	l := c.newLease(kindLease, o.namespace, key, token, o.ttl)
+	l.acquiredAt = acquired
+	if !c.hb.add(l, sent, remaining, expires, hardAt) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+		defer cancel()
+		_, _ = c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, token)
+		l.end(ErrReleased)
+		return nil, ErrClosed
+	}
+	c.cfg.Logger.Debug("sentinel: lease handed over", "namespace", o.namespace, "key", key, "token", token)
+	return l, nil
+}
+
+// tryAcquireWait is tryAcquire for a waiter (sqlAcquireWait): when the key
+// is held it registers the caller unless reg (its registration) is set; a
+// grant withdraws reg.
+func (c *Client) tryAcquireWait(ctx context.Context, key string, o callOptions, reg int64) (*Lease, *HeldError, waitResult, error) {
+	var w waitResult
+	leaving := 0
+	if reg != 0 {
+		leaving = 1
+	}
+	l, held, err := c.acquireRow(ctx, key, o, func(sctx context.Context, dest ...any) error {
+		return c.pool.QueryRow(sctx, c.sql.acqWait, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
+			us(o.ttl), us(o.hardTTL), o.force, leaving, reg == 0, reg).Scan(append(dest, &w.live, &w.waiter, &w.left)...)
+	})
+	return l, held, w, err
 }
 
 // tryAcquire runs the acquire statement once. It returns the lease, or the
 // holder when the key is held elsewhere. leaving is 1 for a waiter counted
 // in leases.waiters: a grant counts it out.
 func (c *Client) tryAcquire(ctx context.Context, key string, o callOptions, leaving int) (*Lease, *HeldError, error) {
+	return c.acquireRow(ctx, key, o, func(sctx context.Context, dest ...any) error {
+		return c.co.queryRow(sctx, ctx, coAcquire, c.sql.acquire, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
+			us(o.ttl), us(o.hardTTL), o.force, leaving).Scan(dest...)
+	})
+}
+
+// acquireRow runs an acquire statement through scan (sqlAcquire's columns
+// first) and turns its row into a lease or the holder.
+func (c *Client) acquireRow(ctx context.Context, key string, o callOptions, scan func(ctx context.Context, dest ...any) error) (*Lease, *HeldError, error) {
 	sent := time.Now()
 	var (
 		acquired  bool
@@ -315,9 +448,7 @@ func (c *Client) tryAcquire(ctx context.Context, key string, o callOptions, leav
 	// grantGrace, so that a lease granted as ctx ends is known, and given
 	// back below, instead of held unknown to anyone for a TTL.
 	sctx, scancel := graceCtx(ctx, grantGrace)
-	err := c.co.queryRow(sctx, ctx, coAcquire, c.sql.acquire, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
-		us(o.ttl), us(o.hardTTL), o.force, leaving).
-		Scan(&acquired, &h.Owner, &h.Host, &h.PID, &h.Token, &h.AcquiredAt, &h.ExpiresAt, &hard, &remaining)
+	err := scan(sctx, &acquired, &h.Owner, &h.Host, &h.PID, &h.Token, &h.AcquiredAt, &h.ExpiresAt, &hard, &remaining)
 	scancel()
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The holder changed between the insert attempt and the read of

@@ -2,28 +2,27 @@ package sentinel
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
-// listener holds one dedicated connection (outside the pool) that LISTENs
-// for lease releases and wakes the matching waiters. A notification is only
-// a hint to re-check: the grant is always decided by the acquire statement.
-// It starts with the first waiter and reconnects with backoff; while it is
-// down waiters fall back to re-checking every Config.WaitRecheck.
+// listener routes notifications to one client's waiters. The connection
+// that LISTENs is not its own: every Client of the process on the same pool
+// and schema shares one (a listenHub), so a NOTIFY signals one backend per
+// process rather than one per client, and reaches the one goroutine it
+// names (a ticket, a key) through the hub's routing. A notification is only
+// a hint to re-check: the grant is always decided (or read) by a statement.
+// The hub starts with the first waiter and reconnects with backoff; while
+// it is down waiters fall back to re-checking every Config.WaitRecheck.
 type listener struct {
 	c *Client
 
 	mu      sync.Mutex
 	waiters map[waitKey][]chan struct{} // per key, oldest first
-	healthy bool                        // LISTEN is active on a live connection
-	ready   chan struct{}               // closed once the first LISTEN attempt finished
-	cancel  context.CancelFunc
-	done    chan struct{}
+	hub     *listenHub                  // nil until the first subscribe (and after close)
+	closed  bool
 }
 
 // waitKey names what a waiter waits for: a kind of notification (see the
@@ -38,17 +37,23 @@ type waitKey struct {
 // bytes, the unit the parser slices by, so any UTF-8 namespace and key
 // round-trip.
 const (
-	notifyLease     byte = 'l' // a lease was released: wake one waiter
-	notifyExecution byte = 'e' // a Once key finished: wake every waiter
-	notifyTurn      byte = 't' // a queue moved: the key is the one ticket that should re-check
-	notifyQueue     byte = 'q' // a queue event was recorded (key ""): wake every follower
-	// notifyElection ('g', election.go): a leader resigned.
+	notifyLease      byte = 'l' // a lease was released: wake one waiter
+	notifyLeaseGrant byte = 'w' // a release handed a lease to the registration named by the key
+	notifyExecution  byte = 'e' // a Once key finished: wake every waiter
+	notifyTurn       byte = 't' // a queue moved: the key is the one ticket that should re-check
+	notifyQueue      byte = 'q' // a queue event was recorded (key ""): wake every follower
+	// notifyElection ('g', election.go): a leader resigned: wake every
+	// follower of the group.
+	// notifyElectionGrant ('h', election.go): a resignation handed the
+	// term to the elector whose member token is the key.
 )
 
 // broadcast reports whether a notification of kind wakes every waiter of
 // its key (a result every waiter can use) rather than one (a grant only
 // one waiter can win).
-func broadcast(kind byte) bool { return kind == notifyExecution || kind == notifyQueue }
+func broadcast(kind byte) bool {
+	return kind == notifyExecution || kind == notifyQueue || kind == notifyElection
+}
 
 func newListener(c *Client) *listener {
 	return &listener{c: c, waiters: make(map[waitKey][]chan struct{})}
@@ -61,25 +66,46 @@ func (ln *listener) subscribe(ctx context.Context, kind byte, ns, key string) (c
 	ln.mu.Lock()
 	k := waitKey{kind, ns, key}
 	ln.waiters[k] = append(ln.waiters[k], ch)
-	if ln.c.cfg.DisableListen || ln.c.closed.Load() {
+	if ln.c.cfg.DisableListen || ln.c.closed.Load() || ln.closed {
 		ln.mu.Unlock()
 		return ch, false
 	}
-	if ln.ready == nil {
-		ln.ready = make(chan struct{})
-		lctx, cancel := context.WithCancel(context.Background())
-		ln.cancel, ln.done = cancel, make(chan struct{})
-		go ln.run(lctx)
+	h := ln.hub
+	if h == nil {
+		h = joinHub(ln)
+		ln.hub = h
 	}
-	ready := ln.ready
 	ln.mu.Unlock()
 	select { // wait for the first LISTEN so the caller's attempt is covered
-	case <-ready:
+	case <-h.ready:
 	case <-ctx.Done():
 	}
+	return ch, h.isHealthy()
+}
+
+// subscribeTo registers ch, the wake channel of an existing subscription,
+// for (kind, ns, key) too; drop removes it again without touching a wake-up
+// ch may hold (it belongs to the other subscription as much).
+func (ln *listener) subscribeTo(kind byte, ns, key string, ch chan struct{}) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
-	return ch, ln.healthy
+	k := waitKey{kind, ns, key}
+	ln.waiters[k] = append(ln.waiters[k], ch)
+}
+
+func (ln *listener) drop(kind byte, ns, key string, ch chan struct{}) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	k := waitKey{kind, ns, key}
+	list := ln.waiters[k]
+	if i := slices.Index(list, ch); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(ln.waiters, k)
+	} else {
+		ln.waiters[k] = list
+	}
 }
 
 // unsubscribe removes a waiter. A waiter that leaves holding an unconsumed
@@ -103,8 +129,11 @@ func (ln *listener) unsubscribe(kind byte, ns, key string, ch chan struct{}) {
 	}
 	select {
 	case <-ch:
-		if !broadcast(kind) {
-			ln.wakeOneLocked(k)
+		if !broadcast(kind) && !ln.wakeOneLocked(k) && ln.hub != nil {
+			// No other waiter here: pass it on to another client of
+			// the process (after our lock is released).
+			h := ln.hub
+			defer func() { go h.wakeOne(k, ln) }()
 		}
 	default:
 	}
@@ -129,14 +158,24 @@ func (ln *listener) notify(k waitKey) {
 	}
 }
 
-func (ln *listener) wakeOneLocked(k waitKey) {
+// wakeOneLocked wakes the oldest waiter for k that is not already awake,
+// and reports whether there was one.
+func (ln *listener) wakeOneLocked(k waitKey) bool {
 	for _, ch := range ln.waiters[k] {
 		select {
 		case ch <- struct{}{}:
-			return
+			return true
 		default: // already awake; try the next
 		}
 	}
+	return false
+}
+
+// wakeOne wakes one waiter for k, if this client has one not awake yet.
+func (ln *listener) wakeOne(k waitKey) bool {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	return ln.wakeOneLocked(k)
 }
 
 // wakeAll wakes every waiter so it re-checks (used when the connection
@@ -157,81 +196,9 @@ func (ln *listener) wakeAll() {
 // listening reports whether release notifications can currently arrive.
 func (ln *listener) listening() bool {
 	ln.mu.Lock()
-	defer ln.mu.Unlock()
-	return ln.healthy && !ln.c.cfg.DisableListen
-}
-
-func (ln *listener) setHealthy(h bool) {
-	ln.mu.Lock()
-	ln.healthy = h
+	h := ln.hub
 	ln.mu.Unlock()
-}
-
-func (ln *listener) run(ctx context.Context) {
-	defer close(ln.done)
-	first := true
-	defer func() {
-		// Closed before the first attempt (Close raced the first
-		// subscriber): release the subscribers waiting for it.
-		if first {
-			close(ln.ready)
-		}
-	}()
-	backoff := 50 * time.Millisecond
-	listen := ln.listenSQL()
-	for ctx.Err() == nil {
-		conn, err := ln.connect(ctx)
-		if first {
-			first = false
-			close(ln.ready)
-		}
-		if err != nil {
-			ln.c.cfg.Logger.Warn("sentinel: listener connect failed; waiters re-check periodically", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			backoff = min(backoff*2, 5*time.Second)
-			continue
-		}
-		backoff = 50 * time.Millisecond
-		ln.wakeAll() // releases may have happened while we were down
-		for {
-			n, err := waitNotification(ctx, conn, listen, listenIdle, listenPingTimeout)
-			if err != nil {
-				break
-			}
-			if k, ok := parsePayload(n.Payload); ok {
-				ln.notify(k)
-			}
-		}
-		ln.setHealthy(false)
-		ln.wakeAll()
-		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = conn.Close(closeCtx)
-		cancel()
-	}
-}
-
-func (ln *listener) connect(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, listenConnConfig(ln.c.pool)) // each host bounded (listenconn.go)
-	if err != nil {
-		return nil, err
-	}
-	lctx, cancel := context.WithTimeout(ctx, listenPingTimeout)
-	defer cancel()
-	if _, err := conn.Exec(lctx, ln.listenSQL()); err != nil {
-		_ = conn.Close(lctx)
-		return nil, err
-	}
-	ln.setHealthy(true)
-	return conn, nil
-}
-
-// listenSQL is the statement that listens on the client's channel (also the
-// listener's ping: see listenconn.go).
-func (ln *listener) listenSQL() string {
-	return "LISTEN " + pgx.Identifier{ln.c.sql.channel}.Sanitize()
+	return h != nil && !ln.c.cfg.DisableListen && h.isHealthy()
 }
 
 // parsePayload decodes "<kind><octet_length(namespace)>:<namespace><key>".
@@ -254,12 +221,14 @@ func parsePayload(p string) (waitKey, bool) {
 	return waitKey{kind: kind, ns: rest[:n], key: rest[n:]}, true
 }
 
+// close detaches the client from its hub (the hub's connection closes
+// with its last client).
 func (ln *listener) close() {
 	ln.mu.Lock()
-	cancel, done := ln.cancel, ln.done
+	h := ln.hub
+	ln.hub, ln.closed = nil, true
 	ln.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
+	if h != nil {
+		h.leave(ln)
 	}
 }

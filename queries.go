@@ -24,7 +24,10 @@ type queries struct {
 	acquireN  string // sqlAcquireSet (coalesce.go)
 	releaseS  string // sqlReleaseSet (coalesce.go)
 	releaseN  string
-	leaseWait string
+	acqWait   string // sqlAcquireWait
+	waitRenew string // sqlLeaseWaitRenew
+	waitLeave string // sqlLeaseWaitLeave
+	grant     string // sqlLeaseGrant
 	renew     string
 	holder    string
 	verify    string
@@ -42,7 +45,10 @@ func newQueries(schema string) *queries {
 		acquireN:  r.Replace(sqlAcquireSet),
 		releaseS:  r.Replace(sqlReleaseSet),
 		releaseN:  r.Replace(sqlReleaseMany),
-		leaseWait: r.Replace(sqlLeaseWait),
+		acqWait:   r.Replace(sqlAcquireWait),
+		waitRenew: r.Replace(sqlLeaseWaitRenew),
+		waitLeave: r.Replace(sqlLeaseWaitLeave),
+		grant:     r.Replace(sqlLeaseGrant),
 		renew:     r.Replace(renewSQL()),
 		holder:    r.Replace(sqlHolder),
 		verify:    r.Replace(sqlVerify),
@@ -90,7 +96,7 @@ func channelName(schema string) string {
 // only by the statement that writes the grant. New expiries count from
 // clock_timestamp(), the time of the write, never from a statement start
 // that a wait may have pushed into the past.
-// A waiter that counted itself in leases.waiters (sqlLeaseWait) counts
+// A waiter that counted itself in leases.waiters (sqlAcquireWait) counts
 // itself out in the grant that ends its wait ($9 = 1; 0 otherwise).
 // $1 namespace, $2 key, $3 owner, $4 host, $5 pid, $6 ttl µs, $7 hard TTL µs
 // (0 = none), $8 force, $9 waiters leaving (0 or 1).
@@ -107,7 +113,7 @@ up AS (
         expires_at = pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
         hard_expires_at = CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
                           ELSE 'infinity'::timestamptz END,
-        waiters = greatest(t.waiters - $9::int, 0)
+        waiters = greatest(t.waiters - $9::int, 0), granted_waiter = NULL
     FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
     RETURNING t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
         nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
@@ -133,28 +139,121 @@ SELECT false, t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
 FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 
-// sqlRelease ends a lease guarded by owner, token and expiry, and notifies
-// waiters in the same statement, only when some caller waits for the key
-// (leases.waiters > 0, see sqlLeaseWait): a transaction that calls NOTIFY
-// serializes its commit on a database-wide lock, so a release that nobody
-// waits for sends none. The row is kept, expired, rather than
-// deleted: the next grant of the key then takes it over and mints its token
-// under the row lock, so no grant can ever carry a token minted before an
-// earlier grant of the same key. Prune removes rows long expired.
+// sqlAcquireWait is sqlAcquire for a caller that waits (Lease with
+// WithWait): when the key is held, the same statement counts the caller in
+// as a waiter (leases.waiters) and registers it (lease_waiters), so the
+// holder's release hands the lease to it (sqlRelease): one statement to
+// try or to queue. It never waits for a locked row (hl: SKIP LOCKED; a
+// release, a takeover or a renewal under way), and then registers
+// nothing: the caller re-checks soon. The last three columns are whether
+// the key was still held once locked (a release that committed since the
+// snapshot reads as not live: re-check at once), the registration's id (0:
+// none) and its time left.
+// A grant withdraws the caller's earlier registration ($11) in the same
+// statement (and counts it out, $9 = 1), so no release can hand the key to
+// a registration whose waiter already holds it.
+// $1-$9 as sqlAcquire, $10 register, $11 the caller's registration (0:
+// none).
+var sqlAcquireWait = strings.Replace(strings.Replace(sqlAcquire, `g AS (SELECT * FROM up UNION ALL SELECT * FROM ins)
+SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining FROM g`, `g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
+hl AS (
+    SELECT t.namespace, t.key FROM {{schema}}.leases t
+    WHERE $10::bool AND NOT EXISTS (SELECT 1 FROM g) AND t.namespace = $1 AND t.key = $2
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+cu AS (
+    UPDATE {{schema}}.leases t SET waiters = t.waiters + 1
+    FROM hl WHERE t.namespace = hl.namespace AND t.key = hl.key
+    RETURNING t.expires_at > pg_catalog.clock_timestamp() AS live
+),
+rg AS (
+    INSERT INTO {{schema}}.lease_waiters (namespace, key, waiter, owner, host, pid, ttl_us, hard_us, expires_at)
+    SELECT $1, $2, pg_catalog.nextval({{seq}}), $3, $4, $5, $6, $7,
+        pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond'
+    FROM cu
+    RETURNING waiter, expires_at - pg_catalog.clock_timestamp() AS left
+),
+dr AS (
+    DELETE FROM {{schema}}.lease_waiters x
+    WHERE $11::bigint > 0 AND EXISTS (SELECT 1 FROM g) AND x.namespace = $1 AND x.key = $2 AND x.waiter = $11
+)
+SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining, true, 0::bigint, interval '0' FROM g`, 1),
+	`    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp()
+FROM {{schema}}.leases t
+WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, `    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp(),
+    coalesce((SELECT cu.live FROM cu), true), coalesce((SELECT rg.waiter FROM rg), 0), coalesce((SELECT rg.left FROM rg), interval '0')
+FROM {{schema}}.leases t
+WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, 1)
+
+// sqlRelease ends a lease guarded by owner, token and expiry and, when a
+// caller waits for the key (registered in lease_waiters, see
+// sqlAcquireWait), hands the lease to the oldest live registration in the
+// same statement:
+//
+//   - lk locks the row FOR UPDATE, SKIP LOCKED, when the lease is live and
+//     someone waits. FOR UPDATE conflicts with VerifyToken's FOR KEY SHARE,
+//     as an acquirer's takeover does: no grant to anyone else commits while
+//     a guarded transaction of the holder is open (the row is skipped then,
+//     and the release only ends the lease, as below);
+//   - w/dw take the oldest registration unexpired on the database clock
+//     (SKIP LOCKED: one being withdrawn is passed over) and delete it;
+//   - tr writes the grant for it: a token minted here, expiries counted
+//     from clock_timestamp() with the waiter's TTL and hard TTL, the waiter
+//     counted out, granted_waiter naming it; the waiter is notified by its
+//     registration (kind 'w') and reads its grant (sqlLeaseGrant).
+//
+// Otherwise d ends the lease (expires it now) and notifies waiters only
+// when some caller waits for the key (leases.waiters > 0, see sqlAcquireWait):
+// a transaction that calls NOTIFY serializes its commit on a database-wide
+// lock, so a release that nobody waits for sends none. The row is kept,
+// expired, rather than deleted: the next grant of the key then takes it
+// over and mints its token under the row lock, so no grant can ever carry
+// a token minted before an earlier grant of the same key. Prune removes
+// rows long expired.
 //
 // RETURNING reads the row version this UPDATE wrote, made from the newest
-// committed version (a concurrent sqlLeaseWait is waited for and re-read,
+// committed version (a concurrent sqlAcquireWait is waited for and re-read,
 // read committed's re-check), so a waiter counted in before the release
 // commits is always seen: see waitAcquire for the whole argument.
 // $1 namespace, $2 key, $3 owner, $4 token, $5 channel.
 const sqlRelease = `
-WITH d AS (
+WITH lk AS (
+    SELECT t.namespace, t.key FROM {{schema}}.leases t
+    WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4
+      AND t.expires_at > pg_catalog.clock_timestamp() AND t.waiters > 0
+    FOR UPDATE SKIP LOCKED
+),
+w AS (
+    SELECT x.waiter FROM {{schema}}.lease_waiters x
+    WHERE EXISTS (SELECT 1 FROM lk) AND x.namespace = $1 AND x.key = $2
+      AND x.expires_at > pg_catalog.clock_timestamp()
+    ORDER BY x.waiter LIMIT 1
+    FOR UPDATE SKIP LOCKED
+),
+dw AS (
+    DELETE FROM {{schema}}.lease_waiters x USING w
+    WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = w.waiter
+    RETURNING x.waiter, x.owner, x.host, x.pid, x.ttl_us, x.hard_us
+),
+tr AS (
+    UPDATE {{schema}}.leases t SET
+        owner = dw.owner, token = pg_catalog.nextval({{seq}}), host = dw.host, pid = dw.pid,
+        acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
+        expires_at = pg_catalog.clock_timestamp() + dw.ttl_us * interval '1 microsecond',
+        hard_expires_at = CASE WHEN dw.hard_us > 0 THEN pg_catalog.clock_timestamp() + dw.hard_us * interval '1 microsecond'
+                          ELSE 'infinity'::timestamptz END,
+        waiters = greatest(t.waiters - 1, 0), granted_waiter = dw.waiter
+    FROM dw WHERE t.namespace = $1 AND t.key = $2
+    RETURNING pg_catalog.pg_notify($5, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text)::text
+),
+d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
     WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4 AND t.expires_at > pg_catalog.clock_timestamp()
+      AND NOT EXISTS (SELECT 1 FROM tr)
     RETURNING CASE WHEN t.waiters > 0 THEN
         pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
 )
-SELECT pg_catalog.count(*) FROM d`
+SELECT (SELECT pg_catalog.count(*) FROM tr) + (SELECT pg_catalog.count(*) FROM d)`
 
 // sqlAcquireSet is sqlAcquire for many keys in one statement, for the
 // coalescer (coalesce.go): parameter $k is the array of sqlAcquire's $k
@@ -183,7 +282,7 @@ up AS (
         expires_at = pg_catalog.clock_timestamp() + i.ttl * interval '1 microsecond',
         hard_expires_at = CASE WHEN i.hard > 0 THEN pg_catalog.clock_timestamp() + i.hard * interval '1 microsecond'
                           ELSE 'infinity'::timestamptz END,
-        waiters = greatest(t.waiters - i.leaving::int, 0)
+        waiters = greatest(t.waiters - i.leaving::int, 0), granted_waiter = NULL
     FROM lk JOIN i ON i.ns = lk.namespace AND i.key = lk.key
     WHERE t.namespace = lk.namespace AND t.key = lk.key
     RETURNING i.n AS ord, t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
@@ -220,23 +319,55 @@ WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.ord = i.n)`
 // sqlReleaseSet is sqlRelease for many leases in one statement, for the
 // coalescer: parameter $k is the array of sqlRelease's $k over the
 // batch's calls, all on distinct keys. It returns, per call, its ordinal
-// and the count of leases it ended (0 or 1); keys with waiters are
-// notified as by sqlRelease, others send no NOTIFY.
+// and the count of leases it ended (0 or 1). Each key is handed to its
+// oldest live waiter, or ended and notified, exactly as sqlRelease does.
 const sqlReleaseSet = `
 WITH i AS (
     SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
         pg_catalog.unnest($4::bigint[]), pg_catalog.unnest($5::text[]))
         WITH ORDINALITY AS i(ns, key, owner, token, channel, n)
 ),
+lk AS (
+    SELECT t.namespace, t.key FROM {{schema}}.leases t JOIN i ON t.namespace = i.ns AND t.key = i.key
+    WHERE t.owner = i.owner AND t.token = i.token AND t.expires_at > pg_catalog.clock_timestamp() AND t.waiters > 0
+    ORDER BY t.namespace, t.key
+    FOR UPDATE OF t SKIP LOCKED
+),
+w AS (
+    SELECT x.namespace, x.key, x.waiter FROM lk CROSS JOIN LATERAL (
+        SELECT y.namespace, y.key, y.waiter FROM {{schema}}.lease_waiters y
+        WHERE y.namespace = lk.namespace AND y.key = lk.key AND y.expires_at > pg_catalog.clock_timestamp()
+        ORDER BY y.waiter LIMIT 1
+        FOR UPDATE SKIP LOCKED) x
+),
+dw AS (
+    DELETE FROM {{schema}}.lease_waiters x USING w
+    WHERE x.namespace = w.namespace AND x.key = w.key AND x.waiter = w.waiter
+    RETURNING x.namespace, x.key, x.waiter, x.owner, x.host, x.pid, x.ttl_us, x.hard_us
+),
+tr AS (
+    UPDATE {{schema}}.leases t SET
+        owner = dw.owner, token = pg_catalog.nextval({{seq}}), host = dw.host, pid = dw.pid,
+        acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
+        expires_at = pg_catalog.clock_timestamp() + dw.ttl_us * interval '1 microsecond',
+        hard_expires_at = CASE WHEN dw.hard_us > 0 THEN pg_catalog.clock_timestamp() + dw.hard_us * interval '1 microsecond'
+                          ELSE 'infinity'::timestamptz END,
+        waiters = greatest(t.waiters - 1, 0), granted_waiter = dw.waiter
+    FROM dw JOIN i ON i.ns = dw.namespace AND i.key = dw.key
+    WHERE t.namespace = dw.namespace AND t.key = dw.key
+    RETURNING i.n AS ord,
+        pg_catalog.pg_notify(i.channel, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text)::text
+),
 d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
     FROM i
     WHERE t.namespace = i.ns AND t.key = i.key AND t.owner = i.owner AND t.token = i.token
       AND t.expires_at > pg_catalog.clock_timestamp()
+      AND NOT EXISTS (SELECT 1 FROM tr WHERE tr.ord = i.n)
     RETURNING i.n AS ord, CASE WHEN t.waiters > 0 THEN
         pg_catalog.pg_notify(i.channel, 'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
 )
-SELECT i.n, (SELECT pg_catalog.count(*) FROM d WHERE d.ord = i.n) FROM i`
+SELECT i.n, (SELECT pg_catalog.count(*) FROM tr WHERE tr.ord = i.n) + (SELECT pg_catalog.count(*) FROM d WHERE d.ord = i.n) FROM i`
 
 // sqlReleaseMany is sqlRelease for many leases of one owner (Close); it
 // notifies only for keys that have waiters.
@@ -252,22 +383,49 @@ WITH d AS (
 )
 SELECT d.namespace, d.key FROM d`
 
-// sqlLeaseWait counts a caller in ($3 = 1) or out ($3 = -1) as waiting for
-// a lease key, so releases of the key notify (see sqlRelease). It never
-// waits for a row another transaction has locked (a release, a takeover or
-// a renewal under way; a fencing check's FOR KEY SHARE does not conflict):
-// it then returns no row, like a key with no row, and the caller re-checks
-// soon. It returns whether the key is still held.
-// $1 namespace, $2 key, $3 +1 or -1.
-const sqlLeaseWait = `
-WITH lk AS (
+// sqlLeaseWaitRenew renews a waiter's registration for its TTL ($4 µs). No
+// row: it is gone (granted, or removed as long expired).
+// $1 namespace, $2 key, $3 waiter, $4 ttl µs.
+const sqlLeaseWaitRenew = `
+UPDATE {{schema}}.lease_waiters x
+SET expires_at = pg_catalog.clock_timestamp() + $4::bigint * interval '1 microsecond'
+WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = $3
+RETURNING x.expires_at - pg_catalog.clock_timestamp()`
+
+// sqlLeaseWaitLeave withdraws a registration and counts the waiter out
+// (best effort: a locked lease row is skipped; a count left high costs a
+// NOTIFY). It returns whether the registration was still there: when it
+// was not, a release may have granted the lease to it (sqlLeaseGrant).
+// $1 namespace, $2 key, $3 waiter.
+const sqlLeaseWaitLeave = `
+WITH dw AS (
+    DELETE FROM {{schema}}.lease_waiters x
+    WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = $3
+    RETURNING 1
+),
+lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.leases t
-    WHERE t.namespace = $1 AND t.key = $2
+    WHERE EXISTS (SELECT 1 FROM dw) AND t.namespace = $1 AND t.key = $2
     FOR NO KEY UPDATE SKIP LOCKED
+),
+up AS (
+    UPDATE {{schema}}.leases t SET waiters = greatest(t.waiters - 1, 0)
+    FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
 )
-UPDATE {{schema}}.leases t SET waiters = greatest(t.waiters + $3::int, 0)
-FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
-RETURNING t.expires_at > pg_catalog.clock_timestamp()`
+SELECT EXISTS (SELECT 1 FROM dw)`
+
+// sqlLeaseGrant reads a grant a release made to registration $4 of owner
+// $3 (sqlRelease): the lease as it is now, if it is still that grant and
+// unexpired. The time left is measured by this read, on the database
+// clock, after the grant: a deadline counted from the read's send time is
+// never later than the grant's expiry.
+// $1 namespace, $2 key, $3 owner, $4 waiter.
+const sqlLeaseGrant = `
+SELECT t.token, t.acquired_at, t.expires_at, nullif(t.hard_expires_at, 'infinity'),
+    t.expires_at - pg_catalog.clock_timestamp()
+FROM {{schema}}.leases t
+WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.granted_waiter = $4
+  AND t.expires_at > pg_catalog.clock_timestamp()`
 
 // renewKind is one kind of row the heartbeat renews. Every kind adds a
 // lock+update step to the one renewal statement per tick (see renewSQL), so a

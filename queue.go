@@ -147,6 +147,26 @@ func notifyFollowersSQL(ch string) string {
 // where a newcomer could overtake them. The time left is computed at the
 // end, so a wait for the lock only shortens what the client trusts.
 //
+// The draw commits without waiting for its WAL to reach disk
+// (synchronous_commit off, for this transaction only): it holds the queue
+// row's lock until it commits, and every leave of the resource waits for
+// that lock, so a draw that waited for its flush delayed the next handover
+// by a disk flush. Nothing a holder relies on is made non-durable by it:
+//
+//   - a drawn ticket grants nothing. It is trusted only once served, and
+//     serving is a durable commit made after the draw committed: the
+//     leave that grants it (sqlTicketLeave) or its own serving check
+//     (sqlServe, which writes served_at). A commit flushes the WAL up to
+//     its own record, and the draw's records (the sequence's advance that
+//     minted the ticket, the ticket row) were written before it, so by
+//     the time a holder is told its turn the ticket is as durable as its
+//     grant, and the token sequence cannot move back below it after a
+//     crash;
+//   - a draw lost in a crash (committed, not yet flushed) loses a waiting
+//     ticket: its client's next renewal finds the row gone, and Turn draws
+//     again, as for a ticket that died while waiting. The `assigned` event
+//     goes with it; a follower may have seen it.
+//
 // It returns no row when the queue row was created by a concurrent draw
 // after this statement's snapshot (only on a resource's first draws): the
 // caller runs it again. It notifies followers only while one is registered
@@ -186,12 +206,15 @@ SELECT t.ticket, t.drawn_at, t.expires_at, t.expires_at - pg_catalog.clock_times
         WHERE x.namespace = $1 AND x.resource = $2 AND x.ticket < t.ticket
           AND x.expires_at > pg_catalog.clock_timestamp()
     ) ELSE -1 END
-FROM t
+FROM t CROSS JOIN (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) AS async
 ` + notifyFollowersSQL(`$8`)
 
 // sqlServe is the serving check of ticket $3, in one statement:
 //
 //   - me: the ticket itself, live and owned by $4;
+//   - mw: the same, only while it is not served yet: a ticket already
+//     granted (by its predecessor's leave, sqlTicketLeave) only reads its
+//     grant here, and the statement writes nothing (no commit to flush);
 //   - dead: lower tickets expired by the database clock are deleted (a row
 //     locked by a renewal is waited for and re-checked, so a ticket renewed
 //     meanwhile is kept);
@@ -211,30 +234,31 @@ WITH me AS (
     WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4
       AND t.expires_at > pg_catalog.clock_timestamp()
 ),
+mw AS (SELECT me.label FROM me WHERE me.served_at IS NULL),
 dead AS (
     DELETE FROM {{schema}}.tickets t
     WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket < $3
-      AND t.expires_at <= pg_catalog.clock_timestamp() AND EXISTS (SELECT 1 FROM me)
+      AND t.expires_at <= pg_catalog.clock_timestamp() AND EXISTS (SELECT 1 FROM mw)
     RETURNING t.ticket, t.label, t.owner, t.served_at IS NOT NULL AS served
 ),
 blk AS (
     SELECT t.ticket, t.owner, t.expires_at FROM {{schema}}.tickets t
-    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket < $3
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket < $3 AND EXISTS (SELECT 1 FROM mw)
       AND NOT EXISTS (SELECT 1 FROM dead WHERE dead.ticket = t.ticket)
 ),
 g AS (
     UPDATE {{schema}}.tickets t SET served_at = coalesce(t.served_at, pg_catalog.clock_timestamp())
     WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4
       AND t.expires_at > pg_catalog.clock_timestamp()
-      AND EXISTS (SELECT 1 FROM me) AND NOT EXISTS (SELECT 1 FROM blk)
-    RETURNING t.expires_at
+      AND EXISTS (SELECT 1 FROM mw) AND NOT EXISTS (SELECT 1 FROM blk)
+    RETURNING t.expires_at, t.served_at
 ),
 ev AS (
     INSERT INTO {{schema}}.queue_events (namespace, resource, ticket, event, label, owner, by_ticket)
     SELECT $1, $2, d.ticket, CASE WHEN d.served THEN 'crashed' ELSE 'bumped' END, d.label, d.owner, $3::bigint
     FROM dead d
     UNION ALL
-    SELECT $1, $2, $3, 'granted', me.label, $4, NULL FROM me, g WHERE me.served_at IS NULL
+    SELECT $1, $2, $3, 'granted', mw.label, $4, NULL FROM mw, g
     RETURNING 1
 ),
 p AS (
@@ -243,7 +267,7 @@ p AS (
     ORDER BY b.ticket DESC LIMIT 1
 ),
 ` + followersCTE(`(SELECT pg_catalog.count(*) FROM ev) > 0 AND (SELECT pg_catalog.count(*) FROM g) >= 0`) + `
-SELECT EXISTS (SELECT 1 FROM me), EXISTS (SELECT 1 FROM g),
+SELECT EXISTS (SELECT 1 FROM me), EXISTS (SELECT 1 FROM g) OR EXISTS (SELECT 1 FROM me WHERE me.served_at IS NOT NULL),
     coalesce((SELECT p.ticket FROM p), 0), coalesce((SELECT p.left FROM p), interval '0'), coalesce((SELECT p.owner FROM p), ''),
     EXISTS (SELECT 1 FROM blk WHERE blk.expires_at <= pg_catalog.clock_timestamp())
 FROM (SELECT 1) AS one
@@ -251,13 +275,39 @@ FROM (SELECT 1) AS one
 
 // sqlTicketLeave removes ticket $3 (release by its holder, cancellation by a
 // waiter, Close), records `completed`/`cancelled` (or `crashed`/`bumped`
-// when it had expired), and wakes the next live ticket when the removed
-// one had no live ticket below it: only that one ticket is notified.
-// That targeted NOTIFY already goes only to a registered waiter: the next
-// live ticket is a Turn that waits (or is about to check, after
-// subscribing, and then sees this leave committed), kept alive by its
-// client's heartbeat; when there is none nothing is sent. Followers are
-// notified only while one is registered (followersCTE).
+// when it had expired) and, when no live ticket remains below it, hands the
+// turn over in the same statement: the next live ticket (nx) is granted
+// (served_at set, `granted` recorded) and only that ticket is notified. Its
+// waiter then only reads its grant (sqlServe writes nothing for a ticket
+// already served): a handover costs this one commit and one wake-up.
+//
+// The grant is the serving check of sqlServe made on nx's behalf, under the
+// queue row's lock (see Turn.leave), so nothing can be drawn below nx
+// meanwhile:
+//
+//   - dc locks the other tickets below nx whose expiry passed on the
+//     database clock, skipping rows locked elsewhere (a renewal, or a
+//     VerifyTurn transaction: the leave holds the queue lock and must not
+//     wait for those); FOR UPDATE re-checks the expiry on the newest row
+//     version, and a renewal never revives an expired ticket, so a row it
+//     returns is dead for good; dead deletes them;
+//   - blk is every other ticket below nx in the snapshot that dead did not
+//     delete: a live one, or a dead one locked elsewhere;
+//   - gl locks nx's row when blk is empty and nx is still live and not
+//     served (re-checked on the newest row version), skipping it when
+//     another transaction holds it: nx's own leave (which waits for the
+//     queue lock this transaction holds: waiting for it would deadlock), a
+//     renewal or a VerifyTurn; g grants it, so a granted ticket is the
+//     lowest ticket of the resource, exactly as if its own serving check
+//     had served it.
+//
+// When the grant cannot be made (blk not empty, nx expired or locked
+// meanwhile) nx is still notified: its own serving check (sqlServe) then decides, as before.
+// The targeted NOTIFY goes only to a registered waiter: the next live
+// ticket is a Turn that waits (or is about to check, after subscribing, and
+// then sees this leave committed), kept alive by its client's heartbeat;
+// when there is none nothing is sent. Followers are notified only while one
+// is registered (followersCTE).
 // It runs after sqlLeaveLockTicket and sqlLeaveLockQueue, in the same
 // transaction (see Turn.leave for why).
 // $1 namespace, $2 resource, $3 ticket, $4 owner, $5 channel.
@@ -267,12 +317,6 @@ WITH d AS (
     WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4
     RETURNING t.label, t.served_at IS NOT NULL AS served, t.expires_at > pg_catalog.clock_timestamp() AS alive
 ),
-ev AS (
-    INSERT INTO {{schema}}.queue_events (namespace, resource, ticket, event, label, owner)
-    SELECT $1, $2, $3, CASE WHEN d.alive THEN CASE WHEN d.served THEN 'completed' ELSE 'cancelled' END
-                            ELSE CASE WHEN d.served THEN 'crashed' ELSE 'bumped' END END, d.label, $4
-    FROM d
-),
 nx AS (
     SELECT s.ticket FROM {{schema}}.tickets s
     WHERE EXISTS (SELECT 1 FROM d) AND s.namespace = $1 AND s.resource = $2 AND s.ticket > $3
@@ -281,8 +325,48 @@ nx AS (
           AND l.ticket < $3 AND l.expires_at > pg_catalog.clock_timestamp())
     ORDER BY s.ticket LIMIT 1
 ),
-` + followersCTE(`EXISTS (SELECT 1 FROM d)`) + `
-SELECT d.served, d.alive, coalesce((SELECT nx.ticket FROM nx), 0)
+dc AS (
+    SELECT t.ticket FROM {{schema}}.tickets t
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket <> $3 AND t.ticket < (SELECT nx.ticket FROM nx)
+      AND t.expires_at <= pg_catalog.clock_timestamp()
+    FOR UPDATE SKIP LOCKED
+),
+dead AS (
+    DELETE FROM {{schema}}.tickets t USING dc
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = dc.ticket
+    RETURNING t.ticket, t.label, t.owner, t.served_at IS NOT NULL AS served
+),
+blk AS (
+    SELECT t.ticket FROM {{schema}}.tickets t
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket <> $3 AND t.ticket < (SELECT nx.ticket FROM nx)
+      AND NOT EXISTS (SELECT 1 FROM dead WHERE dead.ticket = t.ticket)
+),
+gl AS (
+    SELECT t.ticket FROM {{schema}}.tickets t
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = (SELECT nx.ticket FROM nx) AND t.served_at IS NULL
+      AND t.expires_at > pg_catalog.clock_timestamp() AND NOT EXISTS (SELECT 1 FROM blk)
+    FOR UPDATE SKIP LOCKED
+),
+g AS (
+    UPDATE {{schema}}.tickets t SET served_at = pg_catalog.clock_timestamp()
+    FROM gl
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = gl.ticket
+    RETURNING t.ticket, t.label, t.owner
+),
+ev AS (
+    INSERT INTO {{schema}}.queue_events (namespace, resource, ticket, event, label, owner, by_ticket)
+    SELECT $1, $2, $3, CASE WHEN d.alive THEN CASE WHEN d.served THEN 'completed' ELSE 'cancelled' END
+                            ELSE CASE WHEN d.served THEN 'crashed' ELSE 'bumped' END END, d.label, $4, NULL::bigint
+    FROM d
+    UNION ALL
+    SELECT $1, $2, x.ticket, CASE WHEN x.served THEN 'crashed' ELSE 'bumped' END, x.label, x.owner, (SELECT nx.ticket FROM nx)
+    FROM dead x
+    UNION ALL
+    SELECT $1, $2, g.ticket, 'granted', g.label, g.owner, NULL FROM g
+    RETURNING 1
+),
+` + followersCTE(`EXISTS (SELECT 1 FROM d) AND (SELECT pg_catalog.count(*) FROM ev) > 0 AND (SELECT pg_catalog.count(*) FROM g) >= 0`) + `
+SELECT d.served, d.alive, coalesce((SELECT nx.ticket FROM nx), 0), EXISTS (SELECT 1 FROM g)
 FROM d
 LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify($5, 't' || pg_catalog.octet_length($1::text)::text || ':' || $1::text || nx.ticket::text)
     FROM nx) AS w ON true
@@ -562,7 +646,8 @@ func (t *Turn) hasLeft() bool {
 
 type leaveResult struct {
 	found, served, alive bool
-	next                 int64
+	next                 int64 // the ticket notified (0: none)
+	granted              bool  // next was granted by the leave itself
 }
 
 // leave deletes the ticket row once (later calls do nothing).
@@ -612,7 +697,7 @@ func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 		_, err = br.Exec()
 	}
 	if err == nil {
-		err = br.QueryRow().Scan(&r.served, &r.alive, &r.next)
+		err = br.QueryRow().Scan(&r.served, &r.alive, &r.next, &r.granted)
 	}
 	if cerr := br.Close(); err == nil || (errors.Is(err, pgx.ErrNoRows) && cerr != nil) {
 		err = cerr

@@ -600,5 +600,19 @@ func (s *electionSection) targets() []target {
 		tg.measured, tg.ok = fmtDur(d), d < 10*time.Millisecond
 	}
 	out = append(out, tg)
+	// Issue 30: at most 2 ms, and at most half of etcd's.
+	tg = target{name: "election (issue 30) handover p50 after Resign", limit: "≤ 2 ms", missing: sen == nil || sen.handover.ops == 0}
+	if sen != nil {
+		d := sen.handover.pct(50)
+		tg.measured, tg.ok = fmtDur(d), d <= 2*time.Millisecond
+	}
+	out = append(out, tg)
+	if et := s.get(nameElEtcd); et != nil {
+		r := math.NaN()
+		if sen != nil && sen.handover.ops > 0 && et.handover.ops > 0 {
+			r = ratio(float64(sen.handover.pct(50)), float64(et.handover.pct(50)))
+		}
+		out = append(out, ratioTarget("election (issue 30) handover p50 vs etcd concurrency.Election", r, 0.5, true))
+	}
 	return out
 }

@@ -61,7 +61,7 @@ up AS (
         expires_at = pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond',
         hard_expires_at = CASE WHEN $7::bigint > 0 THEN pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
                           ELSE 'infinity'::timestamptz END,
-        waiters = greatest(t.waiters - $9::int, 0)
+        waiters = greatest(t.waiters - $9::int, 0), granted_waiter = NULL
     FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
     RETURNING t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
         nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
@@ -87,11 +87,41 @@ SELECT false, t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
 FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 	floorSQLRelease = `
-WITH d AS (
+WITH lk AS (
+    SELECT t.namespace, t.key FROM {{schema}}.leases t
+    WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4
+      AND t.expires_at > pg_catalog.clock_timestamp() AND t.waiters > 0
+    FOR UPDATE SKIP LOCKED
+),
+w AS (
+    SELECT x.waiter FROM {{schema}}.lease_waiters x
+    WHERE EXISTS (SELECT 1 FROM lk) AND x.namespace = $1 AND x.key = $2
+      AND x.expires_at > pg_catalog.clock_timestamp()
+    ORDER BY x.waiter LIMIT 1
+    FOR UPDATE SKIP LOCKED
+),
+dw AS (
+    DELETE FROM {{schema}}.lease_waiters x USING w
+    WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = w.waiter
+    RETURNING x.waiter, x.owner, x.host, x.pid, x.ttl_us, x.hard_us
+),
+tr AS (
+    UPDATE {{schema}}.leases t SET
+        owner = dw.owner, token = pg_catalog.nextval({{seq}}), host = dw.host, pid = dw.pid,
+        acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
+        expires_at = pg_catalog.clock_timestamp() + dw.ttl_us * interval '1 microsecond',
+        hard_expires_at = CASE WHEN dw.hard_us > 0 THEN pg_catalog.clock_timestamp() + dw.hard_us * interval '1 microsecond'
+                          ELSE 'infinity'::timestamptz END,
+        waiters = greatest(t.waiters - 1, 0), granted_waiter = dw.waiter
+    FROM dw WHERE t.namespace = $1 AND t.key = $2
+    RETURNING pg_catalog.pg_notify($5, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text)::text
+),
+d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
     WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4 AND t.expires_at > pg_catalog.clock_timestamp()
+      AND NOT EXISTS (SELECT 1 FROM tr)
     RETURNING CASE WHEN t.waiters > 0 THEN
         pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
 )
-SELECT pg_catalog.count(*) FROM d`
+SELECT (SELECT pg_catalog.count(*) FROM tr) + (SELECT pg_catalog.count(*) FROM d)`
 )

@@ -1,0 +1,226 @@
+package sentinel
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// One LISTEN connection per process, pool and schema.
+//
+// PostgreSQL (up to 18 at least) signals every backend that LISTENs in the
+// database when a transaction that called NOTIFY commits, whatever its
+// channels, and each of them forwards every notification on its channel
+// to its client. With a LISTEN connection per Client, a process running
+// many clients on one pool (a client per worker, say) made every handover
+// wake that many backends and that many client goroutines, for one waiter.
+// So the clients of a process that share a pool and a schema (hence a
+// channel) share one hub: one connection, one backend signalled, and the
+// hub routes each payload to the one waiter it names:
+//
+//   - a turn's payload names a ticket: only the client that drew it has a
+//     waiter for it;
+//   - a lease release or a resignation wakes one waiter of the key in the
+//     whole process (the clients are tried in turn, so none starves), not
+//     one per client;
+//   - an execution's completion or a queue event wakes every waiter.
+//
+// Clients on different pools never share (a pool may have its own dialer
+// or server), so a client's waiters always hear from the server its pool
+// talks to. The hub's connection is outside every pool, as the listener's
+// always was; it starts with the first subscriber and closes with the last
+// client that used it.
+type listenHub struct {
+	key    hubKey
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	members []*listener
+	next    int  // where the next wake-one starts, so clients take turns
+	healthy bool // LISTEN is active on a live connection
+	ready   chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+type hubKey struct {
+	pool    *pgxpool.Pool
+	channel string
+}
+
+var (
+	hubsMu sync.Mutex
+	hubs   = map[hubKey]*listenHub{}
+)
+
+// joinHub adds ln to the hub of its pool and channel, starting one if none
+// runs.
+func joinHub(ln *listener) *listenHub {
+	k := hubKey{pool: ln.c.pool, channel: ln.c.sql.channel}
+	hubsMu.Lock()
+	defer hubsMu.Unlock()
+	h := hubs[k]
+	if h == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		h = &listenHub{key: k, logger: ln.c.cfg.Logger, ready: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+		hubs[k] = h
+		go h.run(ctx)
+	}
+	h.mu.Lock()
+	h.members = append(h.members, ln)
+	h.mu.Unlock()
+	return h
+}
+
+// leave removes ln; the last member stops the hub and waits for its
+// connection to close.
+func (h *listenHub) leave(ln *listener) {
+	hubsMu.Lock()
+	h.mu.Lock()
+	if i := slices.Index(h.members, ln); i >= 0 {
+		h.members = slices.Delete(h.members, i, i+1)
+	}
+	empty := len(h.members) == 0
+	h.mu.Unlock()
+	if empty && hubs[h.key] == h {
+		delete(hubs, h.key)
+	}
+	hubsMu.Unlock()
+	if empty {
+		h.cancel()
+		<-h.done
+	}
+}
+
+func (h *listenHub) isHealthy() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.healthy
+}
+
+func (h *listenHub) setHealthy(v bool) {
+	h.mu.Lock()
+	h.healthy = v
+	h.mu.Unlock()
+}
+
+// snapshot returns the members, starting with the one whose turn it is.
+func (h *listenHub) snapshot() []*listener {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(h.members)
+	out := make([]*listener, 0, n)
+	for i := range n {
+		out = append(out, h.members[(h.next+i)%n])
+	}
+	return out
+}
+
+// dispatch routes one notification.
+func (h *listenHub) dispatch(k waitKey) {
+	if broadcast(k.kind) {
+		for _, ln := range h.snapshot() {
+			ln.notify(k)
+		}
+		return
+	}
+	h.wakeOne(k, nil)
+}
+
+// wakeOne wakes one waiter for k in the process, trying the clients in
+// turn, skipping except (a waiter of except passing its wake-up on).
+func (h *listenHub) wakeOne(k waitKey, except *listener) {
+	for _, ln := range h.snapshot() {
+		if ln == except {
+			continue
+		}
+		if ln.wakeOne(k) {
+			h.mu.Lock()
+			if i := slices.Index(h.members, ln); i >= 0 {
+				h.next = i + 1
+			}
+			h.mu.Unlock()
+			return
+		}
+	}
+}
+
+// wakeAll wakes every waiter of every member (the connection changed:
+// notifications may have been missed).
+func (h *listenHub) wakeAll() {
+	for _, ln := range h.snapshot() {
+		ln.wakeAll()
+	}
+}
+
+func (h *listenHub) run(ctx context.Context) {
+	defer close(h.done)
+	first := true
+	defer func() {
+		// Stopped before the first attempt (the last client closed as
+		// the first subscriber came): release the subscribers waiting.
+		if first {
+			close(h.ready)
+		}
+	}()
+	backoff := 50 * time.Millisecond
+	listen := h.listenSQL()
+	for ctx.Err() == nil {
+		conn, err := h.connect(ctx)
+		if first {
+			first = false
+			close(h.ready)
+		}
+		if err != nil {
+			h.logger.Warn("sentinel: listener connect failed; waiters re-check periodically", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		h.wakeAll() // releases may have happened while we were down
+		for {
+			n, err := waitNotification(ctx, conn, listen, listenIdle, listenPingTimeout)
+			if err != nil {
+				break
+			}
+			if k, ok := parsePayload(n.Payload); ok {
+				h.dispatch(k)
+			}
+		}
+		h.setHealthy(false)
+		h.wakeAll()
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(closeCtx)
+		cancel()
+	}
+}
+
+func (h *listenHub) connect(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, listenConnConfig(h.key.pool)) // each host bounded (listenconn.go)
+	if err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, listenPingTimeout)
+	defer cancel()
+	if _, err := conn.Exec(lctx, h.listenSQL()); err != nil {
+		_ = conn.Close(lctx)
+		return nil, err
+	}
+	h.setHealthy(true)
+	return conn, nil
+}
+
+// listenSQL is the statement that listens on the hub's channel (also the
+// listener's ping: see listenconn.go).
+func (h *listenHub) listenSQL() string {
+	return "LISTEN " + pgx.Identifier{h.key.channel}.Sanitize()
+}

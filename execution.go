@@ -260,6 +260,14 @@ mb AS (
       AND ($2 = '' OR t.namespace = $2)
     RETURNING 1
 ),
+lw AS (
+    -- Lease waiters' registrations long expired (their waiter died or
+    -- stopped without withdrawing; a live waiter renews its own, and an
+    -- expired one is never granted, see sqlRelease).
+    DELETE FROM {{schema}}.lease_waiters t
+    WHERE t.expires_at < pg_catalog.statement_timestamp() - greatest($1::bigint * interval '1 microsecond', interval '1 hour')
+      AND ($2 = '' OR t.namespace = $2)
+),
 qf AS (
     -- Follower registrations long expired (see FollowQueues); a later
     -- event or registration creates the row again.
@@ -422,7 +430,9 @@ const MinRetention = time.Hour
 // expired for longer than olderThan and at least an hour, each recorded as
 // `crashed` or `bumped` like ResetQueue; leader rows and member rows
 // expired for longer than olderThan and at least an hour. Live rows (a
-// live ticket, the current leader, a running elector) are never pruned.
+// live ticket, the current leader, a running elector) are never pruned;
+// nor are lease waiters' registrations, which it deletes only once expired
+// for longer than olderThan and at least an hour.
 // Then, in a short transaction of its own, it removes the queue rows of
 // resources first drawn before olderThan (and at least an hour ago) that
 // have no ticket left; the next Turn on such a resource creates its row

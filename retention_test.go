@@ -78,9 +78,20 @@ func TestPruneQueuesAndElections(t *testing.T) {
 	followers("default", "-2 hours")
 	followers("followed", "1 hour")
 
+	// Lease waiters' registrations: one left by a waiter that died two
+	// hours ago, one current.
+	waiterRow := func(key, expires string) {
+		exec("INSERT INTO "+e.table("lease_waiters")+" (namespace, key, waiter, owner, ttl_us, expires_at)"+
+			" VALUES ('default', $1, 1, 'w', 1000000, now() + $2::interval)", key, expires)
+	}
+	waiterRow("died-waiting", "-2 hours")
+	waiterRow("waiting", "1 hour")
+
 	res, err := c.Prune(ctx, time.Hour)
 	require.NoError(t, err)
 	t.Logf("%+v", res)
+	require.Equal(t, 0, e.count("lease_waiters", "key = 'died-waiting'"), "a long-expired registration is pruned")
+	require.Equal(t, 1, e.count("lease_waiters", "key = 'waiting'"), "a current one is kept")
 	require.Equal(t, 0, e.count("queue_followers", "namespace = 'default'"), "an expired registration is pruned")
 	require.Equal(t, 1, e.count("queue_followers", "namespace = 'followed'"), "a current one is kept")
 	require.EqualValues(t, 3, res.QueueEvents, "old's assigned, granted, completed")

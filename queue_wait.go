@@ -1,0 +1,264 @@
+package sentinel
+
+// This file: how a Turn gets its turn: draw, the serving check, waitTurn, and the local wake-ups between one client's own tickets.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// draw draws a ticket, riding out an unreachable database until ctx ends.
+func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Turn, error) {
+	for {
+		if err := c.checkOpen(); err != nil {
+			return nil, err
+		}
+		var (
+			ticket, ahead      int64
+			drawnAt, expiresAt time.Time
+			remaining          time.Duration
+		)
+		obs := c.observer()
+		sent := time.Now()
+		// The draw commits on its own: if ctx ended while it ran and its
+		// reply were dropped, the ticket would stay in the queue, unknown
+		// to us, and hold everyone behind it for a TTL. So the statement
+		// may outlive ctx by grantGrace, and a ticket drawn after ctx
+		// ended is given back (cancelled) below.
+		sctx, scancel := graceCtx(ctx, grantGrace)
+		err := c.pool.QueryRow(sctx, c.qsql().draw, o.namespace, resource, o.label, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
+			us(o.ttl), c.sql.channel, obs != nil && obs.QueueGranted != nil).Scan(&ticket, &drawnAt, &expiresAt, &remaining, &ahead)
+		scancel()
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // the queue row was created concurrently: draw again
+		}
+		if err != nil {
+			if transient(err) && ctx.Err() == nil {
+				c.cfg.Logger.Warn("sentinel: drawing a ticket: database unreachable; retrying", "resource", resource, "err", err)
+				select {
+				case <-ctx.Done():
+					return nil, fmt.Errorf("sentinel: waiting for turn on %q/%q: %w (last error: %w)", o.namespace, resource, context.Cause(ctx), err)
+				case <-time.After(c.cfg.WaitRecheck):
+				}
+				continue
+			}
+			return nil, c.wrapErr(fmt.Sprintf("draw ticket for %q/%q", o.namespace, resource), err)
+		}
+		l := c.newLease(kindTicket, o.namespace, resource, ticket, o.ttl)
+		l.acquiredAt = drawnAt
+		t := &Turn{c: c, l: l, label: o.label, drawn: sent, ahead: int(ahead)}
+		tk := ticketKey{c: c, ns: o.namespace, res: resource, ticket: ticket}
+		localTickets.Store(tk, l)
+		l.onEnd = func(err error) {
+			localTickets.Delete(tk)
+			wakeBehind(tk, err, l.margin)
+			if errors.Is(err, ErrClosed) {
+				// Close: give the ticket up now rather than let the
+				// queue wait for its expiry.
+				rctx, cancel := context.WithTimeout(context.Background(), c.cfg.ReleaseTimeout)
+				defer cancel()
+				_, _ = t.leave(rctx)
+			}
+		}
+		if !c.hb.add(l, sent, remaining, expiresAt, time.Time{}) {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+			defer cancel()
+			_, _ = t.leave(rctx)
+			l.end(ErrReleased)
+			return nil, ErrClosed
+		}
+		return t, nil
+	}
+}
+
+type serveCheck struct {
+	alive, served bool
+	pred          int64
+	predLeft      time.Duration
+	predOwner     string
+	racing        bool
+}
+
+func (c *Client) serve(ctx context.Context, t *Turn) (serveCheck, error) {
+	var s serveCheck
+	err := c.pool.QueryRow(ctx, c.qsql().serve, t.l.ns, t.l.key, t.l.token, c.cfg.Owner, c.sql.channel).
+		Scan(&s.alive, &s.served, &s.pred, &s.predLeft, &s.predOwner, &s.racing)
+	if err != nil {
+		return s, c.wrapErr(fmt.Sprintf("check turn on %q/%q (ticket %d)", t.l.ns, t.l.key, t.l.token), err)
+	}
+	return s, nil
+}
+
+// waitTurn waits until t's ticket is served. It returns errTicketLost when
+// the ticket died, and ctx's cause when ctx ends.
+func (c *Client) waitTurn(ctx context.Context, t *Turn) error {
+	key := strconv.FormatInt(t.l.token, 10)
+	wake, listening := c.ln.subscribe(ctx, notifyTurn, t.l.ns, key)
+	defer c.ln.unsubscribe(notifyTurn, t.l.ns, key, wake)
+	var watching ticketKey // the local ticket ahead we are registered behind
+	defer unwatch(&watching, wake)
+	stop := func() error {
+		return fmt.Errorf("sentinel: waiting for turn on %q/%q (ticket %d): %w", t.l.ns, t.l.key, t.l.token, context.Cause(ctx))
+	}
+	for {
+		if err := t.l.Err(); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return ErrClosed
+			}
+			return errTicketLost
+		}
+		if ctx.Err() != nil {
+			return stop()
+		}
+		sent := time.Now()
+		s, err := c.serve(ctx, t)
+		var delay time.Duration
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return stop()
+		case err != nil && transient(err):
+			c.cfg.Logger.Warn("sentinel: waiting for turn: database unreachable; retrying", "resource", t.l.key, "err", err)
+			delay = c.cfg.WaitRecheck
+		case err != nil:
+			return err
+		case !s.alive:
+			return errTicketLost
+		case s.served:
+			if t.l.Err() != nil {
+				return errTicketLost // served, but no longer trusted locally
+			}
+			return nil
+		case s.racing:
+			delay = 5 * time.Millisecond
+		case s.pred != 0 && c.watchLocal(t, s.pred, s.predOwner, wake, &watching):
+			// The ticket ahead is this client's own and alive: it cannot
+			// expire unseen (its local deadline comes first, and its end
+			// wakes us; see wakeBehind). Only a slow safety re-check.
+			delay = c.safetyRecheck(t.l.ttl)
+		case s.pred != 0:
+			delay = time.Until(sent.Add(s.predLeft)) + time.Millisecond
+		default:
+			delay = 5 * time.Millisecond
+		}
+		if !listening {
+			delay = min(delay, c.cfg.WaitRecheck)
+		}
+		delay = max(delay, time.Millisecond)
+		timer := time.NewTimer(delay)
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-t.l.done:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		listening = c.ln.listening()
+	}
+}
+
+// ticketKey names a ticket drawn by a client of this process.
+type ticketKey struct {
+	c       *Client
+	ns, res string
+	ticket  int64
+}
+
+var (
+	// localTickets holds the live tickets of this process's clients.
+	localTickets sync.Map // ticketKey -> *Lease
+	// behind maps a local ticket to the wake channels of the local
+	// waiters directly behind it.
+	behindMu sync.Mutex
+	behind   = map[ticketKey][]chan struct{}{}
+)
+
+// watchLocal registers wake behind the ticket ahead (pred) when that ticket
+// is this client's own and alive, and reports whether it did. A client's
+// waiters then need no timer for one another: the client renews all of its
+// tickets in one statement, and a ticket that ends here (released,
+// cancelled, lost) wakes the waiter behind it (wakeBehind). Without this,
+// many waiters of one client would all re-check at once, at the expiry of
+// tickets renewed by the same heartbeat.
+func (c *Client) watchLocal(t *Turn, pred int64, predOwner string, wake chan struct{}, watching *ticketKey) bool {
+	unwatch(watching, wake)
+	if predOwner != c.cfg.Owner {
+		return false
+	}
+	k := ticketKey{c: c, ns: t.l.ns, res: t.l.key, ticket: pred}
+	behindMu.Lock()
+	behind[k] = append(behind[k], wake)
+	behindMu.Unlock()
+	*watching = k
+	// Registered first, checked second: an end between the two still
+	// finds the registration.
+	if v, ok := localTickets.Load(k); ok && v.(*Lease).Err() == nil {
+		return true
+	}
+	unwatch(watching, wake)
+	return false
+}
+
+func unwatch(watching *ticketKey, wake chan struct{}) {
+	if watching.c == nil {
+		return
+	}
+	behindMu.Lock()
+	list := behind[*watching]
+	for i, ch := range list {
+		if ch == wake {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(behind, *watching)
+	} else {
+		behind[*watching] = list
+	}
+	behindMu.Unlock()
+	*watching = ticketKey{}
+}
+
+// wakeBehind wakes the local waiters behind a ticket that ended: at once
+// when it was given up (its row is gone), or once its row has expired on
+// the database clock when it was lost (its local deadline comes a safety
+// margin before that).
+func wakeBehind(k ticketKey, why error, margin time.Duration) {
+	behindMu.Lock()
+	list := slices.Clone(behind[k])
+	behindMu.Unlock()
+	if len(list) == 0 {
+		return
+	}
+	poke := func() {
+		for _, ch := range list {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if errors.Is(why, ErrReleased) || errors.Is(why, ErrClosed) {
+		poke()
+		return
+	}
+	time.AfterFunc(2*margin+time.Millisecond, poke)
+}
+
+// safetyRecheck is how long a waiter behind one of its own client's
+// live tickets sleeps without news: ten TTLs (or WaitRecheck periods),
+// jittered so that many waiters of one client spread out. It is a safety
+// net only: that ticket's end wakes the waiter (wakeBehind), and it cannot
+// expire unseen, because its local deadline comes first.
+func (c *Client) safetyRecheck(ttl time.Duration) time.Duration {
+	d := 10 * max(ttl, c.cfg.WaitRecheck)
+	return d + rand.N(d/2)
+}

@@ -1,0 +1,270 @@
+package sentinel
+
+// This file: waiting for a lease (WithWait): waitAcquire's loop, the registration in lease_waiters made by a failed acquire (tryAcquireWait, sqlAcquireWait), its renewal and withdrawal, and reading a grant a release handed over (readGrant, sqlLeaseGrant).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// waitAcquire acquires key, waiting for it while it is held.
+//
+// The first attempt that finds the key held registers the caller in the
+// same statement (sqlAcquireWait): it counts itself in leases.waiters and
+// gets a row in lease_waiters. The holder's release then hands the lease
+// to the oldest live registration in its own statement (sqlRelease) and
+// notifies that waiter only (kind 'w', by registration): the waiter reads
+// its grant (sqlLeaseGrant) and returns, one commit after the release. It
+// never misses a wake-up:
+//
+//   - It LISTENs on the key before its first attempt (subscribe), and on
+//     its registration as soon as it has one; a grant made before that
+//     second subscription is found by the read of the grant that follows
+//     it, before the waiter sleeps, and every read of the grant is made
+//     before an attempt to acquire.
+//   - The registration and a release both lock the key's row, so they are
+//     serialized by its row lock. If the registration commits first, the
+//     release sees it (its statement starts later) and grants to it, or,
+//     when the release's own lock attempt finds the row busy, ends the
+//     lease and notifies (waiters > 0, read under the lock: read committed
+//     re-reads the newest row version it updates). If the release comes
+//     first, the registration, which locks the row after the release
+//     committed, reads the row expired, and the waiter re-checks at once,
+//     in a statement that starts after the release committed and so sees
+//     it.
+//   - A registration attempt that finds the row locked (a release or a
+//     fencing check under way) or missing registers nothing; the waiter
+//     re-checks soon, backing off, and registers at its next failed
+//     attempt.
+//   - A registration lasts the waiter's TTL and is renewed while it waits;
+//     one left by a waiter that died is skipped once expired, and a waiter
+//     granted the lease just as it died holds it until its TTL runs out
+//     (the grant's expiry, on the database clock), when the next waiter
+//     takes the key at its re-check.
+//
+// A grant, by a release or by the waiter's own attempt, counts the waiter
+// out and withdraws its registration in the same statement; a waiter that
+// gives up withdraws itself (and releases a grant it finds made to it
+// meanwhile, which passes the key on). A count left too high (a waiter
+// that died) costs a NOTIFY per release, never a missed wake-up.
+func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l *Lease, err error) {
+	var lastHeld *HeldError
+	// Subscribe once, before the first attempt, so a release between an
+	// attempt and the wait is not missed and the waiter keeps its place.
+	wake, listening := c.ln.subscribe(ctx, notifyLease, o.namespace, key)
+	defer c.ln.unsubscribe(notifyLease, o.namespace, key, wake)
+	var (
+		reg      int64     // this waiter's registration (lease_waiters); 0: none
+		regKey   string    // reg, as the key of its grant notifications
+		regUntil time.Time // the registration lasts until then at least (local clock)
+	)
+	setReg := func(id int64, until time.Time) {
+		if regKey != "" {
+			c.ln.drop(notifyLeaseGrant, o.namespace, regKey, wake)
+			regKey = ""
+		}
+		reg, regUntil = id, until
+		if id != 0 {
+			regKey = strconv.FormatInt(id, 10)
+			c.ln.subscribeTo(notifyLeaseGrant, o.namespace, regKey, wake)
+		}
+	}
+	defer func() {
+		if reg != 0 && l == nil {
+			c.leaseWaitWithdraw(ctx, o, key, reg)
+		}
+		setReg(0, time.Time{})
+	}()
+	recheck := 10 * time.Millisecond // backoff while registering finds the row locked
+	for {
+		if err := c.checkOpen(); err != nil {
+			return nil, err
+		}
+		if reg != 0 {
+			g, err := c.readGrant(ctx, key, o, reg)
+			if err == nil && g != nil {
+				setReg(0, time.Time{}) // the grant withdrew the registration
+				return g, nil
+			}
+			if err != nil && !transient(err) {
+				return nil, err
+			}
+		}
+		sent := time.Now()
+		l, held, w, err := c.tryAcquireWait(ctx, key, o, reg)
+		if err != nil && transient(err) && ctx.Err() == nil {
+			// The database is unreachable for now (restarting, network):
+			// a waiter keeps waiting, re-checking every WaitRecheck.
+			c.cfg.Logger.Warn("sentinel: waiting for lease: database unreachable; retrying", "key", key, "err", err)
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last error: %w)", o.namespace, key, context.Cause(ctx), err)
+			case <-time.After(c.cfg.WaitRecheck):
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if l != nil {
+			setReg(0, time.Time{}) // withdrawn by the grant
+			return l, nil
+		}
+		lastHeld = held
+		if w.waiter != 0 {
+			setReg(w.waiter, sent.Add(w.left))
+			if !w.live {
+				continue // released meanwhile: re-check now
+			}
+			// A release may have granted it before we listened on it.
+			g, err := c.readGrant(ctx, key, o, reg)
+			if err == nil && g != nil {
+				setReg(0, time.Time{})
+				return g, nil
+			}
+		}
+		// Re-check at the holder's expiry as the database computed it; a
+		// notification may wake us sooner. Without a listener, re-check
+		// at least every WaitRecheck.
+		delay := time.Millisecond
+		if held.Holder != nil {
+			delay = time.Until(held.Holder.localExpiry) + time.Millisecond
+		}
+		if !listening || held.Holder == nil {
+			delay = min(delay, c.cfg.WaitRecheck)
+		}
+		if reg != 0 {
+			// Renew the registration before a third of the TTL is left,
+			// and wake up in time to renew it again.
+			if time.Until(regUntil) < 2*o.ttl/3 {
+				renewSent := time.Now()
+				left, ok, err := c.leaseWaitRenew(ctx, o, key, reg)
+				switch {
+				case err != nil && ctx.Err() != nil:
+					return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last holder: %w)", o.namespace, key, context.Cause(ctx), lastHeld)
+				case err == nil && !ok:
+					continue // gone: granted meanwhile (read it now)
+				case err == nil:
+					regUntil = renewSent.Add(left)
+				}
+			}
+			delay = min(delay, time.Until(regUntil)-o.ttl/3)
+		}
+		// A holder whose expiry already passed means the row is locked by
+		// another transaction (a competing grant, a fencing check): back
+		// off a little instead of spinning.
+		delay = max(delay, 10*time.Millisecond)
+		if reg == 0 && held.Holder != nil && listening {
+			// Not registered (row locked or gone): nothing may notify;
+			// re-check soon, backing off.
+			delay = min(delay, recheck)
+			recheck = min(recheck*2, c.cfg.WaitRecheck)
+		} else {
+			recheck = 10 * time.Millisecond
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last holder: %w)", o.namespace, key, context.Cause(ctx), lastHeld)
+		}
+		t.Stop()
+		listening = c.ln.listening()
+	}
+}
+
+// waitResult is what sqlAcquireWait says about a registration.
+type waitResult struct {
+	live   bool          // the key was still held once its row was locked
+	waiter int64         // the registration made (0: none)
+	left   time.Duration // its time left
+}
+
+// leaseWaitRenew renews registration reg for the waiter's TTL. ok is false
+// when it is gone (granted).
+func (c *Client) leaseWaitRenew(ctx context.Context, o callOptions, key string, reg int64) (left time.Duration, ok bool, err error) {
+	err = c.pool.QueryRow(ctx, c.sql.waitRenew, o.namespace, key, reg, us(o.ttl)).Scan(&left)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, c.wrapErr(fmt.Sprintf("wait for lease %q/%q", o.namespace, key), err)
+	}
+	return left, true, nil
+}
+
+// leaseWaitWithdraw withdraws registration reg of a waiter that gives up,
+// best effort: a registration left behind expires within the waiter's TTL.
+// When it is already gone, a release may have granted the lease to it: that
+// grant is read and released, which hands the key to the next waiter.
+func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key string, reg int64) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+	defer cancel()
+	var was bool
+	if err := c.pool.QueryRow(rctx, c.sql.waitLeave, o.namespace, key, reg).Scan(&was); err != nil || was {
+		return
+	}
+	if g, err := c.readGrant(rctx, key, o, reg); err == nil && g != nil {
+		_ = g.Release(rctx)
+	}
+}
+
+// readGrant reads a grant a release made to registration reg
+// (sqlLeaseGrant) and, if there is one, returns the lease, renewed from now
+// on. The deadline counts from this read's send time and the time left it
+// measured on the database clock, after the grant.
+func (c *Client) readGrant(ctx context.Context, key string, o callOptions, reg int64) (*Lease, error) {
+	sent := time.Now()
+	var (
+		token     int64
+		acquired  time.Time
+		expires   time.Time
+		hard      *time.Time
+		remaining time.Duration
+	)
+	err := c.pool.QueryRow(ctx, c.sql.grant, o.namespace, key, c.cfg.Owner, reg).Scan(&token, &acquired, &expires, &hard, &remaining)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, c.wrapErr(fmt.Sprintf("acquire lease %q/%q", o.namespace, key), err)
+	}
+	var hardAt time.Time
+	if hard != nil {
+		hardAt = *hard
+	}
+	l := c.newLease(kindLease, o.namespace, key, token, o.ttl)
+	l.acquiredAt = acquired
+	if !c.hb.add(l, sent, remaining, expires, hardAt) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+		defer cancel()
+		_, _ = c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, token)
+		l.end(ErrReleased)
+		return nil, ErrClosed
+	}
+	c.cfg.Logger.Debug("sentinel: lease handed over", "namespace", o.namespace, "key", key, "token", token)
+	return l, nil
+}
+
+// tryAcquireWait is tryAcquire for a waiter (sqlAcquireWait): when the key
+// is held it registers the caller unless reg (its registration) is set; a
+// grant withdraws reg.
+func (c *Client) tryAcquireWait(ctx context.Context, key string, o callOptions, reg int64) (*Lease, *HeldError, waitResult, error) {
+	var w waitResult
+	leaving := 0
+	if reg != 0 {
+		leaving = 1
+	}
+	l, held, err := c.acquireRow(ctx, key, o, func(sctx context.Context, dest ...any) error {
+		return c.pool.QueryRow(sctx, c.sql.acqWait, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
+			us(o.ttl), us(o.hardTTL), o.force, leaving, reg == 0, reg).Scan(append(dest, &w.live, &w.waiter, &w.left)...)
+	})
+	return l, held, w, err
+}

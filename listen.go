@@ -42,9 +42,9 @@ const (
 	notifyExecution  byte = 'e' // a Once key finished: wake every waiter
 	notifyTurn       byte = 't' // a queue moved: the key is the one ticket that should re-check
 	notifyQueue      byte = 'q' // a queue event was recorded (key ""): wake every follower
-	// notifyElection ('g', election.go): a leader resigned: wake every
+	// notifyElection ('g', election_sql.go): a leader resigned: wake every
 	// follower of the group.
-	// notifyElectionGrant ('h', election.go): a resignation handed the
+	// notifyElectionGrant ('h', election_sql.go): a resignation handed the
 	// term to the elector whose member token is the key.
 )
 

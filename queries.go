@@ -490,7 +490,7 @@ eu AS (
              WHERE t.namespace = v.ns AND t.key = v.key AND t.token = v.token AND t.owner = $1
                AND t.state IN ('claimed', 'executing') AND t.lease_expires_at > pg_catalog.clock_timestamp())`,
 	},
-	// Elections (election.go): a term's leadership lease, a running elector.
+	// Elections (election_sql.go): a term's leadership lease, a running elector.
 	renewKind{
 		kind: kindLeader, name: "elu",
 		cte: fmt.Sprintf(`elc AS (

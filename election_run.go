@@ -1,0 +1,551 @@
+package sentinel
+
+// This file: the Elector's run loop: Run (campaign, follow, register as waiting, sleep), lead (one term, its release), and the member row (ensureMember, rejoinAsync, leave).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Run campaigns, leads and follows until ctx ends, the client is closed or
+// a callback panics; then it gives up leadership (after OnElected returned)
+// and removes its member row. It rides out database outages, retrying
+// every Config.WaitRecheck. It returns nil when ctx ended, ErrClosed when
+// the client was closed, a *CallbackPanicError when a callback panicked,
+// and an error matching ErrNotMigrated at once, without retrying, when the
+// client's schema has no Sentinel tables (a wrong Config.Schema, or
+// Migrate never ran). One Run at a time per client, namespace and group.
+func (e *Elector) Run(ctx context.Context) (err error) {
+	if err := e.c.checkOpen(); err != nil {
+		return err
+	}
+	id := electorID{e.c, e.ns, e.group}
+	if _, busy := runningElectors.LoadOrStore(id, struct{}{}); busy {
+		return invalid("elector", "an elector for %q/%q is already running in this client; use one per client", e.ns, e.group)
+	}
+	defer runningElectors.Delete(id)
+	if !e.running.CompareAndSwap(false, true) {
+		return invalid("elector", "Run is already running")
+	}
+	defer e.running.Store(false)
+
+	e.mu.Lock()
+	e.panicErr, e.panicked = nil, make(chan struct{})
+	e.mu.Unlock()
+	cb := newCallbacks(e)
+	defer func() {
+		cb.stop()
+		// A callback that panicked while Run was stopping (OnDemoted of
+		// the last term, say) is reported, not swallowed.
+		e.mu.Lock()
+		p := e.panicErr
+		e.mu.Unlock()
+		if p != nil && err == nil {
+			err = p
+		}
+	}()
+
+	wake, _ := e.c.ln.subscribe(ctx, notifyElection, e.ns, e.group)
+	defer e.c.ln.unsubscribe(notifyElection, e.ns, e.group, wake)
+
+	defer e.leave()
+	var seenTerm int64
+	lockedBackoff := 10 * time.Millisecond // see the follower's sleep below
+	// A resignation notifies only while some elector of the group is
+	// registered as waiting (leaders.waiting_until, migration 7): a
+	// transaction that calls NOTIFY serializes its commit on a
+	// database-wide lock. A follower of a live leader registers
+	// (sqlElectionWait) before it sleeps, and never misses a wake-up:
+	//
+	//   - It LISTENs before its first campaign (subscribe), so every
+	//     notification sent after its registration commits reaches it.
+	//   - The registration and a resignation both update the group's row,
+	//     so its row lock orders them. If the registration comes first,
+	//     the resignation's UPDATE is made from the version it wrote (read
+	//     committed re-reads the newest version of a row it updates) and
+	//     its RETURNING sees the registration: it notifies. If the
+	//     resignation comes first, the registration, which locks the row
+	//     after it committed, reads the term expired (or a newer term) and
+	//     the follower campaigns at once.
+	//   - A registration that finds the row locked (a renewal, a
+	//     resignation, a takeover under way) registers nothing; the
+	//     follower re-checks soon, backing off up to WaitRecheck, and
+	//     registers again.
+	//   - A registration lasts one TTL past the term's expiry at the time,
+	//     longer than the sleep it covers (until that expiry), and the
+	//     follower registers again before any sleep it does not cover. One
+	//     left by an elector that stopped or died costs a NOTIFY per
+	//     resignation until it expires, never a missed wake-up; there is no
+	//     count to take back, so none can go wrong.
+	var waiting time.Time // registered as waiting until then at least (local clock)
+	var regTerm int64     // the term the registration was made under
+	var regNamed bool     // the registration named this elector the successor
+	var grantKey string   // the member token this elector listens on for a handed-over term
+	defer func() {
+		if grantKey != "" {
+			e.c.ln.drop(notifyElectionGrant, e.ns, grantKey, wake)
+		}
+	}()
+	waitBackoff := 10 * time.Millisecond
+	for {
+		if err := e.stopReason(ctx); err != nil {
+			return filterCtx(ctx, err)
+		}
+		// Every statement is bounded by the TTL: one stuck on a dead
+		// connection must not keep this elector out of the next election.
+		jctx, cancel := context.WithTimeout(ctx, e.ttl)
+		err := e.ensureMember(jctx)
+		cancel()
+		if err != nil {
+			if e.stopReason(ctx) != nil {
+				continue
+			}
+			if errors.Is(err, ErrNotMigrated) {
+				return err // no retry will create the tables
+			}
+			e.c.cfg.Logger.Warn("sentinel: elector: joining failed; retrying", "group", e.group, "err", err)
+			e.sleep(ctx, wake, e.c.cfg.WaitRecheck)
+			continue
+		}
+		e.mu.Lock()
+		mayLead := !time.Now().Before(e.holdOff)
+		holdOff := e.holdOff
+		member := e.member
+		e.mu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, e.ttl)
+		res, err := e.campaign(cctx, mayLead, member.token)
+		cancel()
+		if err != nil {
+			if e.stopReason(ctx) != nil {
+				continue
+			}
+			if errors.Is(err, ErrNotMigrated) {
+				return err
+			}
+			e.c.cfg.Logger.Warn("sentinel: elector: campaign failed; retrying", "group", e.group, "err", err)
+			cb.poll()
+			e.sleep(ctx, wake, e.c.cfg.WaitRecheck)
+			continue
+		}
+		if res.acquired {
+			seenTerm, lockedBackoff = res.leader.Term, 10*time.Millisecond
+			cb.poll()
+			if err := e.lead(ctx, res, cb); err != nil {
+				return err
+			}
+			continue
+		}
+		// Whether another elector leads is decided by the term, not the
+		// Owner: a term this elector did not lead is another's, even one
+		// of a client configured with the same Owner.
+		e.mu.Lock()
+		sawOther := res.leader != nil && res.leader.Term != e.led
+		if sawOther {
+			// Another elector leads, or led since this one's last term
+			// (its row may be released already): a resignation's hold-off
+			// has done its job, and this elector may take over when that
+			// one goes.
+			e.holdOff = time.Time{}
+		}
+		e.mu.Unlock()
+		other := sawOther && res.live
+		if res.leader != nil && res.leader.Term != seenTerm && res.live {
+			seenTerm = res.leader.Term
+			if other {
+				cb.newLeader(*res.leader)
+			}
+		}
+		cb.poll()
+		// Sleep until the leader's expiry as the database computed it; a
+		// release notification wakes us sooner.
+		var delay time.Duration
+		switch {
+		case res.leader == nil: // no row, and we may not lead yet
+			delay = time.Until(holdOff)
+		case res.live:
+			delay = time.Until(res.localExpiry) + time.Millisecond
+		case !mayLead && sawOther:
+			// Another elector was elected (and has let go) since this one
+			// resigned: the hold-off is over, campaign again now.
+			delay = 0
+		case !mayLead:
+			// No live leader (our own released row, say), but we may not
+			// lead before the hold-off ends: sleep until then, or until
+			// another elector's release wakes us. (This case used to
+			// read as "locked" and poll every 10 ms.)
+			delay = time.Until(holdOff)
+		default:
+			// Expired but locked by another transaction (a guarded
+			// transaction of the old term, a competing campaign): no
+			// notification marks its end, so back off, doubling up to a
+			// tenth of the TTL, rather than poll.
+			delay = lockedBackoff
+			lockedBackoff = min(2*lockedBackoff, max(e.ttl/10, 10*time.Millisecond))
+		}
+		if res.live || !mayLead {
+			lockedBackoff = 10 * time.Millisecond
+		}
+		if !mayLead {
+			delay = min(delay, time.Until(holdOff))
+		}
+		listening := e.c.ln.listening()
+		if !listening {
+			delay = min(delay, e.c.cfg.WaitRecheck)
+		}
+		e.mu.Lock()
+		mayNow := !time.Now().Before(e.holdOff)
+		var memberTok int64
+		if e.member != nil {
+			memberTok = e.member.token
+		}
+		e.mu.Unlock()
+		if listening && res.live && (time.Until(waiting) <= delay || res.leader.Term != regTerm || (mayNow && !regNamed)) {
+			// Register as waiting, so that a resignation notifies (see
+			// the comment above the loop); a registration that still
+			// covers this sleep, made under this term, is kept. An
+			// elector that may lead also names itself the successor, so
+			// the resignation hands it the term (sqlResign); it listens
+			// for that grant, by its member token, before registering.
+			if k := strconv.FormatInt(memberTok, 10); memberTok != 0 && k != grantKey {
+				if grantKey != "" {
+					e.c.ln.drop(notifyElectionGrant, e.ns, grantKey, wake)
+				}
+				e.c.ln.subscribeTo(notifyElectionGrant, e.ns, k, wake)
+				grantKey = k
+			}
+			term, live, until, in := e.waitJoin(ctx, memberTok, mayNow)
+			switch {
+			case in && (!live || term != res.leader.Term):
+				continue // resigned (or taken over) meanwhile: campaign now
+			case in:
+				waiting, waitBackoff = until, 10*time.Millisecond
+				regTerm, regNamed = term, mayNow && memberTok != 0
+				delay = min(delay, time.Until(waiting))
+			default:
+				// Not registered (the row was locked, or an error):
+				// nothing may notify; re-check soon, backing off.
+				delay = min(delay, waitBackoff)
+				waitBackoff = min(2*waitBackoff, e.c.cfg.WaitRecheck)
+			}
+		}
+		e.sleep(ctx, wake, max(delay, time.Millisecond))
+	}
+}
+
+// memberToken is this run's member token, 0 before joining.
+func (e *Elector) memberToken() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.member == nil {
+		return 0
+	}
+	return e.member.token
+}
+
+// waitJoin registers this elector as waiting for the group's hand-off
+// (sqlElectionWait). in says whether it was registered (not when the row
+// was locked or missing, or on an error); term and live are the group's
+// term then and whether it was unexpired; until is when the registration
+// ends at the earliest, by the local clock.
+func (e *Elector) waitJoin(ctx context.Context, member int64, mayLead bool) (term int64, live bool, until time.Time, in bool) {
+	wctx, cancel := context.WithTimeout(ctx, e.ttl)
+	defer cancel()
+	sent := time.Now()
+	var left time.Duration
+	err := e.c.pool.QueryRow(wctx, e.sql.wait, e.ns, e.group, us(e.ttl), e.c.cfg.Owner, member, e.c.cfg.Host, e.c.cfg.PID,
+		e.opts.AppVersion, mayLead && member != 0).Scan(&term, &live, &left)
+	if err != nil {
+		if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
+			e.c.cfg.Logger.Warn("sentinel: elector: registering as waiting failed; re-checking", "group", e.group, "err", err)
+		}
+		return 0, false, time.Time{}, false
+	}
+	return term, live, sent.Add(left), true
+}
+
+func filterCtx(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil
+	}
+	return err
+}
+
+// stopReason says why Run must stop, or nil.
+func (e *Elector) stopReason(ctx context.Context) error {
+	e.mu.Lock()
+	p := e.panicErr
+	e.mu.Unlock()
+	switch {
+	case p != nil:
+		return p
+	case e.c.checkOpen() != nil:
+		return ErrClosed
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return nil
+}
+
+func (e *Elector) sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	e.mu.Lock()
+	panicked := e.panicked
+	var memberDone <-chan struct{}
+	if e.member != nil && e.member.Err() == nil { // a dead one would wake us at once, forever
+		memberDone = e.member.Done()
+	}
+	e.mu.Unlock()
+	select {
+	case <-wake:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-panicked:
+	case <-memberDone:
+	}
+}
+
+type campaignResult struct {
+	acquired    bool
+	live        bool // the leader row is unexpired
+	leader      *Leader
+	remaining   time.Duration
+	localExpiry time.Time
+	sent        time.Time
+}
+
+func (e *Elector) campaign(ctx context.Context, mayLead bool, memberToken int64) (campaignResult, error) {
+	var r campaignResult
+	var l Leader
+	var now time.Time
+	r.sent = time.Now()
+	err := e.c.pool.QueryRow(ctx, e.sql.campaign, e.ns, e.group, e.c.cfg.Owner, e.c.cfg.Host, e.c.cfg.PID,
+		e.opts.AppVersion, us(e.ttl), mayLead, memberToken).
+		Scan(&r.acquired, &l.Owner, &l.Host, &l.PID, &l.AppVersion, &l.Term, &l.ElectedAt, &l.ExpiresAt, &r.remaining, &now)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, nil // no leader row yet (and we may not take it)
+	}
+	if err != nil {
+		return r, e.c.wrapErr(fmt.Sprintf("elector %q/%q: campaign", e.ns, e.group), err)
+	}
+	l.Namespace, l.Group = e.ns, e.group
+	r.leader = &l
+	r.live = r.remaining > 0
+	r.localExpiry = r.sent.Add(r.remaining)
+	e.mu.Lock()
+	e.lastPoll = now
+	e.mu.Unlock()
+	return r, nil
+}
+
+// ensureMember writes the member row when this run has none (or lost it).
+func (e *Elector) ensureMember(ctx context.Context) error {
+	e.mu.Lock()
+	m := e.member
+	e.mu.Unlock()
+	if m != nil && m.Err() == nil {
+		return nil
+	}
+	var prev int64
+	if m != nil {
+		e.c.hb.remove(m)
+		prev = m.token
+	}
+	sent := time.Now()
+	var token int64
+	var started, expires time.Time
+	var remaining time.Duration
+	err := e.c.pool.QueryRow(ctx, e.sql.join, e.ns, e.group, e.c.cfg.Owner, e.c.cfg.Host, e.c.cfg.PID,
+		e.opts.AppVersion, us(e.ttl), prev).Scan(&token, &started, &expires, &remaining)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Another running elector uses this Owner (or a crashed process
+		// with the same Owner left its row: it expires within a TTL).
+		// Sharing its member row would make the two overwrite each other;
+		// wait for the row to expire instead.
+		return fmt.Errorf("sentinel: elector %q/%q: another elector with Owner %q is running (its member row is live); "+
+			"Owner must be unique among running clients: waiting for that row to expire", e.ns, e.group, e.c.cfg.Owner)
+	}
+	if err != nil {
+		return e.c.wrapErr(fmt.Sprintf("elector %q/%q: join", e.ns, e.group), err)
+	}
+	l := e.c.newLease(kindMember, e.ns, e.group, token, e.ttl)
+	if !e.c.hb.add(l, sent, remaining, expires, time.Time{}) {
+		// Close began while the join was in flight: nobody would renew
+		// the row. Delete it now rather than leave it listed for a TTL.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.c.cfg.ReleaseTimeout)
+		defer cancel()
+		_, _ = e.c.pool.Exec(dctx, e.sql.leave, e.ns, e.group, e.c.cfg.Owner, token)
+		l.end(ErrReleased)
+		return ErrClosed
+	}
+	e.mu.Lock()
+	e.member, e.started, e.lastPoll = l, started, started
+	e.mu.Unlock()
+	return nil
+}
+
+// rejoinAsync rewrites a lost member row without blocking the leader's
+// loop: that loop must stay free to see its term end (a statement may hang
+// on a dead connection for as long as the network lets it).
+func (e *Elector) rejoinAsync(ctx context.Context) {
+	e.mu.Lock()
+	m := e.member
+	busy := e.rejoining
+	if busy || (m != nil && m.Err() == nil) {
+		e.mu.Unlock()
+		return
+	}
+	e.rejoining = true
+	e.mu.Unlock()
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		jctx, cancel := context.WithTimeout(ctx, e.ttl)
+		defer cancel()
+		if err := e.ensureMember(jctx); err != nil {
+			e.c.cfg.Logger.Warn("sentinel: elector: rejoining failed; retrying", "group", e.group, "err", err)
+		}
+		e.mu.Lock()
+		e.rejoining = false
+		e.mu.Unlock()
+	}()
+}
+
+// leave stops renewing the member row and deletes it.
+func (e *Elector) leave() {
+	e.bg.Wait()
+	e.mu.Lock()
+	m := e.member
+	e.member = nil
+	e.mu.Unlock()
+	if m == nil {
+		return
+	}
+	e.c.hb.remove(m)
+	ctx, cancel := context.WithTimeout(context.Background(), e.c.cfg.ReleaseTimeout)
+	defer cancel()
+	if _, err := e.c.pool.Exec(ctx, e.sql.leave, e.ns, e.group, e.c.cfg.Owner, m.token); err != nil {
+		e.c.cfg.Logger.Warn("sentinel: elector: removing member row failed; it expires by itself", "group", e.group, "err", err)
+	}
+	m.end(ErrReleased)
+}
+
+// lead runs one term: it starts OnElected, waits for a reason to stop,
+// cancels OnElected's ctx, waits for it to return, then releases the term.
+// It returns an error only when Run must stop with it (a panic, or
+// ErrClosed for a term won while the client was closing).
+func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) error {
+	tm := &term{resign: make(chan struct{}), ended: make(chan struct{})}
+	l := e.c.newLease(kindLeader, e.ns, e.group, res.leader.Term, e.ttl)
+	l.acquiredAt = res.leader.ElectedAt
+	if !e.c.hb.add(l, res.sent, res.remaining, res.leader.ExpiresAt, time.Time{}) {
+		// Close began while the campaign was in flight: nobody would renew
+		// this term, arm its deadline or cancel OnElected. Give it back at
+		// once (waking the followers) without starting OnElected, and stop.
+		rctx, cancel := context.WithTimeout(context.Background(), e.c.cfg.ReleaseTimeout)
+		var n int64
+		err := e.c.pool.QueryRow(rctx, e.sql.resign, e.ns, e.group, e.c.cfg.Owner, l.token, e.c.sql.channel,
+			electionPayload(e.ns, e.group), e.memberToken()).Scan(&n)
+		cancel()
+		if err != nil {
+			e.c.cfg.Logger.Warn("sentinel: elector: releasing a term won as the client closed failed; it expires within its TTL",
+				"group", e.group, "term", l.token, "err", err)
+		}
+		l.end(ErrReleased)
+		return ErrClosed
+	}
+	tm.lease = l
+	e.mu.Lock()
+	e.term, e.led = tm, l.token
+	panicked := e.panicked
+	e.mu.Unlock()
+	e.c.cfg.Logger.Info("sentinel: elected", "namespace", e.ns, "group", e.group, "term", l.token)
+	if o := e.c.observer(); o != nil && o.TermChanged != nil {
+		o.TermChanged(TermChange{Namespace: e.ns, Group: e.group, Term: l.token, Leader: e.c.cfg.Owner, Self: true})
+	}
+
+	lctx, lcancel := context.WithCancelCause(context.WithValue(ctx, electedKey{}, e))
+	defer lcancel(nil)
+	done := make(chan struct{})
+	if e.opts.OnElected != nil {
+		go func() {
+			defer close(done)
+			defer func() {
+				if v := recover(); v != nil {
+					e.recordPanic("OnElected", v)
+				}
+			}()
+			e.opts.OnElected(lctx, l.token)
+		}()
+	} else {
+		close(done)
+	}
+
+	tick := time.NewTicker(l.renewEvery)
+	defer tick.Stop()
+	var cause error
+	for cause == nil {
+		select {
+		case <-l.Done():
+			cause = l.Err()
+		case <-tm.resign:
+			cause = errResigned
+		case <-ctx.Done():
+			cause = context.Cause(ctx)
+		case <-panicked:
+			cause = errCallbackPanicked
+		case <-tick.C:
+			cb.poll()
+			e.rejoinAsync(ctx)
+		}
+	}
+	tm.stepping.Store(true)
+	lcancel(fmt.Errorf("sentinel: leadership of %q/%q (term %d) ending: %w", e.ns, e.group, l.token, cause))
+	<-done // a graceful handover never overlaps the old leader's callback
+
+	// Release, guarded by owner and term: the row is ours until it
+	// expires, and OnElected has returned. A term that was taken over has
+	// nothing to release; one whose local deadline passed may still be
+	// released early, but trying past the row's expiry is pointless.
+	e.c.hb.remove(l)
+	var stale *StaleTokenError
+	if !errors.As(l.Err(), &stale) {
+		until := time.Now().Add(e.c.cfg.ReleaseTimeout)
+		if l.Err() != nil {
+			until = l.Deadline().Add(l.margin)
+		}
+		rctx, cancel := context.WithDeadline(context.Background(), until)
+		var n int64
+		err := e.c.pool.QueryRow(rctx, e.sql.resign, e.ns, e.group, e.c.cfg.Owner, l.token, e.c.sql.channel,
+			electionPayload(e.ns, e.group), e.memberToken()).Scan(&n)
+		cancel()
+		if err != nil && rctx.Err() == nil {
+			e.c.cfg.Logger.Warn("sentinel: elector: releasing leadership failed; it expires within its TTL", "group", e.group, "term", l.token, "err", err)
+		}
+	}
+	l.end(ErrReleased)
+	e.mu.Lock()
+	e.term = nil
+	e.mu.Unlock()
+	close(tm.ended)
+	e.bg.Wait() // a member rewrite started while leading (bounded by the TTL)
+	e.c.cfg.Logger.Info("sentinel: demoted", "namespace", e.ns, "group", e.group, "term", l.token, "cause", cause)
+	cb.demoted(l.token)
+	if errors.Is(cause, errCallbackPanicked) {
+		e.mu.Lock()
+		p := e.panicErr
+		e.mu.Unlock()
+		return p
+	}
+	return nil
+}
+
+var (
+	errResigned         = errors.New("sentinel: resigned")
+	errCallbackPanicked = errors.New("sentinel: a callback panicked")
+)

@@ -529,7 +529,7 @@ emu AS (
              WHERE t.namespace = v.ns AND t.election = v.key AND t.token = v.token AND t.owner = $1
                AND t.expires_at > pg_catalog.clock_timestamp())`,
 	},
-	// Queues (queue.go): a ticket, waiting or served.
+	// Queues (queue_sql.go): a ticket, waiting or served.
 	renewKind{
 		kind: kindTicket, name: "qtu",
 		cte: fmt.Sprintf(`qtc AS (

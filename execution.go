@@ -430,9 +430,9 @@ const MinRetention = time.Hour
 // expired for longer than olderThan and at least an hour, each recorded as
 // `crashed` or `bumped` like ResetQueue; leader rows and member rows
 // expired for longer than olderThan and at least an hour. Live rows (a
-// live ticket, the current leader, a running elector) are never pruned;
-// nor are lease waiters' registrations, which it deletes only once expired
-// for longer than olderThan and at least an hour.
+// live ticket, the current leader, a running elector) are never pruned.
+// Lease waiters' registrations are deleted once expired for longer than
+// olderThan and at least an hour (a live waiter renews its own).
 // Then, in a short transaction of its own, it removes the queue rows of
 // resources first drawn before olderThan (and at least an hour ago) that
 // have no ticket left; the next Turn on such a resource creates its row

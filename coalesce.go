@@ -110,7 +110,7 @@ type coKindSpec struct {
 var coKindsTable = [coKinds]coKindSpec{
 	coAcquire: {name: "lease grant", cols: []coCol{
 		colText, colText, colText, colText, colInt, colInt, colInt, colBool, colInt}},
-	coRelease: {name: "lease release", cols: []coCol{colText, colText, colText, colInt, colText}},
+	coRelease: {name: "lease release", cols: []coCol{colText, colText, colText, colInt}},
 	coClaim: {name: "Once claim", cols: []coCol{
 		colText, colText, colText, colText, colText, colInt, colInt, colInt, colNullText, colInt, colInt}, shared: true},
 	coFinish: {name: "Once completion", cols: []coCol{

@@ -448,9 +448,7 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 		// this term, arm its deadline or cancel OnElected. Give it back at
 		// once (waking the followers) without starting OnElected, and stop.
 		rctx, cancel := context.WithTimeout(context.Background(), e.c.cfg.ReleaseTimeout)
-		var n int64
-		err := e.c.pool.QueryRow(rctx, e.sql.resign, e.ns, e.group, e.c.cfg.Owner, l.token, e.c.sql.channel,
-			electionPayload(e.ns, e.group), e.memberToken()).Scan(&n)
+		err := e.resign(rctx, l.token)
 		cancel()
 		if err != nil {
 			e.c.cfg.Logger.Warn("sentinel: elector: releasing a term won as the client closed failed; it expires within its TTL",
@@ -520,9 +518,7 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 			until = l.Deadline().Add(l.margin)
 		}
 		rctx, cancel := context.WithDeadline(context.Background(), until)
-		var n int64
-		err := e.c.pool.QueryRow(rctx, e.sql.resign, e.ns, e.group, e.c.cfg.Owner, l.token, e.c.sql.channel,
-			electionPayload(e.ns, e.group), e.memberToken()).Scan(&n)
+		err := e.resign(rctx, l.token)
 		cancel()
 		if err != nil && rctx.Err() == nil {
 			e.c.cfg.Logger.Warn("sentinel: elector: releasing leadership failed; it expires within its TTL", "group", e.group, "term", l.token, "err", err)
@@ -549,3 +545,35 @@ var (
 	errResigned         = errors.New("sentinel: resigned")
 	errCallbackPanicked = errors.New("sentinel: a callback panicked")
 )
+
+// resign ends term (sqlResign, handing it to a registered successor) and
+// wakes the successor and the followers (sqlResignWake) in one round trip:
+// the resignation commits durably in a transaction of its own, then the
+// wake-ups go in another that does not wait for its WAL flush (wake.go),
+// so the successor is woken right after the commit without the
+// database's notify lock held across it.
+func (e *Elector) resign(ctx context.Context, term int64) error {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(e.sql.resign, e.ns, e.group, e.c.cfg.Owner, term, e.memberToken())
+	b.Queue("COMMIT")
+	b.Queue(e.sql.resignWake, e.c.sql.channel, e.ns, e.group, term, electionPayload(e.ns, e.group))
+	br := e.c.pool.SendBatch(ctx, b)
+	var n int64
+	_, err := br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&n)
+	}
+	if err == nil {
+		_, err = br.Exec() // COMMIT
+	}
+	if err == nil {
+		if _, werr := br.Exec(); werr != nil {
+			e.c.cfg.Logger.Debug("sentinel: elector: waking the successor failed; it campaigns at the term's expiry", "group", e.group, "err", werr)
+		}
+		_ = br.Close() // committed: a wake-up's failure is only logged
+		return nil
+	}
+	_ = br.Close()
+	return err
+}

@@ -163,8 +163,12 @@ WHERE t.namespace = $1 AND t.election = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 //     group's other followers are woken too (kind 'g', after it), so they
 //     see the new leader at once.
 //   - otherwise d ends the term (expires it now) and wakes the group's
-//     followers, only while one is registered as waiting: a transaction
-//     that calls NOTIFY serializes its commit on a database-wide lock.
+//     followers, only while one is registered as waiting.
+//
+// It sends no wake-up itself: the resignation commits durably without the
+// database's notify lock, and sqlResignWake, sent in the same round trip,
+// wakes the successor and the followers right after the commit, in a
+// transaction of its own (wake.go).
 //
 // A successor that died since it registered is granted a term it never
 // learns of: the term expires within the successor's TTL (nobody renews
@@ -177,15 +181,15 @@ WHERE t.namespace = $1 AND t.election = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 // re-read, read committed's re-check), so a follower registered before the
 // resignation commits is always seen: see Elector.Run for the whole
 // argument.
-// $1 namespace, $2 election, $3 owner, $4 term, $5 channel, $6 payload,
-// $7 this elector's member token (0: none).
+// $1 namespace, $2 election, $3 owner, $4 term, $5 this elector's member
+// token (0: none).
 const sqlResign = `
 WITH lk AS (
     SELECT t.namespace, t.election, t.next_owner, t.next_member, t.next_host, t.next_pid, t.next_app_version, t.next_ttl_us
     FROM {{schema}}.leaders t
     WHERE t.namespace = $1 AND t.election = $2 AND t.owner = $3 AND t.term = $4
       AND t.expires_at > pg_catalog.clock_timestamp()
-      AND t.next_member IS NOT NULL AND t.next_member <> $7::bigint AND t.next_ttl_us > 0
+      AND t.next_member IS NOT NULL AND t.next_member <> $5::bigint AND t.next_ttl_us > 0
       AND t.waiting_until > pg_catalog.clock_timestamp()
       AND EXISTS (SELECT 1 FROM {{schema}}.members m
           WHERE m.namespace = t.namespace AND m.election = t.election AND m.owner = t.next_owner
@@ -201,16 +205,40 @@ tr AS (
         term_member = lk.next_member,
         next_owner = NULL, next_member = NULL, next_host = NULL, next_pid = NULL, next_app_version = NULL, next_ttl_us = NULL
     FROM lk WHERE t.namespace = lk.namespace AND t.election = lk.election
-    RETURNING pg_catalog.pg_notify($5, 'h' || pg_catalog.octet_length($1::text)::text || ':' || $1::text || lk.next_member::text)::text
-        || pg_catalog.pg_notify($5, $6)::text
+    RETURNING t.term
 ),
 d AS (
     UPDATE {{schema}}.leaders t SET expires_at = pg_catalog.clock_timestamp()
     WHERE t.namespace = $1 AND t.election = $2 AND t.owner = $3 AND t.term = $4
       AND t.expires_at > pg_catalog.clock_timestamp() AND NOT EXISTS (SELECT 1 FROM tr)
-    RETURNING CASE WHEN t.waiting_until > pg_catalog.clock_timestamp() THEN pg_catalog.pg_notify($5, $6)::text END
+    RETURNING t.term
 )
 SELECT (SELECT pg_catalog.count(*) FROM tr) + (SELECT pg_catalog.count(*) FROM d)`
+
+// sqlResignWake sends a resignation's wake-ups once it committed, in a
+// transaction of its own that does not wait for its WAL flush (see
+// wake.go): 'h' to the successor a resignation of term $4 handed the
+// group to (term_member of a later term), then 'g' to the group's
+// followers while one is registered as waiting. It reads what the
+// resignation committed, so it runs after it, in the same round trip
+// (Elector.resign). A wake-up it sends for a later change (another
+// handover since) is a spare hint: the woken elector campaigns and reads.
+// $1 channel, $2 namespace, $3 election, $4 the resigned term, $5 the
+// followers' wake-up payload.
+const sqlResignWake = `
+SELECT pg_catalog.pg_notify($1::text, w.p)
+FROM pg_catalog.set_config('synchronous_commit', 'off', true) AS s, (
+    SELECT x.p FROM (
+        SELECT 'h' || pg_catalog.octet_length($2::text)::text || ':' || $2::text || t.term_member::text AS p, 1 AS o
+        FROM {{schema}}.leaders t
+        WHERE t.namespace = $2 AND t.election = $3 AND t.term > $4 AND t.term_member IS NOT NULL
+        UNION ALL
+        SELECT $5::text, 2
+        FROM {{schema}}.leaders t
+        WHERE t.namespace = $2 AND t.election = $3 AND t.waiting_until > pg_catalog.clock_timestamp()
+    ) AS x
+    ORDER BY x.o
+) AS w`
 
 // sqlElectionWait registers an elector that follows a live leader as
 // waiting for the group's hand-off, until $3 µs after the term's expiry
@@ -313,7 +341,7 @@ const maxIdleTimeoutMs = 1<<31 - 1
 
 // electionSQL is the election statements rendered for one schema.
 type electionSQL struct {
-	campaign, resign, join, leave, leader, members, verifyTm, wait string
+	campaign, resign, resignWake, join, leave, leader, members, verifyTm, wait string
 }
 
 // electionSQLCache holds the rendered statements per quoted schema name
@@ -326,7 +354,7 @@ func (c *Client) electionSQL() *electionSQL {
 	}
 	r := strings.NewReplacer("{{schema}}", c.sql.schema, "{{seq}}", seqLiteral(c.sql.schema)).Replace
 	e := &electionSQL{
-		campaign: r(sqlCampaign), resign: r(sqlResign), join: r(sqlJoin), leave: r(sqlLeave),
+		campaign: r(sqlCampaign), resign: r(sqlResign), resignWake: r(sqlResignWake), join: r(sqlJoin), leave: r(sqlLeave),
 		leader: r(sqlLeader), members: r(sqlMembers), verifyTm: r(sqlVerifyTerm),
 		wait: r(sqlElectionWait),
 	}

@@ -307,10 +307,14 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 func (c *Client) releaseRow(ctx context.Context, ns, key, owner string, token int64) (int64, error) {
-	var n int64
-	if err := c.co.queryRow(ctx, ctx, coRelease, c.sql.release, ns, key, owner, token, c.sql.channel).Scan(&n); err != nil {
+	var (
+		n    int64
+		wake string
+	)
+	if err := c.co.queryRow(ctx, ctx, coRelease, c.sql.release, ns, key, owner, token).Scan(&n, &wake); err != nil {
 		return 0, c.wrapErr(fmt.Sprintf("release lease %q/%q", ns, key), err)
 	}
+	c.wake(wake) // after the commit, in a transaction of its own (wake.go)
 	return n, nil
 }
 

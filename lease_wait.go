@@ -23,10 +23,13 @@ import (
 // never misses a wake-up:
 //
 //   - It LISTENs on the key before its first attempt (subscribe), and on
-//     its registration as soon as it has one; a grant made before that
-//     second subscription is found by the read of the grant that follows
-//     it, before the waiter sleeps, and every read of the grant is made
-//     before an attempt to acquire.
+//     its registration as soon as it has one; the wake-up of a grant made
+//     before that second subscription is kept by the process's hub for
+//     it and claimed by the subscription (listenHub.dispatch), so it wakes
+//     the waiter at once; a hub that was down meanwhile wakes every waiter
+//     when it reconnects, and without a listener the waiter reads its
+//     grant before it sleeps. Every read of the grant is made before an
+//     attempt to acquire.
 //   - The registration and a release both lock the key's row, so they are
 //     serialized by its row lock. If the registration commits first, the
 //     release sees it (its statement starts later) and grants to it, or,
@@ -121,11 +124,15 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 			if !w.live {
 				continue // released meanwhile: re-check now
 			}
-			// A release may have granted it before we listened on it.
-			g, err := c.readGrant(ctx, key, o, reg)
-			if err == nil && g != nil {
-				setReg(0, time.Time{})
-				return g, nil
+			// A release may have granted it before we listened on it:
+			// its wake-up is then kept by the hub and wakes us now
+			// (listener.subscribeTo). Without a listener, read.
+			if !listening {
+				g, err := c.readGrant(ctx, key, o, reg)
+				if err == nil && g != nil {
+					setReg(0, time.Time{})
+					return g, nil
+				}
 			}
 		}
 		// Re-check at the holder's expiry as the database computed it; a

@@ -12,8 +12,12 @@ import (
 // that LISTENs is not its own: every Client of the process on the same pool
 // and schema shares one (a listenHub), so a NOTIFY signals one backend per
 // process rather than one per client, and reaches the one goroutine it
-// names (a ticket, a key) through the hub's routing. A notification is only
-// a hint to re-check: the grant is always decided (or read) by a statement.
+// names (a ticket, a key) through the hub's routing. A notification is a
+// hint to re-check: the grant is decided (or read) by a statement. The one
+// exception is a turn served by the leave ahead of it (notifyTurnServed):
+// the leave sends it only after its grant committed (wake.go), so its
+// waiter needs no statement to know; nothing but the server's payload
+// ever signals that subscription.
 // The hub starts with the first waiter and reconnects with backoff; while
 // it is down waiters fall back to re-checking every Config.WaitRecheck.
 type listener struct {
@@ -41,6 +45,7 @@ const (
 	notifyLeaseGrant byte = 'w' // a release handed a lease to the registration named by the key
 	notifyExecution  byte = 'e' // a Once key finished: wake every waiter
 	notifyTurn       byte = 't' // a queue moved: the key is the one ticket that should re-check
+	notifyTurnServed byte = 's' // a leave granted the ticket named by the key (committed before it was sent; never a mere hint)
 	notifyQueue      byte = 'q' // a queue event was recorded (key ""): wake every follower
 	// notifyElection ('g', election_sql.go): a leader resigned: wake every
 	// follower of the group.
@@ -86,11 +91,20 @@ func (ln *listener) subscribe(ctx context.Context, kind byte, ns, key string) (c
 // subscribeTo registers ch, the wake channel of an existing subscription,
 // for (kind, ns, key) too; drop removes it again without touching a wake-up
 // ch may hold (it belongs to the other subscription as much).
+//
+// A lease grant's wake-up that arrived before the subscription (the hub
+// keeps those, see listenHub.dispatch) wakes ch at once.
 func (ln *listener) subscribeTo(kind byte, ns, key string, ch chan struct{}) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	k := waitKey{kind, ns, key}
 	ln.waiters[k] = append(ln.waiters[k], ch)
+	if kind == notifyLeaseGrant && ln.hub != nil && ln.hub.claim(k) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (ln *listener) drop(kind byte, ns, key string, ch chan struct{}) {
@@ -129,7 +143,7 @@ func (ln *listener) unsubscribe(kind byte, ns, key string, ch chan struct{}) {
 	}
 	select {
 	case <-ch:
-		if !broadcast(kind) && !ln.wakeOneLocked(k) && ln.hub != nil {
+		if !broadcast(kind) && kind != notifyTurnServed && !ln.wakeOneLocked(k) && ln.hub != nil {
 			// No other waiter here: pass it on to another client of
 			// the process (after our lock is released).
 			h := ln.hub
@@ -179,11 +193,17 @@ func (ln *listener) wakeOne(k waitKey) bool {
 }
 
 // wakeAll wakes every waiter so it re-checks (used when the connection
-// drops: notifications may have been missed).
+// drops: notifications may have been missed). A served turn's subscription
+// is not woken: it is not a hint but a fact the server sends (see
+// notifyTurnServed), and its waiter also holds a subscription for
+// re-checks, which this wakes.
 func (ln *listener) wakeAll() {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
-	for _, list := range ln.waiters {
+	for k, list := range ln.waiters {
+		if k.kind == notifyTurnServed {
+			continue
+		}
 		for _, ch := range list {
 			select {
 			case ch <- struct{}{}:

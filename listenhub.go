@@ -43,9 +43,15 @@ type listenHub struct {
 	members []*listener
 	next    int  // where the next wake-one starts, so clients take turns
 	healthy bool // LISTEN is active on a live connection
-	ready   chan struct{}
-	cancel  context.CancelFunc
-	done    chan struct{}
+	// kept holds grant wake-ups that reached no subscriber yet (keep,
+	// claim): a lease waiter learns its registration's id from the
+	// statement that registers it, and subscribes to it only then, so a
+	// release may grant it, and its wake-up arrive, in between.
+	kept     map[waitKey]struct{}
+	keptFIFO []waitKey
+	ready    chan struct{}
+	cancel   context.CancelFunc
+	done     chan struct{}
 }
 
 type hubKey struct {
@@ -129,12 +135,71 @@ func (h *listenHub) dispatch(k waitKey) {
 		}
 		return
 	}
-	h.wakeOne(k, nil)
+	if k.kind != notifyLeaseGrant {
+		h.wakeOne(k, nil)
+		return
+	}
+	// A grant names one registration. Kept first, offered second: a
+	// subscription made after the offer found nobody finds it kept
+	// (claim), one made before is woken by the offer, and one made
+	// in between gets both (a spare wake-up: its waiter reads its grant
+	// once more).
+	h.keep(k)
+	if h.wakeOne(k, nil) {
+		h.mu.Lock()
+		delete(h.kept, k)
+		h.mu.Unlock()
+	}
+}
+
+// maxKept bounds the grant wake-ups a hub keeps for late subscribers. A
+// wake-up dropped from it (or never received) costs its waiter time, not
+// its grant: the waiter finds the grant at its registration's renewal.
+const maxKept = 1024
+
+// keep records a grant wake-up for a subscriber yet to come, dropping the
+// oldest beyond maxKept.
+func (h *listenHub) keep(k waitKey) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.kept == nil {
+		h.kept = make(map[waitKey]struct{})
+	}
+	if _, ok := h.kept[k]; ok {
+		return
+	}
+	h.kept[k] = struct{}{}
+	h.keptFIFO = append(h.keptFIFO, k)
+	for len(h.kept) > maxKept {
+		delete(h.kept, h.keptFIFO[0]) // a no-op for one claimed already
+		h.keptFIFO = h.keptFIFO[1:]
+	}
+	if len(h.keptFIFO) > 2*maxKept { // mostly claimed: compact
+		live := make([]waitKey, 0, len(h.kept))
+		for _, x := range h.keptFIFO {
+			if _, ok := h.kept[x]; ok {
+				live = append(live, x)
+			}
+		}
+		h.keptFIFO = live
+	}
+}
+
+// claim reports whether a grant wake-up for k was kept, and forgets it.
+func (h *listenHub) claim(k waitKey) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.kept[k]; !ok {
+		return false
+	}
+	delete(h.kept, k)
+	return true
 }
 
 // wakeOne wakes one waiter for k in the process, trying the clients in
-// turn, skipping except (a waiter of except passing its wake-up on).
-func (h *listenHub) wakeOne(k waitKey, except *listener) {
+// turn, skipping except (a waiter of except passing its wake-up on), and
+// reports whether it woke one.
+func (h *listenHub) wakeOne(k waitKey, except *listener) bool {
 	for _, ln := range h.snapshot() {
 		if ln == except {
 			continue
@@ -145,9 +210,10 @@ func (h *listenHub) wakeOne(k waitKey, except *listener) {
 				h.next = i + 1
 			}
 			h.mu.Unlock()
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // wakeAll wakes every waiter of every member (the connection changed:

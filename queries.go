@@ -152,6 +152,16 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 // A grant withdraws the caller's earlier registration ($11) in the same
 // statement (and counts it out, $9 = 1), so no release can hand the key to
 // a registration whose waiter already holds it.
+//
+// A statement that grants nothing commits without waiting for its WAL
+// flush (sc: synchronous_commit off for this transaction only; a grant
+// keeps the session's setting), as a campaign that reads the leader does:
+// a registration grants nothing by itself. One lost in a crash of the
+// server is found gone by the waiter's next renewal (the crash also cut
+// the process's LISTEN connection, whose reconnection wakes every waiter
+// to re-check), and a release's grant to it is durable only with it: the
+// release's commit flushes the WAL up to its own record, past the
+// registration's.
 // $1-$9 as sqlAcquire, $10 register, $11 the caller's registration (0:
 // none).
 var sqlAcquireWait = strings.Replace(strings.Replace(sqlAcquire, `g AS (SELECT * FROM up UNION ALL SELECT * FROM ins)
@@ -176,13 +186,17 @@ rg AS (
 dr AS (
     DELETE FROM {{schema}}.lease_waiters x
     WHERE $11::bigint > 0 AND EXISTS (SELECT 1 FROM g) AND x.namespace = $1 AND x.key = $2 AND x.waiter = $11
+),
+sc AS (
+    SELECT pg_catalog.set_config('synchronous_commit',
+        CASE WHEN EXISTS (SELECT 1 FROM g) THEN pg_catalog.current_setting('synchronous_commit') ELSE 'off' END, true) AS v
 )
-SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining, true, 0::bigint, interval '0' FROM g`, 1),
+SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining, true, 0::bigint, interval '0' FROM g, sc`, 1),
 	`    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp()
 FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, `    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp(),
     coalesce((SELECT cu.live FROM cu), true), coalesce((SELECT rg.waiter FROM rg), 0), coalesce((SELECT rg.left FROM rg), interval '0')
-FROM {{schema}}.leases t
+FROM {{schema}}.leases t, sc
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, 1)
 
 // sqlRelease ends a lease guarded by owner, token and expiry and, when a
@@ -199,14 +213,19 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, 1)
 //     (SKIP LOCKED: one being withdrawn is passed over) and delete it;
 //   - tr writes the grant for it: a token minted here, expiries counted
 //     from clock_timestamp() with the waiter's TTL and hard TTL, the waiter
-//     counted out, granted_waiter naming it; the waiter is notified by its
+//     counted out, granted_waiter naming it; the waiter is woken by its
 //     registration (kind 'w') and reads its grant (sqlLeaseGrant).
 //
-// Otherwise d ends the lease (expires it now) and notifies waiters only
-// when some caller waits for the key (leases.waiters > 0, see sqlAcquireWait):
-// a transaction that calls NOTIFY serializes its commit on a database-wide
-// lock, so a release that nobody waits for sends none. The row is kept,
-// expired, rather than deleted: the next grant of the key then takes it
+// Otherwise d ends the lease (expires it now) and wakes waiters only when
+// some caller waits for the key (leases.waiters > 0, see sqlAcquireWait):
+// a release that nobody waits for sends no wake-up.
+//
+// The wake-up is returned (the second column, empty for none), not sent: the
+// release commits durably without the database's notify lock, and the
+// client sends it right after the commit, in a transaction of its own
+// (wake.go), so that concurrent releases share WAL flushes.
+//
+// The row is kept, expired, rather than deleted: the next grant of the key then takes it
 // over and mints its token under the row lock, so no grant can ever carry
 // a token minted before an earlier grant of the same key. Prune removes
 // rows long expired.
@@ -215,7 +234,7 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, 1)
 // committed version (a concurrent sqlAcquireWait is waited for and re-read,
 // read committed's re-check), so a waiter counted in before the release
 // commits is always seen: see waitAcquire for the whole argument.
-// $1 namespace, $2 key, $3 owner, $4 token, $5 channel.
+// $1 namespace, $2 key, $3 owner, $4 token.
 const sqlRelease = `
 WITH lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.leases t
@@ -244,16 +263,17 @@ tr AS (
                           ELSE 'infinity'::timestamptz END,
         waiters = greatest(t.waiters - 1, 0), granted_waiter = dw.waiter
     FROM dw WHERE t.namespace = $1 AND t.key = $2
-    RETURNING pg_catalog.pg_notify($5, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text)::text
+    RETURNING 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text AS wake
 ),
 d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
     WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4 AND t.expires_at > pg_catalog.clock_timestamp()
       AND NOT EXISTS (SELECT 1 FROM tr)
     RETURNING CASE WHEN t.waiters > 0 THEN
-        pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
+        'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key END AS wake
 )
-SELECT (SELECT pg_catalog.count(*) FROM tr) + (SELECT pg_catalog.count(*) FROM d)`
+SELECT (SELECT pg_catalog.count(*) FROM tr) + (SELECT pg_catalog.count(*) FROM d),
+    coalesce((SELECT tr.wake FROM tr), (SELECT d.wake FROM d), '')`
 
 // sqlAcquireSet is sqlAcquire for many keys in one statement, for the
 // coalescer (coalesce.go): parameter $k is the array of sqlAcquire's $k
@@ -318,14 +338,14 @@ WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.ord = i.n)`
 
 // sqlReleaseSet is sqlRelease for many leases in one statement, for the
 // coalescer: parameter $k is the array of sqlRelease's $k over the
-// batch's calls, all on distinct keys. It returns, per call, its ordinal
-// and the count of leases it ended (0 or 1). Each key is handed to its
-// oldest live waiter, or ended and notified, exactly as sqlRelease does.
+// batch's calls, all on distinct keys. It returns, per call, its ordinal,
+// the count of leases it ended (0 or 1) and its wake-up. Each key is
+// handed to its oldest live waiter, or ended, exactly as sqlRelease does.
 const sqlReleaseSet = `
 WITH i AS (
     SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
-        pg_catalog.unnest($4::bigint[]), pg_catalog.unnest($5::text[]))
-        WITH ORDINALITY AS i(ns, key, owner, token, channel, n)
+        pg_catalog.unnest($4::bigint[]))
+        WITH ORDINALITY AS i(ns, key, owner, token, n)
 ),
 lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.leases t JOIN i ON t.namespace = i.ns AND t.key = i.key
@@ -355,8 +375,7 @@ tr AS (
         waiters = greatest(t.waiters - 1, 0), granted_waiter = dw.waiter
     FROM dw JOIN i ON i.ns = dw.namespace AND i.key = dw.key
     WHERE t.namespace = dw.namespace AND t.key = dw.key
-    RETURNING i.n AS ord,
-        pg_catalog.pg_notify(i.channel, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text)::text
+    RETURNING i.n AS ord, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text AS wake
 ),
 d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
@@ -365,13 +384,16 @@ d AS (
       AND t.expires_at > pg_catalog.clock_timestamp()
       AND NOT EXISTS (SELECT 1 FROM tr WHERE tr.ord = i.n)
     RETURNING i.n AS ord, CASE WHEN t.waiters > 0 THEN
-        pg_catalog.pg_notify(i.channel, 'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
+        'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key END AS wake
 )
-SELECT i.n, (SELECT pg_catalog.count(*) FROM tr WHERE tr.ord = i.n) + (SELECT pg_catalog.count(*) FROM d WHERE d.ord = i.n) FROM i`
+SELECT i.n, (SELECT pg_catalog.count(*) FROM tr WHERE tr.ord = i.n) + (SELECT pg_catalog.count(*) FROM d WHERE d.ord = i.n),
+    coalesce((SELECT tr.wake FROM tr WHERE tr.ord = i.n), (SELECT d.wake FROM d WHERE d.ord = i.n), '')
+FROM i`
 
 // sqlReleaseMany is sqlRelease for many leases of one owner (Close); it
-// notifies only for keys that have waiters.
-// $1 namespaces, $2 keys, $3 tokens, $4 owner, $5 channel.
+// returns a wake-up only for keys that have waiters (sent after the
+// commit, wake.go).
+// $1 namespaces, $2 keys, $3 tokens, $4 owner.
 const sqlReleaseMany = `
 WITH d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
@@ -379,9 +401,9 @@ WITH d AS (
     WHERE t.namespace = v.ns AND t.key = v.key AND t.token = v.token AND t.owner = $4
       AND t.expires_at > pg_catalog.clock_timestamp()
     RETURNING t.namespace, t.key, CASE WHEN t.waiters > 0 THEN
-        pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END AS n
+        'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key END AS wake
 )
-SELECT d.namespace, d.key FROM d`
+SELECT d.namespace, d.key, coalesce(d.wake, '') FROM d`
 
 // sqlLeaseWaitRenew renews a waiter's registration for its TTL ($4 µs). No
 // row: it is gone (granted, or removed as long expired).

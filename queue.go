@@ -203,6 +203,10 @@ type leaveResult struct {
 //  3. delete the ticket and wake the next live ticket if none is live
 //     below ours (sqlTicketLeave), with a snapshot taken after 2.
 //
+// The transaction is explicit (BEGIN ... COMMIT) so that a fourth
+// statement in the same round trip, sqlTicketLeaveWake, wakes the next
+// ticket once it committed, in a transaction of its own (wake.go).
+//
 // A single statement cannot do it: its one snapshot is taken before it
 // waits for any lock. Two tickets leaving at once (the holder releases
 // while the waiter behind it gives up) then each saw the other's row
@@ -228,31 +232,43 @@ func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 	var r leaveResult
 	qs := t.c.qsql()
 	b := &pgx.Batch{}
+	b.Queue("BEGIN")
 	b.Queue(qs.leaveLockTicket, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner)
 	b.Queue(qs.leaveLockQueue, t.l.ns, t.l.key)
 	b.Queue(qs.leave, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner, t.c.sql.channel)
+	b.Queue("COMMIT")
+	b.Queue(qs.leaveWake, t.c.sql.channel, t.l.ns, t.l.key, t.l.token)
 	br := t.c.pool.SendBatch(ctx, b)
 	_, err := br.Exec()
-	if err == nil {
-		_, err = br.Exec()
+	for range 2 {
+		if err == nil {
+			_, err = br.Exec()
+		}
 	}
 	if err == nil {
 		err = br.QueryRow().Scan(&r.served, &r.alive, &r.next, &r.granted)
+		r.found = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = nil // the ticket was gone already
+		}
 	}
-	if cerr := br.Close(); err == nil || (errors.Is(err, pgx.ErrNoRows) && cerr != nil) {
-		err = cerr
+	if err == nil {
+		_, err = br.Exec() // COMMIT
 	}
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		t.left = true
-		return r, nil
-	case err != nil:
+	if err == nil {
+		if _, werr := br.Exec(); werr != nil {
+			t.c.cfg.Logger.Debug("sentinel: waking the next ticket failed; it re-checks on its own", "resource", t.l.key, "err", werr)
+		}
+	}
+	_ = br.Close() // after the COMMIT, only the wake-up can fail: logged above
+	if err != nil {
+		r.found = false
 		if !transient(err) {
 			t.left = true
 		}
 		return r, t.c.wrapErr(fmt.Sprintf("leave queue %q/%q (ticket %d)", t.l.ns, t.l.key, t.l.token), err)
 	}
-	t.left, r.found = true, true
+	t.left = true
 	return r, nil
 }
 

@@ -228,9 +228,14 @@ FROM (SELECT 1) AS one
 // waiter, Close), records `completed`/`cancelled` (or `crashed`/`bumped`
 // when it had expired) and, when no live ticket remains below it, hands the
 // turn over in the same statement: the next live ticket (nx) is granted
-// (served_at set, `granted` recorded) and only that ticket is notified. Its
-// waiter then only reads its grant (sqlServe writes nothing for a ticket
-// already served): a handover costs this one commit and one wake-up.
+// (served_at set, `granted` recorded) and only that ticket is woken. The
+// wake-up is not sent by this statement (see wake.go): the leave's commit
+// waits for its flush without holding the database's notify lock, and
+// sqlTicketLeaveWake, in the same round trip, wakes the ticket right after
+// it. A grant is announced as 's' (served: its waiter returns on it, with
+// no statement of its own) and as 't' (a re-check, for waiters of clients
+// before 's'); a ticket that could not be granted gets 't' only. A
+// handover costs this one commit and one wake-up.
 //
 // The grant is the serving check of sqlServe made on nx's behalf, under the
 // queue row's lock (see Turn.leave), so nothing can be drawn below nx
@@ -253,8 +258,8 @@ FROM (SELECT 1) AS one
 //     had served it.
 //
 // When the grant cannot be made (blk not empty, nx expired or locked
-// meanwhile) nx is still notified: its own serving check (sqlServe) then decides, as before.
-// The targeted NOTIFY goes only to a registered waiter: the next live
+// meanwhile) nx is still woken: its own serving check (sqlServe) then decides, as before.
+// The targeted wake-up goes only to a registered waiter: the next live
 // ticket is a Turn that waits (or is about to check, after subscribing, and
 // then sees this leave committed), kept alive by its client's heartbeat;
 // when there is none nothing is sent. Followers are notified only while one
@@ -319,9 +324,31 @@ ev AS (
 ` + followersCTE(`EXISTS (SELECT 1 FROM d) AND (SELECT pg_catalog.count(*) FROM ev) > 0 AND (SELECT pg_catalog.count(*) FROM g) >= 0`) + `
 SELECT d.served, d.alive, coalesce((SELECT nx.ticket FROM nx), 0), EXISTS (SELECT 1 FROM g)
 FROM d
-LEFT JOIN LATERAL (SELECT pg_catalog.pg_notify($5, 't' || pg_catalog.octet_length($1::text)::text || ':' || $1::text || nx.ticket::text)
-    FROM nx) AS w ON true
 ` + notifyFollowersSQL(`$5`)
+
+// sqlTicketLeaveWake wakes the ticket a leave of ticket $4 made next, once
+// the leave committed, in a transaction of its own that does not wait for
+// its WAL flush (see wake.go); it is sent in the leave's round trip
+// (Turn.leave). It reads what the leave committed: the lowest live ticket
+// above $4, when no live ticket is below $4 (sqlTicketLeave's nx). A
+// served one (the leave granted it) is told 's' (served: its waiter
+// returns on it) and 't'; an unserved one 't' (re-check). 's' is only
+// ever sent for a ticket whose served_at is committed, so it is a fact,
+// not a hint; a 't' for a change since is a spare re-check.
+// $1 channel, $2 namespace, $3 resource, $4 the ticket that left.
+var sqlTicketLeaveWake = `
+SELECT pg_catalog.pg_notify($1::text, w.p)
+FROM pg_catalog.set_config('synchronous_commit', 'off', true) AS s, (
+    SELECT pg_catalog.unnest(CASE WHEN nx.served THEN ARRAY['s' || nx.id, 't' || nx.id] ELSE ARRAY['t' || nx.id] END) AS p
+    FROM (
+        SELECT pg_catalog.octet_length($2::text)::text || ':' || $2::text || t.ticket::text AS id, t.served_at IS NOT NULL AS served
+        FROM {{schema}}.tickets t
+        WHERE t.namespace = $2 AND t.resource = $3 AND t.ticket > $4 AND t.expires_at > pg_catalog.clock_timestamp()
+          AND NOT EXISTS (SELECT 1 FROM {{schema}}.tickets l WHERE l.namespace = $2 AND l.resource = $3
+              AND l.ticket < $4 AND l.expires_at > pg_catalog.clock_timestamp())
+        ORDER BY t.ticket LIMIT 1
+    ) AS nx
+) AS w`
 
 // sqlLeaveLockTicket locks the leaving ticket's row, as its DELETE would,
 // before the queue's row is locked: a wait for a guard's transaction
@@ -447,7 +474,7 @@ SELECT (SELECT pg_catalog.count(*) FROM up) + (SELECT pg_catalog.count(*) FROM i
 
 type queueSQL struct {
 	draw, serve, leave, queue, queues, reset, verify, events, head, resources string
-	leaveLockTicket, leaveLockQueue, follow                                   string
+	leaveLockTicket, leaveLockQueue, leaveWake, follow                        string
 }
 
 var queueSQLs sync.Map // quoted schema -> *queueSQL
@@ -463,7 +490,7 @@ func (c *Client) qsql() *queueSQL {
 		verify: r.Replace(sqlVerifyTurn), events: r.Replace(sqlQueueEvents), head: r.Replace(sqlQueueEventsHead),
 		resources:       r.Replace(sqlQueueResources),
 		leaveLockTicket: r.Replace(sqlLeaveLockTicket), leaveLockQueue: r.Replace(sqlLeaveLockQueue),
-		follow: r.Replace(sqlQueueFollow),
+		leaveWake: r.Replace(sqlTicketLeaveWake), follow: r.Replace(sqlQueueFollow),
 	}
 	v, _ := queueSQLs.LoadOrStore(c.sql.schema, q)
 	return v.(*queueSQL)

@@ -101,8 +101,22 @@ func (c *Client) serve(ctx context.Context, t *Turn) (serveCheck, error) {
 // the ticket died, and ctx's cause when ctx ends.
 func (c *Client) waitTurn(ctx context.Context, t *Turn) error {
 	key := strconv.FormatInt(t.l.token, 10)
+	// served hears a leave that granted this ticket ('s'): the grant
+	// committed before it was sent (wake.go), so the wait ends on it with
+	// no statement of its own. wake hears every other reason to re-check.
+	served, _ := c.ln.subscribe(ctx, notifyTurnServed, t.l.ns, key)
+	defer c.ln.unsubscribe(notifyTurnServed, t.l.ns, key, served)
 	wake, listening := c.ln.subscribe(ctx, notifyTurn, t.l.ns, key)
 	defer c.ln.unsubscribe(notifyTurn, t.l.ns, key, wake)
+	granted := false
+	isServed := func() bool {
+		select {
+		case <-served:
+			return true
+		default:
+			return false
+		}
+	}
 	var watching ticketKey // the local ticket ahead we are registered behind
 	defer unwatch(&watching, wake)
 	stop := func() error {
@@ -117,6 +131,9 @@ func (c *Client) waitTurn(ctx context.Context, t *Turn) error {
 		}
 		if ctx.Err() != nil {
 			return stop()
+		}
+		if granted || isServed() {
+			return nil // granted by the leave ahead (t.l.Err() checked above)
 		}
 		sent := time.Now()
 		s, err := c.serve(ctx, t)
@@ -154,6 +171,8 @@ func (c *Client) waitTurn(ctx context.Context, t *Turn) error {
 		delay = max(delay, time.Millisecond)
 		timer := time.NewTimer(delay)
 		select {
+		case <-served:
+			granted = true // returned at the top of the loop, after the checks
 		case <-wake:
 		case <-timer.C:
 		case <-t.l.done:

@@ -286,6 +286,7 @@ type Client struct {
 
 	hb     *heartbeater
 	co     *coalescer // concurrent state changes share round trips (coalesce.go)
+	wk     waker      // wake-ups sent after handovers commit (wake.go)
 	ln     *listener
 	closed atomic.Bool
 	once   sync.Once
@@ -353,6 +354,7 @@ func (c *Client) Close() {
 			}
 		}
 		c.releaseAll(ctx, leases)
+		c.flushWakes() // the wake-ups of handovers made before Close
 		c.ln.close()
 	})
 }
@@ -369,19 +371,24 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 		nss[i], keys[i], tokens[i] = l.ns, l.key, l.token
 	}
 	released := make(map[[2]string]bool, len(leases))
-	rows, err := c.pool.Query(ctx, c.sql.releaseN, nss, keys, tokens, c.cfg.Owner, c.sql.channel)
+	var wakes []string
+	rows, err := c.pool.Query(ctx, c.sql.releaseN, nss, keys, tokens, c.cfg.Owner)
 	if err == nil {
 		for rows.Next() {
-			var ns, key string
-			if err = rows.Scan(&ns, &key); err != nil {
+			var ns, key, wake string
+			if err = rows.Scan(&ns, &key, &wake); err != nil {
 				break
 			}
 			released[[2]string{ns, key}] = true
+			wakes = append(wakes, wake)
 		}
 		rows.Close()
 		if err == nil {
 			err = rows.Err()
 		}
+	}
+	if err == nil {
+		c.wake(wakes...)
 	}
 	if err != nil {
 		c.cfg.Logger.Warn("sentinel: close: releasing leases failed; they expire by themselves", "leases", len(leases), "err", err)

@@ -1,0 +1,124 @@
+package sentinel
+
+// This file: wake-ups sent after a handover commits, in a transaction of their own (sqlWake).
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Wake-ups after the commit.
+//
+// PostgreSQL (up to 18 at least) serializes the commits of transactions
+// that called NOTIFY: PreCommit_Notify takes a lock on the database that
+// is held until the transaction has ended, so across its commit record's
+// WAL flush. Two handovers that each notified in their own durable commit
+// could not share a flush: with 8 leases handed over at once on separate
+// keys, each waited for the flushes of those ahead of it (p50 4.1 ms for
+// 8 pairs, 0.6 ms for one; bench, 2026-11-26), and a pgbench of 8
+// clients updating their own rows ran at a third of the rate once each
+// update also notified.
+//
+// So the statements that hand something over (a lease release, a turn's
+// leave, a resignation) commit durably without notifying, and return the
+// payloads of the wake-ups they decided. The client sends those right
+// after the commit (wake, waker), in a transaction of their own that commits
+// without waiting for its flush (synchronous_commit off, for that
+// transaction only): it holds the notify lock for microseconds, not for
+// a disk flush, and the durable commits of many handovers share flushes
+// again.
+//
+// Nothing a waiter trusts is weakened. A notification is sent only after
+// the handover's commit returned, so it always names a durable state:
+// the grant it announces is on disk before anyone is told. A wake-up lost
+// with its sender (killed between the commit and the wake, or the wake's
+// statement failing) is what a waiter already survives: every waiter
+// re-checks on a timer (a lease waiter at its registration's renewal, a
+// third of its TTL at most; a turn at the ticket ahead's expiry; a follower
+// at the term's expiry), and reads what the handover committed. It costs
+// that waiter time, never a grant: the lease, turn or term handed to it is
+// counted from the commit, on the database clock, and expires unused
+// within its TTL if its waiter is gone too.
+
+// sqlWake sends the notifications $2 on channel $1 and commits without
+// waiting for its WAL flush (it writes nothing else).
+const sqlWake = `
+SELECT pg_catalog.pg_notify($1::text, p.p)
+FROM pg_catalog.set_config('synchronous_commit', 'off', true) AS s, pg_catalog.unnest($2::text[]) AS p(p)`
+
+// wakeTimeout bounds a wake's statement: it is a hint, and the waiters it
+// would have woken re-check on their own.
+const wakeTimeout = 2 * time.Second
+
+// maxWakeBatch bounds the payloads one wake statement carries.
+const maxWakeBatch = 256
+
+// waker sends a client's wake-ups in the background, one statement at a
+// time: the wake-ups decided while one is in flight go together in the
+// next (8 handovers at once on one client cost one or two wake
+// statements, not 8, and the listening backends are signalled as often).
+// A lone handover's wake-up is sent at once.
+type waker struct {
+	mu      sync.Mutex
+	pending []string
+	busy    bool
+	idle    chan struct{} // closed when the sender stops (nil while none runs)
+}
+
+// wake queues the wake-ups a committed handover decided (see above) and
+// returns: the handover's caller does not wait for them. Client.Close
+// waits for those queued before it (flushWakes).
+func (c *Client) wake(payloads ...string) {
+	w := &c.wk
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range payloads {
+		if p != "" {
+			w.pending = append(w.pending, p)
+		}
+	}
+	if w.busy || len(w.pending) == 0 {
+		return
+	}
+	w.busy, w.idle = true, make(chan struct{})
+	go c.sendWakes(w.idle)
+}
+
+func (c *Client) sendWakes(idle chan struct{}) {
+	w := &c.wk
+	for {
+		w.mu.Lock()
+		batch := w.pending
+		if len(batch) > maxWakeBatch {
+			batch = batch[:maxWakeBatch:maxWakeBatch]
+			w.pending = w.pending[maxWakeBatch:]
+		} else {
+			w.pending = nil
+		}
+		if len(batch) == 0 {
+			w.busy = false
+			w.mu.Unlock()
+			close(idle)
+			return
+		}
+		w.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
+		if _, err := c.pool.Exec(ctx, sqlWake, c.sql.channel, batch); err != nil {
+			c.cfg.Logger.Debug("sentinel: sending wake-ups failed; the waiters re-check on their own", "wake-ups", len(batch), "err", err)
+		}
+		cancel()
+	}
+}
+
+// flushWakes waits until the wake-ups queued so far were sent (or failed).
+func (c *Client) flushWakes() {
+	w := &c.wk
+	w.mu.Lock()
+	idle := w.idle
+	busy := w.busy
+	w.mu.Unlock()
+	if busy {
+		<-idle
+	}
+}

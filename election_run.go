@@ -557,7 +557,10 @@ func (e *Elector) resign(ctx context.Context, term int64) error {
 	b.Queue("BEGIN")
 	b.Queue(e.sql.resign, e.ns, e.group, e.c.cfg.Owner, term, e.memberToken())
 	b.Queue("COMMIT")
-	b.Queue(e.sql.resignWake, e.c.sql.channel, e.ns, e.group, term, electionPayload(e.ns, e.group))
+	wake := !e.c.dropWakes.Load()
+	if wake {
+		b.Queue(e.sql.resignWake, e.c.sql.channel, e.ns, e.group, term, electionPayload(e.ns, e.group))
+	}
 	br := e.c.pool.SendBatch(ctx, b)
 	var n int64
 	_, err := br.Exec()
@@ -567,7 +570,7 @@ func (e *Elector) resign(ctx context.Context, term int64) error {
 	if err == nil {
 		_, err = br.Exec() // COMMIT
 	}
-	if err == nil {
+	if err == nil && wake {
 		if _, werr := br.Exec(); werr != nil {
 			e.c.cfg.Logger.Debug("sentinel: elector: waking the successor failed; it campaigns at the term's expiry", "group", e.group, "err", werr)
 		}

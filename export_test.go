@@ -37,3 +37,7 @@ func FollowFromGaps(ctx context.Context, c *Client, id int64, gaps [][2]int64, f
 	fw.resume = &followCursor{id: id, gaps: gaps, exact: true}
 	return fw.run(ctx, fn)
 }
+
+// DropWakes makes c send no wake-up after its handovers commit, as a
+// process killed between the commit and the wake-up would.
+func DropWakes(c *Client) { c.dropWakes.Store(true) }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,6 +66,10 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		reg      int64     // this waiter's registration (lease_waiters); 0: none
 		regKey   string    // reg, as the key of its grant notifications
 		regUntil time.Time // the registration lasts until then at least (local clock)
+		// regSent is when the newest statement that found reg in place
+		// was sent (its registration, a renewal): any grant to reg was
+		// made after it (see takeGrant).
+		regSent time.Time
 	)
 	setReg := func(id int64, until time.Time) {
 		if regKey != "" {
@@ -89,7 +94,10 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 			return nil, err
 		}
 		if reg != 0 {
-			g, err := c.readGrant(ctx, key, o, reg)
+			g, err := c.takeGrant(ctx, key, o, regKey, regSent)
+			if g == nil && err == nil {
+				g, err = c.readGrant(ctx, key, o, reg)
+			}
 			if err == nil && g != nil {
 				setReg(0, time.Time{}) // the grant withdrew the registration
 				return g, nil
@@ -121,6 +129,7 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		lastHeld = held
 		if w.waiter != 0 {
 			setReg(w.waiter, sent.Add(w.left))
+			regSent = sent
 			if !w.live {
 				continue // released meanwhile: re-check now
 			}
@@ -157,7 +166,7 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 				case err == nil && !ok:
 					continue // gone: granted meanwhile (read it now)
 				case err == nil:
-					regUntil = renewSent.Add(left)
+					regUntil, regSent = renewSent.Add(left), renewSent
 				}
 			}
 			delay = min(delay, time.Until(regUntil)-o.ttl/3)
@@ -221,6 +230,47 @@ func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key strin
 	if g, err := c.readGrant(rctx, key, o, reg); err == nil && g != nil {
 		_ = g.Release(rctx)
 	}
+}
+
+// takeGrant returns the lease a release handed to registration regKey,
+// from what the grant's wake-up carried (kept by the process's hub, see
+// sqlRelease), without a statement; nil when none was kept, or when it
+// cannot be trusted as is (then the caller reads the grant: readGrant).
+//
+// Its local deadline counts the grant's TTL (the waiter's own, written in
+// its registration) from regSent, the send time of a statement that found
+// the registration in place, so executed before the grant, which deleted
+// it: the grant's expiry, counted from the grant on the database clock, is
+// later, and the deadline errs on the early side, as one counted from a
+// read's send time does. A registration found in place too long ago (less
+// than half the TTL would be left) or a grant with a hard expiry is read
+// instead.
+func (c *Client) takeGrant(ctx context.Context, key string, o callOptions, regKey string, regSent time.Time) (*Lease, error) {
+	data, ok := c.ln.takeGrant(o.namespace, regKey)
+	if !ok || regSent.IsZero() || time.Until(regSent.Add(o.ttl)) < o.ttl/2 {
+		return nil, nil
+	}
+	f := strings.Split(data, "/")
+	if len(f) != 4 || f[3] != "" {
+		return nil, nil // an older payload, or a hard expiry: read it
+	}
+	token, err1 := strconv.ParseInt(f[0], 10, 64)
+	acquired, err2 := strconv.ParseInt(f[1], 10, 64)
+	expires, err3 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || token <= 0 {
+		return nil, nil
+	}
+	l := c.newLease(kindLease, o.namespace, key, token, o.ttl)
+	l.acquiredAt = time.UnixMicro(acquired)
+	if !c.hb.add(l, regSent, o.ttl, time.UnixMicro(expires), time.Time{}) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+		defer cancel()
+		_, _ = c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, token)
+		l.end(ErrReleased)
+		return nil, ErrClosed
+	}
+	c.cfg.Logger.Debug("sentinel: lease handed over", "namespace", o.namespace, "key", key, "token", token)
+	return l, nil
 }
 
 // readGrant reads a grant a release made to registration reg

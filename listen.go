@@ -42,7 +42,7 @@ type waitKey struct {
 // round-trip.
 const (
 	notifyLease      byte = 'l' // a lease was released: wake one waiter
-	notifyLeaseGrant byte = 'w' // a release handed a lease to the registration named by the key
+	notifyLeaseGrant byte = 'w' // a release handed a lease to the registration named by the key; "/<grant>" follows it (sqlRelease)
 	notifyExecution  byte = 'e' // a Once key finished: wake every waiter
 	notifyTurn       byte = 't' // a queue moved: the key is the one ticket that should re-check
 	notifyTurnServed byte = 's' // a leave granted the ticket named by the key (committed before it was sent; never a mere hint)
@@ -99,7 +99,7 @@ func (ln *listener) subscribeTo(kind byte, ns, key string, ch chan struct{}) {
 	defer ln.mu.Unlock()
 	k := waitKey{kind, ns, key}
 	ln.waiters[k] = append(ln.waiters[k], ch)
-	if kind == notifyLeaseGrant && ln.hub != nil && ln.hub.claim(k) {
+	if kind == notifyLeaseGrant && ln.hub != nil && ln.hub.isKept(k) {
 		select {
 		case ch <- struct{}{}:
 		default:
@@ -211,6 +211,18 @@ func (ln *listener) wakeAll() {
 			}
 		}
 	}
+}
+
+// takeGrant returns the grant a lease grant's wake-up for registration
+// key carried (see listenHub.keep), if the hub kept one, and forgets it.
+func (ln *listener) takeGrant(ns, key string) (string, bool) {
+	ln.mu.Lock()
+	h := ln.hub
+	ln.mu.Unlock()
+	if h == nil {
+		return "", false
+	}
+	return h.claim(waitKey{notifyLeaseGrant, ns, key})
 }
 
 // listening reports whether release notifications can currently arrive.

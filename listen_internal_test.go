@@ -31,3 +31,80 @@ func FuzzParsePayload(f *testing.F) {
 		_, _ = parsePayload(ns + key) // arbitrary input must not panic
 	})
 }
+
+// A lease grant's wake-up is kept by the hub with the grant it carries
+// until its waiter takes it; one that arrives before its waiter subscribed
+// to the registration (it learns the registration's id only from the
+// statement that made it) wakes the subscription at once; the kept ones
+// are bounded.
+func TestHubKeepsGrantWakeUps(t *testing.T) {
+	ln := &listener{waiters: make(map[waitKey][]chan struct{})}
+	h := &listenHub{members: []*listener{ln}}
+	ln.hub = h
+	woken := func(ch chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+
+	h.dispatch(waitKey{notifyLeaseGrant, "ns", "41"}, "9/1/2/") // nobody subscribed yet
+	ch := make(chan struct{}, 1)
+	ln.subscribeTo(notifyLeaseGrant, "ns", "41", ch)
+	if !woken(ch) {
+		t.Fatal("a grant's wake-up that came before the subscription was lost")
+	}
+	if data, ok := ln.takeGrant("ns", "41"); !ok || data != "9/1/2/" {
+		t.Fatalf("takeGrant = %q, %v; want the grant the wake-up carried", data, ok)
+	}
+	if _, ok := ln.takeGrant("ns", "41"); ok {
+		t.Fatal("a grant taken was kept")
+	}
+
+	late := make(chan struct{}, 1)
+	ln.subscribeTo(notifyLeaseGrant, "ns", "42", late)
+	h.dispatch(waitKey{notifyLeaseGrant, "ns", "42"}, "10/1/2/")
+	if !woken(late) {
+		t.Fatal("a subscribed waiter was not woken")
+	}
+	if data, ok := ln.takeGrant("ns", "42"); !ok || data != "10/1/2/" {
+		t.Fatalf("takeGrant = %q, %v after a delivered wake-up", data, ok)
+	}
+
+	for i := range 3 * maxKept {
+		h.dispatch(waitKey{notifyLeaseGrant, "ns", "x" + strconv.Itoa(i)}, "")
+	}
+	if len(h.kept) > maxKept || len(h.keptFIFO) > 2*maxKept {
+		t.Fatalf("kept %d wake-ups (%d in order), want at most %d", len(h.kept), len(h.keptFIFO), maxKept)
+	}
+	if _, ok := h.claim(waitKey{notifyLeaseGrant, "ns", "x" + strconv.Itoa(3*maxKept-1)}); !ok {
+		t.Fatal("the newest wake-ups must be kept")
+	}
+	if _, ok := h.claim(waitKey{notifyLeaseGrant, "ns", "x0"}); ok {
+		t.Fatal("the oldest wake-ups must be dropped")
+	}
+}
+
+// A served turn's subscription ('s') is a fact the server sends, never a
+// hint: a reconnection's wake-everyone must not signal it (its waiter would
+// return as served), while the same waiter's re-check subscription is
+// woken.
+func TestWakeAllSparesServedSubscriptions(t *testing.T) {
+	ln := &listener{waiters: make(map[waitKey][]chan struct{})}
+	served, recheck := make(chan struct{}, 1), make(chan struct{}, 1)
+	ln.subscribeTo(notifyTurnServed, "ns", "7", served)
+	ln.subscribeTo(notifyTurn, "ns", "7", recheck)
+	ln.wakeAll()
+	select {
+	case <-served:
+		t.Fatal("wakeAll signalled a served-turn subscription")
+	default:
+	}
+	select {
+	case <-recheck:
+	default:
+		t.Fatal("wakeAll did not wake the re-check subscription")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,11 +44,13 @@ type listenHub struct {
 	members []*listener
 	next    int  // where the next wake-one starts, so clients take turns
 	healthy bool // LISTEN is active on a live connection
-	// kept holds grant wake-ups that reached no subscriber yet (keep,
-	// claim): a lease waiter learns its registration's id from the
-	// statement that registers it, and subscribes to it only then, so a
-	// release may grant it, and its wake-up arrive, in between.
-	kept     map[waitKey]struct{}
+	// kept holds lease grants' wake-ups (keep, kept, claim) with the grant
+	// they carry, until their waiter takes them: the waiter reads its
+	// grant from there instead of from the database, and one that
+	// subscribes to its registration late (it learns the registration's
+	// id from the statement that registers it, so a release may grant it,
+	// and its wake-up arrive, in between) is woken by the subscription.
+	kept     map[waitKey]string
 	keptFIFO []waitKey
 	ready    chan struct{}
 	cancel   context.CancelFunc
@@ -127,8 +130,9 @@ func (h *listenHub) snapshot() []*listener {
 	return out
 }
 
-// dispatch routes one notification.
-func (h *listenHub) dispatch(k waitKey) {
+// dispatch routes one notification; data is what a grant's wake-up
+// carries (see sqlRelease), "" for the other kinds.
+func (h *listenHub) dispatch(k waitKey, data string) {
 	if broadcast(k.kind) {
 		for _, ln := range h.snapshot() {
 			ln.notify(k)
@@ -141,34 +145,30 @@ func (h *listenHub) dispatch(k waitKey) {
 	}
 	// A grant names one registration. Kept first, offered second: a
 	// subscription made after the offer found nobody finds it kept
-	// (claim), one made before is woken by the offer, and one made
-	// in between gets both (a spare wake-up: its waiter reads its grant
-	// once more).
-	h.keep(k)
-	if h.wakeOne(k, nil) {
-		h.mu.Lock()
-		delete(h.kept, k)
-		h.mu.Unlock()
-	}
+	// (listener.subscribeTo), one made before is woken by the offer, and
+	// one made in between gets both (a spare wake-up). The woken waiter
+	// takes the grant from here (claim).
+	h.keep(k, data)
+	h.wakeOne(k, nil)
 }
 
-// maxKept bounds the grant wake-ups a hub keeps for late subscribers. A
-// wake-up dropped from it (or never received) costs its waiter time, not
-// its grant: the waiter finds the grant at its registration's renewal.
+// maxKept bounds the grant wake-ups a hub keeps for their waiters. One
+// dropped from it (or never received) costs its waiter a read of its grant,
+// or time: the waiter finds the grant at its registration's renewal.
 const maxKept = 1024
 
-// keep records a grant wake-up for a subscriber yet to come, dropping the
+// keep records a grant wake-up and its data for its waiter, dropping the
 // oldest beyond maxKept.
-func (h *listenHub) keep(k waitKey) {
+func (h *listenHub) keep(k waitKey, data string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.kept == nil {
-		h.kept = make(map[waitKey]struct{})
+		h.kept = make(map[waitKey]string)
 	}
 	if _, ok := h.kept[k]; ok {
 		return
 	}
-	h.kept[k] = struct{}{}
+	h.kept[k] = data
 	h.keptFIFO = append(h.keptFIFO, k)
 	for len(h.kept) > maxKept {
 		delete(h.kept, h.keptFIFO[0]) // a no-op for one claimed already
@@ -185,15 +185,24 @@ func (h *listenHub) keep(k waitKey) {
 	}
 }
 
-// claim reports whether a grant wake-up for k was kept, and forgets it.
-func (h *listenHub) claim(k waitKey) bool {
+// isKept reports whether a grant wake-up for k is kept.
+func (h *listenHub) isKept(k waitKey) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.kept[k]; !ok {
-		return false
+	_, ok := h.kept[k]
+	return ok
+}
+
+// claim returns the data of the grant wake-up kept for k, if any, and
+// forgets it.
+func (h *listenHub) claim(k waitKey) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	data, ok := h.kept[k]
+	if ok {
+		delete(h.kept, k)
 	}
-	delete(h.kept, k)
-	return true
+	return data, ok
 }
 
 // wakeOne wakes one waiter for k in the process, trying the clients in
@@ -259,7 +268,14 @@ func (h *listenHub) run(ctx context.Context) {
 				break
 			}
 			if k, ok := parsePayload(n.Payload); ok {
-				h.dispatch(k)
+				var data string
+				if k.kind == notifyLeaseGrant {
+					// "<registration>/<grant>": route by the registration.
+					if i := strings.IndexByte(k.key, '/'); i >= 0 {
+						k.key, data = k.key[:i], k.key[i+1:]
+					}
+				}
+				h.dispatch(k, data)
 			}
 		}
 		h.setHealthy(false)

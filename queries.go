@@ -214,7 +214,10 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, 1)
 //   - tr writes the grant for it: a token minted here, expiries counted
 //     from clock_timestamp() with the waiter's TTL and hard TTL, the waiter
 //     counted out, granted_waiter naming it; the waiter is woken by its
-//     registration (kind 'w') and reads its grant (sqlLeaseGrant).
+//     registration (kind 'w'), and the wake-up carries the grant (token,
+//     acquired_at, expires_at, hard expiry: "<waiter>/<token>/<µs>/<µs>/
+//     <µs or empty>", times in µs since the epoch), so the waiter need not
+//     read it (Client.takeGrant; it reads it with sqlLeaseGrant otherwise).
 //
 // Otherwise d ends the lease (expires it now) and wakes waiters only when
 // some caller waits for the key (leases.waiters > 0, see sqlAcquireWait):
@@ -263,7 +266,10 @@ tr AS (
                           ELSE 'infinity'::timestamptz END,
         waiters = greatest(t.waiters - 1, 0), granted_waiter = dw.waiter
     FROM dw WHERE t.namespace = $1 AND t.key = $2
-    RETURNING 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text AS wake
+    RETURNING 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text || '/' || t.token::text
+        || '/' || (EXTRACT(EPOCH FROM t.acquired_at) * 1000000)::bigint::text
+        || '/' || (EXTRACT(EPOCH FROM t.expires_at) * 1000000)::bigint::text
+        || '/' || CASE WHEN t.hard_expires_at = 'infinity' THEN '' ELSE (EXTRACT(EPOCH FROM t.hard_expires_at) * 1000000)::bigint::text END AS wake
 ),
 d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
@@ -375,7 +381,10 @@ tr AS (
         waiters = greatest(t.waiters - 1, 0), granted_waiter = dw.waiter
     FROM dw JOIN i ON i.ns = dw.namespace AND i.key = dw.key
     WHERE t.namespace = dw.namespace AND t.key = dw.key
-    RETURNING i.n AS ord, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text AS wake
+    RETURNING i.n AS ord, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text || '/' || t.token::text
+        || '/' || (EXTRACT(EPOCH FROM t.acquired_at) * 1000000)::bigint::text
+        || '/' || (EXTRACT(EPOCH FROM t.expires_at) * 1000000)::bigint::text
+        || '/' || CASE WHEN t.hard_expires_at = 'infinity' THEN '' ELSE (EXTRACT(EPOCH FROM t.hard_expires_at) * 1000000)::bigint::text END AS wake
 ),
 d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()

@@ -237,7 +237,10 @@ func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 	b.Queue(qs.leaveLockQueue, t.l.ns, t.l.key)
 	b.Queue(qs.leave, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner, t.c.sql.channel)
 	b.Queue("COMMIT")
-	b.Queue(qs.leaveWake, t.c.sql.channel, t.l.ns, t.l.key, t.l.token)
+	wake := !t.c.dropWakes.Load()
+	if wake {
+		b.Queue(qs.leaveWake, t.c.sql.channel, t.l.ns, t.l.key, t.l.token)
+	}
 	br := t.c.pool.SendBatch(ctx, b)
 	_, err := br.Exec()
 	for range 2 {
@@ -255,7 +258,7 @@ func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 	if err == nil {
 		_, err = br.Exec() // COMMIT
 	}
-	if err == nil {
+	if err == nil && wake {
 		if _, werr := br.Exec(); werr != nil {
 			t.c.cfg.Logger.Debug("sentinel: waking the next ticket failed; it re-checks on its own", "resource", t.l.key, "err", werr)
 		}

@@ -284,12 +284,15 @@ type Client struct {
 	exe  *execSQL
 	rt   *resultTypeSQL
 
-	hb     *heartbeater
-	co     *coalescer // concurrent state changes share round trips (coalesce.go)
-	wk     waker      // wake-ups sent after handovers commit (wake.go)
-	ln     *listener
-	closed atomic.Bool
-	once   sync.Once
+	hb *heartbeater
+	co *coalescer // concurrent state changes share round trips (coalesce.go)
+	wk waker      // wake-ups sent after handovers commit (wake.go)
+	// dropWakes makes the client send no wake-up after a handover, as a
+	// process killed between the commit and the wake-up would (tests only).
+	dropWakes atomic.Bool
+	ln        *listener
+	closed    atomic.Bool
+	once      sync.Once
 }
 
 // New returns a Client using pool. cfg may be nil for all defaults. New does

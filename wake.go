@@ -70,6 +70,9 @@ type waker struct {
 // returns: the handover's caller does not wait for them. Client.Close
 // waits for those queued before it (flushWakes).
 func (c *Client) wake(payloads ...string) {
+	if c.dropWakes.Load() {
+		return
+	}
 	w := &c.wk
 	w.mu.Lock()
 	defer w.mu.Unlock()

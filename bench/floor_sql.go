@@ -114,14 +114,18 @@ tr AS (
                           ELSE 'infinity'::timestamptz END,
         waiters = greatest(t.waiters - 1, 0), granted_waiter = dw.waiter
     FROM dw WHERE t.namespace = $1 AND t.key = $2
-    RETURNING pg_catalog.pg_notify($5, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text)::text
+    RETURNING 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text || '/' || t.token::text
+        || '/' || (EXTRACT(EPOCH FROM t.acquired_at) * 1000000)::bigint::text
+        || '/' || (EXTRACT(EPOCH FROM t.expires_at) * 1000000)::bigint::text
+        || '/' || CASE WHEN t.hard_expires_at = 'infinity' THEN '' ELSE (EXTRACT(EPOCH FROM t.hard_expires_at) * 1000000)::bigint::text END AS wake
 ),
 d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
     WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4 AND t.expires_at > pg_catalog.clock_timestamp()
       AND NOT EXISTS (SELECT 1 FROM tr)
     RETURNING CASE WHEN t.waiters > 0 THEN
-        pg_catalog.pg_notify($5, 'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
+        'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key END AS wake
 )
-SELECT (SELECT pg_catalog.count(*) FROM tr) + (SELECT pg_catalog.count(*) FROM d)`
+SELECT (SELECT pg_catalog.count(*) FROM tr) + (SELECT pg_catalog.count(*) FROM d),
+    coalesce((SELECT tr.wake FROM tr), (SELECT d.wake FROM d), '')`
 )

@@ -260,17 +260,7 @@ func (c *Client) takeGrant(ctx context.Context, key string, o callOptions, regKe
 	if err1 != nil || err2 != nil || err3 != nil || token <= 0 {
 		return nil, nil
 	}
-	l := c.newLease(kindLease, o.namespace, key, token, o.ttl)
-	l.acquiredAt = time.UnixMicro(acquired)
-	if !c.hb.add(l, regSent, o.ttl, time.UnixMicro(expires), time.Time{}) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-		defer cancel()
-		_, _ = c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, token)
-		l.end(ErrReleased)
-		return nil, ErrClosed
-	}
-	c.cfg.Logger.Debug("sentinel: lease handed over", "namespace", o.namespace, "key", key, "token", token)
-	return l, nil
+	return c.holdGrant(ctx, key, o, token, time.UnixMicro(acquired), regSent, o.ttl, time.UnixMicro(expires), time.Time{})
 }
 
 // readGrant reads a grant a release made to registration reg
@@ -297,6 +287,14 @@ func (c *Client) readGrant(ctx context.Context, key string, o callOptions, reg i
 	if hard != nil {
 		hardAt = *hard
 	}
+	return c.holdGrant(ctx, key, o, token, acquired, sent, remaining, expires, hardAt)
+}
+
+// holdGrant makes the lease a release handed over (token), renewed from
+// now on, its deadline remaining after sent; a client closing meanwhile
+// gives it back.
+func (c *Client) holdGrant(ctx context.Context, key string, o callOptions, token int64, acquired, sent time.Time,
+	remaining time.Duration, expires, hardAt time.Time) (*Lease, error) {
 	l := c.newLease(kindLease, o.namespace, key, token, o.ttl)
 	l.acquiredAt = acquired
 	if !c.hb.add(l, sent, remaining, expires, hardAt) {

@@ -29,17 +29,7 @@ func TestLostWakeUpLeaseWaiterFindsItsGrant(t *testing.T) {
 	held, err := holderC.Lease(ctx, "lost-wake")
 	require.NoError(t, err)
 
-	got := make(chan *sentinel.Lease, 1)
-	go func() {
-		l, err := waiterC.Lease(ctx, "lost-wake", sentinel.WithWait())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	waitFor(t, 10*time.Second, "the waiter to register", func() bool {
-		return e.count("lease_waiters", "key = 'lost-wake'") == 1
-	})
+	got := registeredWaiter(t, e, waiterC, "lost-wake")
 	released := time.Now()
 	require.NoError(t, held.Release(ctx))
 	require.Equal(t, 1, e.count("leases", "key = 'lost-wake' AND granted_waiter IS NOT NULL AND expires_at > now()"),
@@ -142,17 +132,7 @@ func TestLeaseHandoverTakesTheGrantFromTheWakeUp(t *testing.T) {
 		&sentinel.Config{DefaultTTL: time.Minute, Owner: "the-waiter"})
 	held, err := holderC.Lease(ctx, "carried")
 	require.NoError(t, err)
-	got := make(chan *sentinel.Lease, 1)
-	go func() {
-		l, err := waiterC.Lease(ctx, "carried", sentinel.WithWait())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	waitFor(t, 10*time.Second, "the waiter to register", func() bool {
-		return e.count("lease_waiters", "key = 'carried'") == 1
-	})
+	got := registeredWaiter(t, e, waiterC, "carried")
 	time.Sleep(200 * time.Millisecond) // registered and subscribed, it sleeps
 	waiterStmts.n.Store(0)
 	require.NoError(t, held.Release(ctx))
@@ -167,4 +147,22 @@ func TestLeaseHandoverTakesTheGrantFromTheWakeUp(t *testing.T) {
 	require.True(t, l.Deadline().Before(expires), "the local deadline errs on the early side")
 	require.NoError(t, l.Heartbeat(ctx), "the token the wake-up carried is the grant's")
 	require.NoError(t, l.Release(ctx))
+}
+
+// registeredWaiter starts a Lease(WithWait) of key on c and returns once
+// it is registered; the lease comes on the channel.
+func registeredWaiter(t *testing.T, e *env, c *sentinel.Client, key string) <-chan *sentinel.Lease {
+	t.Helper()
+	got := make(chan *sentinel.Lease, 1)
+	go func() {
+		l, err := c.Lease(ctxT(t), key, sentinel.WithWait())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, 10*time.Second, "the waiter to register", func() bool {
+		return e.count("lease_waiters", "key = $1", key) == 1
+	})
+	return got
 }

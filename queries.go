@@ -199,6 +199,15 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, `    nu
 FROM {{schema}}.leases t, sc
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, 1)
 
+// grantWakeSQL follows the registration in a grant's wake-up ('w'): the
+// grant, from the lease row t the release wrote, as "/<token>/<acquired>/
+// <expires>/<hard expiry or empty>", times in µs since the epoch (see
+// Client.takeGrant).
+const grantWakeSQL = ` || '/' || t.token::text
+        || '/' || (EXTRACT(EPOCH FROM t.acquired_at) * 1000000)::bigint::text
+        || '/' || (EXTRACT(EPOCH FROM t.expires_at) * 1000000)::bigint::text
+        || '/' || CASE WHEN t.hard_expires_at = 'infinity' THEN '' ELSE (EXTRACT(EPOCH FROM t.hard_expires_at) * 1000000)::bigint::text END`
+
 // sqlRelease ends a lease guarded by owner, token and expiry and, when a
 // caller waits for the key (registered in lease_waiters, see
 // sqlAcquireWait), hands the lease to the oldest live registration in the
@@ -266,10 +275,7 @@ tr AS (
                           ELSE 'infinity'::timestamptz END,
         waiters = greatest(t.waiters - 1, 0), granted_waiter = dw.waiter
     FROM dw WHERE t.namespace = $1 AND t.key = $2
-    RETURNING 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text || '/' || t.token::text
-        || '/' || (EXTRACT(EPOCH FROM t.acquired_at) * 1000000)::bigint::text
-        || '/' || (EXTRACT(EPOCH FROM t.expires_at) * 1000000)::bigint::text
-        || '/' || CASE WHEN t.hard_expires_at = 'infinity' THEN '' ELSE (EXTRACT(EPOCH FROM t.hard_expires_at) * 1000000)::bigint::text END AS wake
+    RETURNING 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text` + grantWakeSQL + ` AS wake
 ),
 d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
@@ -381,10 +387,7 @@ tr AS (
         waiters = greatest(t.waiters - 1, 0), granted_waiter = dw.waiter
     FROM dw JOIN i ON i.ns = dw.namespace AND i.key = dw.key
     WHERE t.namespace = dw.namespace AND t.key = dw.key
-    RETURNING i.n AS ord, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text || '/' || t.token::text
-        || '/' || (EXTRACT(EPOCH FROM t.acquired_at) * 1000000)::bigint::text
-        || '/' || (EXTRACT(EPOCH FROM t.expires_at) * 1000000)::bigint::text
-        || '/' || CASE WHEN t.hard_expires_at = 'infinity' THEN '' ELSE (EXTRACT(EPOCH FROM t.hard_expires_at) * 1000000)::bigint::text END AS wake
+    RETURNING i.n AS ord, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text` + grantWakeSQL + ` AS wake
 ),
 d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()

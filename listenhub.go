@@ -206,9 +206,8 @@ func (h *listenHub) claim(k waitKey) (string, bool) {
 }
 
 // wakeOne wakes one waiter for k in the process, trying the clients in
-// turn, skipping except (a waiter of except passing its wake-up on), and
-// reports whether it woke one.
-func (h *listenHub) wakeOne(k waitKey, except *listener) bool {
+// turn, skipping except (a waiter of except passing its wake-up on).
+func (h *listenHub) wakeOne(k waitKey, except *listener) {
 	for _, ln := range h.snapshot() {
 		if ln == except {
 			continue
@@ -219,10 +218,9 @@ func (h *listenHub) wakeOne(k waitKey, except *listener) bool {
 				h.next = i + 1
 			}
 			h.mu.Unlock()
-			return true
+			return
 		}
 	}
-	return false
 }
 
 // wakeAll wakes every waiter of every member (the connection changed:

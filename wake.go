@@ -21,13 +21,19 @@ import (
 // update also notified.
 //
 // So the statements that hand something over (a lease release, a turn's
-// leave, a resignation) commit durably without notifying, and return the
-// payloads of the wake-ups they decided. The client sends those right
-// after the commit (wake, waker), in a transaction of their own that commits
-// without waiting for its flush (synchronous_commit off, for that
-// transaction only): it holds the notify lock for microseconds, not for
-// a disk flush, and the durable commits of many handovers share flushes
-// again.
+// leave, a resignation) commit durably without notifying, and the
+// wake-up follows in a transaction of its own that commits without
+// waiting for its flush (synchronous_commit off, for that transaction
+// only): it holds the notify lock for microseconds, not for a disk flush,
+// and the durable commits of many handovers share flushes again.
+//
+//   - Turn.leave and Elector.resign send it in the handover's round trip
+//     (BEGIN, the handover, COMMIT, then sqlTicketLeaveWake or
+//     sqlResignWake, which read what was committed and notify).
+//   - A lease release returns the payload of the wake-up it decided (only
+//     when somebody waits: a release nobody waits for costs its one
+//     statement), and the client's sender (wake, waker) sends it, batched
+//     with others decided meanwhile, in sqlWake.
 //
 // Nothing a waiter trusts is weakened. A notification is sent only after
 // the handover's commit returned, so it always names a durable state:

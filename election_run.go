@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,6 +86,7 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 	var waiting time.Time // registered as waiting until then at least (local clock)
 	var regTerm int64     // the term the registration was made under
 	var regNamed bool     // the registration named this elector the successor
+	var regSent time.Time // when the newest registration that named it was sent (see takeTerm)
 	var grantKey string   // the member token this elector listens on for a handed-over term
 	defer func() {
 		if grantKey != "" {
@@ -117,6 +119,19 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 		holdOff := e.holdOff
 		member := e.member
 		e.mu.Unlock()
+		if regNamed && mayLead && grantKey != "" {
+			// Woken by a resignation that named this elector: lead from
+			// the grant its wake-up carried, without reading it.
+			if res, ok := e.takeTerm(grantKey, regSent, max(regTerm, seenTerm)); ok {
+				regNamed = false // the grant used the registration up
+				seenTerm, lockedBackoff = res.leader.Term, 10*time.Millisecond
+				cb.poll()
+				if err := e.lead(ctx, res, cb); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		cctx, cancel := context.WithTimeout(ctx, e.ttl)
 		res, err := e.campaign(cctx, mayLead, member.token)
 		cancel()
@@ -218,13 +233,16 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 				e.c.ln.subscribeTo(notifyElectionGrant, e.ns, k, wake)
 				grantKey = k
 			}
-			term, live, until, in := e.waitJoin(ctx, memberTok, mayNow)
+			term, live, until, sent, in := e.waitJoin(ctx, memberTok, mayNow)
 			switch {
 			case in && (!live || term != res.leader.Term):
 				continue // resigned (or taken over) meanwhile: campaign now
 			case in:
 				waiting, waitBackoff = until, 10*time.Millisecond
 				regTerm, regNamed = term, mayNow && memberTok != 0
+				if regNamed {
+					regSent = sent
+				}
 				delay = min(delay, time.Until(waiting))
 			default:
 				// Not registered (the row was locked, or an error):
@@ -251,11 +269,12 @@ func (e *Elector) memberToken() int64 {
 // (sqlElectionWait). in says whether it was registered (not when the row
 // was locked or missing, or on an error); term and live are the group's
 // term then and whether it was unexpired; until is when the registration
-// ends at the earliest, by the local clock.
-func (e *Elector) waitJoin(ctx context.Context, member int64, mayLead bool) (term int64, live bool, until time.Time, in bool) {
+// ends at the earliest, by the local clock; sent is when the statement
+// was sent.
+func (e *Elector) waitJoin(ctx context.Context, member int64, mayLead bool) (term int64, live bool, until, sent time.Time, in bool) {
 	wctx, cancel := context.WithTimeout(ctx, e.ttl)
 	defer cancel()
-	sent := time.Now()
+	sent = time.Now()
 	var left time.Duration
 	err := e.c.pool.QueryRow(wctx, e.sql.wait, e.ns, e.group, us(e.ttl), e.c.cfg.Owner, member, e.c.cfg.Host, e.c.cfg.PID,
 		e.opts.AppVersion, mayLead && member != 0).Scan(&term, &live, &left)
@@ -263,9 +282,51 @@ func (e *Elector) waitJoin(ctx context.Context, member int64, mayLead bool) (ter
 		if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
 			e.c.cfg.Logger.Warn("sentinel: elector: registering as waiting failed; re-checking", "group", e.group, "err", err)
 		}
-		return 0, false, time.Time{}, false
+		return 0, false, time.Time{}, time.Time{}, false
 	}
-	return term, live, sent.Add(left), true
+	return term, live, sent.Add(left), sent, true
+}
+
+// takeTerm returns the term a resignation handed to this elector, from what
+// the grant's wake-up carried (sqlResignWake, kept by the process's hub),
+// as a campaign that won it would; ok is false when none was kept or when
+// it cannot be trusted as is (the caller then campaigns, which reads the
+// grant).
+//
+// The wake-up names a committed grant of term T to member token key. It is
+// trusted only when T is newer than floor (every term this elector has
+// seen, registered under or led): an older one is a grant this elector
+// already read, led and gave up, whose wake-up came late. Its local
+// deadline counts the successor's TTL (its own, written by its
+// registration) from regSent, the send time of the registration that named
+// it under an older term: that statement held the group's row lock, which
+// the grant's statement then waited for (or it found the row locked and
+// registered nothing), so the grant was made after it was sent, and its
+// expiry, counted on the database clock from the grant, is later. A
+// registration sent too long ago (less than half the TTL would be left) is
+// read instead, as a lease waiter's is (Client.takeGrant).
+func (e *Elector) takeTerm(key string, regSent time.Time, floor int64) (campaignResult, bool) {
+	data, ok := e.c.ln.takeGrant(notifyElectionGrant, e.ns, key)
+	if !ok || regSent.IsZero() || time.Until(regSent.Add(e.ttl)) < e.ttl/2 {
+		return campaignResult{}, false
+	}
+	f := strings.Split(data, "/")
+	if len(f) != 3 {
+		return campaignResult{}, false
+	}
+	term, err1 := strconv.ParseInt(f[0], 10, 64)
+	elected, err2 := strconv.ParseInt(f[1], 10, 64)
+	expires, err3 := strconv.ParseInt(f[2], 10, 64)
+	e.mu.Lock()
+	floor = max(floor, e.led)
+	e.mu.Unlock()
+	if err1 != nil || err2 != nil || err3 != nil || term <= floor {
+		return campaignResult{}, false
+	}
+	l := &Leader{Namespace: e.ns, Group: e.group, Owner: e.c.cfg.Owner, Host: e.c.cfg.Host, PID: e.c.cfg.PID,
+		AppVersion: e.opts.AppVersion, Term: term, ElectedAt: time.UnixMicro(elected), ExpiresAt: time.UnixMicro(expires)}
+	return campaignResult{acquired: true, live: true, leader: l, remaining: e.ttl,
+		localExpiry: regSent.Add(e.ttl), sent: regSent}, true
 }
 
 func filterCtx(ctx context.Context, err error) error {

@@ -30,10 +30,10 @@ package sentinel
 //	┌─────────────┐ release, S's member row live, the row not locked:  ┌─────────────┐
 //	│ leader (T)  │ ─────────────────────────────────────────────────▶ │ S leads (T')│
 //	└─────────────┘ mint T', term_member = S's member token;            └─────────────┘
-//	       │        NOTIFY 'h' (to S, by its token), then 'g'           S reads its grant
-//	       │                                                            with its next
-//	       ▼        otherwise: the row expires now; NOTIFY 'g' only     campaign
-//	   no leader    while a follower is registered as waiting          (sqlCampaign)
+//	       │        NOTIFY 'h' (to S, by its token, carrying the       S leads from the
+//	       │        grant), then 'g'                                   wake-up, or reads
+//	       ▼        otherwise: the row expires now; NOTIFY 'g' only     its grant with its
+//	   no leader    while a follower is registered as waiting          next campaign
 //
 // The statements: sqlCampaign (campaign, and a successor's read of its
 // grant), the heartbeat's renewal (renewKinds in queries.go: kindLeader,
@@ -159,7 +159,8 @@ WHERE t.namespace = $1 AND t.election = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 //   - tr writes the next term for the successor: a term minted here, its
 //     expiry counted from clock_timestamp() with the successor's TTL,
 //     term_member naming it; the successor is notified by its member token
-//     (kind 'h'), and reads its grant (sqlCampaign) when it wakes; the
+//     (kind 'h', carrying the grant: see sqlResignWake), and leads from it
+//     or, when it cannot trust it, reads its grant (sqlCampaign); the
 //     group's other followers are woken too (kind 'g', after it), so they
 //     see the new leader at once.
 //   - otherwise d ends the term (expires it now) and wakes the group's
@@ -221,15 +222,22 @@ SELECT (SELECT pg_catalog.count(*) FROM tr) + (SELECT pg_catalog.count(*) FROM d
 // group to (term_member of a later term), then 'g' to the group's
 // followers while one is registered as waiting. It reads what the
 // resignation committed, so it runs after it, in the same round trip
-// (Elector.resign). A wake-up it sends for a later change (another
-// handover since) is a spare hint: the woken elector campaigns and reads.
+// (Elector.resign). The 'h' wake-up carries the grant, as
+// "/<term>/<elected_at>/<expires_at>" (µs since the epoch) after the
+// member token: the successor leads from it without reading its term
+// (Elector.takeTerm). It always names a committed grant of the row's
+// current term to that member; one it sends for a later change (another
+// handover since) names that later grant.
 // $1 channel, $2 namespace, $3 election, $4 the resigned term, $5 the
 // followers' wake-up payload.
 const sqlResignWake = `
 SELECT pg_catalog.pg_notify($1::text, w.p)
 FROM pg_catalog.set_config('synchronous_commit', 'off', true) AS s, (
     SELECT x.p FROM (
-        SELECT 'h' || pg_catalog.octet_length($2::text)::text || ':' || $2::text || t.term_member::text AS p, 1 AS o
+        SELECT 'h' || pg_catalog.octet_length($2::text)::text || ':' || $2::text || t.term_member::text
+            || '/' || t.term::text
+            || '/' || (EXTRACT(EPOCH FROM t.elected_at) * 1000000)::bigint::text
+            || '/' || (EXTRACT(EPOCH FROM t.expires_at) * 1000000)::bigint::text AS p, 1 AS o
         FROM {{schema}}.leaders t
         WHERE t.namespace = $2 AND t.election = $3 AND t.term > $4 AND t.term_member IS NOT NULL
         UNION ALL
@@ -367,7 +375,8 @@ func (c *Client) electionSQL() *electionSQL {
 const notifyElection byte = 'g'
 
 // notifyElectionGrant is the notification kind of a term handed over by a
-// resignation (sqlResign): the key is the successor's member token.
+// resignation (sqlResign): the key is the successor's member token, and
+// "/<grant>" follows it (sqlResignWake).
 const notifyElectionGrant byte = 'h'
 
 // electionPayload encodes a group's wake-up as the listener parses it (see

@@ -41,3 +41,6 @@ func FollowFromGaps(ctx context.Context, c *Client, id int64, gaps [][2]int64, f
 // DropWakes makes c send no wake-up after its handovers commit, as a
 // process killed between the commit and the wake-up would.
 func DropWakes(c *Client) { c.dropWakes.Store(true) }
+
+// Channel is the client's LISTEN/NOTIFY channel.
+func Channel(c *Client) string { return c.sql.channel }

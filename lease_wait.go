@@ -246,7 +246,7 @@ func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key strin
 // than half the TTL would be left) or a grant with a hard expiry is read
 // instead.
 func (c *Client) takeGrant(ctx context.Context, key string, o callOptions, regKey string, regSent time.Time) (*Lease, error) {
-	data, ok := c.ln.takeGrant(o.namespace, regKey)
+	data, ok := c.ln.takeGrant(notifyLeaseGrant, o.namespace, regKey)
 	if !ok || regSent.IsZero() || time.Until(regSent.Add(o.ttl)) < o.ttl/2 {
 		return nil, nil
 	}

@@ -50,8 +50,16 @@ const (
 	// notifyElection ('g', election_sql.go): a leader resigned: wake every
 	// follower of the group.
 	// notifyElectionGrant ('h', election_sql.go): a resignation handed the
-	// term to the elector whose member token is the key.
+	// term to the elector whose member token is the key; "/<grant>"
+	// follows it (sqlResignWake).
 )
+
+// carriesGrant reports whether a notification of kind names one waiter and
+// carries what it was granted after its key ("<key>/<grant>"): the hub
+// keeps those until the waiter takes them (listenHub.keep).
+func carriesGrant(kind byte) bool {
+	return kind == notifyLeaseGrant || kind == notifyElectionGrant
+}
 
 // broadcast reports whether a notification of kind wakes every waiter of
 // its key (a result every waiter can use) rather than one (a grant only
@@ -92,14 +100,15 @@ func (ln *listener) subscribe(ctx context.Context, kind byte, ns, key string) (c
 // for (kind, ns, key) too; drop removes it again without touching a wake-up
 // ch may hold (it belongs to the other subscription as much).
 //
-// A lease grant's wake-up that arrived before the subscription (the hub
-// keeps those, see listenHub.dispatch) wakes ch at once.
+// A grant's wake-up (a lease's or a term's) that arrived before the
+// subscription (the hub keeps those, see listenHub.dispatch) wakes ch at
+// once.
 func (ln *listener) subscribeTo(kind byte, ns, key string, ch chan struct{}) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	k := waitKey{kind, ns, key}
 	ln.waiters[k] = append(ln.waiters[k], ch)
-	if kind == notifyLeaseGrant && ln.hub != nil && ln.hub.isKept(k) {
+	if carriesGrant(kind) && ln.hub != nil && ln.hub.isKept(k) {
 		select {
 		case ch <- struct{}{}:
 		default:
@@ -213,16 +222,17 @@ func (ln *listener) wakeAll() {
 	}
 }
 
-// takeGrant returns the grant a lease grant's wake-up for registration
-// key carried (see listenHub.keep), if the hub kept one, and forgets it.
-func (ln *listener) takeGrant(ns, key string) (string, bool) {
+// takeGrant returns the grant a wake-up of kind (notifyLeaseGrant for a
+// lease registration, notifyElectionGrant for a member token) carried for
+// key (see listenHub.keep), if the hub kept one, and forgets it.
+func (ln *listener) takeGrant(kind byte, ns, key string) (string, bool) {
 	ln.mu.Lock()
 	h := ln.hub
 	ln.mu.Unlock()
 	if h == nil {
 		return "", false
 	}
-	return h.claim(waitKey{notifyLeaseGrant, ns, key})
+	return h.claim(waitKey{kind, ns, key})
 }
 
 // listening reports whether release notifications can currently arrive.

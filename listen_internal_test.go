@@ -32,8 +32,8 @@ func FuzzParsePayload(f *testing.F) {
 	})
 }
 
-// A lease grant's wake-up is kept by the hub with the grant it carries
-// until its waiter takes it; one that arrives before its waiter subscribed
+// A grant's wake-up (a lease's, a term's) is kept by the hub with the
+// grant it carries until its waiter takes it; one that arrives before its waiter subscribed
 // to the registration (it learns the registration's id only from the
 // statement that made it) wakes the subscription at once; the kept ones
 // are bounded.
@@ -56,10 +56,10 @@ func TestHubKeepsGrantWakeUps(t *testing.T) {
 	if !woken(ch) {
 		t.Fatal("a grant's wake-up that came before the subscription was lost")
 	}
-	if data, ok := ln.takeGrant("ns", "41"); !ok || data != "9/1/2/" {
+	if data, ok := ln.takeGrant(notifyLeaseGrant, "ns", "41"); !ok || data != "9/1/2/" {
 		t.Fatalf("takeGrant = %q, %v; want the grant the wake-up carried", data, ok)
 	}
-	if _, ok := ln.takeGrant("ns", "41"); ok {
+	if _, ok := ln.takeGrant(notifyLeaseGrant, "ns", "41"); ok {
 		t.Fatal("a grant taken was kept")
 	}
 
@@ -69,8 +69,23 @@ func TestHubKeepsGrantWakeUps(t *testing.T) {
 	if !woken(late) {
 		t.Fatal("a subscribed waiter was not woken")
 	}
-	if data, ok := ln.takeGrant("ns", "42"); !ok || data != "10/1/2/" {
+	if data, ok := ln.takeGrant(notifyLeaseGrant, "ns", "42"); !ok || data != "10/1/2/" {
 		t.Fatalf("takeGrant = %q, %v after a delivered wake-up", data, ok)
+	}
+
+	// A term's wake-up is kept the same way, apart from a lease's with
+	// the same key (a member token and a registration id may be equal).
+	h.dispatch(waitKey{notifyElectionGrant, "ns", "43"}, "12/1/2")
+	term := make(chan struct{}, 1)
+	ln.subscribeTo(notifyElectionGrant, "ns", "43", term)
+	if !woken(term) {
+		t.Fatal("a term's wake-up that came before the subscription was lost")
+	}
+	if _, ok := ln.takeGrant(notifyLeaseGrant, "ns", "43"); ok {
+		t.Fatal("a term's wake-up was taken as a lease's")
+	}
+	if data, ok := ln.takeGrant(notifyElectionGrant, "ns", "43"); !ok || data != "12/1/2" {
+		t.Fatalf("takeGrant(term) = %q, %v; want the grant the wake-up carried", data, ok)
 	}
 
 	for i := range 3 * maxKept {

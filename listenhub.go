@@ -44,12 +44,13 @@ type listenHub struct {
 	members []*listener
 	next    int  // where the next wake-one starts, so clients take turns
 	healthy bool // LISTEN is active on a live connection
-	// kept holds lease grants' wake-ups (keep, kept, claim) with the grant
-	// they carry, until their waiter takes them: the waiter reads its
-	// grant from there instead of from the database, and one that
-	// subscribes to its registration late (it learns the registration's
-	// id from the statement that registers it, so a release may grant it,
-	// and its wake-up arrive, in between) is woken by the subscription.
+	// kept holds grants' wake-ups (a lease's, a term's: keep, kept, claim)
+	// with the grant they carry, until their waiter takes them: the waiter
+	// takes its grant from there instead of reading it from the database,
+	// and one that subscribes to its registration late (it learns the
+	// registration's id from the statement that registers it, so a release
+	// may grant it, and its wake-up arrive, in between) is woken by the
+	// subscription.
 	kept     map[waitKey]string
 	keptFIFO []waitKey
 	ready    chan struct{}
@@ -131,7 +132,7 @@ func (h *listenHub) snapshot() []*listener {
 }
 
 // dispatch routes one notification; data is what a grant's wake-up
-// carries (see sqlRelease), "" for the other kinds.
+// carries (see sqlRelease, sqlResignWake), "" for the other kinds.
 func (h *listenHub) dispatch(k waitKey, data string) {
 	if broadcast(k.kind) {
 		for _, ln := range h.snapshot() {
@@ -139,11 +140,11 @@ func (h *listenHub) dispatch(k waitKey, data string) {
 		}
 		return
 	}
-	if k.kind != notifyLeaseGrant {
+	if !carriesGrant(k.kind) {
 		h.wakeOne(k, nil)
 		return
 	}
-	// A grant names one registration. Kept first, offered second: a
+	// A grant names one registration (or member). Kept first, offered second: a
 	// subscription made after the offer found nobody finds it kept
 	// (listener.subscribeTo), one made before is woken by the offer, and
 	// one made in between gets both (a spare wake-up). The woken waiter
@@ -267,8 +268,9 @@ func (h *listenHub) run(ctx context.Context) {
 			}
 			if k, ok := parsePayload(n.Payload); ok {
 				var data string
-				if k.kind == notifyLeaseGrant {
-					// "<registration>/<grant>": route by the registration.
+				if carriesGrant(k.kind) {
+					// "<registration>/<grant>": route by the registration
+					// (a term's: by the member token).
 					if i := strings.IndexByte(k.key, '/'); i >= 0 {
 						k.key, data = k.key[:i], k.key[i+1:]
 					}

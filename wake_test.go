@@ -1,9 +1,13 @@
 package sentinel_test
 
 import (
+	"context"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -165,4 +169,77 @@ func registeredWaiter(t *testing.T, e *env, c *sentinel.Client, key string) <-ch
 		return e.count("lease_waiters", "key = $1", key) == 1
 	})
 	return got
+}
+
+// A term handed to a registered successor: the resignation's wake-up
+// carries the grant, so the successor leads without a statement of its
+// own; and a wake-up replayed later, for a term the successor already led
+// and gave up, is not trusted (the successor campaigns, reads the live
+// leader and follows).
+func TestElectorSuccessorLeadsFromTheWakeUp(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var ts tenures
+	aC := e.client(&sentinel.Config{DefaultTTL: time.Minute, Owner: "a"})
+	var bStmts counter // b's pool's own statements
+	bC := e.clientOn(e.pool(func(c *pgxpool.Config) { c.ConnConfig.Tracer = &bStmts }),
+		&sentinel.Config{DefaultTTL: time.Minute, Owner: "b"})
+	a, err := aC.Elector("carried-term", sentinel.ElectorOptions{OnElected: ts.onElected(0, nil)})
+	require.NoError(t, err)
+	runElector(t, a)
+	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+
+	// The wake-ups, as a listener of the channel sees them.
+	conn, err := admin.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{sentinel.Channel(aC)}.Sanitize())
+	require.NoError(t, err)
+	defer func() { _, _ = conn.Exec(context.Background(), "UNLISTEN *") }()
+
+	var atStart atomic.Int64
+	atStart.Store(-1)
+	b, err := bC.Elector("carried-term", sentinel.ElectorOptions{OnElected: ts.onElected(1, func(ctx context.Context) {
+		atStart.CompareAndSwap(-1, bStmts.n.Load())
+		<-ctx.Done()
+	})})
+	require.NoError(t, err)
+	runElector(t, b)
+	waitFor(t, 10*time.Second, "b to name itself successor", func() bool {
+		return e.count("leaders", "election = 'carried-term' AND next_owner = 'b'") == 1
+	})
+	time.Sleep(200 * time.Millisecond) // registered, it sleeps
+	bStmts.n.Store(0)
+	require.NoError(t, a.Resign(ctx))
+	waitFor(t, 10*time.Second, "b to lead", b.IsLeader)
+	require.Zero(t, atStart.Load(), "b sent no statement before it led: it took its term from the wake-up")
+	require.Equal(t, 1, e.count("leaders", "election = 'carried-term' AND owner = 'b' AND term_member IS NOT NULL AND term = $1", b.Term()),
+		"the term b leads is the one the resignation handed it")
+
+	var handed string // the wake-up that handed b its term
+	for handed == "" {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		n, err := conn.Conn().WaitForNotification(wctx)
+		cancel()
+		require.NoError(t, err, "the resignation's 'h' wake-up")
+		if strings.HasPrefix(n.Payload, "h") {
+			handed = n.Payload
+		}
+	}
+
+	// b gives the term back to a, then names itself successor again.
+	waitFor(t, 10*time.Second, "a to name itself successor", func() bool {
+		return e.count("leaders", "election = 'carried-term' AND next_owner = 'a'") == 1
+	})
+	require.NoError(t, b.Resign(ctx))
+	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	waitFor(t, 10*time.Second, "b to name itself successor again", func() bool {
+		return e.count("leaders", "election = 'carried-term' AND next_owner = 'b'") == 1
+	})
+	_, err = admin.Exec(ctx, "SELECT pg_catalog.pg_notify($1, $2)", sentinel.Channel(aC), handed)
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond)
+	require.False(t, b.IsLeader(), "a replayed wake-up of a term b gave up made it lead again")
+	require.True(t, a.IsLeader())
+	checkTenures(t, ts.snapshot())
 }

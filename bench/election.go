@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
@@ -100,6 +101,10 @@ type electionSection struct {
 	ttl     time.Duration
 	results []*electionResult
 	notes   []string
+	// commitFloor is one durable single-row UPDATE after the handover
+	// loop's pause (pausedCommit): what the machine charges any handover
+	// that commits, Sentinel's or etcd's.
+	commitFloor sample
 }
 
 func (s *electionSection) get(name string) *electionResult {
@@ -388,7 +393,42 @@ func (b *bench) electionBench(ctx context.Context) (*electionSection, error) {
 		}
 		sec.results = append(sec.results, r)
 	}
+	b.progress("election: floor: one durable UPDATE after the handover loop's pause, %d", handovers)
+	if sec.commitFloor, err = b.pausedCommit(ctx, handovers); err != nil {
+		return nil, fmt.Errorf("election floor: %w", err)
+	}
 	return sec, nil
+}
+
+// handoverPause is the pause between two handovers of handoverRun.
+const handoverPause = 20 * time.Millisecond
+
+// pausedCommit measures n durable single-row UPDATEs (autocommit, the
+// server's synchronous_commit), each after the handover loop's pause: the
+// least any handover that commits durably pays on this machine, where a
+// process that slept is slower to run again (the figure reported beside
+// the handovers).
+func (b *bench) pausedCommit(ctx context.Context, n int) (sample, error) {
+	var s sample
+	table := pgx.Identifier{b.schema + "_el", "bench_commit_floor"}.Sanitize()
+	if _, err := b.admin.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (id int PRIMARY KEY, n bigint NOT NULL)"); err != nil {
+		return s, err
+	}
+	if _, err := b.admin.Exec(ctx, "INSERT INTO "+table+" VALUES (1, 0) ON CONFLICT DO NOTHING"); err != nil {
+		return s, err
+	}
+	began := time.Now()
+	for range n {
+		time.Sleep(handoverPause)
+		t0 := time.Now()
+		if _, err := b.admin.Exec(ctx, "UPDATE "+table+" SET n = n + 1 WHERE id = 1"); err != nil {
+			return s, err
+		}
+		s.lat = append(s.lat, time.Since(t0))
+		s.ops++
+	}
+	s.elapsed = time.Since(began)
+	return s, nil
 }
 
 // etcdClientVersion is the client pinned in go.mod.
@@ -510,7 +550,7 @@ func (b *bench) handoverRun(ctx context.Context, mode string, cfg electionConfig
 		}
 		s.lat = append(s.lat, at.Sub(t0))
 		s.ops++
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(handoverPause)
 	}
 	s.elapsed = time.Since(began)
 	return s, nil
@@ -570,6 +610,14 @@ func (s *electionSection) markdown() string {
 			fmt.Sprintf("%.2f %s", r.leaderPerSec, r.unit), fmt.Sprintf("%.2f %s", r.followerPerSec, r.unit), r.note)
 	}
 	p("%s\n", t)
+	if s.commitFloor.ops > 0 {
+		p("Floor, same run: one durable single-row `UPDATE` (autocommit) after the same %s pause as between two handovers: p50 %s, p99 %s over %d",
+			handoverPause, fmtDur(s.commitFloor.pct(50)), fmtDur(s.commitFloor.pct(99)), s.commitFloor.ops)
+		if sen := s.get(nameElSentinel); sen != nil && sen.handover.ops > 0 {
+			p("; the Elector's handover p50 is %.2fx it", ratio(float64(sen.handover.pct(50)), float64(s.commitFloor.pct(50))))
+		}
+		p(". A process that slept that long is slower to run again on this machine than one kept busy, and a handover wakes several.\n\n")
+	}
 	return b.String()
 }
 

@@ -156,7 +156,7 @@ func TestRunSmoke(t *testing.T) {
 	report := out.String()
 	for _, want := range []string{"## Throughput and latency", "## Handover", "## 50 leases held by one client",
 		"## Fresh Once with 2000 completed executions", "## Targets", "cirello.io/pglock", "pg_advisory_lock",
-		"## Leader election", "election handover p50 after Resign",
+		"## Leader election", "election handover p50 after Resign", "Floor, same run: one durable single-row `UPDATE`",
 		"## Sentinel vs DBOS Transact Go", "fresh payment p50, lone caller", "2 callers, pool 8", "### Crash table"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q", want)

@@ -125,7 +125,6 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 			if res, ok := e.takeTerm(grantKey, regSent, max(regTerm, seenTerm)); ok {
 				regNamed = false // the grant used the registration up
 				seenTerm, lockedBackoff = res.leader.Term, 10*time.Millisecond
-				cb.poll()
 				if err := e.lead(ctx, res, cb); err != nil {
 					return err
 				}

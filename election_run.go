@@ -298,10 +298,13 @@ func (e *Elector) waitJoin(ctx context.Context, member int64, mayLead bool) (ter
 // already read, led and gave up, whose wake-up came late. Its local
 // deadline counts the successor's TTL (its own, written by its
 // registration) from regSent, the send time of the registration that named
-// it under an older term: that statement held the group's row lock, which
-// the grant's statement then waited for (or it found the row locked and
-// registered nothing), so the grant was made after it was sent, and its
-// expiry, counted on the database clock from the grant, is later. A
+// it under an older term. That statement locked the group's row until it
+// committed (or found it locked and registered nothing), and a resignation
+// that finds the row locked skips it and hands nothing over; a registration
+// made after the grant would have seen the new term and registered under
+// it (Run then campaigns, leaving regSent as it was). So the grant was made
+// after regSent, and its expiry, counted on the database clock from the
+// grant, is later. A
 // registration sent too long ago (less than half the TTL would be left) is
 // read instead, as a lease waiter's is (Client.takeGrant).
 func (e *Elector) takeTerm(key string, regSent time.Time, floor int64) (campaignResult, bool) {

@@ -432,9 +432,12 @@ func TestBadTTLsAndHonestMessages(t *testing.T) {
 func TestOnceDefaultHardTTLLetsSlowWorkComplete(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	c := e.client(&sentinel.Config{DefaultTTL: 500 * time.Millisecond})
+	// A TTL of 1s leaves a renewal about 0.57s to land before the local
+	// deadline; with 0.5s (0.28s) a renewal stalled by a loaded CI machine
+	// lost the lease.
+	c := e.client(&sentinel.Config{DefaultTTL: time.Second})
 	res, err := sentinel.Once(ctx, c, "slow", func(context.Context) (string, error) {
-		time.Sleep(2 * time.Second) // four TTLs
+		time.Sleep(2500 * time.Millisecond) // two and a half TTLs
 		return "charged", nil
 	})
 	require.NoError(t, err)
@@ -446,7 +449,7 @@ func TestOnceDefaultHardTTLLetsSlowWorkComplete(t *testing.T) {
 
 	// OnceTx too.
 	tx, err := sentinel.OnceTx(ctx, c, "slow-tx", func(ctx context.Context, tx pgx.Tx) (int, error) {
-		time.Sleep(2 * time.Second)
+		time.Sleep(2500 * time.Millisecond)
 		return 1, nil
 	})
 	require.NoError(t, err)

@@ -153,6 +153,94 @@ func TestLeaseHandoverTakesTheGrantFromTheWakeUp(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 }
 
+// A lease acquired by waiting is contended: its release sends the
+// wake-up in its own round trip, right after its commit (one batch:
+// BEGIN, the release, COMMIT, the wake-up), so the client's sender sends
+// nothing, and the next waiter still takes its grant from the wake-up with
+// no statement of its own. A lease nobody waited for is released in its
+// one statement, as before.
+func TestContendedReleaseWakesInItsRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var aStmts counter
+	a := e.clientOn(e.pool(func(c *pgxpool.Config) { c.ConnConfig.Tracer = &aStmts }),
+		&sentinel.Config{DefaultTTL: time.Minute, Owner: "a"})
+	b, bc := coalescingClient(t, e, &sentinel.Config{DefaultTTL: time.Minute, Owner: "b"})
+
+	first, err := a.Lease(ctx, "contended")
+	require.NoError(t, err)
+	got := registeredWaiter(t, e, b, "contended")
+	require.NoError(t, first.Release(ctx))
+	held := <-got
+	require.NotNil(t, held)
+
+	again := registeredWaiter(t, e, a, "contended")
+	time.Sleep(200 * time.Millisecond) // registered and subscribed, a sleeps
+	aStmts.n.Store(0)
+	bc.n.Store(0)
+	bc.batches.Store(0)
+	bc.queries.Store(0)
+	require.NoError(t, held.Release(ctx))
+	l := <-again
+	require.NotNil(t, l)
+	require.Zero(t, aStmts.n.Load(), "the waiter took its grant from the wake-up")
+	require.Greater(t, l.Token(), held.Token())
+	require.Equal(t, 1, e.count("leases", "key = 'contended' AND owner = 'a' AND token = $1", l.Token()))
+	time.Sleep(200 * time.Millisecond) // a wake-up from the sender would be sent by now
+	require.Equal(t, int64(1), bc.batches.Load(), "the release and its wake-up went in one round trip")
+	require.Equal(t, int64(4), bc.queries.Load(), "BEGIN, the release, COMMIT, the wake-up")
+	require.Zero(t, bc.n.Load(), "the client's sender sent no wake-up of its own")
+	require.NoError(t, l.Release(ctx))
+
+	// Nobody waited for this one: one statement, no batch.
+	alone, err := b.Lease(ctx, "alone")
+	require.NoError(t, err)
+	bc.n.Store(0)
+	bc.batches.Store(0)
+	require.NoError(t, alone.Release(ctx))
+	require.Equal(t, int64(1), bc.n.Load())
+	require.Zero(t, bc.batches.Load())
+}
+
+// A contended release that grants nothing (the one registration is locked
+// by another transaction, so the release skips it and only ends the lease)
+// still wakes the waiters from its round trip ('l'): the waiter re-checks
+// at once and takes the key, long before its own re-check (a third of its
+// one-minute TTL).
+func TestContendedReleaseWithoutAGrantWakesWaiters(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	a := e.client(&sentinel.Config{DefaultTTL: time.Minute, Owner: "a"})
+	b, bc := coalescingClient(t, e, &sentinel.Config{DefaultTTL: time.Minute, Owner: "b"})
+	first, err := a.Lease(ctx, "ended")
+	require.NoError(t, err)
+	got := registeredWaiter(t, e, b, "ended")
+	require.NoError(t, first.Release(ctx))
+	held := <-got
+	require.NotNil(t, held)
+
+	again := registeredWaiter(t, e, a, "ended")
+	time.Sleep(200 * time.Millisecond)
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+e.schema+".lease_waiters WHERE key = 'ended' FOR UPDATE")
+	require.NoError(t, err)
+	bc.n.Store(0)
+	bc.batches.Store(0)
+	start := time.Now()
+	require.NoError(t, held.Release(ctx))
+	require.Equal(t, 1, e.count("lease_waiters", "key = 'ended'"), "the locked registration was skipped, not granted")
+	require.NoError(t, tx.Commit(ctx))
+	l := <-again
+	require.NotNil(t, l)
+	require.Less(t, time.Since(start), 10*time.Second, "woken by the release, not by its own re-check")
+	require.Equal(t, int64(1), bc.batches.Load(), "the wake-up went in the release's round trip")
+	require.Zero(t, bc.n.Load(), "the client's sender sent no wake-up of its own")
+	require.Greater(t, l.Token(), held.Token())
+	require.NoError(t, l.Release(ctx))
+}
+
 // registeredWaiter starts a Lease(WithWait) of key on c and returns once
 // it is registered; the lease comes on the channel.
 func registeredWaiter(t *testing.T, e *env, c *sentinel.Client, key string) <-chan *sentinel.Lease {

@@ -47,12 +47,6 @@ type Lease struct {
 	timer     *time.Timer
 	onEnd     func(error) // set before the lease is shared; called once, outside mu
 
-	// contended: the lease was acquired by waiting for it (WithWait, after
-	// an attempt found it held), so others likely wait too: Release sends
-	// the wake-up in its own round trip (releaseRowWake). Set before the
-	// lease is shared.
-	contended bool
-
 	// relMu serializes Release calls (and Close's release) on this lease,
 	// so a second caller sees the first one's outcome instead of a row
 	// that is already gone.
@@ -289,15 +283,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	// Stop renewing first, so an in-flight renewal that finds the row gone
 	// is not mistaken for a loss.
 	l.c.hb.remove(l)
-	var (
-		n   int64
-		err error
-	)
-	if l.contended && !l.c.dropWakes.Load() {
-		n, err = l.c.releaseRowWake(ctx, l.ns, l.key, l.owner, l.token)
-	} else {
-		n, err = l.c.releaseRow(ctx, l.ns, l.key, l.owner, l.token)
-	}
+	n, err := l.c.releaseRow(ctx, l.ns, l.key, l.owner, l.token)
 	if err != nil {
 		// The caller is done with the lease: stop renewing it and let the
 		// row expire by itself rather than keep the key held for as long
@@ -332,48 +318,6 @@ func (c *Client) releaseRow(ctx context.Context, ns, key, owner string, token in
 	// commit, from the client's sender (wake.go), so a release nobody
 	// waits for costs its one statement as before.
 	c.wake(wake)
-	return n, nil
-}
-
-// releaseRowWake is releaseRow for a contended lease: the release commits
-// durably in an explicit transaction and, in the same round trip, a
-// statement of its own (sqlReleaseWake) sends the wake-up it decided, so
-// the next holder is told right after the commit by the backend that made
-// it (the client's sender would need a second round trip, often on a
-// connection idle long enough to be slow to wake). A release nobody waits
-// for pays three small statements more in its round trip (BEGIN, COMMIT
-// and a wake that finds nothing to say), which is why only leases acquired
-// by waiting are released this way: a key contended once likely is again.
-// If the wake statement fails, the wake-up the release returned is queued
-// to the client's sender instead.
-func (c *Client) releaseRowWake(ctx context.Context, ns, key, owner string, token int64) (int64, error) {
-	var (
-		n    int64
-		wake string
-	)
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(c.sql.release, ns, key, owner, token)
-	b.Queue("COMMIT")
-	b.Queue(c.sql.relWake, c.sql.channel, ns, key, token)
-	br := c.pool.SendBatch(ctx, b)
-	_, err := br.Exec()
-	if err == nil {
-		err = br.QueryRow().Scan(&n, &wake)
-	}
-	if err == nil {
-		_, err = br.Exec() // COMMIT
-	}
-	if err == nil {
-		if _, werr := br.Exec(); werr != nil {
-			c.cfg.Logger.Debug("sentinel: waking the next holder failed; handing the wake-up to the sender", "key", key, "err", werr)
-			c.wake(wake)
-		}
-	}
-	_ = br.Close() // after the COMMIT, only the wake-up can fail: handled above
-	if err != nil {
-		return 0, c.wrapErr(fmt.Sprintf("release lease %q/%q", ns, key), err)
-	}
 	return n, nil
 }
 

@@ -100,7 +100,6 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 			}
 			if err == nil && g != nil {
 				setReg(0, time.Time{}) // the grant withdrew the registration
-				g.contended = true
 				return g, nil
 			}
 			if err != nil && !transient(err) {
@@ -125,7 +124,6 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		}
 		if l != nil {
 			setReg(0, time.Time{}) // withdrawn by the grant
-			l.contended = lastHeld != nil
 			return l, nil
 		}
 		lastHeld = held
@@ -142,7 +140,6 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 				g, err := c.readGrant(ctx, key, o, reg)
 				if err == nil && g != nil {
 					setReg(0, time.Time{})
-					g.contended = true
 					return g, nil
 				}
 			}

@@ -21,7 +21,6 @@ type queries struct {
 	channel   string // LISTEN/NOTIFY channel for lease releases
 	acquire   string
 	release   string
-	relWake   string // sqlReleaseWake
 	acquireN  string // sqlAcquireSet (coalesce.go)
 	releaseS  string // sqlReleaseSet (coalesce.go)
 	releaseN  string
@@ -43,7 +42,6 @@ func newQueries(schema string) *queries {
 		channel:   channelName(schema),
 		acquire:   r.Replace(sqlAcquire),
 		release:   r.Replace(sqlRelease),
-		relWake:   r.Replace(sqlReleaseWake),
 		acquireN:  r.Replace(sqlAcquireSet),
 		releaseS:  r.Replace(sqlReleaseSet),
 		releaseN:  r.Replace(sqlReleaseMany),
@@ -288,35 +286,6 @@ d AS (
 )
 SELECT (SELECT pg_catalog.count(*) FROM tr) + (SELECT pg_catalog.count(*) FROM d),
     coalesce((SELECT tr.wake FROM tr), (SELECT d.wake FROM d), '')`
-
-// sqlReleaseWake sends the wake-up of a release of token $4 that
-// committed just before it, in a transaction of its own that does not wait
-// for its WAL flush (see wake.go). It follows the release in the same round
-// trip when the lease was contended (Lease.Release; Turn.leave and
-// Elector.resign do the same), so the next holder is told right after the
-// commit, by the backend that made it, instead of after a second round trip
-// from the client's sender.
-//
-// It reads what the release committed, as sqlRelease's own wake-up would
-// say it: a grant to a registration (a token newer than $4 and
-// granted_waiter set) is sent as 'w' with the grant, exactly what sqlRelease
-// returns for it (the grant is committed: the wake-up is a fact, and its
-// waiter may trust it, see Client.takeGrant); a lease of token $4 ended
-// while callers wait as 'l'; anything else as nothing. A row changed by
-// another statement meanwhile can only make it say a committed grant again
-// or spare a re-check that a waiter makes anyway.
-// $1 channel, $2 namespace, $3 key, $4 the released token.
-const sqlReleaseWake = `
-SELECT pg_catalog.pg_notify($1::text, w.p)
-FROM pg_catalog.set_config('synchronous_commit', 'off', true) AS s, (
-    SELECT CASE WHEN t.token > $4
-        THEN 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.granted_waiter::text` + grantWakeSQL + `
-        ELSE 'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key END AS p
-    FROM {{schema}}.leases t
-    WHERE t.namespace = $2 AND t.key = $3
-      AND ((t.token > $4 AND t.granted_waiter IS NOT NULL)
-        OR (t.token = $4 AND t.waiters > 0 AND t.expires_at <= pg_catalog.clock_timestamp()))
-) AS w`
 
 // sqlAcquireSet is sqlAcquire for many keys in one statement, for the
 // coalescer (coalesce.go): parameter $k is the array of sqlAcquire's $k

@@ -30,13 +30,10 @@ import (
 //   - Turn.leave and Elector.resign send it in the handover's round trip
 //     (BEGIN, the handover, COMMIT, then sqlTicketLeaveWake or
 //     sqlResignWake, which read what was committed and notify).
-//   - Lease.Release of a lease acquired by waiting (contended: others
-//     likely wait too) does the same (BEGIN, sqlRelease, COMMIT, then
-//     sqlReleaseWake: Client.releaseRowWake).
-//   - Any other lease release returns the payload of the wake-up it
-//     decided (only when somebody waits: a release nobody waits for costs
-//     its one statement), and the client's sender (wake, waker) sends it,
-//     batched with others decided meanwhile, in sqlWake.
+//   - A lease release returns the payload of the wake-up it decided (only
+//     when somebody waits: a release nobody waits for costs its one
+//     statement), and the client's sender (wake, waker) sends it, batched
+//     with others decided meanwhile, in sqlWake.
 //
 // Nothing a waiter trusts is weakened. A notification is sent only after
 // the handover's commit returned, so it always names a durable state:

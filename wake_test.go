@@ -212,6 +212,9 @@ func TestElectorSuccessorLeadsFromTheWakeUp(t *testing.T) {
 	bStmts.n.Store(0)
 	require.NoError(t, a.Resign(ctx))
 	waitFor(t, 10*time.Second, "b to lead", b.IsLeader)
+	// IsLeader turns true as the term starts, before OnElected's goroutine
+	// runs: wait for the call.
+	waitFor(t, 10*time.Second, "b's OnElected to be called", func() bool { return atStart.Load() != -1 })
 	require.Zero(t, atStart.Load(), "b sent no statement before it led: it took its term from the wake-up")
 	require.Equal(t, 1, e.count("leaders", "election = 'carried-term' AND owner = 'b' AND term_member IS NOT NULL AND term = $1", b.Term()),
 		"the term b leads is the one the resignation handed it")

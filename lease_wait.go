@@ -199,11 +199,11 @@ const firstRecheck = time.Millisecond
 // are single statements (a release, a grant, a renewal, another
 // registration), so a millisecond usually suffices. It used to start at
 // 10 ms: a holder that released and at once waited for the key again
-// often found it locked by the next holder's release,
-// and every 10 ms asleep let several turns pass it (bench, 8 and 32
-// contenders on one key, three interleaved runs, medians: worst wait 656
-// → 130 ms and 1.34 s → 181 ms, pairs overtaken 11.0 → 3.3 and 20.6 →
-// 11.4 thousand, turns/s 645 → 716 and 577 → 660).
+// often found it locked by the next holder's release, and every 10 ms
+// asleep let several turns pass it (bench, 8 and 32 contenders on one
+// key, three interleaved runs, medians: worst wait 656 → 130 ms and
+// 1.34 s → 181 ms, pairs overtaken 11.0 → 3.3 and 20.6 → 11.4 thousand,
+// turns/s 645 → 716 and 577 → 660).
 //
 // Otherwise the sleep is at least 10 ms: a holder whose expiry already
 // passed means the row is locked by another transaction (a competing

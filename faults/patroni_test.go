@@ -173,6 +173,7 @@ func startPatroniWith(t testing.TB, opts patroniOptions) *patroniCluster {
 	pc.etcd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(t, pc.etcd.Start())
 	go func() { _ = pc.etcd.Wait() }()
+	waitEtcdVersion(t, etcdURL, 30*time.Second)
 
 	for i := range opts.nodes {
 		n := &patroniNode{name: fmt.Sprintf("node%d", i), pgPort: ports[2+2*i], apiPort: ports[3+2*i]}
@@ -202,6 +203,30 @@ func startPatroniWith(t testing.TB, opts patroniOptions) *patroniCluster {
 	}
 	pc.waitHealthy(pc.nodes[0], 90*time.Second)
 	return pc
+}
+
+// waitEtcdVersion waits until etcd at url has decided its cluster
+// version. etcd serves clients a moment before it has, and Patroni's etcd3
+// client, started then, dies parsing the version "not_decided" (it made a
+// CI run's cluster never elect a primary).
+func waitEtcdVersion(t testing.TB, url string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		resp, err := http.Get(url + "/version")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"etcdcluster"`) &&
+				!strings.Contains(string(body), "not_decided") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd at %s did not decide its cluster version within %s (last error: %v)", url, d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // proxy starts a netfault proxy to target, closed at cleanup (after the

@@ -62,7 +62,9 @@ type Result[T any] struct {
 // WithNamespace, WithCodec, WithMetadata, WithWait, WithRerun. A fresh key
 // costs two single-statement round trips, the claim and the completion,
 // each one commit that writes its history in the same statement; a replay
-// costs one statement (the same claim statement, which then only reads).
+// costs one statement that only reads: a primary-key read of the row when
+// this client has seen the key completed (it completed it, or replayed it
+// before), else the same claim statement (replayhint.go).
 func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context) (T, error), opts ...Option) (res Result[T], err error) {
 	if obs := c.observer(); obs != nil { // metrics and tracing (observe.go)
 		ctx = obs.onceStart(ctx, c, key, opts)
@@ -277,7 +279,8 @@ func (c *Client) onceOptions(key string, opts []Option, state State) (callOption
 
 // begin claims the key when this call may run it, in one statement that
 // otherwise returns the key's row (sqlClaim): a fresh key costs that
-// statement and the completion, a replay that statement alone. It returns
+// statement and the completion, a replay that statement alone, or a
+// primary-key read when this client saw the key completed. It returns
 // either the execution to replay or reject (ex, with err describing a
 // rejection), or a held execution lease with fn's context and a cleanup
 // func. With WithWait, a key in progress elsewhere is waited for.
@@ -290,6 +293,8 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		// rerunToken: the token of the stopped attempt the rerun guard
 		// approved re-running after (0: none yet; without a guard, any).
 		rerunToken int64
+		// hinted: this client saw the key completed (replayhint.go).
+		hinted = c.done.has(o.namespace, key)
 	)
 	if o.wait {
 		// Subscribe before the first claim, so an outcome between the
@@ -311,6 +316,20 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		}
 		sent := time.Now()
 		var claimed bool
+		if hinted {
+			// Seen completed by this client: most likely a replay, which
+			// a primary-key read decides for less than the claim costs
+			// (replayhint.go). Any other answer: claim as usual.
+			hinted = false
+			ex, err = scanExecution(c.co.queryRow(ctx, ctx, coRead, c.exe.read, o.namespace, key))
+			if err == nil && ex.State == StateCompleted {
+				return ex, nil, nil, nil, c.reject(ctx, ex, o, false)
+			}
+			if err == nil || errors.Is(err, pgx.ErrNoRows) {
+				c.done.drop(o.namespace, key)
+			}
+			sent = time.Now()
+		}
 		// A claim commits on its own: it may outlive ctx by grantGrace so
 		// that a claim made as ctx ends is known and given back below,
 		// instead of keeping the key in progress for a TTL.
@@ -331,6 +350,9 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		}
 		if claimed {
 			return c.claimed(ctx, ex, o, state, sent)
+		}
+		if ex.State == StateCompleted {
+			c.done.add(o.namespace, key)
 		}
 		// The current row: completed, held, uncertain, reconciling, or
 		// one this call could have taken but a concurrent claim (or the
@@ -628,6 +650,9 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 			fromStates, requireAlive, event, md, finErr, c.sql.channel).Scan(&n)
 		if err == nil {
 			if n == 1 {
+				if to == StateCompleted {
+					c.done.add(l.ns, l.key)
+				}
 				return true, nil
 			}
 			// Maybe an earlier attempt landed before its reply was lost:

@@ -286,7 +286,9 @@ type Client struct {
 
 	hb *heartbeater
 	co *coalescer // concurrent state changes share round trips (coalesce.go)
-	wk waker      // wake-ups sent after handovers commit (wake.go)
+	// done: the Once keys this client saw completed (replayhint.go).
+	done replayHints
+	wk   waker // wake-ups sent after handovers commit (wake.go)
 	// dropWakes makes the client send no wake-up after a handover, as a
 	// process killed between the commit and the wake-up would (tests only).
 	dropWakes atomic.Bool

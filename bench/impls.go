@@ -4,11 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"cirello.io/pglock"
@@ -247,7 +249,7 @@ func (b *bench) setupSentinel(ctx context.Context, opName string, workers int) (
 		im.name = "sentinel.Once"
 		im.op = func(ctx context.Context, w int) error { return onceFresh(ctx, c, keys.next(w)) }
 	case opOnceReplay:
-		im.name = "sentinel.Once (replay)"
+		im.name = "sentinel.Once (replay, key seen completed)"
 		for w := range workers {
 			if err := onceFresh(ctx, c, fmt.Sprintf("%sreplay-%d", keys.prefix, w)); err != nil {
 				closeFn()
@@ -275,6 +277,80 @@ func (b *bench) setupSentinel(ctx context.Context, opName string, workers int) (
 		return nil, fmt.Errorf("sentinel: unknown operation %q", opName)
 	}
 	return im, nil
+}
+
+// replayColdKeys is how many keys per worker the unremembered replay
+// cycles through: more than a client remembers as completed (4,096, the
+// library's maxReplayHints), so that, replayed in order, every key was
+// forgotten before its turn comes again and each replay is the claim
+// statement, as a client's first replay of a key completed elsewhere is.
+const replayColdKeys = 5000
+
+// setupSentinelReplayCold replays keys another client completed, in an
+// order that keeps the measuring client from remembering any of them (see
+// replayColdKeys): the replay of a key a process never saw completed.
+func (b *bench) setupSentinelReplayCold(ctx context.Context, opName string, workers int) (*impl, error) {
+	if opName != opOnceReplay {
+		return nil, fmt.Errorf("sentinel (unremembered replay): unknown operation %q", opName)
+	}
+	other, closeOther, err := b.newClient(ctx, b.schema, &tracer{}, sentinel.Config{})
+	if err != nil {
+		return nil, err
+	}
+	defer closeOther()
+	keys := newKeyGen(workers)
+	list := make([][]string, workers)
+	for w := range workers {
+		for range replayColdKeys {
+			list[w] = append(list[w], keys.next(w))
+		}
+	}
+	// Completed by the other client, 16 at a time.
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		ferr error
+	)
+	next := make(chan string)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range next {
+				if err := onceFresh(ctx, other, k); err != nil {
+					mu.Lock()
+					ferr = errors.Join(ferr, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, l := range list {
+		for _, k := range l {
+			next <- k
+		}
+	}
+	close(next)
+	wg.Wait()
+	if ferr != nil {
+		return nil, ferr
+	}
+	tr := &tracer{}
+	c, closeFn, err := b.newClient(ctx, b.schema, tr, sentinel.Config{CoalesceInFlight: b.opts.coInFlight})
+	if err != nil {
+		return nil, err
+	}
+	at := make([]int, workers)
+	return &impl{name: nameSentinelReplayCold, stmts: tr.n.Load, tr: tr, close: closeFn,
+		op: func(ctx context.Context, w int) error {
+			k := list[w][at[w]%replayColdKeys]
+			at[w]++
+			res, err := sentinel.Once(ctx, c, k, charge)
+			if err == nil && (!res.Cached || res.Value.Amount != 9900) {
+				err = fmt.Errorf("replay not cached: %+v", res)
+			}
+			return err
+		}}, nil
 }
 
 func onceFresh(ctx context.Context, c *sentinel.Client, key string) error {

@@ -265,6 +265,9 @@ func run(ctx context.Context, opts options, out, logw io.Writer) error {
 			if op == opLease {
 				setups = append(setups, b.setupPglock, b.setupAdvisory)
 			}
+			if op == opOnceReplay {
+				setups = append(setups, b.setupSentinelReplayCold)
+			}
 			g, err := b.runGroup(ctx, op, w, setups)
 			if err != nil {
 				return err

@@ -28,8 +28,11 @@ type report struct {
 const (
 	nameFloor    = "floor"
 	nameSentinel = "sentinel"
-	namePglock   = "cirello.io/pglock"
-	nameAdvisory = "pg_advisory"
+	// nameSentinelReplayCold: a replay of a key the client does not
+	// remember as completed (setupSentinelReplayCold).
+	nameSentinelReplayCold = "sentinel.Once (replay, key not remembered: the claim statement)"
+	namePglock             = "cirello.io/pglock"
+	nameAdvisory           = "pg_advisory"
 )
 
 func (r *report) group(op string, workers int) *group {
@@ -272,9 +275,15 @@ func (r *report) sqlCheck() []string {
 		}
 		if g.op == opOnceReplay {
 			// The replay's floor is the target's baseline, a primary-key
-			// SELECT of the row; the library replays with its claim
-			// statement, which then only reads.
-			out = append(out, fmt.Sprintf("%s: the floor is one primary-key SELECT of the row (the target's baseline); the library sent %d distinct statement(s).", g.op, len(s.sqls)))
+			// SELECT of the row; the library replays a key it saw
+			// completed with a primary-key read of its own, and one it
+			// does not remember with its claim statement, which then
+			// only reads.
+			cold := 0
+			if cc := g.cell(nameSentinelReplayCold); cc != nil {
+				cold = len(cc.sqls)
+			}
+			out = append(out, fmt.Sprintf("%s: the floor is one primary-key SELECT of the row (the target's baseline); the library sent %d distinct statement(s) replaying keys it saw completed, %d replaying keys it did not remember.", g.op, len(s.sqls), cold))
 			continue
 		}
 		var missing, extra []string

@@ -124,7 +124,8 @@
 //
 // A fresh Once is two single-statement round trips (claim into executing,
 // complete), each writing its history rows in the same statement; a replay
-// is one (the same claim statement, which then only reads). Concurrent
+// is one statement that only reads: a primary-key read when the client has
+// seen the key completed, else the same claim statement. Concurrent
 // callers of one client that outnumber its pool's connections share them:
 // their claims and completions go out as one statement over arrays each
 // (see [Config].CoalesceInFlight).

@@ -163,6 +163,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		return res, fmt.Errorf("sentinel: %s %q/%q: completion refused, nothing was committed: %w", what, o.namespace, key, mapDBErr(c.cfg.Schema, err))
 	}
 	done := func() (Result[T], error) {
+		c.done.add(o.namespace, key) // committed: completed (replayhint.go)
 		res.Value = value
 		if fnErr != nil {
 			return res, &FinalError{Namespace: o.namespace, Key: key, Token: l.token, Message: storableText(fnErr.Error()), Err: fnErr}

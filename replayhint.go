@@ -9,7 +9,8 @@ import "sync"
 const maxReplayHints = 4096
 
 // replayHints remembers the Once keys this client saw completed: ones it
-// completed itself, and ones a claim statement returned completed. A
+// completed itself (Once's completion, the commit of OnceTx's
+// transaction), and ones a claim statement returned completed. A
 // completed key stays completed unless an operator or Prune changes it,
 // so a replay of a remembered key is most likely a replay again: begin
 // then reads the row (sqlReadExecution, a primary-key read through the

@@ -85,6 +85,17 @@ func TestReplayOfAKeySeenCompletedIsOneRead(t *testing.T) {
 		require.Equal(t, []string{want}, logB.take(), "b's replay %d", i)
 	}
 	require.Equal(t, 1, runs)
+
+	// OnceTx: its completion commits with fn's transaction; the client
+	// remembers the key once that commit succeeded.
+	_, err = sentinel.OnceTx(ctx, a, "tx-1", func(context.Context, pgx.Tx) (int, error) { return 7, nil })
+	require.NoError(t, err)
+	logA.take()
+	resTx, err := sentinel.OnceTx(ctx, a, "tx-1", func(context.Context, pgx.Tx) (int, error) { return 0, nil })
+	require.NoError(t, err)
+	require.True(t, resTx.Cached)
+	require.Equal(t, 7, resTx.Value)
+	require.Equal(t, []string{"read"}, logA.take(), "an OnceTx replay by the client that completed the key")
 }
 
 // A hint is a guess, never an outcome: when the key was removed (Prune,

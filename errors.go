@@ -279,13 +279,16 @@ func (c *Client) wrapErr(what string, err error) error {
 	return fmt.Errorf("sentinel: %s: %w", what, mapDBErr(c.cfg.Schema, err))
 }
 
-// mapDBErr turns errors that mean "this schema was never migrated" into an
-// error matching ErrNotMigrated (and still the original, for errors.As).
+// mapDBErr turns errors that mean "this schema was never migrated, or not
+// to this version" into an error matching ErrNotMigrated (and still the
+// original, for errors.As): a missing schema or table, or a missing
+// function of a later migration (the statements are the library's own, so
+// an undefined function in them is one a migration creates).
 func mapDBErr(schema string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "42P01", "3F000": // undefined_table, invalid_schema_name
+		case "42P01", "3F000", "42883": // undefined_table, invalid_schema_name, undefined_function
 			return &notMigratedError{schema: schema, err: err}
 		}
 	}

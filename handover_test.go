@@ -259,3 +259,60 @@ func TestLeaseReleaseHandsOverToWaiters(t *testing.T) {
 	require.Equal(t, 0, e.count("lease_waiters", "key = 'handed'"), "every registration was granted or withdrawn")
 	require.Equal(t, 0, e.count("leases", "key = 'handed' AND waiters <> 0"), "every waiter counted out")
 }
+
+// A release while the holder's guarded transaction (VerifyToken, FOR KEY
+// SHARE) is open and a caller waits: the release ends the lease without
+// handing it over (no grant may commit under an open guard), the waiter
+// is not granted while the guard is open, and takes the key once it
+// commits. A release that nobody waits for ends the lease and leaves no
+// registration behind; a release with a stale token changes nothing.
+func TestReleaseUnderAnOpenGuardHandsNothingOver(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	a := e.client(&sentinel.Config{DefaultTTL: time.Minute})
+	b := e.client(&sentinel.Config{DefaultTTL: time.Minute})
+
+	alone, err := a.Lease(ctx, "alone")
+	require.NoError(t, err)
+	require.NoError(t, alone.Release(ctx))
+	require.Equal(t, 1, e.count("leases", "key = 'alone' AND expires_at <= pg_catalog.clock_timestamp() AND waiters = 0"))
+	require.ErrorIs(t, a.ReleaseHandle(ctx, alone.Handle()), sentinel.ErrStaleToken, "a second release of the same grant")
+
+	l, err := a.Lease(ctx, "guarded")
+	require.NoError(t, err)
+	got := make(chan *sentinel.Lease, 1)
+	go func() {
+		l2, err := b.Lease(ctx, "guarded", sentinel.WithWait())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l2
+	}()
+	waitFor(t, 10*time.Second, "the waiter registered", func() bool {
+		return e.count("lease_waiters", "key = 'guarded'") == 1
+	})
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	require.NoError(t, a.VerifyToken(ctx, tx, "guarded", l.Token()))
+
+	start := time.Now()
+	require.NoError(t, l.Release(ctx), "the release ends the lease under the guard")
+	require.Less(t, time.Since(start), 2*time.Second, "the release must not wait for the guard")
+	require.Equal(t, 1, e.count("leases", "key = 'guarded' AND owner = $1 AND token = $2 AND granted_waiter IS NULL",
+		a.Owner(), l.Token()), "no grant under an open guard")
+	select {
+	case l2 := <-got:
+		t.Fatalf("the waiter was granted (token %d) while the holder's guard was open", l2.Token())
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	select {
+	case l2 := <-got:
+		require.NotNil(t, l2)
+		require.Greater(t, l2.Token(), l.Token())
+		require.NoError(t, l2.Release(ctx))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never took the key after the guard committed")
+	}
+}

@@ -94,3 +94,31 @@ func TestEveryEntryPointReportsNotMigrated(t *testing.T) {
 		})
 	}
 }
+
+// A schema migrated by an older release (here: to version 10, before
+// lease_release) reports ErrNotMigrated from a Release that needs a later
+// migration's function, not PostgreSQL's "function does not exist"; after
+// Migrate the same lease releases.
+func TestReleaseOnASchemaBehindTheCodeReportsNotMigrated(t *testing.T) {
+	e := &env{t: t, schema: "behind_" + uuid.NewString()[:8], stmts: &counter{}}
+	pool := e.pool(nil)
+	ctx := ctxT(t)
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+e.schema+`" CASCADE`)
+	})
+	for _, m := range sentinel.Migrations(e.schema)[:10] {
+		_, err := pool.Exec(ctx, m.SQL)
+		require.NoError(t, err, m.Name)
+	}
+	c := e.clientOn(pool, &sentinel.Config{DefaultTTL: 10 * time.Second})
+	l, err := c.Lease(ctx, "k")
+	require.NoError(t, err, "acquiring needs nothing of migration 11")
+	err = l.Release(ctx)
+	require.ErrorIs(t, err, sentinel.ErrNotMigrated)
+	require.Contains(t, err.Error(), "Migrate")
+
+	require.NoError(t, c.Migrate(ctx))
+	l, err = c.Lease(ctx, "k2")
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+}

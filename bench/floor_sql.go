@@ -86,46 +86,5 @@ SELECT false, t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
     nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp()
 FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
-	floorSQLRelease = `
-WITH lk AS (
-    SELECT t.namespace, t.key FROM {{schema}}.leases t
-    WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4
-      AND t.expires_at > pg_catalog.clock_timestamp() AND t.waiters > 0
-    FOR UPDATE SKIP LOCKED
-),
-w AS (
-    SELECT x.waiter FROM {{schema}}.lease_waiters x
-    WHERE EXISTS (SELECT 1 FROM lk) AND x.namespace = $1 AND x.key = $2
-      AND x.expires_at > pg_catalog.clock_timestamp()
-    ORDER BY x.waiter LIMIT 1
-    FOR UPDATE SKIP LOCKED
-),
-dw AS (
-    DELETE FROM {{schema}}.lease_waiters x USING w
-    WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = w.waiter
-    RETURNING x.waiter, x.owner, x.host, x.pid, x.ttl_us, x.hard_us
-),
-tr AS (
-    UPDATE {{schema}}.leases t SET
-        owner = dw.owner, token = pg_catalog.nextval({{seq}}), host = dw.host, pid = dw.pid,
-        acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
-        expires_at = pg_catalog.clock_timestamp() + dw.ttl_us * interval '1 microsecond',
-        hard_expires_at = CASE WHEN dw.hard_us > 0 THEN pg_catalog.clock_timestamp() + dw.hard_us * interval '1 microsecond'
-                          ELSE 'infinity'::timestamptz END,
-        waiters = greatest(t.waiters - 1, 0), granted_waiter = dw.waiter
-    FROM dw WHERE t.namespace = $1 AND t.key = $2
-    RETURNING 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text || '/' || t.token::text
-        || '/' || (EXTRACT(EPOCH FROM t.acquired_at) * 1000000)::bigint::text
-        || '/' || (EXTRACT(EPOCH FROM t.expires_at) * 1000000)::bigint::text
-        || '/' || CASE WHEN t.hard_expires_at = 'infinity' THEN '' ELSE (EXTRACT(EPOCH FROM t.hard_expires_at) * 1000000)::bigint::text END AS wake
-),
-d AS (
-    UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
-    WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4 AND t.expires_at > pg_catalog.clock_timestamp()
-      AND NOT EXISTS (SELECT 1 FROM tr)
-    RETURNING CASE WHEN t.waiters > 0 THEN
-        'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key END AS wake
-)
-SELECT (SELECT pg_catalog.count(*) FROM tr) + (SELECT pg_catalog.count(*) FROM d),
-    coalesce((SELECT tr.wake FROM tr), (SELECT d.wake FROM d), '')`
+	floorSQLRelease = `SELECT r.n, r.wake FROM {{schema}}.lease_release($1, $2, $3, $4, {{seq}}) AS r`
 )

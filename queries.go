@@ -202,7 +202,8 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, 1)
 // grantWakeSQL follows the registration in a grant's wake-up ('w'): the
 // grant, from the lease row t the release wrote, as "/<token>/<acquired>/
 // <expires>/<hard expiry or empty>", times in µs since the epoch (see
-// Client.takeGrant).
+// Client.takeGrant). lease_release (migration 11) writes the same
+// expression for a lone release (TestGrantWakeFormatsAgree).
 const grantWakeSQL = ` || '/' || t.token::text
         || '/' || (EXTRACT(EPOCH FROM t.acquired_at) * 1000000)::bigint::text
         || '/' || (EXTRACT(EPOCH FROM t.expires_at) * 1000000)::bigint::text

@@ -1,6 +1,9 @@
 package sentinel
 
-import "context"
+import (
+	"context"
+	"strconv"
+)
 
 // WithFollowStarted returns a ctx for Follow or FollowQueues that calls f
 // once the follower holds its starting position: events committed after f
@@ -44,3 +47,29 @@ func DropWakes(c *Client) { c.dropWakes.Store(true) }
 
 // Channel is the client's LISTEN/NOTIFY channel.
 func Channel(c *Client) string { return c.sql.channel }
+
+// SetAfterDraw makes every Turn in this process call f(ticket) after its
+// draw returned and before its waiter subscribes to the ticket (nil:
+// nothing).
+func SetAfterDraw(f func(ticket int64)) {
+	if f == nil {
+		testAfterDraw.Store(nil)
+		return
+	}
+	testAfterDraw.Store(&f)
+}
+
+// TurnWakeKept reports whether c's hub keeps an 's' wake-up for ticket of
+// namespace ns (a draw window is open: see listenHub.keepTurn).
+func TurnWakeKept(c *Client, ns string, ticket int64) bool {
+	c.ln.mu.Lock()
+	h := c.ln.hub
+	c.ln.mu.Unlock()
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.turnKept[waitKey{notifyTurnServed, ns, strconv.FormatInt(ticket, 10)}]
+	return ok
+}

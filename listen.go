@@ -235,6 +235,28 @@ func (ln *listener) takeGrant(kind byte, ns, key string) (string, bool) {
 	return h.claim(waitKey{kind, ns, key})
 }
 
+// beginDraw opens a draw window on the client's hub (see
+// listenHub.beginDraw); without a listening hub it opens none, and the
+// waiter makes its serving check.
+func (ln *listener) beginDraw() drawWindow {
+	ln.mu.Lock()
+	h := ln.hub
+	ln.mu.Unlock()
+	if h == nil || ln.c.cfg.DisableListen {
+		return drawWindow{}
+	}
+	return h.beginDraw()
+}
+
+// endDraw closes w (see listenHub.endDraw); a window never opened reports
+// nothing heard. Every window opened must be closed.
+func (ln *listener) endDraw(w drawWindow, ns, key string) (heard, served, turn bool) {
+	if w.h == nil {
+		return false, false, false
+	}
+	return w.h.endDraw(w, ns, key)
+}
+
 // listening reports whether release notifications can currently arrive.
 func (ln *listener) listening() bool {
 	ln.mu.Lock()

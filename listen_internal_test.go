@@ -3,6 +3,8 @@ package sentinel
 import (
 	"strconv"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The release notification payload round-trips any namespace and key,
@@ -122,4 +124,68 @@ func TestWakeAllSparesServedSubscriptions(t *testing.T) {
 	default:
 		t.Fatal("wakeAll did not wake the re-check subscription")
 	}
+}
+
+// A draw window trusts what the hub heard only while one LISTEN lasted
+// and nothing kept for it was dropped; turn wake-ups are kept only while a
+// draw is in flight, and forgotten with the last window.
+func TestDrawWindow(t *testing.T) {
+	h := &listenHub{healthy: true, gen: 1}
+	s := func(ticket string) waitKey { return waitKey{notifyTurnServed, "ns", ticket} }
+	tk := func(ticket string) waitKey { return waitKey{notifyTurn, "ns", ticket} }
+
+	h.keepTurn(s("1")) // no draw in flight: not kept
+	w := h.beginDraw()
+	require.NotNil(t, w.h)
+	heard, served, turn := h.endDraw(w, "ns", "1")
+	require.True(t, heard)
+	require.False(t, served || turn, "kept before the window opened")
+
+	w = h.beginDraw()
+	h.keepTurn(s("2"))
+	h.keepTurn(tk("3"))
+	heard, served, turn = h.endDraw(w, "ns", "2")
+	require.True(t, heard)
+	require.True(t, served)
+	require.False(t, turn)
+	require.Nil(t, h.turnKept, "forgotten with the last window")
+
+	w = h.beginDraw()
+	h.keepTurn(tk("4"))
+	_, served, turn = h.endDraw(w, "ns", "4")
+	require.False(t, served)
+	require.True(t, turn, "a re-check kept: the waiter checks")
+
+	// Another connection meanwhile: notifications may have been lost.
+	w = h.beginDraw()
+	h.gen++
+	heard, _, _ = h.endDraw(w, "ns", "5")
+	require.False(t, heard)
+
+	// Down at the end of the window.
+	w = h.beginDraw()
+	h.healthy = false
+	heard, _, _ = h.endDraw(w, "ns", "5")
+	require.False(t, heard)
+	require.Nil(t, h.beginDraw().h, "no window while not listening")
+	h.healthy = true
+
+	// A wake-up dropped to the bound while the window was open.
+	older := h.beginDraw()
+	h.keepTurn(s("6"))
+	w = h.beginDraw()
+	for i := range maxTurnKept - 1 {
+		h.keepTurn(tk(strconv.Itoa(100 + i)))
+	}
+	heard, _, _ = h.endDraw(w, "ns", "7")
+	require.True(t, heard, "only what was kept before the window was dropped")
+	w = h.beginDraw()
+	h.keepTurn(tk("99999"))
+	h.keepTurn(tk("99998")) // over the bound: the oldest two go, 6 among them
+	heard, _, _ = h.endDraw(w, "ns", "7")
+	require.True(t, heard, "what was dropped was kept before this window opened")
+	heard, served, _ = h.endDraw(older, "ns", "6")
+	require.False(t, heard, "a wake-up kept during the window was dropped")
+	require.False(t, served, "dropped")
+	require.Zero(t, h.drawing)
 }

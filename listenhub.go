@@ -53,9 +53,23 @@ type listenHub struct {
 	// subscription.
 	kept     map[waitKey]string
 	keptFIFO []waitKey
-	ready    chan struct{}
-	cancel   context.CancelFunc
-	done     chan struct{}
+	// gen counts the connections on which LISTEN became active: a draw
+	// window (below) that sees it change may have missed notifications.
+	gen uint64
+	// drawing counts the draws in flight (listener.beginDraw): while one
+	// is, turn wake-ups ('s', 't') are kept in turnKept, for a ticket
+	// whose waiter subscribes only once its draw returned the number (a
+	// leave may grant or wake it in between). turnSeq numbers them;
+	// turnEvicted is the highest number dropped to bound the map. All
+	// are forgotten when no draw is in flight.
+	drawing     int
+	turnKept    map[waitKey]uint64
+	turnFIFO    []waitKey
+	turnSeq     uint64
+	turnEvicted uint64
+	ready       chan struct{}
+	cancel      context.CancelFunc
+	done        chan struct{}
 }
 
 type hubKey struct {
@@ -141,6 +155,12 @@ func (h *listenHub) dispatch(k waitKey, data string) {
 		return
 	}
 	if !carriesGrant(k.kind) {
+		if k.kind == notifyTurnServed || k.kind == notifyTurn {
+			// Kept first, offered second, as a grant is: a waiter
+			// that subscribed after the offer found nobody finds it
+			// kept when its draw window ends (listener.endDraw).
+			h.keepTurn(k)
+		}
 		h.wakeOne(k, nil)
 		return
 	}
@@ -184,6 +204,71 @@ func (h *listenHub) keep(k waitKey, data string) {
 		}
 		h.keptFIFO = live
 	}
+}
+
+// maxTurnKept bounds the turn wake-ups kept while draws are in flight. A
+// draw window that loses one of its own to the bound is not trusted
+// (endDraw), and its waiter makes its serving check.
+const maxTurnKept = 4096
+
+// keepTurn keeps a turn wake-up while a draw is in flight.
+func (h *listenHub) keepTurn(k waitKey) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.drawing == 0 {
+		return
+	}
+	if _, ok := h.turnKept[k]; ok {
+		return
+	}
+	if h.turnKept == nil {
+		h.turnKept = make(map[waitKey]uint64)
+	}
+	h.turnSeq++
+	h.turnKept[k] = h.turnSeq
+	h.turnFIFO = append(h.turnFIFO, k)
+	for len(h.turnFIFO) > maxTurnKept {
+		h.turnEvicted = h.turnKept[h.turnFIFO[0]]
+		delete(h.turnKept, h.turnFIFO[0])
+		h.turnFIFO = h.turnFIFO[1:]
+	}
+}
+
+// drawWindow spans a draw, from before its statement is sent until its
+// waiter subscribed to its ticket (listener.beginDraw, endDraw).
+type drawWindow struct {
+	h   *listenHub // nil: no window (no hub, or not listening)
+	gen uint64
+	seq uint64
+}
+
+// beginDraw opens a draw window: from now on, turn wake-ups are kept.
+func (h *listenHub) beginDraw() drawWindow {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.healthy {
+		return drawWindow{}
+	}
+	h.drawing++
+	return drawWindow{h: h, gen: h.gen, seq: h.turnSeq}
+}
+
+// endDraw closes w. heard reports whether every notification sent on the
+// channel since w opened reached the hub or is still on its way to it
+// (the same connection listened throughout, and none kept was dropped);
+// served and turn whether an 's' or a 't' wake-up for ticket key of
+// namespace ns was kept meanwhile.
+func (h *listenHub) endDraw(w drawWindow, ns, key string) (heard, served, turn bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	heard = h.healthy && h.gen == w.gen && h.turnEvicted <= w.seq
+	_, served = h.turnKept[waitKey{notifyTurnServed, ns, key}]
+	_, turn = h.turnKept[waitKey{notifyTurn, ns, key}]
+	h.drawing--
+	if h.drawing == 0 {
+		h.turnKept, h.turnFIFO = nil, nil
+	}
+	return heard, served, turn
 }
 
 // isKept reports whether a grant wake-up for k is kept.
@@ -297,7 +382,10 @@ func (h *listenHub) connect(ctx context.Context) (*pgx.Conn, error) {
 		_ = conn.Close(lctx)
 		return nil, err
 	}
-	h.setHealthy(true)
+	h.mu.Lock()
+	h.healthy = true
+	h.gen++
+	h.mu.Unlock()
 	return conn, nil
 }
 

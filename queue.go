@@ -220,8 +220,9 @@ type leaveResult struct {
 // concurrent leaves the last to decide sees all the others' rows gone, so
 // the next live ticket is always woken, and only it (no herd). A ticket
 // drawn meanwhile is either seen by a later decision (its draw committed
-// under the same lock first) or sees the leaves committed at its own
-// first serving check. Nothing else reads this lock: renewals and serving
+// under the same lock first) or sees the leaves committed: its draw reads
+// the ticket ahead once it holds the lock (queue_ahead), and with none
+// live ahead it makes its serving check. Nothing else reads this lock: renewals and serving
 // checks never touch the queue row.
 func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 	t.leftMu.Lock()
@@ -336,11 +337,11 @@ func validText(s string) bool {
 
 func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Turn, error) {
 	for {
-		t, err := c.draw(ctx, resource, o)
+		t, d, err := c.draw(ctx, resource, o)
 		if err != nil {
 			return nil, err
 		}
-		err = c.waitTurn(ctx, t)
+		err = c.waitTurn(ctx, t, d)
 		if err == nil {
 			if obs := c.observer(); obs != nil && obs.QueueGranted != nil {
 				obs.QueueGranted(QueueGrant{Namespace: o.namespace, Resource: resource, Ticket: t.l.token,

@@ -118,6 +118,13 @@ func notifyFollowersSQL(ch string) string {
 //     again, as for a ticket that died while waiting. The `assigned` event
 //     goes with it; a follower may have seen it.
 //
+// It also returns the live ticket directly ahead (0 when none), its owner
+// and time left, read by queue_ahead (migration 012) with a snapshot taken
+// under the queue's lock, not the statement's (taken before it waited for
+// the lock): a ticket with a live ticket ahead is granted or woken by a
+// later leave, so its waiter needs no serving check before it sleeps
+// (Client.waitTurn).
+//
 // It returns no row when the queue row was created by a concurrent draw
 // after this statement's snapshot (only on a resource's first draws): the
 // caller runs it again. It notifies followers only while one is registered
@@ -126,6 +133,8 @@ func notifyFollowersSQL(ch string) string {
 // $1 namespace, $2 resource, $3 label, $4 owner, $5 host, $6 pid, $7 ttl µs,
 // $8 channel, $9 count the live tickets ahead (the queue's depth, for the
 // observer; -1 without counting: the subquery is then not run).
+// It returns the ticket, when it was drawn and expires, its time left, the
+// count, then the ticket ahead, its owner and its time left.
 var sqlDraw = `
 WITH ins AS (
     INSERT INTO {{schema}}.queues AS q (namespace, resource, created_at)
@@ -156,8 +165,10 @@ SELECT t.ticket, t.drawn_at, t.expires_at, t.expires_at - pg_catalog.clock_times
         SELECT pg_catalog.count(*) FROM {{schema}}.tickets x
         WHERE x.namespace = $1 AND x.resource = $2 AND x.ticket < t.ticket
           AND x.expires_at > pg_catalog.clock_timestamp()
-    ) ELSE -1 END
+    ) ELSE -1 END,
+    coalesce(a.ahead, 0), coalesce(a.ahead_owner, ''), coalesce(a.ahead_left, interval '0')
 FROM t CROSS JOIN (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) AS async
+CROSS JOIN LATERAL {{schema}}.queue_ahead($1, $2, t.ticket) AS a
 ` + notifyFollowersSQL(`$8`)
 
 // sqlServe is the serving check of ticket $3, in one statement:

@@ -10,23 +10,41 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
+// drawn is what a draw learned besides its ticket: the live ticket ahead
+// (pred 0: none), read under the queue's lock, and the draw window its
+// waiter closes once subscribed (waitTurn).
+type drawn struct {
+	ahead serveCheck
+	sent  time.Time // when the draw was sent: ahead.predLeft counts from then
+	win   drawWindow
+}
+
 // draw draws a ticket, riding out an unreachable database until ctx ends.
-func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Turn, error) {
+// Unless it returns an error, the caller must pass the window it returns
+// to waitTurn (which closes it).
+func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Turn, drawn, error) {
 	for {
 		if err := c.checkOpen(); err != nil {
-			return nil, err
+			return nil, drawn{}, err
 		}
 		var (
 			ticket, ahead      int64
 			drawnAt, expiresAt time.Time
 			remaining          time.Duration
+			d                  = drawn{ahead: serveCheck{alive: true}}
 		)
 		obs := c.observer()
+		// Opened before the statement is sent: a leave that commits
+		// after the draw may wake the ticket before its waiter knows
+		// the number to subscribe to; the hub keeps such wake-ups until
+		// the window closes.
+		d.win = c.ln.beginDraw()
 		sent := time.Now()
 		// The draw commits on its own: if ctx ended while it ran and its
 		// reply were dropped, the ticket would stay in the queue, unknown
@@ -35,8 +53,12 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		// ended is given back (cancelled) below.
 		sctx, scancel := graceCtx(ctx, grantGrace)
 		err := c.pool.QueryRow(sctx, c.qsql().draw, o.namespace, resource, o.label, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
-			us(o.ttl), c.sql.channel, obs != nil && obs.QueueGranted != nil).Scan(&ticket, &drawnAt, &expiresAt, &remaining, &ahead)
+			us(o.ttl), c.sql.channel, obs != nil && obs.QueueGranted != nil).Scan(&ticket, &drawnAt, &expiresAt, &remaining, &ahead,
+			&d.ahead.pred, &d.ahead.predOwner, &d.ahead.predLeft)
 		scancel()
+		if err != nil {
+			c.ln.endDraw(d.win, "", "")
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // the queue row was created concurrently: draw again
 		}
@@ -45,12 +67,12 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 				c.cfg.Logger.Warn("sentinel: drawing a ticket: database unreachable; retrying", "resource", resource, "err", err)
 				select {
 				case <-ctx.Done():
-					return nil, fmt.Errorf("sentinel: waiting for turn on %q/%q: %w (last error: %w)", o.namespace, resource, context.Cause(ctx), err)
+					return nil, drawn{}, fmt.Errorf("sentinel: waiting for turn on %q/%q: %w (last error: %w)", o.namespace, resource, context.Cause(ctx), err)
 				case <-time.After(c.cfg.WaitRecheck):
 				}
 				continue
 			}
-			return nil, c.wrapErr(fmt.Sprintf("draw ticket for %q/%q", o.namespace, resource), err)
+			return nil, drawn{}, c.wrapErr(fmt.Sprintf("draw ticket for %q/%q", o.namespace, resource), err)
 		}
 		l := c.newLease(kindTicket, o.namespace, resource, ticket, o.ttl)
 		l.acquiredAt = drawnAt
@@ -69,13 +91,15 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 			}
 		}
 		if !c.hb.add(l, sent, remaining, expiresAt, time.Time{}) {
+			c.ln.endDraw(d.win, "", "")
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 			defer cancel()
 			_, _ = t.leave(rctx)
 			l.end(ErrReleased)
-			return nil, ErrClosed
+			return nil, drawn{}, ErrClosed
 		}
-		return t, nil
+		d.sent = sent
+		return t, d, nil
 	}
 }
 
@@ -98,9 +122,25 @@ func (c *Client) serve(ctx context.Context, t *Turn) (serveCheck, error) {
 }
 
 // waitTurn waits until t's ticket is served. It returns errTicketLost when
-// the ticket died, and ctx's cause when ctx ends.
-func (c *Client) waitTurn(ctx context.Context, t *Turn) error {
+// the ticket died, and ctx's cause when ctx ends. d is what t's draw
+// returned; waitTurn closes its window.
+//
+// A ticket whose draw found a live ticket ahead sleeps at once, with no
+// serving check: it cannot be served before that ticket leaves or dies,
+// and a leave that commits after the draw sees the new ticket (both lock
+// the queue's row) and grants or wakes it ('s', 't'). Such a wake-up may
+// reach the process before the waiter subscribed (it learns its ticket's
+// number from the draw): the hub keeps those while the draw's window is
+// open, and the window reports whether the hub heard everything sent
+// meanwhile (the same LISTEN throughout). Only then is the check skipped;
+// otherwise, or when a 't' was kept, the waiter checks as before. A ticket
+// ahead that dies wakes nobody: the waiter re-checks at its expiry, as the
+// draw read it.
+func (c *Client) waitTurn(ctx context.Context, t *Turn, d drawn) error {
 	key := strconv.FormatInt(t.l.token, 10)
+	if f := testAfterDraw.Load(); f != nil {
+		(*f)(t.l.token)
+	}
 	// served hears a leave that granted this ticket ('s'): the grant
 	// committed before it was sent (wake.go), so the wait ends on it with
 	// no statement of its own. wake hears every other reason to re-check.
@@ -108,7 +148,10 @@ func (c *Client) waitTurn(ctx context.Context, t *Turn) error {
 	defer c.ln.unsubscribe(notifyTurnServed, t.l.ns, key, served)
 	wake, listening := c.ln.subscribe(ctx, notifyTurn, t.l.ns, key)
 	defer c.ln.unsubscribe(notifyTurn, t.l.ns, key, wake)
-	granted := false
+	heard, granted, recheck := c.ln.endDraw(d.win, t.l.ns, key)
+	// skip: the draw's read of the ticket ahead stands for the first
+	// serving check.
+	skip := heard && !recheck && d.ahead.pred != 0
 	isServed := func() bool {
 		select {
 		case <-served:
@@ -136,7 +179,16 @@ func (c *Client) waitTurn(ctx context.Context, t *Turn) error {
 			return nil // granted by the leave ahead (t.l.Err() checked above)
 		}
 		sent := time.Now()
-		s, err := c.serve(ctx, t)
+		var (
+			s   serveCheck
+			err error
+		)
+		if skip {
+			skip = false
+			s, sent = d.ahead, d.sent
+		} else {
+			s, err = c.serve(ctx, t)
+		}
 		var delay time.Duration
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -182,6 +234,10 @@ func (c *Client) waitTurn(ctx context.Context, t *Turn) error {
 		listening = c.ln.listening()
 	}
 }
+
+// testAfterDraw, set by tests only, runs after a draw returned its ticket
+// and before the waiter subscribes to it.
+var testAfterDraw atomic.Pointer[func(ticket int64)]
 
 // ticketKey names a ticket drawn by a client of this process.
 type ticketKey struct {

@@ -1,0 +1,222 @@
+package sentinel_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// queueLog records a pool's queue statements: "draw", "serve" (the serving
+// check), "leave"; other statements are not recorded.
+type queueLog struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (s *queueLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	kind := ""
+	switch q := d.SQL; {
+	case strings.Contains(q, "queue_ahead("):
+		kind = "draw"
+	case strings.Contains(q, "mw AS (SELECT me.label"):
+		kind = "serve"
+	case strings.Contains(q, "DELETE FROM") && strings.Contains(q, ".tickets t") && strings.Contains(q, "nx AS"):
+		kind = "leave"
+	}
+	if kind != "" {
+		s.mu.Lock()
+		s.sent = append(s.sent, kind)
+		s.mu.Unlock()
+	}
+	return ctx
+}
+
+func (s *queueLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *queueLog) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.sent
+	s.sent = nil
+	return out
+}
+
+// queueLoggedClient is a client whose queue statements are recorded, with
+// its process's LISTEN already running (a Turn taken and released), as it
+// is in a worker past its first turn.
+func queueLoggedClient(t *testing.T, e *env, cfg *sentinel.Config) (*sentinel.Client, *queueLog) {
+	t.Helper()
+	log := &queueLog{}
+	c := e.clientOn(e.pool(func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = log }), cfg)
+	warm, err := c.Turn(ctxT(t), "warm-up-"+uuid.NewString()[:8])
+	require.NoError(t, err)
+	require.NoError(t, warm.Release(ctxT(t)))
+	log.take()
+	return c, log
+}
+
+// waitTickets waits until resource has n live tickets.
+func waitTickets(t *testing.T, c *sentinel.Client, resource string, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		q, err := c.Queue(ctxT(t), resource)
+		return err == nil && q.Holder != nil && len(q.Waiting) == n-1
+	}, 5*time.Second, 2*time.Millisecond)
+}
+
+// Issue 30: a ticket drawn behind a live ticket sleeps at once: the draw
+// read the ticket ahead under the queue's lock, and the leave ahead grants
+// it ('s'), so its whole wait is one statement, the draw. A ticket with
+// nobody ahead still makes its serving check (the grant it writes is the
+// durable one).
+func TestTurnBehindALiveTicketSleepsWithoutAServingCheck(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	cfg := &sentinel.Config{DefaultTTL: 30 * time.Second}
+	a, logA := queueLoggedClient(t, e, cfg)
+	b, logB := queueLoggedClient(t, e, cfg)
+
+	held, err := a.Turn(ctx, "printer")
+	require.NoError(t, err)
+	require.Equal(t, []string{"draw", "serve"}, logA.take(), "a ticket with nobody ahead")
+
+	got := make(chan *sentinel.Turn, 1)
+	go func() {
+		tb, err := b.Turn(ctx, "printer")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- tb
+	}()
+	waitTickets(t, a, "printer", 2)
+	require.NoError(t, held.Release(ctx))
+	var tb *sentinel.Turn
+	select {
+	case tb = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the ticket behind was not served within 5 s of the release (its ticket ahead had 30 s left)")
+	}
+	require.NotNil(t, tb)
+	require.Greater(t, tb.Ticket(), held.Ticket())
+	require.Equal(t, []string{"draw"}, logB.take(), "a ticket behind a live one: the draw, then the grant's wake-up")
+	require.NoError(t, tb.Release(ctx))
+}
+
+// A leave may grant a ticket, and its wake-up reach the process, after the
+// draw committed but before the waiter subscribed to the ticket's number
+// (it learns the number from the draw). The hub keeps it for the draw's
+// window, so the waiter returns on it: without that it would sleep until
+// the ticket ahead, released, expired (30 s).
+func TestTurnGrantedBeforeItsWaiterSubscribedIsNotMissed(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	cfg := &sentinel.Config{DefaultTTL: 30 * time.Second}
+	a, _ := queueLoggedClient(t, e, cfg)
+	b, logB := queueLoggedClient(t, e, cfg)
+
+	held, err := a.Turn(ctx, "printer")
+	require.NoError(t, err)
+	var once sync.Once
+	sentinel.SetAfterDraw(func(ticket int64) {
+		if ticket <= held.Ticket() {
+			return
+		}
+		once.Do(func() {
+			require.NoError(t, held.Release(ctx))
+			// The grant's wake-up reached b's hub before b listens on
+			// its ticket.
+			deadline := time.Now().Add(2 * time.Second)
+			for !sentinel.TurnWakeKept(b, "default", ticket) && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+		})
+	})
+	defer sentinel.SetAfterDraw(nil)
+
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	tb, err := b.Turn(tctx, "printer")
+	require.NoError(t, err, "the grant made before the waiter subscribed was missed")
+	require.Equal(t, []string{"draw"}, logB.take(), "the kept grant ends the wait with no statement")
+	require.NoError(t, tb.Release(ctx))
+}
+
+// Issue 30: a schema migrated by an older release (version 11, without
+// queue_ahead) reports ErrNotMigrated from Turn, not "function does not
+// exist".
+func TestTurnOnASchemaBehindTheCodeReportsNotMigrated(t *testing.T) {
+	e := &env{t: t, schema: "behind_" + uuid.NewString()[:8], stmts: &counter{}}
+	pool := e.pool(nil)
+	ctx := ctxT(t)
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+e.schema+`" CASCADE`)
+	})
+	for _, m := range sentinel.Migrations(e.schema)[:11] {
+		_, err := pool.Exec(ctx, m.SQL)
+		require.NoError(t, err, m.Name)
+	}
+	c := e.clientOn(pool, &sentinel.Config{DefaultTTL: 10 * time.Second})
+	_, err := c.Turn(ctx, "printer")
+	require.ErrorIs(t, err, sentinel.ErrNotMigrated)
+	require.Contains(t, err.Error(), "Migrate")
+
+	require.NoError(t, c.Migrate(ctx))
+	tn, err := c.Turn(ctx, "printer")
+	require.NoError(t, err)
+	require.NoError(t, tn.Release(ctx))
+}
+
+// A draw that waited for the queue's lock while the leave ahead of it
+// committed must not take the ticket that left for a live one ahead: it
+// would sleep until that ticket's expiry, and no later leave would wake
+// it. The ticket ahead is read after the lock is held, with a snapshot of
+// its own (queue_ahead), not the statement's (taken before the wait).
+func TestTurnDrawThatWaitedForTheQueueSeesTheLeaveAhead(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	cfg := &sentinel.Config{DefaultTTL: 30 * time.Second}
+	a, _ := queueLoggedClient(t, e, cfg)
+	b, _ := queueLoggedClient(t, e, cfg)
+	held, err := a.Turn(ctx, "printer")
+	require.NoError(t, err)
+
+	// A leave in the making: it holds the queue's lock, as Turn.leave
+	// does, while b's draw waits for it.
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+e.table("queues")+" WHERE namespace = 'default' AND resource = 'printer' FOR NO KEY UPDATE")
+	require.NoError(t, err)
+
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		tb, err := b.Turn(tctx, "printer")
+		if err == nil {
+			err = tb.Release(ctx)
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		err := admin.QueryRow(ctx, `SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%`+e.schema+`%'`).Scan(&n)
+		return err == nil && n == 1
+	}, 5*time.Second, time.Millisecond, "b's draw waits for the queue's lock")
+	// The holder's ticket leaves (its wake-up could not name b: b's
+	// ticket is not drawn yet), and the lock is given up.
+	_, err = tx.Exec(ctx, "DELETE FROM "+e.table("tickets")+" WHERE namespace = 'default' AND resource = 'printer' AND ticket = $1", held.Ticket())
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-got, "b took the ticket that had left for one ahead of it")
+}

@@ -73,3 +73,9 @@ func TurnWakeKept(c *Client, ns string, ticket int64) bool {
 	_, ok := h.turnKept[waitKey{notifyTurnServed, ns, strconv.FormatInt(ticket, 10)}]
 	return ok
 }
+
+// DrawSQL is c's draw statement (queue_sql.go).
+func DrawSQL(c *Client) string { return c.qsql().draw }
+
+// Listening reports whether c's LISTEN hub is listening.
+func Listening(c *Client) bool { return c.ln.listening() }

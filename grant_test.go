@@ -36,6 +36,24 @@ func TestTurnCancelledDuringDrawLeavesNoTicket(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, q.Waiting, "iteration %d (deadline %v): a ticket was left behind", i, d)
 	}
+	// A draw that serves its ticket (nobody ahead) as ctx ends gives the
+	// turn back.
+	for i := range 60 {
+		d := time.Duration(i%12) * 250 * time.Microsecond
+		cctx, cancel := context.WithTimeout(ctx, d)
+		tn, err := c.Turn(cctx, "scanner")
+		cancel()
+		if d == 0 {
+			require.ErrorIs(t, err, context.DeadlineExceeded, "a Turn whose ctx had ended before it was called")
+		}
+		if err == nil {
+			require.NoError(t, tn.Release(ctx))
+			continue
+		}
+		q, err := c.Queue(ctx, "scanner")
+		require.NoError(t, err)
+		require.Nil(t, q.Holder, "iteration %d (deadline %v): a turn was left held", i, d)
+	}
 	// And a lease granted as its ctx ends is not left held.
 	for i := range 60 {
 		d := time.Duration(i%12) * 250 * time.Microsecond

@@ -238,13 +238,22 @@ func (ln *listener) takeGrant(kind byte, ns, key string) (string, bool) {
 // beginDraw opens a draw window on the client's hub (see
 // listenHub.beginDraw); without a listening hub it opens none, and the
 // waiter makes its serving check.
+//
+// The first draw of a client starts its hub (as a waiter's subscription
+// would): a turn served by its draw never subscribes, and the client's
+// next contended draw needs the hub listening before it is sent.
 func (ln *listener) beginDraw() drawWindow {
 	ln.mu.Lock()
-	h := ln.hub
-	ln.mu.Unlock()
-	if h == nil || ln.c.cfg.DisableListen {
+	if ln.c.cfg.DisableListen || ln.c.closed.Load() || ln.closed {
+		ln.mu.Unlock()
 		return drawWindow{}
 	}
+	h := ln.hub
+	if h == nil {
+		h = joinHub(ln)
+		ln.hub = h
+	}
+	ln.mu.Unlock()
 	return h.beginDraw()
 }
 

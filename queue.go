@@ -34,6 +34,15 @@ import (
 //     therefore never counted as dead, and a renewal never revives a ticket
 //     whose expiry passed: it is guarded by expires_at > clock_timestamp()
 //     under the same row lock.
+//   - A draw that finds no live ticket below its own serves it in the same
+//     transaction (queue_ahead, migration 012), under the queue's lock, so
+//     that no lower ticket can appear meanwhile: it deletes the expired
+//     lower tickets whose rows it can lock (FOR UPDATE re-checks the
+//     expiry on the newest version; a row locked elsewhere is skipped,
+//     never waited for under the queue's lock), then serves only if no
+//     lower ticket is left at all, read with a snapshot taken after those
+//     deletions. A live or locked one left means the serving check above
+//     decides. Such a draw commits durably, as every grant does.
 //   - A holder's local deadline (Done) is the send time of its last
 //     successful renewal + TTL - safety margin: before the database clock can
 //     see its ticket expired, hence before anyone behind can be served.
@@ -341,7 +350,17 @@ func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Tur
 		if err != nil {
 			return nil, err
 		}
-		err = c.waitTurn(ctx, t, d)
+		if d.served {
+			c.ln.endDraw(d.win, "", "") // served by its draw: nothing to wait for
+			if ctx.Err() != nil {
+				// Served after ctx ended: the caller is gone. Give it
+				// back (abandon, below).
+				err = fmt.Errorf("sentinel: waiting for turn on %q/%q (ticket %d): %w (served as it ended: given back)",
+					o.namespace, resource, t.l.token, context.Cause(ctx))
+			}
+		} else {
+			err = c.waitTurn(ctx, t, d)
+		}
 		if err == nil {
 			if obs := c.observer(); obs != nil && obs.QueueGranted != nil {
 				obs.QueueGranted(QueueGrant{Namespace: o.namespace, Resource: resource, Ticket: t.l.token,

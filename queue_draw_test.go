@@ -2,6 +2,7 @@ package sentinel_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -15,8 +16,9 @@ import (
 	"github.com/sentinel-coordination/sentinel"
 )
 
-// queueLog records a pool's queue statements: "draw", "serve" (the serving
-// check), "leave"; other statements are not recorded.
+// queueLog records a pool's queue statements sent one at a time: "draw"
+// and "serve" (the serving check); other statements (and the leave, a
+// batch) are not recorded.
 type queueLog struct {
 	mu   sync.Mutex
 	sent []string
@@ -29,8 +31,6 @@ func (s *queueLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Trace
 		kind = "draw"
 	case strings.Contains(q, "mw AS (SELECT me.label"):
 		kind = "serve"
-	case strings.Contains(q, "DELETE FROM") && strings.Contains(q, ".tickets t") && strings.Contains(q, "nx AS"):
-		kind = "leave"
 	}
 	if kind != "" {
 		s.mu.Lock()
@@ -51,7 +51,7 @@ func (s *queueLog) take() []string {
 }
 
 // queueLoggedClient is a client whose queue statements are recorded, with
-// its process's LISTEN already running (a Turn taken and released), as it
+// its process's LISTEN already running (started by a Turn's draw), as it
 // is in a worker past its first turn.
 func queueLoggedClient(t *testing.T, e *env, cfg *sentinel.Config) (*sentinel.Client, *queueLog) {
 	t.Helper()
@@ -60,6 +60,8 @@ func queueLoggedClient(t *testing.T, e *env, cfg *sentinel.Config) (*sentinel.Cl
 	warm, err := c.Turn(ctxT(t), "warm-up-"+uuid.NewString()[:8])
 	require.NoError(t, err)
 	require.NoError(t, warm.Release(ctxT(t)))
+	require.Eventually(t, func() bool { return sentinel.Listening(c) }, 5*time.Second, time.Millisecond,
+		"the first draw starts the client's LISTEN hub")
 	log.take()
 	return c, log
 }
@@ -76,8 +78,7 @@ func waitTickets(t *testing.T, c *sentinel.Client, resource string, n int) {
 // Issue 30: a ticket drawn behind a live ticket sleeps at once: the draw
 // read the ticket ahead under the queue's lock, and the leave ahead grants
 // it ('s'), so its whole wait is one statement, the draw. A ticket with
-// nobody ahead still makes its serving check (the grant it writes is the
-// durable one).
+// nobody ahead is served by its draw.
 func TestTurnBehindALiveTicketSleepsWithoutAServingCheck(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -87,7 +88,7 @@ func TestTurnBehindALiveTicketSleepsWithoutAServingCheck(t *testing.T) {
 
 	held, err := a.Turn(ctx, "printer")
 	require.NoError(t, err)
-	require.Equal(t, []string{"draw", "serve"}, logA.take(), "a ticket with nobody ahead")
+	require.Equal(t, []string{"draw"}, logA.take(), "a ticket with nobody ahead")
 
 	got := make(chan *sentinel.Turn, 1)
 	go func() {
@@ -219,4 +220,146 @@ func TestTurnDrawThatWaitedForTheQueueSeesTheLeaveAhead(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	require.NoError(t, <-got, "b took the ticket that had left for one ahead of it")
+}
+
+// queueEvents returns resource's recorded events, oldest first, as
+// "<ticket> <event>" (and " by <ticket>" when recorded by another).
+func queueEvents(t *testing.T, e *env, resource string) []string {
+	t.Helper()
+	rows, err := admin.Query(ctxT(t), "SELECT ticket, event, coalesce(by_ticket, 0) FROM "+e.table("queue_events")+
+		" WHERE resource = $1 ORDER BY id", resource)
+	require.NoError(t, err)
+	var out []string
+	for rows.Next() {
+		var ticket, by int64
+		var ev string
+		require.NoError(t, rows.Scan(&ticket, &ev, &by))
+		s := fmt.Sprintf("%d %s", ticket, ev)
+		if by != 0 {
+			s += fmt.Sprintf(" by %d", by)
+		}
+		out = append(out, s)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// A lone Turn is one statement: with no live ticket ahead, the draw serves
+// its ticket under the queue's lock, removing the dead tickets below it
+// first (recorded as crashed or bumped by it), and records assigned then
+// granted.
+func TestTurnWithNobodyAheadIsServedByItsDraw(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c, log := queueLoggedClient(t, e, &sentinel.Config{DefaultTTL: 30 * time.Second})
+
+	first, err := c.Turn(ctx, "printer")
+	require.NoError(t, err)
+	require.Equal(t, []string{"draw"}, log.take())
+	require.NoError(t, first.Release(ctx))
+	log.take()
+
+	// A holder and a waiter that died (expired, never removed).
+	_, err = admin.Exec(ctx, "INSERT INTO "+e.table("tickets")+
+		` (namespace, resource, ticket, owner, drawn_at, served_at, expires_at) VALUES
+		('default', 'printer', $1, 'gone', pg_catalog.now(), pg_catalog.now(), pg_catalog.now() - interval '1 s'),
+		('default', 'printer', $2, 'gone', pg_catalog.now(), NULL, pg_catalog.now() - interval '1 s')`,
+		first.Ticket()+1000000, first.Ticket()+1000001)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "SELECT pg_catalog.setval($1::regclass, $2)", e.schema+".fencing_token", first.Ticket()+1000002)
+	require.NoError(t, err)
+	tn, err := c.Turn(ctx, "printer")
+	require.NoError(t, err)
+	require.Equal(t, []string{"draw"}, log.take(), "dead tickets below do not cost a serving check")
+	q, err := c.Queue(ctx, "printer")
+	require.NoError(t, err)
+	require.NotNil(t, q.Holder)
+	require.Equal(t, tn.Ticket(), q.Holder.Ticket)
+	require.False(t, q.Holder.ServedAt.IsZero(), "served_at written by the draw")
+	require.Empty(t, q.Waiting)
+	require.Zero(t, e.count("tickets", "ticket < $1", tn.Ticket()), "the dead tickets were removed")
+	f, n := first.Ticket(), tn.Ticket()
+	require.Equal(t, []string{
+		fmt.Sprintf("%d assigned", f), fmt.Sprintf("%d granted", f), fmt.Sprintf("%d completed", f),
+		fmt.Sprintf("%d assigned", n),
+		fmt.Sprintf("%d crashed by %d", f+1000000, n), fmt.Sprintf("%d bumped by %d", f+1000001, n),
+		fmt.Sprintf("%d granted", n),
+	}, queueEvents(t, e, "printer"))
+	require.NoError(t, tn.Release(ctx))
+}
+
+// A dead ticket below that another transaction holds locked (a renewal, a
+// VerifyTurn guard) is not waited for under the queue's lock: the draw
+// serves nothing, and the waiter's serving check waits for that row and
+// decides, as before. Served by the draw here, the turn would begin while
+// the guard that may still write under the dead ticket is open.
+func TestTurnDrawSkipsADeadTicketLockedElsewhere(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c, log := queueLoggedClient(t, e, &sentinel.Config{DefaultTTL: 30 * time.Second})
+	_, err := admin.Exec(ctx, "INSERT INTO "+e.table("tickets")+
+		` (namespace, resource, ticket, owner, drawn_at, served_at, expires_at) VALUES
+		('default', 'printer', 1, 'gone', pg_catalog.now(), pg_catalog.now(), pg_catalog.now() - interval '1 s')`)
+	require.NoError(t, err)
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+e.table("tickets")+" WHERE ticket = 1 FOR KEY SHARE")
+	require.NoError(t, err)
+
+	got := make(chan error, 1)
+	go func() {
+		tn, err := c.Turn(ctx, "printer")
+		if err == nil {
+			err = tn.Release(ctx)
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		err := admin.QueryRow(ctx, `SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%mw AS (SELECT me.label%' AND query LIKE '%`+e.schema+`%'`).Scan(&n)
+		return err == nil && n == 1
+	}, 5*time.Second, time.Millisecond, "the serving check waits for the locked dead ticket")
+	select {
+	case err := <-got:
+		t.Fatalf("Turn returned while a dead ticket below it was locked: %v", err)
+	default:
+	}
+	require.NoError(t, tx.Rollback(ctx))
+	require.NoError(t, <-got)
+	require.Equal(t, []string{"draw", "serve"}, log.take())
+}
+
+// A draw that served its ticket commits durably, as every grant does (its
+// holder is told only once the grant is on disk); any other draw commits
+// without waiting for its flush. The setting is the transaction's, so it
+// shows inside one.
+func TestTurnDrawCommitsDurablyOnlyWhenItServes(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: 30 * time.Second})
+	setting := func(resource string) (served bool, sc string) {
+		t.Helper()
+		tx, err := admin.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(context.Background()) }()
+		var ticket, ahead, pred int64
+		var drawn, expires time.Time
+		var left, predLeft time.Duration
+		var predOwner string
+		require.NoError(t, tx.QueryRow(ctx, sentinel.DrawSQL(c), "default", resource, "", "o", "h", 1, int64(30e6), "ch", false).
+			Scan(&ticket, &drawn, &expires, &left, &ahead, &pred, &predOwner, &predLeft, &served))
+		require.NoError(t, tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&sc))
+		return served, sc
+	}
+	served, sc := setting("empty")
+	require.True(t, served)
+	require.Equal(t, "on", sc, "a draw that served its ticket")
+	held, err := c.Turn(ctx, "busy")
+	require.NoError(t, err)
+	served, sc = setting("busy")
+	require.False(t, served)
+	require.Equal(t, "off", sc, "a draw behind a live ticket")
+	require.NoError(t, held.Release(ctx))
 }

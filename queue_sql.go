@@ -92,14 +92,20 @@ func notifyFollowersSQL(ch string) string {
 
 // sqlDraw draws a ticket: it locks the resource's queue row FOR UPDATE
 // (creating it on the first draw), mints the ticket under that lock,
-// inserts it, and records `assigned`. The row is locked, never updated:
+// inserts it, and calls queue_ahead (migration 012), which records
+// `assigned` and, with a snapshot taken under the lock (the statement's
+// was taken before it waited for the lock), reads the live ticket directly
+// ahead, or, when there is none, serves the new ticket as its serving
+// check would (see the migration). The row is locked, never updated:
 // drawers wait on one row version, in the order they asked (PostgreSQL's
 // tuple lock queue), rather than retrying against a chain of new versions
 // where a newcomer could overtake them. The time left is computed at the
 // end, so a wait for the lock only shortens what the client trusts.
 //
-// The draw commits without waiting for its WAL to reach disk
-// (synchronous_commit off, for this transaction only): it holds the queue
+// A draw that served its ticket commits as every grant does, durably, so
+// that its holder is told only once the grant is on disk: a lone Turn is
+// one statement. Any other draw commits without waiting for its WAL to
+// reach disk (synchronous_commit off, for this transaction only): it holds the queue
 // row's lock until it commits, and every leave of the resource waits for
 // that lock, so a draw that waited for its flush delayed the next handover
 // by a disk flush. Nothing a holder relies on is made non-durable by it:
@@ -118,12 +124,11 @@ func notifyFollowersSQL(ch string) string {
 //     again, as for a ticket that died while waiting. The `assigned` event
 //     goes with it; a follower may have seen it.
 //
-// It also returns the live ticket directly ahead (0 when none), its owner
-// and time left, read by queue_ahead (migration 012) with a snapshot taken
-// under the queue's lock, not the statement's (taken before it waited for
-// the lock): a ticket with a live ticket ahead is granted or woken by a
-// later leave, so its waiter needs no serving check before it sleeps
-// (Client.waitTurn).
+// It returns the live ticket directly ahead (0 when none): a ticket with
+// a live ticket ahead is granted or woken by a later leave, so its waiter
+// needs no serving check before it sleeps (Client.waitTurn). A ticket
+// with none ahead that the draw could not serve (a dead ticket below it
+// locked elsewhere) makes its serving check, which waits for that row.
 //
 // It returns no row when the queue row was created by a concurrent draw
 // after this statement's snapshot (only on a resource's first draws): the
@@ -134,7 +139,8 @@ func notifyFollowersSQL(ch string) string {
 // $8 channel, $9 count the live tickets ahead (the queue's depth, for the
 // observer; -1 without counting: the subquery is then not run).
 // It returns the ticket, when it was drawn and expires, its time left, the
-// count, then the ticket ahead, its owner and its time left.
+// count, then the ticket ahead, its owner and its time left, and whether
+// the draw served the ticket.
 var sqlDraw = `
 WITH ins AS (
     INSERT INTO {{schema}}.queues AS q (namespace, resource, created_at)
@@ -155,10 +161,6 @@ t AS (
     FROM q
     RETURNING ticket, drawn_at, expires_at
 ),
-ev AS (
-    INSERT INTO {{schema}}.queue_events (namespace, resource, ticket, event, label, owner)
-    SELECT $1, $2, t.ticket, 'assigned', $3, $4 FROM t
-),
 ` + followersCTE(`(SELECT pg_catalog.count(*) FROM t) > 0`) + `
 SELECT t.ticket, t.drawn_at, t.expires_at, t.expires_at - pg_catalog.clock_timestamp(),
     CASE WHEN $9::boolean THEN (
@@ -166,9 +168,10 @@ SELECT t.ticket, t.drawn_at, t.expires_at, t.expires_at - pg_catalog.clock_times
         WHERE x.namespace = $1 AND x.resource = $2 AND x.ticket < t.ticket
           AND x.expires_at > pg_catalog.clock_timestamp()
     ) ELSE -1 END,
-    coalesce(a.ahead, 0), coalesce(a.ahead_owner, ''), coalesce(a.ahead_left, interval '0')
-FROM t CROSS JOIN (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) AS async
-CROSS JOIN LATERAL {{schema}}.queue_ahead($1, $2, t.ticket) AS a
+    coalesce(a.ahead, 0), coalesce(a.ahead_owner, ''), coalesce(a.ahead_left, interval '0'), a.served
+FROM t CROSS JOIN LATERAL {{schema}}.queue_ahead($1, $2, t.ticket, $4, $3) AS a
+CROSS JOIN LATERAL (SELECT pg_catalog.set_config('synchronous_commit',
+    CASE WHEN a.served THEN pg_catalog.current_setting('synchronous_commit') ELSE 'off' END, true)) AS async
 ` + notifyFollowersSQL(`$8`)
 
 // sqlServe is the serving check of ticket $3, in one statement:

@@ -16,13 +16,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// drawn is what a draw learned besides its ticket: the live ticket ahead
-// (pred 0: none), read under the queue's lock, and the draw window its
-// waiter closes once subscribed (waitTurn).
+// drawn is what a draw learned besides its ticket: whether it served it,
+// the live ticket ahead (pred 0: none), read under the queue's lock, and
+// the draw window its waiter closes once subscribed (waitTurn).
 type drawn struct {
-	ahead serveCheck
-	sent  time.Time // when the draw was sent: ahead.predLeft counts from then
-	win   drawWindow
+	served bool // the draw served the ticket (nothing ahead): no wait
+	ahead  serveCheck
+	sent   time.Time // when the draw was sent: ahead.predLeft counts from then
+	win    drawWindow
 }
 
 // draw draws a ticket, riding out an unreachable database until ctx ends.
@@ -54,7 +55,7 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		sctx, scancel := graceCtx(ctx, grantGrace)
 		err := c.pool.QueryRow(sctx, c.qsql().draw, o.namespace, resource, o.label, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
 			us(o.ttl), c.sql.channel, obs != nil && obs.QueueGranted != nil).Scan(&ticket, &drawnAt, &expiresAt, &remaining, &ahead,
-			&d.ahead.pred, &d.ahead.predOwner, &d.ahead.predLeft)
+			&d.ahead.pred, &d.ahead.predOwner, &d.ahead.predLeft, &d.served)
 		scancel()
 		if err != nil {
 			c.ln.endDraw(d.win, "", "")

@@ -231,8 +231,9 @@ type leaveResult struct {
 // drawn meanwhile is either seen by a later decision (its draw committed
 // under the same lock first) or sees the leaves committed: its draw reads
 // the ticket ahead once it holds the lock (queue_ahead), and with none
-// live ahead it makes its serving check. Nothing else reads this lock: renewals and serving
-// checks never touch the queue row.
+// live ahead it is served by the draw or makes its serving check. Nothing
+// else reads this lock: renewals and serving checks never touch the queue
+// row.
 func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 	t.leftMu.Lock()
 	defer t.leftMu.Unlock()

@@ -100,17 +100,8 @@ func TestEveryEntryPointReportsNotMigrated(t *testing.T) {
 // migration's function, not PostgreSQL's "function does not exist"; after
 // Migrate the same lease releases.
 func TestReleaseOnASchemaBehindTheCodeReportsNotMigrated(t *testing.T) {
-	e := &env{t: t, schema: "behind_" + uuid.NewString()[:8], stmts: &counter{}}
-	pool := e.pool(nil)
+	c := clientOnSchemaAt(t, 10)
 	ctx := ctxT(t)
-	t.Cleanup(func() {
-		_, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+e.schema+`" CASCADE`)
-	})
-	for _, m := range sentinel.Migrations(e.schema)[:10] {
-		_, err := pool.Exec(ctx, m.SQL)
-		require.NoError(t, err, m.Name)
-	}
-	c := e.clientOn(pool, &sentinel.Config{DefaultTTL: 10 * time.Second})
 	l, err := c.Lease(ctx, "k")
 	require.NoError(t, err, "acquiring needs nothing of migration 11")
 	err = l.Release(ctx)
@@ -121,4 +112,20 @@ func TestReleaseOnASchemaBehindTheCodeReportsNotMigrated(t *testing.T) {
 	l, err = c.Lease(ctx, "k2")
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
+}
+
+// clientOnSchemaAt returns a client on a schema of its own migrated only
+// up to version, as an older release would have left it.
+func clientOnSchemaAt(t *testing.T, version int) *sentinel.Client {
+	t.Helper()
+	e := &env{t: t, schema: "behind_" + uuid.NewString()[:8], stmts: &counter{}}
+	pool := e.pool(nil)
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+e.schema+`" CASCADE`)
+	})
+	for _, m := range sentinel.Migrations(e.schema)[:version] {
+		_, err := pool.Exec(ctxT(t), m.SQL)
+		require.NoError(t, err, m.Name)
+	}
+	return e.clientOn(pool, &sentinel.Config{DefaultTTL: 10 * time.Second})
 }

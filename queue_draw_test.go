@@ -66,6 +66,19 @@ func queueLoggedClient(t *testing.T, e *env, cfg *sentinel.Config) (*sentinel.Cl
 	return c, log
 }
 
+// twoQueueClients returns a fresh env and two of its clients on pools of
+// their own (so hubs of their own), tickets living 30 s: a ticket that
+// left is only ever noticed by a wake-up, never by its expiry, within a
+// test's time.
+func twoQueueClients(t *testing.T) (*env, *sentinel.Client, *queueLog, *sentinel.Client, *queueLog) {
+	t.Helper()
+	e := newEnv(t)
+	cfg := &sentinel.Config{DefaultTTL: 30 * time.Second}
+	a, logA := queueLoggedClient(t, e, cfg)
+	b, logB := queueLoggedClient(t, e, cfg)
+	return e, a, logA, b, logB
+}
+
 // waitTickets waits until resource has n live tickets.
 func waitTickets(t *testing.T, c *sentinel.Client, resource string, n int) {
 	t.Helper()
@@ -80,11 +93,8 @@ func waitTickets(t *testing.T, c *sentinel.Client, resource string, n int) {
 // it ('s'), so its whole wait is one statement, the draw. A ticket with
 // nobody ahead is served by its draw.
 func TestTurnBehindALiveTicketSleepsWithoutAServingCheck(t *testing.T) {
-	e := newEnv(t)
+	_, a, logA, b, logB := twoQueueClients(t)
 	ctx := ctxT(t)
-	cfg := &sentinel.Config{DefaultTTL: 30 * time.Second}
-	a, logA := queueLoggedClient(t, e, cfg)
-	b, logB := queueLoggedClient(t, e, cfg)
 
 	held, err := a.Turn(ctx, "printer")
 	require.NoError(t, err)
@@ -118,11 +128,8 @@ func TestTurnBehindALiveTicketSleepsWithoutAServingCheck(t *testing.T) {
 // window, so the waiter returns on it: without that it would sleep until
 // the ticket ahead, released, expired (30 s).
 func TestTurnGrantedBeforeItsWaiterSubscribedIsNotMissed(t *testing.T) {
-	e := newEnv(t)
+	_, a, _, b, logB := twoQueueClients(t)
 	ctx := ctxT(t)
-	cfg := &sentinel.Config{DefaultTTL: 30 * time.Second}
-	a, _ := queueLoggedClient(t, e, cfg)
-	b, logB := queueLoggedClient(t, e, cfg)
 
 	held, err := a.Turn(ctx, "printer")
 	require.NoError(t, err)
@@ -155,17 +162,8 @@ func TestTurnGrantedBeforeItsWaiterSubscribedIsNotMissed(t *testing.T) {
 // queue_ahead) reports ErrNotMigrated from Turn, not "function does not
 // exist".
 func TestTurnOnASchemaBehindTheCodeReportsNotMigrated(t *testing.T) {
-	e := &env{t: t, schema: "behind_" + uuid.NewString()[:8], stmts: &counter{}}
-	pool := e.pool(nil)
+	c := clientOnSchemaAt(t, 11)
 	ctx := ctxT(t)
-	t.Cleanup(func() {
-		_, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+e.schema+`" CASCADE`)
-	})
-	for _, m := range sentinel.Migrations(e.schema)[:11] {
-		_, err := pool.Exec(ctx, m.SQL)
-		require.NoError(t, err, m.Name)
-	}
-	c := e.clientOn(pool, &sentinel.Config{DefaultTTL: 10 * time.Second})
 	_, err := c.Turn(ctx, "printer")
 	require.ErrorIs(t, err, sentinel.ErrNotMigrated)
 	require.Contains(t, err.Error(), "Migrate")
@@ -182,11 +180,8 @@ func TestTurnOnASchemaBehindTheCodeReportsNotMigrated(t *testing.T) {
 // it. The ticket ahead is read after the lock is held, with a snapshot of
 // its own (queue_ahead), not the statement's (taken before the wait).
 func TestTurnDrawThatWaitedForTheQueueSeesTheLeaveAhead(t *testing.T) {
-	e := newEnv(t)
+	e, a, _, b, _ := twoQueueClients(t)
 	ctx := ctxT(t)
-	cfg := &sentinel.Config{DefaultTTL: 30 * time.Second}
-	a, _ := queueLoggedClient(t, e, cfg)
-	b, _ := queueLoggedClient(t, e, cfg)
 	held, err := a.Turn(ctx, "printer")
 	require.NoError(t, err)
 

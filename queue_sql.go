@@ -105,15 +105,16 @@ func notifyFollowersSQL(ch string) string {
 // A draw that served its ticket commits as every grant does, durably, so
 // that its holder is told only once the grant is on disk: a lone Turn is
 // one statement. Any other draw commits without waiting for its WAL to
-// reach disk (synchronous_commit off, for this transaction only): it holds the queue
-// row's lock until it commits, and every leave of the resource waits for
+// reach disk (synchronous_commit off, for this transaction only): it
+// holds the queue row's lock until it commits, and every leave of the resource waits for
 // that lock, so a draw that waited for its flush delayed the next handover
 // by a disk flush. Nothing a holder relies on is made non-durable by it:
 //
 //   - a drawn ticket grants nothing. It is trusted only once served, and
-//     serving is a durable commit made after the draw committed: the
-//     leave that grants it (sqlTicketLeave) or its own serving check
-//     (sqlServe, which writes served_at). A commit flushes the WAL up to
+//     serving is a durable commit: the draw's own when it served the
+//     ticket, else one made after the draw committed: the leave that
+//     grants it (sqlTicketLeave) or its own serving check (sqlServe,
+//     which writes served_at). A commit flushes the WAL up to
 //     its own record, and the draw's records (the sequence's advance that
 //     minted the ticket, the ticket row) were written before it, so by
 //     the time a holder is told its turn the ticket is as durable as its

@@ -51,7 +51,8 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		// reply were dropped, the ticket would stay in the queue, unknown
 		// to us, and hold everyone behind it for a TTL. So the statement
 		// may outlive ctx by grantGrace, and a ticket drawn after ctx
-		// ended is given back (cancelled) below.
+		// ended is given back (Client.turn: by waitTurn's check, or at
+		// once when the draw served it).
 		sctx, scancel := graceCtx(ctx, grantGrace)
 		err := c.pool.QueryRow(sctx, c.qsql().draw, o.namespace, resource, o.label, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
 			us(o.ttl), c.sql.channel, obs != nil && obs.QueueGranted != nil).Scan(&ticket, &drawnAt, &expiresAt, &remaining, &ahead,

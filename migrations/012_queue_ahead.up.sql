@@ -6,8 +6,8 @@
 -- the draw locked the queue's row (FOR UPDATE) and inserted ticket
 -- p_ticket, owned by p_owner with label p_label. It records `assigned`
 -- (first, so that a `granted` it records follows it), then decides what
--- the waiter does. It is VOLATILE plpgsql,
--- so each of its statements takes a snapshot of its own: the draw's
+-- the waiter does. It is VOLATILE plpgsql, so each of its statements
+-- takes a snapshot of its own: the draw's
 -- statement took its snapshot before it waited for the lock, and a leave
 -- or a draw that committed while it waited is not in that snapshot.
 --

@@ -87,6 +87,7 @@ func rerunCharge(ctx context.Context, pool *pgxpool.Pool, key string) (int64, er
 // uncertain. Times are wall-clock nanoseconds. Output lines:
 //
 //	start PID
+//	call KEY CALL                         Once is called
 //	enter KEY TOKEN ATTEMPT CALL AT       fn began: the grant
 //	charged KEY TOKEN ID
 //	write KEY TOKEN ok|refused|error CALL RET
@@ -124,6 +125,7 @@ func rerunWorker() error {
 		for _, i := range pending {
 			k := rerunKey(i)
 			call := wall()
+			emit("call %s %d", k, call)
 			res, err := sentinel.Once(ctx, c, k, func(ctx context.Context) (string, error) {
 				tok, _ := sentinel.TokenFromContext(ctx)
 				emit("enter %s %d %d %d %d", k, tok, sentinel.Attempt(ctx), call, wall())
@@ -187,36 +189,96 @@ type rerunHistory struct {
 	ops []porcupine.Operation
 	// fnReturn: key/token -> when fn returned (the completion's call).
 	fnReturn map[string]int64
-	client   int
+	// clients numbers the worker processes (a process is a model client);
+	// raw keeps every line per key, for the report of an illegal key.
+	clients map[*child]int
+	raw     map[string][]string
+	// open: per client, the Once call whose grant is not known yet (no
+	// enter line and no result line): a process killed there may have
+	// been granted a token nobody saw (see died).
+	open map[int]openCall
 }
 
-func (h *rerunHistory) add(kind lockmodel.Kind, key string, token, call int64, res lockmodel.Result, outToken, ret int64) {
-	h.ops = append(h.ops, porcupine.Operation{ClientId: h.client,
-		Input: lockmodel.Input{Kind: kind, Key: key, Client: h.client, Token: token}, Call: call,
+type openCall struct {
+	key  string
+	call int64
+}
+
+func newRerunHistory() *rerunHistory {
+	return &rerunHistory{fnReturn: map[string]int64{}, clients: map[*child]int{}, raw: map[string][]string{},
+		open: map[int]openCall{}}
+}
+
+// died records that the process of c was found dead at at (wall ns): a
+// Once call it had not answered before fn began becomes an acquire of
+// unknown outcome, called when the call was and returning at at. Its
+// claim may have committed (a token granted that no line reports, which
+// a later refusal can name) or not. It returns how many calls it closed
+// (0 or 1).
+func (h *rerunHistory) died(c *child, at int64) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	client, ok := h.clients[c]
+	if !ok {
+		return 0
+	}
+	oc, ok := h.open[client]
+	if !ok {
+		return 0
+	}
+	delete(h.open, client)
+	h.add(client, lockmodel.Acquire, oc.key, 0, oc.call, lockmodel.Unknown, 0, at)
+	h.raw[oc.key] = append(h.raw[oc.key], fmt.Sprintf("c%d died in its call (an acquire of unknown outcome)", client))
+	return 1
+}
+
+func (h *rerunHistory) add(client int, kind lockmodel.Kind, key string, token, call int64, res lockmodel.Result, outToken, ret int64) {
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client,
+		Input: lockmodel.Input{Kind: kind, Key: key, Client: client, Token: token}, Call: call,
 		Output: lockmodel.Output{Result: res, Token: outToken}, Return: max(ret, call)})
 }
 
-func (h *rerunHistory) line(f []string) {
+func (h *rerunHistory) line(c *child, f []string) {
 	n := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	client, ok := h.clients[c]
+	if !ok {
+		client = len(h.clients) + 1
+		h.clients[c] = client
+	}
+	if len(f) > 1 {
+		h.raw[f[1]] = append(h.raw[f[1]], fmt.Sprintf("c%d %s", client, strings.Join(f, " ")))
+	}
+	oc, wasOpen := h.open[client]
 	switch f[0] {
+	case "call", "start":
+	default:
+		delete(h.open, client) // the grant is known, or the call answered
+	}
+	switch f[0] {
+	case "call": // call KEY CALL
+		h.open[client] = openCall{key: f[1], call: n(2)}
 	case "enter": // enter KEY TOKEN ATTEMPT CALL AT
-		h.add(lockmodel.Acquire, f[1], 0, n(4), lockmodel.OK, n(2), n(5))
+		h.add(client, lockmodel.Acquire, f[1], 0, n(4), lockmodel.OK, n(2), n(5))
 	case "write": // write KEY TOKEN RESULT CALL RET
 		res := map[string]lockmodel.Result{"ok": lockmodel.OK, "refused": lockmodel.Refused}[f[3]]
 		if f[3] == "error" {
 			res = lockmodel.Unknown
 		}
-		h.add(lockmodel.Write, f[1], n(2), n(4), res, 0, n(5))
+		h.add(client, lockmodel.Write, f[1], n(2), n(4), res, 0, n(5))
 	case "fn-return": // fn-return KEY TOKEN AT
 		h.fnReturn[f[1]+"/"+f[2]] = n(3)
 	case "ran": // ran KEY TOKEN RET: the completion released the lease
 		if at, ok := h.fnReturn[f[1]+"/"+f[2]]; ok {
-			h.add(lockmodel.Release, f[1], n(2), at, lockmodel.OK, 0, n(3))
+			h.add(client, lockmodel.Release, f[1], n(2), at, lockmodel.OK, 0, n(3))
 		}
 	case "busy": // busy KEY TOKEN CALL RET
-		h.add(lockmodel.Acquire, f[1], 0, n(3), lockmodel.Refused, n(2), n(4))
+		h.add(client, lockmodel.Acquire, f[1], 0, n(3), lockmodel.Refused, n(2), n(4))
+	case "error": // error KEY MESSAGE: the claim may have committed unseen
+		if wasOpen {
+			h.add(client, lockmodel.Acquire, oc.key, 0, oc.call, lockmodel.Unknown, 0, wall())
+		}
 	}
 }
 
@@ -233,7 +295,7 @@ func TestRerunUnderFaults(t *testing.T) {
 	_, err := pool.Exec(ctx, rerunDDL)
 	require.NoError(t, err)
 
-	hist := &rerunHistory{fnReturn: map[string]int64{}}
+	hist := newRerunHistory()
 	var (
 		v        violations
 		mu       sync.Mutex
@@ -258,7 +320,7 @@ func TestRerunUnderFaults(t *testing.T) {
 		if len(f) == 0 {
 			return
 		}
-		hist.line(f)
+		hist.line(c, f)
 		mu.Lock()
 		defer mu.Unlock()
 		switch f[0] {
@@ -309,12 +371,9 @@ func TestRerunUnderFaults(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 12))
-	spawned, restarts := 0, 0
+	spawned, restarts, cutShort := 0, 0, 0
 	start := func(slot int) *child {
 		spawned++
-		hist.mu.Lock()
-		hist.client++
-		hist.mu.Unlock()
 		name := fmt.Sprintf("w%d", slot)
 		return spawn(t, name, "rerun", []string{"SF_DB=" + cl.URL(), "SF_NAME=" + name, "SF_KEYS=" + strconv.Itoa(keys),
 			"SF_SEED=" + strconv.FormatUint(rng.Uint64(), 10), "SF_TTL=" + rerunTTL.String()}, onLine)
@@ -326,6 +385,7 @@ func TestRerunUnderFaults(t *testing.T) {
 	restart := func() {
 		for i, w := range workers {
 			if w.hasExited() && w.exitCode() != 0 {
+				cutShort += hist.died(w, wall())
 				workers[i] = start(i) // killed
 				restarts++
 			}
@@ -364,6 +424,7 @@ func TestRerunUnderFaults(t *testing.T) {
 		if strings.Contains(w.stderr.String(), "DATA RACE") {
 			t.Fatalf("worker %s: data race:\n%s", w.name, w.stderr.String())
 		}
+		cutShort += hist.died(w, wall()) // killed after the last restart
 	}
 	elapsed := time.Since(began)
 
@@ -390,6 +451,11 @@ func TestRerunUnderFaults(t *testing.T) {
 		check = lockmodel.Check(hist.ops, 2*time.Minute)
 		if check != porcupine.Ok {
 			v.add("attempts' history (%d ops) is %s under the fenced-lease model", len(hist.ops), check)
+			bad := lockmodel.IllegalKeys(hist.ops, time.Minute, 5)
+			t.Logf("the keys the model rejects (c = worker process):\n%s", lockmodel.Explain(hist.ops, bad))
+			for _, k := range bad {
+				t.Logf("key %s, every worker line (times: wall ns):\n  %s", k, strings.Join(hist.raw[k], "\n  "))
+			}
 		}
 	}
 	counts := map[string]int{}
@@ -409,7 +475,7 @@ func TestRerunUnderFaults(t *testing.T) {
 		"pauses": paused, "attempts": a.attempts, "reruns": a.reruns, "completed": a.completed,
 		"double_charges": a.doubleCharges, "operator_cases": a.operatorCases, "bounded_uncertain": a.boundedUncertain,
 		"provider_requests": a.requests, "stale_writes_refused": counts["write-refused"],
-		"model_ops": len(hist.ops), "model_counts": counts, "porcupine": check, "run_s": elapsed.Seconds(),
+		"model_ops": len(hist.ops), "model_counts": counts, "calls_cut_short": cutShort, "porcupine": check, "run_s": elapsed.Seconds(),
 		"violations": v.count(),
 	})
 	require.Positive(t, a.reruns, "no key was re-run: the scenario did not test what it claims")

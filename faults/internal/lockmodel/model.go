@@ -30,7 +30,9 @@ package lockmodel
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -297,4 +299,44 @@ func (r *Recorder) Counts() map[Kind]int {
 		m[op.Input.(Input).Kind]++
 	}
 	return m
+}
+
+// IllegalKeys checks each key of history on its own and returns the keys
+// (at most maxKeys, in key order) whose history is not linearizable.
+func IllegalKeys(history []porcupine.Operation, timeout time.Duration, maxKeys int) []string {
+	m := Model()
+	var keys []string
+	for _, ops := range partition(history) {
+		if len(keys) == maxKeys {
+			break
+		}
+		if porcupine.CheckOperationsTimeout(m, ops, timeout) == porcupine.Illegal {
+			keys = append(keys, ops[0].Input.(Input).Key)
+		}
+	}
+	return keys
+}
+
+// Explain describes the operations of history on each of keys, ordered by
+// call, with times in milliseconds from the key's first call: what a
+// failing test prints (for the keys IllegalKeys names) so that a reader
+// can tell a recording artifact from a fencing defect without re-running.
+func Explain(history []porcupine.Operation, keys []string) string {
+	m := Model()
+	var b strings.Builder
+	for _, ops := range partition(history) {
+		key := ops[0].Input.(Input).Key
+		if !slices.Contains(keys, key) {
+			continue
+		}
+		ops = append([]porcupine.Operation(nil), ops...)
+		sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
+		base := ops[0].Call
+		fmt.Fprintf(&b, "key %s:\n", key)
+		for _, op := range ops {
+			fmt.Fprintf(&b, "  [%9.3f, %9.3f] ms  %s\n", float64(op.Call-base)/1e6, float64(op.Return-base)/1e6,
+				m.DescribeOperation(op.Input, op.Output))
+		}
+	}
+	return b.String()
 }

@@ -3,6 +3,7 @@ package lockmodel
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -186,5 +187,34 @@ func TestRecorderAndVisualization(t *testing.T) {
 	b, err := os.ReadFile(path)
 	if err != nil || !strings.Contains(string(b), "acquire(k)") {
 		t.Fatalf("visualization: %v", err)
+	}
+}
+
+func TestExplainNamesOnlyTheIllegalKeys(t *testing.T) {
+	bad := history(
+		acq(0, 5, 0, 1_000_000),
+		acq(1, 7, 2_000_000, 3_000_000),
+		op{client: 0, kind: Write, token: 5, res: OK, call: 4_000_000, ret: 5_000_000},
+	)
+	good := history(acq(2, 9, 0, 10))
+	for i := range good {
+		in := good[i].Input.(Input)
+		in.Key = "fine"
+		good[i].Input = in
+	}
+	all := append(bad, good...)
+	if keys := IllegalKeys(all, 10*time.Second, 10); !slices.Equal(keys, []string{"k"}) {
+		t.Fatalf("IllegalKeys = %q, want [k]", keys)
+	}
+	got := Explain(all, []string{"k"})
+	want := "key k:\n" +
+		"  [    0.000,     1.000] ms  c0 acquire(k) -> ok 5\n" +
+		"  [    2.000,     3.000] ms  c1 acquire(k) -> ok 7\n" +
+		"  [    4.000,     5.000] ms  c0 write(k, 5) -> ok\n"
+	if got != want {
+		t.Fatalf("Explain:\n%s\nwant:\n%s", got, want)
+	}
+	if keys := IllegalKeys(good, 10*time.Second, 10); len(keys) != 0 {
+		t.Fatalf("a legal history has illegal keys %q", keys)
 	}
 }

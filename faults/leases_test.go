@@ -251,6 +251,9 @@ func (r *leaseRun) check(t testing.TB, ctx context.Context, v *violations) lease
 		_ = os.MkdirAll(filepath.Dir(path), 0o755)
 		_, _ = lockmodel.CheckVerbose(hist, 2*time.Minute, path)
 		v.add("lease history (%d ops) is %s under the fenced-lease model; visualization: %s", len(hist), c.Result, path)
+		if c.Result == porcupine.Illegal {
+			t.Logf("the keys the model rejects:\n%s", lockmodel.Explain(hist, lockmodel.IllegalKeys(hist, time.Minute, 5)))
+		}
 	}
 
 	r.mu.Lock()

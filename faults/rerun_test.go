@@ -197,6 +197,9 @@ type rerunHistory struct {
 	// enter line and no result line): a process killed there may have
 	// been granted a token nobody saw (see died).
 	open map[int]openCall
+	// granted: tokens some fn-entry line reported; named: tokens refusals
+	// named (see unseen).
+	granted, named map[int64]bool
 }
 
 type openCall struct {
@@ -206,7 +209,22 @@ type openCall struct {
 
 func newRerunHistory() *rerunHistory {
 	return &rerunHistory{fnReturn: map[string]int64{}, clients: map[*child]int{}, raw: map[string][]string{},
-		open: map[int]openCall{}}
+		open: map[int]openCall{}, granted: map[int64]bool{}, named: map[int64]bool{}}
+}
+
+// unseen counts the tokens that refusals named and no fn-entry line
+// reported: grants to workers that died before fn began, which only the
+// acquires of unknown outcome (died) explain to the model.
+func (h *rerunHistory) unseen() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for tok := range h.named {
+		if !h.granted[tok] {
+			n++
+		}
+	}
+	return n
 }
 
 // died records that the process of c was found dead at at (wall ns): a
@@ -260,6 +278,7 @@ func (h *rerunHistory) line(c *child, f []string) {
 	case "call": // call KEY CALL
 		h.open[client] = openCall{key: f[1], call: n(2)}
 	case "enter": // enter KEY TOKEN ATTEMPT CALL AT
+		h.granted[n(2)] = true
 		h.add(client, lockmodel.Acquire, f[1], 0, n(4), lockmodel.OK, n(2), n(5))
 	case "write": // write KEY TOKEN RESULT CALL RET
 		res := map[string]lockmodel.Result{"ok": lockmodel.OK, "refused": lockmodel.Refused}[f[3]]
@@ -274,6 +293,7 @@ func (h *rerunHistory) line(c *child, f []string) {
 			h.add(client, lockmodel.Release, f[1], n(2), at, lockmodel.OK, 0, n(3))
 		}
 	case "busy": // busy KEY TOKEN CALL RET
+		h.named[n(2)] = true
 		h.add(client, lockmodel.Acquire, f[1], 0, n(3), lockmodel.Refused, n(2), n(4))
 	case "error": // error KEY MESSAGE: the claim may have committed unseen
 		if wasOpen {
@@ -475,7 +495,7 @@ func TestRerunUnderFaults(t *testing.T) {
 		"pauses": paused, "attempts": a.attempts, "reruns": a.reruns, "completed": a.completed,
 		"double_charges": a.doubleCharges, "operator_cases": a.operatorCases, "bounded_uncertain": a.boundedUncertain,
 		"provider_requests": a.requests, "stale_writes_refused": counts["write-refused"],
-		"model_ops": len(hist.ops), "model_counts": counts, "calls_cut_short": cutShort, "porcupine": check, "run_s": elapsed.Seconds(),
+		"model_ops": len(hist.ops), "model_counts": counts, "calls_cut_short": cutShort, "unseen_tokens_named": hist.unseen(), "porcupine": check, "run_s": elapsed.Seconds(),
 		"violations": v.count(),
 	})
 	require.Positive(t, a.reruns, "no key was re-run: the scenario did not test what it claims")

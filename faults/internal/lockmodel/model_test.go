@@ -71,6 +71,18 @@ func TestLegalHistories(t *testing.T) {
 			op{client: 1, kind: Acquire, res: Refused, outToken: 9, call: 20, ret: 30},
 			acq(1, 12, 40, 50),
 		),
+		// faults' rerun scenario, key rr-k0093 (2026-11-26): a worker
+		// killed after its claim committed, before any line of its own,
+		// holds token 38, which another worker's refusal names.
+		"a call cut short by a kill may have been granted the token a refusal names": history(
+			acq(1, 29, 0, 6),
+			op{client: 1, kind: Write, token: 29, res: OK, call: 29, ret: 31},
+			op{client: 2, kind: Acquire, res: Unknown, call: 1500, ret: 1800},
+			op{client: 3, kind: Acquire, res: Refused, outToken: 38, call: 1764, ret: 1767},
+			acq(4, 137, 3989, 4001),
+			op{client: 4, kind: Write, token: 137, res: OK, call: 4025, ret: 4026},
+			op{client: 4, kind: Release, token: 137, res: OK, call: 4053, ret: 4056},
+		),
 		"an unknown release of the current token may have freed it": history(
 			acq(0, 5, 0, 10),
 			op{client: 0, kind: Release, token: 5, res: Unknown, call: 20, ret: 30},
@@ -124,6 +136,11 @@ func TestBrokenHistoriesAreRejected(t *testing.T) {
 			acq(0, 5, 0, 10),
 			op{client: 0, kind: Release, token: 5, res: OK, call: 20, ret: 30},
 			op{client: 1, kind: Acquire, res: Refused, outToken: 5, call: 40, ret: 50},
+		),
+		"a refusal names a token no acquire could have granted": history(
+			acq(1, 29, 0, 6),
+			op{client: 3, kind: Acquire, res: Refused, outToken: 38, call: 1764, ret: 1767},
+			acq(4, 137, 3989, 4001),
 		),
 		"refused while nobody held it": history(
 			op{client: 1, kind: Acquire, res: Refused, call: 0, ret: 10},

@@ -265,7 +265,7 @@ func (h *rerunHistory) line(c *child, f []string) {
 		client = len(h.clients) + 1
 		h.clients[c] = client
 	}
-	if len(f) > 1 {
+	if len(f) > 1 && f[0] != "start" { // f[1] is a key
 		h.raw[f[1]] = append(h.raw[f[1]], fmt.Sprintf("c%d %s", client, strings.Join(f, " ")))
 	}
 	oc, wasOpen := h.open[client]

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -559,8 +560,23 @@ func (pc *patroniCluster) other(n *patroniNode) *patroniNode {
 // while a rejoining node is still being rewound.)
 func (pc *patroniCluster) waitHealthy(p *patroniNode, d time.Duration) {
 	pc.t.Helper()
-	deadline := time.Now().Add(d)
+	start := time.Now()
+	deadline := start.Add(d)
+	reinit := map[*patroniNode]bool{}
 	for !pc.healthy(p) {
+		if time.Since(start) > 20*time.Second {
+			// A standby crashed with the primary may hold WAL of the old
+			// timeline past the point the promoted standby forked from
+			// (it received records the synchronous one had not flushed).
+			// Patroni 3.0.2 leaves such a replica retrying forever; the
+			// operator's remedy is to rebuild it from the primary.
+			for _, n := range pc.nodes {
+				if n != p && !reinit[n] && pc.forkedPast(n) {
+					reinit[n] = true
+					pc.reinit(n)
+				}
+			}
+		}
 		if time.Now().After(deadline) {
 			var others []string
 			for _, n := range pc.nodes {
@@ -572,6 +588,24 @@ func (pc *patroniCluster) waitHealthy(p *patroniNode, d time.Duration) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// forkedPast reports whether n's PostgreSQL, in the last lines of its
+// log, keeps refusing the new timeline because it replayed past the fork.
+func (pc *patroniCluster) forkedPast(n *patroniNode) bool {
+	b, err := os.ReadFile(filepath.Join(n.dir, "patroni.stdout"))
+	if err != nil {
+		return false
+	}
+	return bytes.Contains(b[max(0, len(b)-4096):], []byte("forked off current database system timeline"))
+}
+
+// reinit rebuilds n from the primary (patronictl reinit), as an operator
+// does for a replica that diverged from the new timeline; it is logged.
+func (pc *patroniCluster) reinit(n *patroniNode) {
+	pc.t.Helper()
+	out, err := exec.Command("patronictl", "-c", n.cfg, "reinit", patroniScope, n.name, "--force").CombinedOutput()
+	pc.t.Logf("%s diverged from the new timeline (it replayed WAL past the fork): patronictl reinit: %v %s", n.name, err, out)
 }
 
 func (pc *patroniCluster) healthy(p *patroniNode) bool {

@@ -437,6 +437,12 @@ func runFailover(t *testing.T, opt failoverOptions) failoverResult {
 			old.partition()
 			watch = watchPartitioned(pc, old, t0)
 		case "crash+sync", "crash+async":
+			if pc.crashedStandbys == nil {
+				pc.crashedStandbys = map[*patroniNode]bool{}
+			}
+			for _, n := range alsoDown {
+				pc.crashedStandbys[n] = true
+			}
 			pc.crashTogether(append([]*patroniNode{old}, alsoDown...))
 			if next == nil {
 				// No synchronous standby survived: Patroni must not

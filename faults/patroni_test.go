@@ -93,6 +93,9 @@ type patroniCluster struct {
 	reaperIn io.WriteCloser
 	etcdPort int
 	nodes    []*patroniNode
+	// crashedStandbys: standbys crashed together with the primary
+	// (quorum rounds), the only nodes waitHealthy may rebuild.
+	crashedStandbys map[*patroniNode]bool
 }
 
 // freePorts returns n distinct free TCP ports on 127.0.0.1 (held open
@@ -569,9 +572,11 @@ func (pc *patroniCluster) waitHealthy(p *patroniNode, d time.Duration) {
 			// timeline past the point the promoted standby forked from
 			// (it received records the synchronous one had not flushed).
 			// Patroni 3.0.2 leaves such a replica retrying forever; the
-			// operator's remedy is to rebuild it from the primary.
+			// operator's remedy is to rebuild it from the primary. Only
+			// such standbys: a demoted old primary is left to pg_rewind,
+			// whose outcome the partition scenario checks.
 			for _, n := range pc.nodes {
-				if n != p && !reinit[n] && pc.forkedPast(n) {
+				if n != p && pc.crashedStandbys[n] && !reinit[n] && pc.forkedPast(n) {
 					reinit[n] = true
 					pc.reinit(n)
 				}

@@ -93,7 +93,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.DurationVar(&o.pglockHeartbeat, "pglock-heartbeat", time.Second, "pglock heartbeat frequency")
 	fs.DurationVar(&o.electionTTL, "election-ttl", 2*time.Second, "leader election: TTL of every implementation (whole seconds: etcd's session TTL)")
 	fs.IntVar(&o.electionTrials, "election-trials", 10, "leader election: failovers (leader process killed) per implementation")
-	fs.IntVar(&o.electionHandovers, "election-handovers", 20, "leader election: resign handovers per implementation")
+	fs.IntVar(&o.electionHandovers, "election-handovers", 60, "leader election: resign handovers per implementation, after 10 unrecorded ones (half each way)")
 	fs.DurationVar(&o.electionWindow, "election-window", 6*time.Second, "leader election: window of the statements-per-second figures")
 	manyCallers := fs.String("many-callers", "1,64", "many-callers section: comma-separated counts of concurrent callers on one client")
 	fs.IntVar(&o.manyPool, "many-pool", 8, "many-callers section: pool size of every implementation")

@@ -2,6 +2,7 @@ package sentinel
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -60,3 +61,12 @@ const CoRead = int(coRead)
 
 // CoMaxBytes is a batch's bound on argument bytes.
 const CoMaxBytes = coMaxBytes
+
+// ScanClaim reads a row of the claim statement (single or set), as Once
+// does.
+func ScanClaim(row pgx.Row, ns, key string, state State, owner, host string, pid int) (*Execution, bool, error) {
+	return scanClaim(row, ns, key, state, owner, host, pid)
+}
+
+// RemainingForTest is the lease time left that e was read with.
+func RemainingForTest(e *Execution) time.Duration { return e.remaining }

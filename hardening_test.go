@@ -434,7 +434,7 @@ func TestGrantInFlightAcrossClose(t *testing.T) {
 	require.Nil(t, l)
 	require.Zero(t, e.count("leases", "expires_at > pg_catalog.clock_timestamp()"), "the grant was given back")
 
-	tr2 := &hookTracer{match: "once_claim("} // the claim statement
+	tr2 := &hookTracer{match: "once_claim_packed("} // the claim statement
 	c2 := e.clientOn(e.pool(func(c *pgxpool.Config) { c.ConnConfig.Tracer = tr2 }), nil)
 	closeDuring(tr2, c2)
 	ran := false

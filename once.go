@@ -334,8 +334,8 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		// that a claim made as ctx ends is known and given back below,
 		// instead of keeping the key in progress for a TTL.
 		sctx, scancel := graceCtx(ctx, grantGrace)
-		ex, err = scanExecution(c.co.queryRow(sctx, ctx, coClaim, c.exe.claim, o.namespace, key, string(state), c.cfg.Owner,
-			c.cfg.Host, c.cfg.PID, us(o.ttl), us(o.hardTTL), meta, rerun, only), &claimed)
+		ex, claimed, err = scanClaim(c.co.queryRow(sctx, ctx, coClaim, c.exe.claim, o.namespace, key, string(state), c.cfg.Owner,
+			c.cfg.Host, c.cfg.PID, us(o.ttl), us(o.hardTTL), meta, rerun, only), o.namespace, key, state, c.cfg.Owner, c.cfg.Host, c.cfg.PID)
 		scancel()
 		if errors.Is(err, pgx.ErrNoRows) {
 			// A concurrent claim inserted the key after our snapshot: look
@@ -401,19 +401,21 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 // nothing. A fresh key costs it and the completion: two round trips, two
 // commits; a completed key (a replay) costs it alone.
 //
-// cur reads the key's row (one primary-key probe, the statement's
-// snapshot). Only when it found none, or a row this caller may take over
-// (a claimed row whose lease expired; with WithRerun, $10 > 1, an
-// executing one whose lease expired), does cl call once_claim (migration
-// 8), which takes the key in one guarded statement of its own and returns
-// the row it claimed: the condition names no column of the function's
-// rows, so it is a one-time filter and the function is not called at all
-// otherwise. A replay, or a key in progress, uncertain or being
-// reconciled, is therefore cur's probe and nothing else: no row lock, no
-// transaction id, no WAL, and about the CPU of a primary-key SELECT
-// (TestClaimReplayWritesNothing). Written as one statement with the
-// writes in CTEs, every replay paid for setting those writes up: 5-7x a
-// SELECT's CPU, 1.4-1.6x its round trip.
+// It reads the key's row (one primary-key probe, LEFT JOINed to a
+// one-row relation so that an absent key still yields a row) and only
+// when it found none, or a row this caller may take over (a claimed row
+// whose lease expired; with WithRerun, $10 > 1, an executing one whose
+// lease expired), calls once_claim_packed (migration 13, around
+// once_claim of migration 9), which takes the key in one guarded
+// statement of its own and returns what this caller does not know of the
+// row it claimed. The call sits in the select list under a CASE, where
+// the executor sets nothing up for it unless it runs: a replay, or a key
+// in progress, uncertain or being reconciled, is the probe and nothing
+// else, with no row lock, no transaction id, no WAL, and about the CPU of
+// a primary-key SELECT (TestClaimReplayWritesNothing). Earlier shapes
+// cost a replay more: the writes in CTEs 5-7x a SELECT's CPU; the call as
+// a function scan behind a one-time filter, in a CTE under a UNION ALL,
+// 1.15-1.3x its round trip (docs/benchmarks.md, issue 27).
 //
 // once_claim decides again, under the row lock and by the database clock,
 // with a snapshot of its own: a key inserted meanwhile is left to its
@@ -425,24 +427,78 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 // {{seq}}; the history (claimed, started, and rerun before a re-run) is
 // written in the same statement.
 //
-// Result: true and the claimed row; or false and cur's row (the key as it
-// was: completed, held, uncertain, reconciling, or claimable but locked);
-// or no row at all (inserted concurrently: the caller claims again).
+// Result (scanClaim): the claimed row's fields packed as once_claim_packed
+// returns them, with the read row's columns; NULL when nothing was
+// claimed, and then the key as read (completed, held, uncertain,
+// reconciling, or claimable but locked), or all NULL when the key was
+// absent and inserted concurrently (the caller claims again).
 // $1 ns, $2 key, $3 state, $4 owner, $5 host, $6 pid, $7 ttl µs,
 // $8 hard TTL µs, $9 metadata, $10 the caller's WithRerun bound (1: none),
 // $11 the token a re-run must find (0: any; -1: no re-run).
 const sqlClaim = `
-WITH cur AS (
-    SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2
-),
-cl AS (
-    SELECT * FROM {{schema}}.once_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}}, NOT EXISTS (SELECT 1 FROM cur))
-    WHERE NOT EXISTS (SELECT 1 FROM cur c
-        WHERE c.lease_alive OR NOT (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1 AND $11::bigint >= 0)))
-)
-SELECT true, {{cols}} FROM cl t
-UNION ALL
-SELECT false, c.* FROM cur c WHERE NOT EXISTS (SELECT 1 FROM cl)`
+SELECT CASE WHEN t.key IS NULL OR NOT (coalesce(t.lease_expires_at > pg_catalog.clock_timestamp(), false)
+        OR NOT (t.state = 'claimed' OR (t.state = 'executing' AND $10::int > 1 AND $11::bigint >= 0)))
+    THEN {{schema}}.once_claim_packed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}}, t.key IS NULL) END,
+    {{cols}}
+FROM (SELECT) AS one
+LEFT JOIN {{schema}}.executions t ON t.namespace = $1 AND t.key = $2`
+
+// scanClaim reads sqlClaim's row. claimed reports that this caller
+// claimed the key, in state; the returned row is then made from the
+// packed fields and what the caller sent. Otherwise it is the key's row
+// as read, or pgx.ErrNoRows when the key was absent and nothing was
+// claimed (inserted concurrently).
+func scanClaim(row pgx.Row, ns, key string, state State, owner, host string, pid int) (ex *Execution, claimed bool, err error) {
+	var (
+		packed                        []int64
+		nsp, keyp, st, own, hst       *string
+		pidp, attempt, maxAttempts    *int
+		token                         *int64
+		created, updated, lease, hard *time.Time
+		done                          *time.Time
+		result                        []byte
+		resErr, finalErr              *string
+		byOperator                    *bool
+		alive                         bool
+		left                          time.Duration
+	)
+	if err := row.Scan(&packed, &nsp, &keyp, &st, &own, &hst, &pidp, &token, &created, &updated, &lease, &hard, &done,
+		&result, &resErr, &finalErr, &byOperator, &alive, &left, &attempt, &maxAttempts); err != nil {
+		return nil, false, err
+	}
+	if packed != nil {
+		if len(packed) != 9 {
+			return nil, false, fmt.Errorf("sentinel: claim %q/%q: once_claim_packed returned %d fields, want 9", ns, key, len(packed))
+		}
+		return &Execution{Namespace: ns, Key: key, State: state, Owner: owner, Host: host, PID: pid, Token: packed[0],
+			Attempt: int(packed[1]), MaxAttempts: int(packed[2]),
+			CreatedAt: time.UnixMicro(packed[3]), UpdatedAt: time.UnixMicro(packed[4]),
+			LeaseExpiresAt: time.UnixMicro(packed[5]), HardExpiresAt: time.UnixMicro(packed[6]),
+			LeaseAlive: packed[7] == 1, remaining: time.Duration(packed[8]) * time.Microsecond}, true, nil
+	}
+	if keyp == nil {
+		return nil, false, pgx.ErrNoRows
+	}
+	e := &Execution{Namespace: *nsp, Key: *keyp, State: State(*st), Owner: *own, Host: *hst, PID: *pidp, Token: *token,
+		CreatedAt: *created, UpdatedAt: *updated, Result: result, ResultByOperator: *byOperator, LeaseAlive: alive,
+		remaining: left, Attempt: *attempt, MaxAttempts: *maxAttempts}
+	if lease != nil {
+		e.LeaseExpiresAt = *lease
+	}
+	if hard != nil {
+		e.HardExpiresAt = *hard
+	}
+	if done != nil {
+		e.CompletedAt = *done
+	}
+	if resErr != nil {
+		e.ResultError = *resErr
+	}
+	if finalErr != nil {
+		e.FinalError = *finalErr
+	}
+	return e, false, nil
+}
 
 // sqlWatch counts a caller in as waiting for an in-progress key's outcome
 // (see sqlFinish) and returns the row; no row when the key is not in

@@ -5,10 +5,11 @@ package sentinel
 // sqlClaimSet is sqlClaim for many calls in one statement, for the
 // coalescer (coalesce.go): parameter $k is the array of sqlClaim's $k over
 // the batch's calls. Each call is decided exactly as sqlClaim and
-// once_claim (migration 8) decide it, in the same steps written over the
+// once_claim (migration 9) decide it, in the same steps written over the
 // batch's rows (a batch pays for setting up its writes once, for up to 32
-// calls), and gets its own row: true and the row it claimed, or false and the
-// key's row as it is (a replay, a key in progress...). Calls may share a
+// calls), and gets its own row in sqlClaim's layout (scanClaim): the row it
+// claimed packed as once_claim_packed packs it, or NULL and the key's row
+// as it is (a replay, a key in progress...). Calls may share a
 // key (replays of one key share the batch's probe); of the calls on one
 // key only the first (by ordinal) may take it over or insert it, and the
 // others get the row as it was, or no row (a key inserted by this very
@@ -88,9 +89,13 @@ ev AS (
     WHERE (e.n = 0 AND g.prev_state = 'executing') OR e.n = 1 OR (e.n = 2 AND i.state = 'executing')
     ORDER BY g.ord, e.n
 )
-SELECT g.ord, true, {{gcols}} FROM g
+SELECT g.ord, ARRAY[g.token, g.attempt::bigint, g.max_attempts::bigint,
+        (EXTRACT(EPOCH FROM g.created_at) * 1000000)::bigint, (EXTRACT(EPOCH FROM g.updated_at) * 1000000)::bigint,
+        (EXTRACT(EPOCH FROM g.lease_expires_at) * 1000000)::bigint, (EXTRACT(EPOCH FROM g.hard_expires_at) * 1000000)::bigint,
+        CASE WHEN g.lease_alive THEN 1 ELSE 0 END, (EXTRACT(EPOCH FROM g.lease_left) * 1000000)::bigint],
+    {{gcols}} FROM g
 UNION ALL
-SELECT c.ord, false, {{ccols}} FROM cur c WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.ord = c.ord)`
+SELECT c.ord, NULL::bigint[], {{ccols}} FROM cur c WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.ord = c.ord)`
 
 // sqlFinishSet is sqlFinish for many claims in one statement, for the
 // coalescer (coalesce.go): parameter $k is the array of sqlFinish's $k

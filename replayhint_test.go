@@ -23,7 +23,7 @@ type sqlLog struct {
 func (s *sqlLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	kind := "other"
 	switch q := d.SQL; {
-	case strings.Contains(q, "once_claim("):
+	case strings.Contains(q, "once_claim_packed("):
 		kind = "claim"
 	case strings.Contains(q, "UPDATE") && strings.Contains(q, ".executions"):
 		kind = "finish"

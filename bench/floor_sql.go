@@ -16,17 +16,12 @@ const (
     g.lease_alive, g.lease_left, g.attempt, g.max_attempts`
 	floorSQLReadExecution = `SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2`
 	floorSQLClaim         = `
-WITH cur AS (
-    SELECT {{cols}} FROM {{schema}}.executions t WHERE t.namespace = $1 AND t.key = $2
-),
-cl AS (
-    SELECT * FROM {{schema}}.once_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}}, NOT EXISTS (SELECT 1 FROM cur))
-    WHERE NOT EXISTS (SELECT 1 FROM cur c
-        WHERE c.lease_alive OR NOT (c.state = 'claimed' OR (c.state = 'executing' AND $10::int > 1 AND $11::bigint >= 0)))
-)
-SELECT true, {{cols}} FROM cl t
-UNION ALL
-SELECT false, c.* FROM cur c WHERE NOT EXISTS (SELECT 1 FROM cl)`
+SELECT CASE WHEN t.key IS NULL OR NOT (coalesce(t.lease_expires_at > pg_catalog.clock_timestamp(), false)
+        OR NOT (t.state = 'claimed' OR (t.state = 'executing' AND $10::int > 1 AND $11::bigint >= 0)))
+    THEN {{schema}}.once_claim_packed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {{seq}}, t.key IS NULL) END,
+    {{cols}}
+FROM (SELECT) AS one
+LEFT JOIN {{schema}}.executions t ON t.namespace = $1 AND t.key = $2`
 	floorSQLFinish = `
 WITH u AS (
     UPDATE {{schema}}.executions t SET

@@ -115,6 +115,28 @@ func (e *execRow) dest(prefix ...any) []any {
 		&e.lease, &e.hard, &e.done, &e.result, &e.resErr, &e.finalErr, &e.byOperator, &e.alive, &e.remaining, &e.attempt, &e.maxAttempts)
 }
 
+// claimRow is what the library scans from its claim statement: the
+// claimed row's fields packed in an array (NULL when nothing was claimed)
+// and the key's row as read (all NULL when the key was absent).
+type claimRow struct {
+	packed                      []int64
+	ns, key, state, owner, host *string
+	pid, attempt, maxAttempts   *int
+	token                       *int64
+	created, updated            *time.Time
+	lease, hard, done           *time.Time
+	result                      []byte
+	resErr, finalErr            *string
+	byOperator                  *bool
+	alive                       bool
+	remaining                   time.Duration
+}
+
+func (e *claimRow) dest() []any {
+	return []any{&e.packed, &e.ns, &e.key, &e.state, &e.owner, &e.host, &e.pid, &e.token, &e.created, &e.updated,
+		&e.lease, &e.hard, &e.done, &e.result, &e.resErr, &e.finalErr, &e.byOperator, &e.alive, &e.remaining, &e.attempt, &e.maxAttempts}
+}
+
 const (
 	namespace = "default"
 	ttl       = 3 * time.Second // sentinel's DefaultTTL
@@ -122,13 +144,12 @@ const (
 
 // onceFresh: claim (the key is absent), run (nothing), complete.
 func (f *floor) onceFresh(ctx context.Context, key string) error {
-	var row execRow
-	var claimed bool
+	var row claimRow
 	if err := f.pool.QueryRow(ctx, f.claim, namespace, key, "executing", f.owner, f.host, f.pid,
-		ttl.Microseconds(), ttl.Microseconds(), nil, 1, int64(0)).Scan(row.dest(&claimed)...); err != nil {
+		ttl.Microseconds(), ttl.Microseconds(), nil, 1, int64(0)).Scan(row.dest()...); err != nil {
 		return fmt.Errorf("floor claim: %w", err)
 	}
-	if !claimed {
+	if len(row.packed) != 9 {
 		return fmt.Errorf("floor claim: key %q not claimed", key)
 	}
 	v, _ := charge(ctx)
@@ -137,7 +158,7 @@ func (f *floor) onceFresh(ctx context.Context, key string) error {
 		return err
 	}
 	var n int64
-	if err := f.pool.QueryRow(ctx, f.finish, namespace, key, f.owner, row.token, "completed", data, nil,
+	if err := f.pool.QueryRow(ctx, f.finish, namespace, key, f.owner, row.packed[0], "completed", data, nil,
 		[]string{"executing"}, true, "completed", nil, nil, f.channel).Scan(&n); err != nil || n != 1 {
 		return fmt.Errorf("floor complete: n=%d err=%v", n, err)
 	}

@@ -32,7 +32,7 @@ func (c endsAfterClaim) Err() error {
 type claimTracer struct{ ended *atomic.Bool }
 
 func (claimTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, "once_claim(") { // the claim statement
+	if strings.Contains(d.SQL, "once_claim_packed(") { // the claim statement
 		return context.WithValue(ctx, claimTracer{}, true)
 	}
 	return ctx

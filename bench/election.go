@@ -652,7 +652,18 @@ func (s *electionSection) markdown() string {
 		if sen := s.get(nameElSentinel); sen != nil && sen.handover.ops > 0 {
 			p("; the Elector's handover p50 is %.2fx it", ratio(float64(sen.handover.pct(50)), float64(s.commitFloor.pct(50))))
 		}
-		p(". A process that slept that long is slower to run again on this machine than one kept busy, and a handover wakes several.\n\n")
+		p(". A process that slept that long is slower to run again on this machine than one kept busy, and a handover wakes several.")
+		// A handover commits durably once after the pause (the
+		// resignation, before anyone may lead): when half of etcd's faster
+		// direction is below the floor, no such handover can meet the
+		// stricter reading on this machine, whatever it does besides.
+		if et := s.get(nameElEtcd); et != nil {
+			if lo, hi := et.dirP50s(); lo > 0 && hi > 3*lo && lo/2 < s.commitFloor.pct(50) {
+				p(" Half of etcd's faster direction (%s) is below this floor: a handover that commits durably once after the pause, as a resignation must before anyone else may lead, cannot meet the stricter reading on this machine.",
+					fmtDur(lo/2))
+			}
+		}
+		p("\n\n")
 	}
 	return b.String()
 }

@@ -100,3 +100,23 @@ func TestClaimReturnsTheRowItClaimed(t *testing.T) {
 		check(fmt.Sprintf("set-%d", i), r.ex, r.claimed, r.err, 1)
 	}
 }
+
+// A client on a schema migrated before once_claim_packed (migration 13)
+// reports ErrNotMigrated from Once, saying what to do, and runs fn once
+// the schema is migrated.
+func TestOnceOnASchemaBehindTheCodeReportsNotMigrated(t *testing.T) {
+	c := clientOnSchemaAt(t, 12)
+	ctx := ctxT(t)
+	ran := 0
+	fn := func(context.Context) (int, error) { ran++; return 7, nil }
+	_, err := sentinel.Once(ctx, c, "k", fn)
+	require.ErrorIs(t, err, sentinel.ErrNotMigrated)
+	require.Contains(t, err.Error(), "Migrate")
+	require.Zero(t, ran)
+
+	require.NoError(t, c.Migrate(ctx))
+	res, err := sentinel.Once(ctx, c, "k", fn)
+	require.NoError(t, err)
+	require.Equal(t, 7, res.Value)
+	require.Equal(t, 1, ran)
+}

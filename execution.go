@@ -96,6 +96,13 @@ func scanExecution(row pgx.Row, prefix ...any) (*Execution, error) {
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
+	e.setNullable(lease, hard, done, resErr, finalErr)
+	return &e, nil
+}
+
+// setNullable sets e's fields from the nullable columns scanned for them
+// (nil: NULL, the zero value).
+func (e *Execution) setNullable(lease, hard, done *time.Time, resErr, finalErr *string) {
 	if lease != nil {
 		e.LeaseExpiresAt = *lease
 	}
@@ -111,7 +118,6 @@ func scanExecution(row pgx.Row, prefix ...any) (*Execution, error) {
 	if finalErr != nil {
 		e.FinalError = *finalErr
 	}
-	return &e, nil
 }
 
 // Event is one entry of a key's history.

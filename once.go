@@ -482,21 +482,7 @@ func scanClaim(row pgx.Row, ns, key string, state State, owner, host string, pid
 	e := &Execution{Namespace: *nsp, Key: *keyp, State: State(*st), Owner: *own, Host: *hst, PID: *pidp, Token: *token,
 		CreatedAt: *created, UpdatedAt: *updated, Result: result, ResultByOperator: *byOperator, LeaseAlive: alive,
 		remaining: left, Attempt: *attempt, MaxAttempts: *maxAttempts}
-	if lease != nil {
-		e.LeaseExpiresAt = *lease
-	}
-	if hard != nil {
-		e.HardExpiresAt = *hard
-	}
-	if done != nil {
-		e.CompletedAt = *done
-	}
-	if resErr != nil {
-		e.ResultError = *resErr
-	}
-	if finalErr != nil {
-		e.FinalError = *finalErr
-	}
+	e.setNullable(lease, hard, done, resErr, finalErr)
 	return e, false, nil
 }
 

@@ -15,7 +15,7 @@ import (
 // A claim returns the row it claimed packed (once_claim_packed, and the
 // claim set's own packing), not read back: what Once builds from it must
 // be the row as stored, field by field, through the single statement and
-// through a set statement, for a fresh key and for a takeover.
+// through a set statement, for a fresh key, a takeover and a re-run.
 func TestClaimReturnsTheRowItClaimed(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -69,10 +69,14 @@ func TestClaimReturnsTheRowItClaimed(t *testing.T) {
 	ex, claimed, err = claim(ctx, "single")
 	check("single", ex, claimed, err, 2)
 
-	// Not claimed: the key's row as read, or no row for none.
+	// Not claimed (the key is held): the key's row as read.
 	ex, claimed, err = claim(ctx, "single")
 	require.NoError(t, err)
 	require.False(t, claimed)
+	stored, err := c.Inspect(ctx, "single")
+	require.NoError(t, err)
+	require.Equal(t, stored.Token, ex.Token)
+	require.Equal(t, owner, ex.Owner)
 	require.Equal(t, sentinel.StateExecuting, ex.State)
 	require.True(t, ex.LeaseAlive)
 

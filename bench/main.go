@@ -197,6 +197,7 @@ type bench struct {
 	maxConns     int // per pool
 	logw         io.Writer
 	start        time.Time
+	cpu          *cpuMeter // nil unless the server runs on this machine (cpu.go)
 }
 
 func (b *bench) progress(format string, args ...any) {
@@ -244,6 +245,9 @@ func run(ctx context.Context, opts options, out, logw io.Writer) error {
 		return err
 	}
 	b.progress("PostgreSQL: %s; schema %s", r.env.server, b.schema)
+	if b.cpu = newCPUMeter(ctx, b.admin); b.cpu != nil {
+		b.progress("the server runs on this machine (postmaster %d): the many-callers section reports CPU per operation", b.cpu.postmaster)
+	}
 
 	if opts.want("peers") {
 		if r.peers, err = b.peersBench(ctx); err != nil {

@@ -188,6 +188,39 @@ func (r *report) manyReport(p func(string, ...any)) {
 		t.add(tg.name, tg.measured, tg.limit, tg.result())
 	}
 	p("%s\n", t)
+	r.manyCPU(p)
+}
+
+// manyCPU reports, when the server ran on this machine, the CPU per
+// operation of the largest caller count's cells, and what Sentinel's would
+// reach with every CPU busy against the floor's measured rate: the highest
+// ratio a throughput target can ask of this machine with these statements.
+func (r *report) manyCPU(p func(string, ...any)) {
+	most := slices.Max(r.opts.manyCallers)
+	var lines []string
+	for _, op := range []string{opManyOnce, opManyLease} {
+		g := r.manyGroup(op, most)
+		if g == nil {
+			continue
+		}
+		floor, sen := g.cell(nameFloor), g.cell(nameSentinel)
+		if floor == nil || sen == nil {
+			continue
+		}
+		_, _, _, ceil, ok := cpuCeiling(&sen.s, r.env.nproc)
+		if !ok || floor.s.opsPerSec() <= 0 {
+			continue
+		}
+		for _, c := range []*cellResult{floor, sen} {
+			lines = append(lines, "- "+op+", "+cpuLine(c.name, &c.s, r.env.nproc))
+		}
+		lines = append(lines, fmt.Sprintf("- %s: Sentinel with every CPU busy would be %.2fx the floor's measured ops/s", op, ceil/floor.s.opsPerSec()))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	p("CPU per operation at %d callers (the server runs on this machine: its postmaster's processes, from /proc; this process from getrusage; %d CPUs). The last line of each operation is the ceiling a throughput ratio meets on this machine with these statements, however the idle time were filled:\n\n%s\n\n",
+		most, r.env.nproc, strings.Join(lines, "\n"))
 }
 
 // manyGroup is the many-callers section's group of op with callers.

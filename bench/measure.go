@@ -10,13 +10,18 @@ import (
 )
 
 // measure runs im.op with the given number of workers, each in a loop, for
-// d, and returns what it saw. The first error stops every worker.
-func measure(ctx context.Context, im *impl, workers int, d time.Duration) (sample, error) {
+// d, and returns what it saw. The first error stops every worker. With a
+// meter (non-nil), the sample also holds the CPU used meanwhile.
+func measure(ctx context.Context, im *impl, workers int, d time.Duration, meter *cpuMeter) (sample, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var before int64
 	if im.stmts != nil {
 		before = im.stmts()
+	}
+	var cpu0 cpuReading
+	if meter != nil {
+		cpu0 = meter.read()
 	}
 	lats := make([][]time.Duration, workers)
 	var wg sync.WaitGroup
@@ -45,6 +50,10 @@ func measure(ctx context.Context, im *impl, workers int, d time.Duration) (sampl
 	}
 	wg.Wait()
 	s := sample{elapsed: time.Since(start), stmts: -1}
+	if meter != nil {
+		u := cpu0.to(meter.read())
+		s.cpu = &u
+	}
 	if err := context.Cause(ctx); err != nil {
 		return s, err
 	}
@@ -142,7 +151,7 @@ func (b *bench) runGroup(ctx context.Context, op string, workers int, setups []s
 		if im.tr != nil {
 			im.tr.record.Store(true)
 		}
-		_, err := measure(ctx, im, workers, b.opts.warmup)
+		_, err := measure(ctx, im, workers, b.opts.warmup, nil)
 		if im.tr != nil {
 			im.tr.record.Store(false)
 			g.cells[i].sqls = im.tr.recorded()
@@ -159,7 +168,7 @@ func (b *bench) runGroup(ctx context.Context, op string, workers int, setups []s
 				i = len(impls) - 1 - k
 			}
 			b.progress("%s, %d worker(s), round %d/%d: %s", op, workers, r+1, b.opts.rounds, impls[i].name)
-			s, err := measure(ctx, impls[i], workers, per)
+			s, err := measure(ctx, impls[i], workers, per, b.cpu)
 			if err != nil {
 				return nil, fmt.Errorf("%s, %d workers: %w", op, workers, err)
 			}

@@ -15,6 +15,7 @@ type sample struct {
 	elapsed time.Duration   // wall time spent measuring, summed over rounds
 	lat     []time.Duration // one latency per operation
 	stmts   int64           // statements sent, when counted (-1: not counted)
+	cpu     *cpuUse         // CPU used while measuring (nil: not measured, see cpu.go)
 	sorted  bool
 }
 
@@ -27,6 +28,12 @@ func (s *sample) add(o sample) {
 		s.stmts = -1
 	} else {
 		s.stmts += o.stmts
+	}
+	if o.cpu != nil {
+		if s.cpu == nil {
+			s.cpu = &cpuUse{}
+		}
+		s.cpu.add(*o.cpu)
 	}
 }
 

@@ -35,8 +35,16 @@ type cpuMeter struct {
 
 // cpuReading is one reading of the meter.
 type cpuReading struct {
-	client, server time.Duration // CPU used so far
-	busy, total    time.Duration // the machine's CPU time not idle, and all of it, over every CPU
+	client      time.Duration             // CPU this process used so far
+	server      map[procKey]time.Duration // CPU each server process used so far
+	busy, total time.Duration             // the machine's CPU time not idle, and all of it, over every CPU
+}
+
+// procKey names a process across readings: its pid and start time, so that
+// a pid reused by a new process is a new process.
+type procKey struct {
+	pid   int
+	start int64
 }
 
 // newCPUMeter finds the server's postmaster from a backend of admin's: the
@@ -68,8 +76,9 @@ func (m *cpuMeter) read() cpuReading {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
 		r.client = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
+	r.server = map[procKey]time.Duration{}
 	if pm, ok := readProcStat(m.postmaster); ok {
-		r.server = pm.cpu
+		r.server[procKey{m.postmaster, pm.start}] = pm.cpu
 	}
 	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, p := range paths {
@@ -78,7 +87,7 @@ func (m *cpuMeter) read() cpuReading {
 			continue
 		}
 		if st, ok := readProcStat(pid); ok && st.ppid == m.postmaster {
-			r.server += st.cpu
+			r.server[procKey{pid, st.start}] = st.cpu
 		}
 	}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
@@ -89,9 +98,10 @@ func (m *cpuMeter) read() cpuReading {
 
 // procStat is what the bench needs of /proc/PID/stat.
 type procStat struct {
-	comm string
-	ppid int
-	cpu  time.Duration // utime + stime
+	comm  string
+	ppid  int
+	cpu   time.Duration // utime + stime
+	start int64         // starttime, in ticks since boot
 }
 
 func readProcStat(pid int) (procStat, bool) {
@@ -103,24 +113,25 @@ func readProcStat(pid int) (procStat, bool) {
 }
 
 // parseProcStat parses a /proc/PID/stat line: "pid (comm) state ppid ...",
-// utime and stime being fields 14 and 15 (comm may hold spaces and
-// parentheses: it ends at the last ')').
+// utime, stime and starttime being fields 14, 15 and 22 (comm may hold
+// spaces and parentheses: it ends at the last ')').
 func parseProcStat(s string) (procStat, bool) {
 	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
 	if open < 0 || closing < open {
 		return procStat{}, false
 	}
 	f := strings.Fields(s[closing+1:]) // f[0] is field 3 (state)
-	if len(f) < 13 {
+	if len(f) < 20 {
 		return procStat{}, false
 	}
 	ppid, err1 := strconv.Atoi(f[1])
 	ut, err2 := strconv.ParseInt(f[11], 10, 64)
 	st, err3 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
+	start, err4 := strconv.ParseInt(f[19], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
 		return procStat{}, false
 	}
-	return procStat{comm: s[open+1 : closing], ppid: ppid, cpu: time.Duration(ut+st) * time.Second / userHZ}, true
+	return procStat{comm: s[open+1 : closing], ppid: ppid, cpu: time.Duration(ut+st) * time.Second / userHZ, start: start}, true
 }
 
 // parseCPULine reads /proc/stat's first line ("cpu user nice system idle
@@ -154,8 +165,16 @@ type cpuUse struct {
 	client, server, busy, total time.Duration
 }
 
+// to is the CPU used from reading a to reading b. A server process counts
+// what it used between the two (all of it when it started after a); one
+// that exited in between is left out (its CPU since a cannot be read), so
+// the server's figure is a lower bound when connections close mid-run.
 func (a cpuReading) to(b cpuReading) cpuUse {
-	return cpuUse{client: b.client - a.client, server: b.server - a.server, busy: b.busy - a.busy, total: b.total - a.total}
+	u := cpuUse{client: b.client - a.client, busy: b.busy - a.busy, total: b.total - a.total}
+	for k, cpu := range b.server {
+		u.server += cpu - a.server[k]
+	}
+	return u
 }
 
 func (u *cpuUse) add(o cpuUse) {
@@ -186,4 +205,14 @@ func cpuLine(name string, s *sample, cpus int) string {
 	}
 	return fmt.Sprintf("%s: %s ops/s; CPU per operation: this process %s, the server %s; the machine %.0f %% idle; every CPU busy: ~%s ops/s",
 		name, fmtRate(s.opsPerSec()), fmtDur(c), fmtDur(sv), idle*100, fmtRate(ceil))
+}
+
+// cpuPerOp renders a sample's CPU per operation and the machine's idle
+// time, without a ceiling (for latency figures).
+func cpuPerOp(s *sample) string {
+	c, sv, idle, _, ok := cpuCeiling(s, 1)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("this process %s, the server %s per handover; the machine %.0f %% idle", fmtDur(c), fmtDur(sv), idle*100)
 }

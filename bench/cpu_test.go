@@ -10,7 +10,7 @@ func TestParseProcStat(t *testing.T) {
 	// comm with a space and a parenthesis; utime 250, stime 50 ticks.
 	line := "4242 (postgres: a) b) S 2262 4242 4242 0 -1 4194624 1419 0 0 0 250 50 0 0 20 0 1 0 12345 229584896 3196 18446744073709551615\n"
 	st, ok := parseProcStat(line)
-	if !ok || st.comm != "postgres: a) b" || st.ppid != 2262 || st.cpu != 3*time.Second {
+	if !ok || st.comm != "postgres: a) b" || st.ppid != 2262 || st.cpu != 3*time.Second || st.start != 12345 {
 		t.Fatalf("parseProcStat = %+v, %v", st, ok)
 	}
 	if _, ok := parseProcStat("4242 (short) S 1"); ok {
@@ -49,6 +49,20 @@ func TestCPUCeiling(t *testing.T) {
 		if !strings.Contains(line, want) {
 			t.Errorf("cpuLine = %q, lacks %q", line, want)
 		}
+	}
+	if got := cpuPerOp(s); got != "this process 40 µs, the server 60 µs per handover; the machine 25 % idle" {
+		t.Errorf("cpuPerOp = %q", got)
+	}
+	if got := cpuPerOp(&sample{ops: 5}); got != "" {
+		t.Errorf("cpuPerOp without CPU figures = %q", got)
+	}
+	// Server processes between two readings: one kept (counts its
+	// difference), one started (counts all), one exited (left out, not
+	// subtracted), one pid reused by a new process (counts all of the new).
+	a := cpuReading{server: map[procKey]time.Duration{{1, 10}: 5 * time.Second, {2, 10}: 9 * time.Second, {3, 10}: 7 * time.Second}}
+	b := cpuReading{server: map[procKey]time.Duration{{1, 10}: 6 * time.Second, {4, 20}: 2 * time.Second, {3, 30}: time.Second}}
+	if u := a.to(b); u.server != 4*time.Second {
+		t.Errorf("server CPU between readings = %v, want 4s (1s kept + 2s started + 1s reused pid)", u.server)
 	}
 	// Pooled rounds add up.
 	var pooled sample

@@ -218,6 +218,10 @@ func (b *bench) runHandover(ctx context.Context, h *handoverImpl, pairs int, d t
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	lats := make([][]time.Duration, pairs)
+	var cpu0 cpuReading
+	if b.cpu != nil {
+		cpu0 = b.cpu.read()
+	}
 	var wg sync.WaitGroup
 	start := time.Now()
 	end := start.Add(d)
@@ -274,6 +278,10 @@ func (b *bench) runHandover(ctx context.Context, h *handoverImpl, pairs int, d t
 	}
 	wg.Wait()
 	res := handoverResult{name: h.name, workers: pairs, s: sample{elapsed: time.Since(start), stmts: -1}, note: h.note}
+	if b.cpu != nil {
+		u := cpu0.to(b.cpu.read())
+		res.s.cpu = &u // over the whole run, its few unrecorded handovers per pair included
+	}
 	if err := context.Cause(ctx); err != nil {
 		return res, err
 	}

@@ -118,6 +118,15 @@ func (r *report) String() string {
 		t.add(fmt.Sprint(h.workers), h.name, fmt.Sprint(s.ops), fmtDur(s.pct(50)), fmtDur(s.pct(99)), fmtDur(s.pct(100)), cmp, h.note)
 	}
 	p("%s\n", t)
+	var cpuLines []string
+	for _, h := range r.handovers {
+		if l := cpuPerOp(&h.s); l != "" && !strings.Contains(h.name, "pglock") { // pglock's rows are mostly its polling sleep
+			cpuLines = append(cpuLines, fmt.Sprintf("- %d pair(s), %s: %s", h.workers, h.name, l))
+		}
+	}
+	if len(cpuLines) > 0 {
+		p("CPU per handover (the server runs on this machine; its postmaster's processes, from /proc; this process from getrusage; both sides of every pair included):\n\n%s\n\n", strings.Join(cpuLines, "\n"))
+	}
 
 	if s := r.scale; s != nil {
 		p("## %d leases held by one client\n\n", s.leases)

@@ -21,7 +21,8 @@ import (
 // ratio target would need of the machine: the operations per second both
 // would reach if the CPUs were fully used (issue #27: at 64 callers the
 // machine idles while Sentinel runs, and the CPU per operation bounds the
-// ratio a target can ask).
+// ratio a target can ask); the handover section gives CPU per handover
+// (issue #30: 8 pairs are CPU-bound).
 
 // userHZ is Linux's clock tick for /proc's CPU times (USER_HZ: 100 on
 // every architecture Go supports on Linux).
@@ -207,9 +208,9 @@ func cpuLine(name string, s *sample, cpus int) string {
 		name, fmtRate(s.opsPerSec()), fmtDur(c), fmtDur(sv), idle*100, fmtRate(ceil))
 }
 
-// cpuPerOp renders a sample's CPU per operation and the machine's idle
-// time, without a ceiling (for latency figures).
-func cpuPerOp(s *sample) string {
+// cpuPerHandover renders a handover sample's CPU per handover and the
+// machine's idle time (no ceiling: the handover targets are latencies).
+func cpuPerHandover(s *sample) string {
 	c, sv, idle, _, ok := cpuCeiling(s, 1)
 	if !ok {
 		return ""

@@ -50,11 +50,11 @@ func TestCPUCeiling(t *testing.T) {
 			t.Errorf("cpuLine = %q, lacks %q", line, want)
 		}
 	}
-	if got := cpuPerOp(s); got != "this process 40 µs, the server 60 µs per handover; the machine 25 % idle" {
-		t.Errorf("cpuPerOp = %q", got)
+	if got := cpuPerHandover(s); got != "this process 40 µs, the server 60 µs per handover; the machine 25 % idle" {
+		t.Errorf("cpuPerHandover = %q", got)
 	}
-	if got := cpuPerOp(&sample{ops: 5}); got != "" {
-		t.Errorf("cpuPerOp without CPU figures = %q", got)
+	if got := cpuPerHandover(&sample{ops: 5}); got != "" {
+		t.Errorf("cpuPerHandover without CPU figures = %q", got)
 	}
 	// Server processes between two readings: one kept (counts its
 	// difference), one started (counts all), one exited (left out, not

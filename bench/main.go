@@ -246,7 +246,7 @@ func run(ctx context.Context, opts options, out, logw io.Writer) error {
 	}
 	b.progress("PostgreSQL: %s; schema %s", r.env.server, b.schema)
 	if b.cpu = newCPUMeter(ctx, b.admin); b.cpu != nil {
-		b.progress("the server runs on this machine (postmaster %d): the many-callers section reports CPU per operation", b.cpu.postmaster)
+		b.progress("the server runs on this machine (postmaster %d): the many-callers and handover sections report CPU per operation", b.cpu.postmaster)
 	}
 
 	if opts.want("peers") {

@@ -120,7 +120,7 @@ func (r *report) String() string {
 	p("%s\n", t)
 	var cpuLines []string
 	for _, h := range r.handovers {
-		if l := cpuPerOp(&h.s); l != "" && !strings.Contains(h.name, "pglock") { // pglock's rows are mostly its polling sleep
+		if l := cpuPerHandover(&h.s); l != "" && !strings.Contains(h.name, "pglock") { // pglock's rows are mostly its polling sleep
 			cpuLines = append(cpuLines, fmt.Sprintf("- %d pair(s), %s: %s", h.workers, h.name, l))
 		}
 	}

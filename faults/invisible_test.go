@@ -80,13 +80,15 @@ func TestPatroniCancelledSyncWait(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(sender, syscall.SIGCONT) })
 
 	// A wait is a backend's statement waiting for the standby: its pid and
-	// the statement's start, so that each wait is cancelled once (see 2).
+	// the statement's start (µs since the epoch: a time.Time is no map key),
+	// so that each wait is cancelled once (see 2).
 	type syncWait struct {
 		pid   int32
-		start time.Time
+		start int64
 	}
 	waiting := func() []syncWait {
-		rows, err := direct.Query(ctx, `SELECT pid, query_start FROM pg_catalog.pg_stat_activity WHERE wait_event = 'SyncRep'`)
+		rows, err := direct.Query(ctx, `SELECT pid, (EXTRACT(EPOCH FROM query_start) * 1000000)::bigint
+			FROM pg_catalog.pg_stat_activity WHERE wait_event = 'SyncRep'`)
 		require.NoError(t, err)
 		var ws []syncWait
 		for rows.Next() {

@@ -276,7 +276,7 @@ func (e *Elector) waitJoin(ctx context.Context, member int64, mayLead bool) (ter
 	sent = time.Now()
 	var left time.Duration
 	err := e.c.pool.QueryRow(wctx, e.sql.wait, e.ns, e.group, us(e.ttl), e.c.cfg.Owner, member, e.c.cfg.Host, e.c.cfg.PID,
-		e.opts.AppVersion, mayLead && member != 0).Scan(&term, &live, &left)
+		e.opts.AppVersion, mayLead && member != 0, e.c.ln.direct()).Scan(&term, &live, &left)
 	if err != nil {
 		if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
 			e.c.cfg.Logger.Warn("sentinel: elector: registering as waiting failed; re-checking", "group", e.group, "err", err)

@@ -110,7 +110,7 @@ up AS (
         owner = $3, term = pg_catalog.nextval({{seq}}), host = $4, pid = $5, app_version = $6,
         elected_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
         expires_at = pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond',
-        term_member = NULL
+        term_member = NULL, term_channel = NULL
     FROM lk WHERE t.namespace = lk.namespace AND t.election = lk.election
     RETURNING t.owner, t.host, t.pid, t.app_version, t.term, t.elected_at, t.expires_at,
         t.expires_at - pg_catalog.statement_timestamp() AS remaining
@@ -186,7 +186,8 @@ WHERE t.namespace = $1 AND t.election = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 // token (0: none).
 const sqlResign = `
 WITH lk AS (
-    SELECT t.namespace, t.election, t.next_owner, t.next_member, t.next_host, t.next_pid, t.next_app_version, t.next_ttl_us
+    SELECT t.namespace, t.election, t.next_owner, t.next_member, t.next_host, t.next_pid, t.next_app_version, t.next_ttl_us,
+        t.next_channel
     FROM {{schema}}.leaders t
     WHERE t.namespace = $1 AND t.election = $2 AND t.owner = $3 AND t.term = $4
       AND t.expires_at > pg_catalog.clock_timestamp()
@@ -203,8 +204,9 @@ tr AS (
         pid = coalesce(lk.next_pid, 0), app_version = coalesce(lk.next_app_version, ''),
         elected_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
         expires_at = pg_catalog.clock_timestamp() + lk.next_ttl_us * interval '1 microsecond',
-        term_member = lk.next_member,
-        next_owner = NULL, next_member = NULL, next_host = NULL, next_pid = NULL, next_app_version = NULL, next_ttl_us = NULL
+        term_member = lk.next_member, term_channel = lk.next_channel,
+        next_owner = NULL, next_member = NULL, next_host = NULL, next_pid = NULL, next_app_version = NULL, next_ttl_us = NULL,
+        next_channel = NULL
     FROM lk WHERE t.namespace = lk.namespace AND t.election = lk.election
     RETURNING t.term
 ),
@@ -227,21 +229,25 @@ SELECT (SELECT pg_catalog.count(*) FROM tr) + (SELECT pg_catalog.count(*) FROM d
 // member token: the successor leads from it without reading its term
 // (Elector.takeTerm). It always names a committed grant of the row's
 // current term to that member; one it sends for a later change (another
-// handover since) names that later grant.
+// handover since) names that later grant. The 'h' goes to the channel of
+// the successor's process (recorded by its sqlElectionWait, migration 14;
+// the schema's for an elector older than version 14), the 'g' to the
+// schema's channel, where every process's followers listen.
 // $1 channel, $2 namespace, $3 election, $4 the resigned term, $5 the
 // followers' wake-up payload.
 const sqlResignWake = `
-SELECT pg_catalog.pg_notify($1::text, w.p)
+SELECT pg_catalog.pg_notify(w.c, w.p)
 FROM pg_catalog.set_config('synchronous_commit', 'off', true) AS s, (
-    SELECT x.p FROM (
+    SELECT x.p, x.c FROM (
         SELECT 'h' || pg_catalog.octet_length($2::text)::text || ':' || $2::text || t.term_member::text
             || '/' || t.term::text
             || '/' || (EXTRACT(EPOCH FROM t.elected_at) * 1000000)::bigint::text
-            || '/' || (EXTRACT(EPOCH FROM t.expires_at) * 1000000)::bigint::text AS p, 1 AS o
+            || '/' || (EXTRACT(EPOCH FROM t.expires_at) * 1000000)::bigint::text AS p,
+            coalesce(t.term_channel, $1::text) AS c, 1 AS o
         FROM {{schema}}.leaders t
         WHERE t.namespace = $2 AND t.election = $3 AND t.term > $4 AND t.term_member IS NOT NULL
         UNION ALL
-        SELECT $5::text, 2
+        SELECT $5::text, $1::text, 2
         FROM {{schema}}.leaders t
         WHERE t.namespace = $2 AND t.election = $3 AND t.waiting_until > pg_catalog.clock_timestamp()
     ) AS x
@@ -260,7 +266,9 @@ FROM pg_catalog.set_config('synchronous_commit', 'off', true) AS s, (
 // (the last to register is named), so that a resignation hands it the next
 // term in its own statement (see sqlResign).
 // $1 namespace, $2 election, $3 µs (the elector's TTL), $4 owner, $5 member
-// token, $6 host, $7 pid, $8 app version, $9 may lead.
+// token, $6 host, $7 pid, $8 app version, $9 may lead, $10 the channel of
+// the elector's process (listenHub.direct; empty: none), where a resignation
+// that names it successor wakes it (sqlResignWake).
 const sqlElectionWait = `
 WITH lk AS (
     SELECT t.namespace, t.election FROM {{schema}}.leaders t
@@ -274,7 +282,8 @@ SET waiting_until = greatest(t.waiting_until, t.expires_at + $3::bigint * interv
     next_host = CASE WHEN $9::bool THEN $6 ELSE t.next_host END,
     next_pid = CASE WHEN $9::bool THEN $7::int ELSE t.next_pid END,
     next_app_version = CASE WHEN $9::bool THEN $8 ELSE t.next_app_version END,
-    next_ttl_us = CASE WHEN $9::bool THEN $3::bigint ELSE t.next_ttl_us END
+    next_ttl_us = CASE WHEN $9::bool THEN $3::bigint ELSE t.next_ttl_us END,
+    next_channel = CASE WHEN $9::bool THEN nullif($10::text, '') ELSE t.next_channel END
 FROM lk WHERE t.namespace = lk.namespace AND t.election = lk.election
 RETURNING t.term, t.expires_at > pg_catalog.clock_timestamp(), t.waiting_until - pg_catalog.clock_timestamp()`
 

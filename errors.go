@@ -282,13 +282,14 @@ func (c *Client) wrapErr(what string, err error) error {
 // mapDBErr turns errors that mean "this schema was never migrated, or not
 // to this version" into an error matching ErrNotMigrated (and still the
 // original, for errors.As): a missing schema or table, or a missing
-// function of a later migration (the statements are the library's own, so
-// an undefined function in them is one a migration creates).
+// function or column of a later migration (the statements are the
+// library's own, so an undefined function or column in them is one a
+// migration creates).
 func mapDBErr(schema string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "42P01", "3F000", "42883": // undefined_table, invalid_schema_name, undefined_function
+		case "42P01", "3F000", "42883", "42703": // undefined_table, invalid_schema_name, undefined_function, undefined_column
 			return &notMigratedError{schema: schema, err: err}
 		}
 	}

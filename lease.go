@@ -308,16 +308,17 @@ func (l *Lease) Release(ctx context.Context) error {
 
 func (c *Client) releaseRow(ctx context.Context, ns, key, owner string, token int64) (int64, error) {
 	var (
-		n    int64
-		wake string
+		n             int64
+		wake, channel string
 	)
-	if err := c.co.queryRow(ctx, ctx, coRelease, c.sql.release, ns, key, owner, token).Scan(&n, &wake); err != nil {
+	if err := c.co.queryRow(ctx, ctx, coRelease, c.sql.release, ns, key, owner, token).Scan(&n, &wake, &channel); err != nil {
 		return 0, c.wrapErr(fmt.Sprintf("release lease %q/%q", ns, key), err)
 	}
 	// Only a release somebody waits for has a wake-up: it goes after the
 	// commit, from the client's sender (wake.go), so a release nobody
-	// waits for costs its one statement as before.
-	c.wake(wake)
+	// waits for costs its one statement as before. A grant's goes to its
+	// waiter's process only (channel; '' for the schema's).
+	c.wake(channel, wake)
 	return n, nil
 }
 

@@ -339,7 +339,7 @@ func (c *Client) tryAcquireWait(ctx context.Context, key string, o callOptions, 
 	}
 	l, held, err := c.acquireRow(ctx, key, o, func(sctx context.Context, dest ...any) error {
 		return c.pool.QueryRow(sctx, c.sql.acqWait, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
-			us(o.ttl), us(o.hardTTL), o.force, leaving, reg == 0, reg).Scan(append(dest, &w.live, &w.waiter, &w.left)...)
+			us(o.ttl), us(o.hardTTL), o.force, leaving, reg == 0, reg, c.ln.direct()).Scan(append(dest, &w.live, &w.waiter, &w.left)...)
 	})
 	return l, held, w, err
 }

@@ -96,6 +96,19 @@ func (ln *listener) subscribe(ctx context.Context, kind byte, ns, key string) (c
 	return ch, h.isHealthy()
 }
 
+// direct returns the channel of this process's hub (listenHub.direct),
+// empty when the client has none (it does not listen, or is closed): a
+// waiter's registration records it so that its grant's wake-up is sent
+// to this process alone. Call it after subscribe, which starts the hub.
+func (ln *listener) direct() string {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if ln.hub == nil || ln.closed {
+		return ""
+	}
+	return ln.hub.direct
+}
+
 // subscribeTo registers ch, the wake channel of an existing subscription,
 // for (kind, ns, key) too; drop removes it again without touching a wake-up
 // ch may hold (it belongs to the other subscription as much).

@@ -19,9 +19,16 @@ import (
 // it receives, for asserting which statements notify.
 func notifications(t *testing.T, e *env) <-chan string {
 	t.Helper()
+	return notificationsOn(t, "sentinel_release."+e.schema)
+}
+
+// notificationsOn is notifications on channel (a process's own, say: a
+// registration's channel column).
+func notificationsOn(t *testing.T, channel string) <-chan string {
+	t.Helper()
 	conn, err := pgx.Connect(ctxT(t), dbURL)
 	require.NoError(t, err)
-	_, err = conn.Exec(ctxT(t), "LISTEN "+pgx.Identifier{"sentinel_release." + e.schema}.Sanitize())
+	_, err = conn.Exec(ctxT(t), "LISTEN "+pgx.Identifier{channel}.Sanitize())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan string, 100)
@@ -78,7 +85,8 @@ func TestReleaseNotifiesOnlyWhenSomeoneWaits(t *testing.T) {
 	noneWithin(t, notes, 300*time.Millisecond, "Close with no waiter")
 
 	// A waiter: the release hands the lease to it (issue 30) and notifies
-	// it by its registration; the grant counts it out.
+	// it by its registration, on its process's channel (migration 14);
+	// the grant counts it out.
 	l, err = a.Lease(ctx, "waited")
 	require.NoError(t, err)
 	got := make(chan *sentinel.Lease, 1)
@@ -91,14 +99,18 @@ func TestReleaseNotifiesOnlyWhenSomeoneWaits(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return e.count("leases", "key = 'waited' AND waiters = 1") == 1 },
 		10*time.Second, 5*time.Millisecond, "the waiter counts itself in")
+	var channel string
+	require.NoError(t, admin.QueryRow(ctx, "SELECT channel FROM "+e.table("lease_waiters")+" WHERE key = 'waited'").Scan(&channel))
+	direct := notificationsOn(t, channel)
 	released := time.Now()
 	require.NoError(t, l.Release(ctx))
 	select {
-	case p := <-notes:
+	case p := <-direct:
 		require.True(t, strings.HasPrefix(p, "w"+fmt.Sprint(len("default"))+":default"), "a grant's notification, got %q", p)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the release did not notify its waiter")
 	}
+	noneWithin(t, notes, 300*time.Millisecond, "a grant's wake-up on the schema's channel")
 	l2 := <-got
 	require.NotNil(t, l2)
 	require.Less(t, time.Since(released), 5*time.Second)

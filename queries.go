@@ -163,7 +163,8 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 // release's commit flushes the WAL up to its own record, past the
 // registration's.
 // $1-$9 as sqlAcquire, $10 register, $11 the caller's registration (0:
-// none).
+// none), $12 the channel of the caller's process (listenHub.direct; empty:
+// none, its grant's wake-up goes to the schema's channel).
 var sqlAcquireWait = strings.Replace(strings.Replace(sqlAcquire, `g AS (SELECT * FROM up UNION ALL SELECT * FROM ins)
 SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining FROM g`, `g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
 hl AS (
@@ -177,9 +178,9 @@ cu AS (
     RETURNING t.expires_at > pg_catalog.clock_timestamp() AS live
 ),
 rg AS (
-    INSERT INTO {{schema}}.lease_waiters (namespace, key, waiter, owner, host, pid, ttl_us, hard_us, expires_at)
+    INSERT INTO {{schema}}.lease_waiters (namespace, key, waiter, owner, host, pid, ttl_us, hard_us, expires_at, channel)
     SELECT $1, $2, pg_catalog.nextval({{seq}}), $3, $4, $5, $6, $7,
-        pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond'
+        pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond', nullif($12::text, '')
     FROM cu
     RETURNING waiter, expires_at - pg_catalog.clock_timestamp() AS left
 ),
@@ -212,7 +213,8 @@ const grantWakeSQL = ` || '/' || t.token::text
 // sqlRelease ends a lease guarded by owner, token and expiry and, when a
 // caller waits for the key (registered in lease_waiters, see
 // sqlAcquireWait), hands the lease to the oldest live registration in the
-// same statement. It calls lease_release (migration 11), which runs only
+// same statement. It calls lease_release_to (migration 14; migration 11's
+// lease_release returning also the channel of the waiter's process), which runs only
 // the write the case needs: one UPDATE when nobody waits (the common
 // case); otherwise it locks the row FOR UPDATE, SKIP LOCKED (the lock that
 // conflicts with VerifyToken's FOR KEY SHARE, as an acquirer's takeover
@@ -228,7 +230,10 @@ const grantWakeSQL = ` || '/' || t.token::text
 // registration and carrying the grant ("<waiter>/<token>/<µs>/<µs>/<µs or
 // empty>", times in µs since the epoch; Client.takeGrant, or sqlLeaseGrant
 // when the waiter reads it), 'l' when some caller waits but none could be
-// granted. A release nobody waits for sends no wake-up. The wake-up is
+// granted, and the channel to send it on: the granted registration's
+// process's own (sqlAcquireWait's $12), empty for the schema's channel (an
+// 'l', or a registration of a client older than version 14). A release
+// nobody waits for sends no wake-up. The wake-up is
 // returned, not sent: the release commits durably without the database's
 // notify lock, and the client sends it right after the commit, in a
 // transaction of its own (wake.go), so that concurrent releases share WAL
@@ -244,7 +249,7 @@ const grantWakeSQL = ` || '/' || t.token::text
 // 1.45x a bare UPDATE's round trip; through the function, 1.1-1.15x
 // (docs/benchmarks.md, issue 30, "Sixth part").
 // $1 namespace, $2 key, $3 owner, $4 token.
-const sqlRelease = `SELECT r.n, r.wake FROM {{schema}}.lease_release($1, $2, $3, $4, {{seq}}) AS r`
+const sqlRelease = `SELECT r.n, r.wake, r.channel FROM {{schema}}.lease_release_to($1, $2, $3, $4, {{seq}}) AS r`
 
 // sqlAcquireSet is sqlAcquire for many keys in one statement, for the
 // coalescer (coalesce.go): parameter $k is the array of sqlAcquire's $k
@@ -310,7 +315,8 @@ WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.ord = i.n)`
 // sqlReleaseSet is sqlRelease for many leases in one statement, for the
 // coalescer: parameter $k is the array of sqlRelease's $k over the
 // batch's calls, all on distinct keys. It returns, per call, its ordinal,
-// the count of leases it ended (0 or 1) and its wake-up. Each key is
+// the count of leases it ended (0 or 1), its wake-up and the wake-up's
+// channel. Each key is
 // handed to its oldest live waiter, or ended, exactly as sqlRelease does.
 const sqlReleaseSet = `
 WITH i AS (
@@ -334,7 +340,7 @@ w AS (
 dw AS (
     DELETE FROM {{schema}}.lease_waiters x USING w
     WHERE x.namespace = w.namespace AND x.key = w.key AND x.waiter = w.waiter
-    RETURNING x.namespace, x.key, x.waiter, x.owner, x.host, x.pid, x.ttl_us, x.hard_us
+    RETURNING x.namespace, x.key, x.waiter, x.owner, x.host, x.pid, x.ttl_us, x.hard_us, x.channel
 ),
 tr AS (
     UPDATE {{schema}}.leases t SET
@@ -346,7 +352,8 @@ tr AS (
         waiters = greatest(t.waiters - 1, 0), granted_waiter = dw.waiter
     FROM dw JOIN i ON i.ns = dw.namespace AND i.key = dw.key
     WHERE t.namespace = dw.namespace AND t.key = dw.key
-    RETURNING i.n AS ord, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text` + grantWakeSQL + ` AS wake
+    RETURNING i.n AS ord, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text` + grantWakeSQL + ` AS wake,
+        coalesce(dw.channel, '') AS channel
 ),
 d AS (
     UPDATE {{schema}}.leases t SET expires_at = pg_catalog.clock_timestamp()
@@ -358,7 +365,8 @@ d AS (
         'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key END AS wake
 )
 SELECT i.n, (SELECT pg_catalog.count(*) FROM tr WHERE tr.ord = i.n) + (SELECT pg_catalog.count(*) FROM d WHERE d.ord = i.n),
-    coalesce((SELECT tr.wake FROM tr WHERE tr.ord = i.n), (SELECT d.wake FROM d WHERE d.ord = i.n), '')
+    coalesce((SELECT tr.wake FROM tr WHERE tr.ord = i.n), (SELECT d.wake FROM d WHERE d.ord = i.n), ''),
+    coalesce((SELECT tr.channel FROM tr WHERE tr.ord = i.n), '')
 FROM i`
 
 // sqlReleaseMany is sqlRelease for many leases of one owner (Close); it

@@ -343,7 +343,7 @@ func TestTurnDrawCommitsDurablyOnlyWhenItServes(t *testing.T) {
 		var drawn, expires time.Time
 		var left, predLeft time.Duration
 		var predOwner string
-		require.NoError(t, tx.QueryRow(ctx, sentinel.DrawSQL(c), "default", resource, "", "o", "h", 1, int64(30e6), "ch", false).
+		require.NoError(t, tx.QueryRow(ctx, sentinel.DrawSQL(c), "default", resource, "", "o", "h", 1, int64(30e6), "ch", false, "").
 			Scan(&ticket, &drawn, &expires, &left, &ahead, &pred, &predOwner, &predLeft, &served))
 		require.NoError(t, tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&sc))
 		return served, sc

@@ -138,7 +138,9 @@ func notifyFollowersSQL(ch string) string {
 // the last it locks.
 // $1 namespace, $2 resource, $3 label, $4 owner, $5 host, $6 pid, $7 ttl µs,
 // $8 channel, $9 count the live tickets ahead (the queue's depth, for the
-// observer; -1 without counting: the subquery is then not run).
+// observer; -1 without counting: the subquery is then not run), $10 the
+// channel of the drawer's process (listenHub.direct; empty: none), where the
+// leave ahead of the ticket wakes it (sqlTicketLeaveWake).
 // It returns the ticket, when it was drawn and expires, its time left, the
 // count, then the ticket ahead, its owner and its time left, and whether
 // the draw served the ticket.
@@ -156,9 +158,9 @@ lk AS (
 ),
 q AS (SELECT * FROM ins UNION ALL SELECT * FROM lk),
 t AS (
-    INSERT INTO {{schema}}.tickets (namespace, resource, ticket, label, owner, host, pid, drawn_at, expires_at)
+    INSERT INTO {{schema}}.tickets (namespace, resource, ticket, label, owner, host, pid, drawn_at, expires_at, channel)
     SELECT q.namespace, q.resource, pg_catalog.nextval({{seq}}), $3, $4, $5, $6,
-        pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond'
+        pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond', nullif($10::text, '')
     FROM q
     RETURNING ticket, drawn_at, expires_at
 ),
@@ -349,14 +351,19 @@ FROM d
 // served one (the leave granted it) is told 's' (served: its waiter
 // returns on it) and 't'; an unserved one 't' (re-check). 's' is only
 // ever sent for a ticket whose served_at is committed, so it is a fact,
-// not a hint; a 't' for a change since is a spare re-check.
+// not a hint; a 't' for a change since is a spare re-check. They go to
+// the channel of the ticket's process (recorded by its draw, migration
+// 14), or to the schema's, $1, for a ticket drawn without one (by a client
+// older than version 14, or one not listening yet).
 // $1 channel, $2 namespace, $3 resource, $4 the ticket that left.
 var sqlTicketLeaveWake = `
-SELECT pg_catalog.pg_notify($1::text, w.p)
+SELECT pg_catalog.pg_notify(w.c, w.p)
 FROM pg_catalog.set_config('synchronous_commit', 'off', true) AS s, (
-    SELECT pg_catalog.unnest(CASE WHEN nx.served THEN ARRAY['s' || nx.id, 't' || nx.id] ELSE ARRAY['t' || nx.id] END) AS p
+    SELECT pg_catalog.unnest(CASE WHEN nx.served THEN ARRAY['s' || nx.id, 't' || nx.id] ELSE ARRAY['t' || nx.id] END) AS p,
+        coalesce(nx.channel, $1::text) AS c
     FROM (
-        SELECT pg_catalog.octet_length($2::text)::text || ':' || $2::text || t.ticket::text AS id, t.served_at IS NOT NULL AS served
+        SELECT pg_catalog.octet_length($2::text)::text || ':' || $2::text || t.ticket::text AS id, t.served_at IS NOT NULL AS served,
+            t.channel
         FROM {{schema}}.tickets t
         WHERE t.namespace = $2 AND t.resource = $3 AND t.ticket > $4 AND t.expires_at > pg_catalog.clock_timestamp()
           AND NOT EXISTS (SELECT 1 FROM {{schema}}.tickets l WHERE l.namespace = $2 AND l.resource = $3

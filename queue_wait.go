@@ -55,7 +55,7 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		// once when the draw served it).
 		sctx, scancel := graceCtx(ctx, grantGrace)
 		err := c.pool.QueryRow(sctx, c.qsql().draw, o.namespace, resource, o.label, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
-			us(o.ttl), c.sql.channel, obs != nil && obs.QueueGranted != nil).Scan(&ticket, &drawnAt, &expiresAt, &remaining, &ahead,
+			us(o.ttl), c.sql.channel, obs != nil && obs.QueueGranted != nil, c.ln.direct()).Scan(&ticket, &drawnAt, &expiresAt, &remaining, &ahead,
 			&d.ahead.pred, &d.ahead.predOwner, &d.ahead.predLeft, &d.served)
 		scancel()
 		if err != nil {

@@ -393,7 +393,7 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 		}
 	}
 	if err == nil {
-		c.wake(wakes...)
+		c.wake("", wakes...) // the schema's channel: a waiter of any process may take the key
 	}
 	if err != nil {
 		c.cfg.Logger.Warn("sentinel: close: releasing leases failed; they expire by themselves", "leases", len(leases), "err", err)

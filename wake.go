@@ -47,11 +47,12 @@ import (
 // counted from the commit, on the database clock, and expires unused
 // within its TTL if its waiter is gone too.
 
-// sqlWake sends the notifications $2 on channel $1 and commits without
-// waiting for its WAL flush (it writes nothing else).
+// sqlWake sends the notifications $2, each on its channel in $3 (empty
+// for the schema's channel $1), and commits without waiting for its WAL
+// flush (it writes nothing else).
 const sqlWake = `
-SELECT pg_catalog.pg_notify($1::text, p.p)
-FROM pg_catalog.set_config('synchronous_commit', 'off', true) AS s, pg_catalog.unnest($2::text[]) AS p(p)`
+SELECT pg_catalog.pg_notify(coalesce(nullif(p.c, ''), $1::text), p.p)
+FROM pg_catalog.set_config('synchronous_commit', 'off', true) AS s, ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS p(p, c)`
 
 // wakeTimeout bounds a wake's statement: it is a hint, and the waiters it
 // would have woken re-check on their own.
@@ -67,15 +68,23 @@ const maxWakeBatch = 256
 // A lone handover's wake-up is sent at once.
 type waker struct {
 	mu      sync.Mutex
-	pending []string
+	pending []wakeUp
 	busy    bool
 	idle    chan struct{} // closed when the sender stops (nil while none runs)
 }
 
-// wake queues the wake-ups a committed handover decided (see above) and
-// returns: the handover's caller does not wait for them. Client.Close
-// waits for those queued before it (flushWakes).
-func (c *Client) wake(payloads ...string) {
+// wakeUp is a notification to send: its payload, and the channel of the
+// one process it is for (empty for the schema's channel, heard by every
+// process: see listenHub.direct).
+type wakeUp struct {
+	channel, payload string
+}
+
+// wake queues the wake-ups a committed handover decided (see above), on
+// channel (empty for the schema's), and returns: the handover's caller does
+// not wait for them. Client.Close waits for those queued before it
+// (flushWakes).
+func (c *Client) wake(channel string, payloads ...string) {
 	if c.dropWakes.Load() {
 		return
 	}
@@ -84,7 +93,7 @@ func (c *Client) wake(payloads ...string) {
 	defer w.mu.Unlock()
 	for _, p := range payloads {
 		if p != "" {
-			w.pending = append(w.pending, p)
+			w.pending = append(w.pending, wakeUp{channel: channel, payload: p})
 		}
 	}
 	if w.busy || len(w.pending) == 0 {
@@ -112,8 +121,12 @@ func (c *Client) sendWakes(idle chan struct{}) {
 			return
 		}
 		w.mu.Unlock()
+		payloads, channels := make([]string, len(batch)), make([]string, len(batch))
+		for i, u := range batch {
+			payloads[i], channels[i] = u.payload, u.channel
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
-		if _, err := c.pool.Exec(ctx, sqlWake, c.sql.channel, batch); err != nil {
+		if _, err := c.pool.Exec(ctx, sqlWake, c.sql.channel, payloads, channels); err != nil {
 			c.cfg.Logger.Debug("sentinel: sending wake-ups failed; the waiters re-check on their own", "wake-ups", len(batch), "err", err)
 		}
 		cancel()

@@ -189,14 +189,6 @@ func TestElectorSuccessorLeadsFromTheWakeUp(t *testing.T) {
 	runElector(t, a)
 	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
 
-	// The wake-ups, as a listener of the channel sees them.
-	conn, err := admin.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{sentinel.Channel(aC)}.Sanitize())
-	require.NoError(t, err)
-	defer func() { _, _ = conn.Exec(context.Background(), "UNLISTEN *") }()
-
 	var atStart atomic.Int64
 	atStart.Store(-1)
 	b, err := bC.Elector("carried-term", sentinel.ElectorOptions{OnElected: ts.onElected(1, func(ctx context.Context) {
@@ -209,6 +201,19 @@ func TestElectorSuccessorLeadsFromTheWakeUp(t *testing.T) {
 		return e.count("leaders", "election = 'carried-term' AND next_owner = 'b'") == 1
 	})
 	time.Sleep(200 * time.Millisecond) // registered, it sleeps
+
+	// The wake-ups, as a listener of b's process's channel (migration 14)
+	// sees them.
+	var channel string
+	require.NoError(t, admin.QueryRow(ctx, "SELECT next_channel FROM "+e.table("leaders")+
+		" WHERE election = 'carried-term'").Scan(&channel))
+	require.True(t, strings.HasPrefix(channel, "sentinel_hub."), "b's channel %q", channel)
+	conn, err := admin.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize())
+	require.NoError(t, err)
+	defer func() { _, _ = conn.Exec(context.Background(), "UNLISTEN *") }()
 	bStmts.n.Store(0)
 	require.NoError(t, a.Resign(ctx))
 	waitFor(t, 10*time.Second, "b to lead", b.IsLeader)

@@ -81,5 +81,5 @@ SELECT false, t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
     nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp()
 FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
-	floorSQLRelease = `SELECT r.n, r.wake FROM {{schema}}.lease_release($1, $2, $3, $4, {{seq}}) AS r`
+	floorSQLRelease = `SELECT r.n, r.wake, r.channel FROM {{schema}}.lease_release_to($1, $2, $3, $4, {{seq}}) AS r`
 )

@@ -198,8 +198,8 @@ func (f *floor) lease(ctx context.Context, key string) error {
 		return fmt.Errorf("floor acquire: %q held by %s", key, owner)
 	}
 	var n int64
-	var wake string // the release's wake-up (none: nobody waits)
-	if err := f.pool.QueryRow(ctx, f.release, namespace, key, f.owner, token).Scan(&n, &wake); err != nil || n != 1 {
+	var wake, channel string // the release's wake-up (none: nobody waits)
+	if err := f.pool.QueryRow(ctx, f.release, namespace, key, f.owner, token).Scan(&n, &wake, &channel); err != nil || n != 1 {
 		return fmt.Errorf("floor release: n=%d err=%v", n, err)
 	}
 	return nil

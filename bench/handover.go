@@ -260,3 +260,79 @@ func (b *bench) pglockHandover(context.Context) (*handoverImpl, error) {
 		note:  "release placed at a random phase of the waiter's polling",
 	}, nil
 }
+
+// crowdProcesses is how many more processes wait in the schema during the
+// crowded handover row.
+const crowdProcesses = 16
+
+// sentinelCrowdHandover is sentinelHandover with crowdProcesses more
+// clients, each on a pool of its own as a process of its own would be
+// (hence with a LISTEN connection of its own), each waiting
+// (Lease(WithWait)) for a key another client holds for the whole row: in
+// a deployment, every process that waits for something in the schema
+// listens on it. A wake-up sent on the schema's channel reaches every one
+// of them, which forwards it to its client; one sent on the waiter's
+// process's own channel (migration 14) is forwarded by one. PostgreSQL
+// still signals every listening backend of the database, whatever its
+// channels.
+func (b *bench) sentinelCrowdHandover(ctx context.Context) (*handoverImpl, error) {
+	h, err := b.sentinelHandover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var clientClosers []func()
+	closePairs := h.close
+	closeAll := func() {
+		cancel()
+		wg.Wait()
+		for _, c := range clientClosers {
+			c()
+		}
+		closePairs()
+	}
+	holder, closeHolder, err := b.newClient(ctx, b.schema, &tracer{}, sentinel.Config{})
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	clientClosers = append(clientClosers, closeHolder)
+	prefix := newKeyGen(1).prefix + "crowd-"
+	for i := range crowdProcesses {
+		key := fmt.Sprintf("%s%d", prefix, i)
+		if _, err := holder.Lease(ctx, key, sentinel.WithTTL(time.Hour)); err != nil {
+			closeAll()
+			return nil, err
+		}
+		c, closeC, err := b.newClient(ctx, b.schema, &tracer{}, sentinel.Config{})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		clientClosers = append([]func(){closeC}, clientClosers...) // closed before the holder
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if l, err := c.Lease(wctx, key, sentinel.WithWait()); err == nil {
+				_ = l.Release(context.Background())
+			}
+		}()
+	}
+	// Every one registered (and so listening) before the row starts.
+	registered := func() bool {
+		var n int
+		err := b.admin.QueryRow(ctx, "SELECT pg_catalog.count(*) FROM "+pgx.Identifier{b.schema}.Sanitize()+
+			".lease_waiters WHERE key LIKE $1", prefix+"%").Scan(&n)
+		return err == nil && n == crowdProcesses
+	}
+	for deadline := time.Now().Add(10 * time.Second); !registered(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			closeAll()
+			return nil, fmt.Errorf("the crowd's %d waiters never all registered", crowdProcesses)
+		}
+	}
+	h.name = fmt.Sprintf("%s, %d more processes waiting in the schema", h.name, crowdProcesses)
+	h.close = closeAll
+	return h, nil
+}

@@ -283,7 +283,11 @@ func run(ctx context.Context, opts options, out, logw io.Writer) error {
 		if !opts.want("handover") {
 			break
 		}
-		for _, mk := range []func(context.Context) (*handoverImpl, error){b.sentinelHandover, b.advisoryHandover, b.pglockHandover} {
+		mks := []func(context.Context) (*handoverImpl, error){b.sentinelHandover, b.advisoryHandover, b.pglockHandover}
+		if w == slices.Max(opts.workers) {
+			mks = append(mks, b.sentinelCrowdHandover)
+		}
+		for _, mk := range mks {
 			h, err := mk(ctx)
 			if err != nil {
 				return err

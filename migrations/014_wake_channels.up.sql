@@ -31,6 +31,11 @@ ALTER TABLE {{schema}}.tickets ADD COLUMN IF NOT EXISTS channel text;
 -- resignation that hands it the term keeps it with the term
 -- (term_channel, sqlResign), where the resignation's wake-up reads it
 -- (sqlResignWake).
+-- An older elector naming itself successor leaves next_channel as it was
+-- (its statement does not know the column): the term's 'h' then goes to
+-- the channel of the successor named before it, and the older elector,
+-- registered as waiting, is woken by the followers' 'g' on the schema's
+-- channel and reads its grant, as an older elector always did.
 ALTER TABLE {{schema}}.leaders ADD COLUMN IF NOT EXISTS next_channel text;
 ALTER TABLE {{schema}}.leaders ADD COLUMN IF NOT EXISTS term_channel text;
 

@@ -32,6 +32,22 @@ func waitingFor(t *testing.T, e *env, b *sentinel.Client, key string) (<-chan er
 	return got, ch
 }
 
+// waitCfg keeps a waiter asleep for a minute unless a notification wakes
+// it: its registration lasts a minute and it re-checks every minute.
+var waitCfg = sentinel.Config{DefaultTTL: time.Minute, WaitRecheck: time.Minute}
+
+// awaited returns a client holding lease "k", the lease, and another
+// client's waiter for it, registered (see waitingFor).
+func awaited(t *testing.T, e *env) (holder *sentinel.Client, l *sentinel.Lease, got <-chan error, ch *string) {
+	t.Helper()
+	cfg := waitCfg
+	holder = e.client(&cfg)
+	l, err := holder.Lease(ctxT(t), "k")
+	require.NoError(t, err)
+	got, ch = waitingFor(t, e, e.client(&cfg), "k")
+	return holder, l, got, ch
+}
+
 // handedOver waits for the waiter's Lease to return, which only a
 // notification can make prompt: its registration lasts a minute and it
 // re-checks every minute otherwise.
@@ -53,24 +69,20 @@ func TestGrantWakeReachesOnlyTheWaitersProcess(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	others := notifications(t, e) // another process, listening on the schema's channel
-	cfg := &sentinel.Config{DefaultTTL: time.Minute, WaitRecheck: time.Minute}
-	a, b := e.client(cfg), e.client(cfg)
-
-	l, err := a.Lease(ctx, "k")
-	require.NoError(t, err)
-	got, ch := waitingFor(t, e, b, "k")
+	a, l, got, ch := awaited(t, e)
 	require.NotNil(t, ch, "the registration recorded no channel")
 	require.True(t, strings.HasPrefix(*ch, "sentinel_hub."), "channel %q", *ch)
-	require.NotEqual(t, sentinel.Channel(b), *ch)
+	require.NotEqual(t, sentinel.Channel(a), *ch)
 
 	released := time.Now()
 	require.NoError(t, l.Release(ctx))
 	handedOver(t, got, released)
 	require.Empty(t, payloads(others, "w", 300*time.Millisecond), "the grant's wake-up reached another process")
 
-	// Each process (pool) has its own channel; clients sharing a pool share it.
-	c := e.clientOn(e.pool(nil), cfg)
-	l, err = a.Lease(ctx, "k2")
+	// Each process (pool) has its own channel.
+	cfg := waitCfg
+	c := e.client(&cfg)
+	l, err := a.Lease(ctx, "k2")
 	require.NoError(t, err)
 	got, ch2 := waitingFor(t, e, c, "k2")
 	require.NotNil(t, ch2)
@@ -87,14 +99,9 @@ func TestGrantWakeForARegistrationWithoutChannelGoesToTheSchema(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	others := notifications(t, e)
-	cfg := &sentinel.Config{DefaultTTL: time.Minute, WaitRecheck: time.Minute}
-	a, b := e.client(cfg), e.client(cfg)
-
-	l, err := a.Lease(ctx, "k")
-	require.NoError(t, err)
-	got, ch := waitingFor(t, e, b, "k")
+	_, l, got, ch := awaited(t, e)
 	require.NotNil(t, ch)
-	_, err = admin.Exec(ctx, "UPDATE "+e.table("lease_waiters")+" SET channel = NULL WHERE key = 'k'")
+	_, err := admin.Exec(ctx, "UPDATE "+e.table("lease_waiters")+" SET channel = NULL WHERE key = 'k'")
 	require.NoError(t, err)
 
 	released := time.Now()
@@ -109,12 +116,7 @@ func TestGrantWakeForARegistrationWithoutChannelGoesToTheSchema(t *testing.T) {
 func TestOlderClientsReleaseWakesANewerWaiter(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	cfg := &sentinel.Config{DefaultTTL: time.Minute, WaitRecheck: time.Minute}
-	a, b := e.client(cfg), e.client(cfg)
-
-	l, err := a.Lease(ctx, "k")
-	require.NoError(t, err)
-	got, _ := waitingFor(t, e, b, "k")
+	a, l, got, _ := awaited(t, e)
 
 	// What a version-13 client sends: sqlRelease of the time, then its
 	// wake-up on the schema's channel.
@@ -128,7 +130,7 @@ func TestOlderClientsReleaseWakesANewerWaiter(t *testing.T) {
 		"default", "k", cfgOwner(t, e, "k"), l.Token(), e.schema+".fencing_token").Scan(&n, &wake))
 	require.EqualValues(t, 1, n)
 	require.True(t, strings.HasPrefix(wake, "w"), "wake-up %q", wake)
-	_, err = admin.Exec(ctx, "SELECT pg_notify($1, $2)", sentinel.Channel(a), wake)
+	_, err := admin.Exec(ctx, "SELECT pg_notify($1, $2)", sentinel.Channel(a), wake)
 	require.NoError(t, err)
 	handedOver(t, got, released)
 }
@@ -148,8 +150,8 @@ func TestTurnWakeReachesOnlyTheWaitersProcess(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	others := notifications(t, e)
-	cfg := &sentinel.Config{DefaultTTL: time.Minute, WaitRecheck: time.Minute}
-	a, b := e.client(cfg), e.client(cfg)
+	cfg := waitCfg
+	a, b := e.client(&cfg), e.client(&cfg)
 
 	first, err := a.Turn(ctx, "printer")
 	require.NoError(t, err)
@@ -184,8 +186,7 @@ func TestResignationWakeReachesOnlyTheSuccessorsProcess(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	others := notifications(t, e)
-	cfg := sentinel.Config{DefaultTTL: time.Minute, WaitRecheck: time.Minute}
-	aCfg, bCfg := cfg, cfg
+	aCfg, bCfg := waitCfg, waitCfg
 	aCfg.Owner, bCfg.Owner = "a", "b"
 	a, err := e.client(&aCfg).Elector("group", sentinel.ElectorOptions{})
 	require.NoError(t, err)

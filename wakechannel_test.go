@@ -146,7 +146,16 @@ func cfgOwner(t *testing.T, e *env, key string) string {
 // Migration 14 for a queue: the leave ahead of a ticket wakes the
 // ticket's process on its own channel, recorded by the draw, and nobody
 // listening on the schema's channel.
-func TestTurnWakeReachesOnlyTheWaitersProcess(t *testing.T) {
+func TestTurnWakeReachesOnlyTheWaitersProcess(t *testing.T) { turnWake(t, false) }
+
+// A ticket drawn by a client older than migration 14 has no channel: the
+// leave ahead of it wakes it on the schema's channel.
+func TestTurnWakeForATicketWithoutChannelGoesToTheSchema(t *testing.T) { turnWake(t, true) }
+
+// turnWake: a holds a turn, b's ticket waits behind it; a's release wakes
+// b, on b's process's channel, or on the schema's when older (b's ticket
+// has no channel).
+func turnWake(t *testing.T, older bool) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	others := notifications(t, e)
@@ -170,19 +179,39 @@ func TestTurnWakeReachesOnlyTheWaitersProcess(t *testing.T) {
 		" WHERE resource = 'printer' ORDER BY ticket DESC LIMIT 1").Scan(&ch))
 	require.NotNil(t, ch, "the draw recorded no channel")
 	require.True(t, strings.HasPrefix(*ch, "sentinel_hub."), "channel %q", *ch)
+	if older {
+		_, err = admin.Exec(ctx, "UPDATE "+e.table("tickets")+" SET channel = NULL WHERE resource = 'printer' AND ticket > $1",
+			first.Ticket())
+		require.NoError(t, err)
+	}
 
 	released := time.Now()
 	require.NoError(t, first.Release(ctx))
 	handedOver(t, got, released)
-	for _, kind := range []string{"s", "t"} {
-		require.Empty(t, payloads(others, kind, 200*time.Millisecond), "the turn's wake-up reached another process")
+	served := payloads(others, "s", 300*time.Millisecond)
+	if older {
+		require.Len(t, served, 1, "the turn's wake-up did not go to the schema's channel")
+		return
 	}
+	require.Empty(t, served, "the turn's wake-up reached another process")
+	require.Empty(t, payloads(others, "t", 100*time.Millisecond), "the turn's wake-up reached another process")
 }
 
 // Migration 14 for an election: a resignation's grant ('h') goes to the
 // successor's process on its own channel, and nobody listening on the
 // schema's channel receives it.
-func TestResignationWakeReachesOnlyTheSuccessorsProcess(t *testing.T) {
+func TestResignationWakeReachesOnlyTheSuccessorsProcess(t *testing.T) { resignWake(t, false) }
+
+// A successor older than migration 14 records no channel: the term's
+// wake-up goes to the schema's channel.
+func TestResignationWakeForASuccessorWithoutChannelGoesToTheSchema(t *testing.T) {
+	resignWake(t, true)
+}
+
+// resignWake: a leads, b follows and names itself successor; a resigns
+// and b leads from the wake-up, sent on b's process's channel, or on the
+// schema's when older (no channel recorded).
+func resignWake(t *testing.T, older bool) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	others := notifications(t, e)
@@ -199,10 +228,19 @@ func TestResignationWakeReachesOnlyTheSuccessorsProcess(t *testing.T) {
 		return e.count("leaders", "election = 'group' AND next_owner = 'b' AND next_channel LIKE 'sentinel_hub.%'") == 1
 	})
 	time.Sleep(100 * time.Millisecond) // registered, it sleeps
+	if older {
+		_, err = admin.Exec(ctx, "UPDATE "+e.table("leaders")+" SET next_channel = NULL WHERE election = 'group'")
+		require.NoError(t, err)
+	}
 
 	resigned := time.Now()
 	require.NoError(t, a.Resign(ctx))
 	waitFor(t, 3*time.Second, "b to lead", b.IsLeader)
 	require.Less(t, time.Since(resigned), 3*time.Second)
-	require.Empty(t, payloads(others, "h", 300*time.Millisecond), "the term's wake-up reached another process")
+	handed := payloads(others, "h", 300*time.Millisecond)
+	if older {
+		require.Len(t, handed, 1, "the term's wake-up did not go to the schema's channel")
+		return
+	}
+	require.Empty(t, handed, "the term's wake-up reached another process")
 }

@@ -317,7 +317,7 @@ func (c *Client) releaseRow(ctx context.Context, ns, key, owner string, token in
 	// Only a release somebody waits for has a wake-up: it goes after the
 	// commit, from the client's sender (wake.go), so a release nobody
 	// waits for costs its one statement as before. A grant's goes to its
-	// waiter's process only (channel; '' for the schema's).
+	// waiter's process only (channel; empty for the schema's).
 	c.wake(channel, wake)
 	return n, nil
 }

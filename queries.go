@@ -213,12 +213,12 @@ const grantWakeSQL = ` || '/' || t.token::text
 // sqlRelease ends a lease guarded by owner, token and expiry and, when a
 // caller waits for the key (registered in lease_waiters, see
 // sqlAcquireWait), hands the lease to the oldest live registration in the
-// same statement. It calls lease_release_to (migration 14; migration 11's
-// lease_release returning also the channel of the waiter's process), which runs only
-// the write the case needs: one UPDATE when nobody waits (the common
-// case); otherwise it locks the row FOR UPDATE, SKIP LOCKED (the lock that
-// conflicts with VerifyToken's FOR KEY SHARE, as an acquirer's takeover
-// takes), deletes the oldest registration unexpired on the database clock
+// same statement. It calls lease_release_to (migration 14: migration
+// 11's lease_release, returning also the channel of the waiter's
+// process), which runs only the write the case needs: one UPDATE when
+// nobody waits (the common case); otherwise it locks the row FOR UPDATE,
+// SKIP LOCKED (the lock that conflicts with VerifyToken's FOR KEY SHARE,
+// as an acquirer's takeover takes), deletes the oldest registration unexpired on the database clock
 // and writes the grant for it (a token minted under the row lock, expiries
 // counted from clock_timestamp() with the waiter's TTL and hard TTL,
 // granted_waiter naming it). Every step re-checks its guard on the newest
@@ -233,8 +233,7 @@ const grantWakeSQL = ` || '/' || t.token::text
 // granted, and the channel to send it on: the granted registration's
 // process's own (sqlAcquireWait's $12), empty for the schema's channel (an
 // 'l', or a registration of a client older than version 14). A release
-// nobody waits for sends no wake-up. The wake-up is
-// returned, not sent: the release commits durably without the database's
+// nobody waits for sends no wake-up. The wake-up is returned, not sent: the release commits durably without the database's
 // notify lock, and the client sends it right after the commit, in a
 // transaction of its own (wake.go), so that concurrent releases share WAL
 // flushes.
@@ -316,8 +315,8 @@ WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.ord = i.n)`
 // coalescer: parameter $k is the array of sqlRelease's $k over the
 // batch's calls, all on distinct keys. It returns, per call, its ordinal,
 // the count of leases it ended (0 or 1), its wake-up and the wake-up's
-// channel. Each key is
-// handed to its oldest live waiter, or ended, exactly as sqlRelease does.
+// channel. Each key is handed to its oldest live waiter, or ended,
+// exactly as sqlRelease does.
 const sqlReleaseSet = `
 WITH i AS (
     SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),

@@ -213,17 +213,18 @@ const grantWakeSQL = ` || '/' || t.token::text
 // sqlRelease ends a lease guarded by owner, token and expiry and, when a
 // caller waits for the key (registered in lease_waiters, see
 // sqlAcquireWait), hands the lease to the oldest live registration in the
-// same statement. It calls lease_release_to (migration 14: migration
-// 11's lease_release, returning also the channel of the waiter's
-// process), which runs only the write the case needs: one UPDATE when
-// nobody waits (the common case); otherwise it locks the row FOR UPDATE,
-// SKIP LOCKED (the lock that conflicts with VerifyToken's FOR KEY SHARE,
-// as an acquirer's takeover takes), deletes the oldest registration unexpired on the database clock
-// and writes the grant for it (a token minted under the row lock, expiries
-// counted from clock_timestamp() with the waiter's TTL and hard TTL,
-// granted_waiter naming it). Every step re-checks its guard on the newest
-// row version, so a waiter counted in before the release's write is always
-// seen: see the migration for the whole argument, and waitAcquire.
+// same statement. It calls lease_release_to (migration 14: migration 11's
+// lease_release, returning also the channel of the waiter's process), which
+// runs only the write the case needs: one UPDATE when nobody waits (the
+// common case); otherwise it locks the row FOR UPDATE, SKIP LOCKED (the
+// lock that conflicts with VerifyToken's FOR KEY SHARE, as an acquirer's
+// takeover takes), deletes the oldest registration unexpired on the
+// database clock and writes the grant for it (a token minted under the row
+// lock, expiries counted from clock_timestamp() with the waiter's TTL and
+// hard TTL, granted_waiter naming it). Every step re-checks its guard on
+// the newest row version, so a waiter counted in before the release's write
+// is always seen: see the migration for the whole argument, and
+// waitAcquire.
 //
 // It returns the count of leases ended or handed over (0 or 1) and the
 // wake-up it decided, empty for none: 'w' for a grant, naming the
@@ -233,10 +234,10 @@ const grantWakeSQL = ` || '/' || t.token::text
 // granted, and the channel to send it on: the granted registration's
 // process's own (sqlAcquireWait's $12), empty for the schema's channel (an
 // 'l', or a registration of a client older than version 14). A release
-// nobody waits for sends no wake-up. The wake-up is returned, not sent: the release commits durably without the database's
-// notify lock, and the client sends it right after the commit, in a
-// transaction of its own (wake.go), so that concurrent releases share WAL
-// flushes.
+// nobody waits for sends no wake-up. The wake-up is returned, not sent: the
+// release commits durably without the database's notify lock, and the
+// client sends it right after the commit, in a transaction of its own
+// (wake.go), so that concurrent releases share WAL flushes.
 //
 // The row is kept, expired, rather than deleted: the next grant of the key
 // then takes it over and mints its token under the row lock, so no grant

@@ -19,7 +19,9 @@ import (
 // waiter needs no statement to know; nothing but the server's payload
 // ever signals that subscription.
 // The hub starts with the first waiter and reconnects with backoff; while
-// it is down waiters fall back to re-checking every Config.WaitRecheck.
+// it is down waiters fall back to re-checking every Config.WaitRecheck. It
+// retires when the process has not waited for Config.ListenIdleTimeout,
+// and the next wait starts a new one.
 type listener struct {
 	c *Client
 
@@ -83,17 +85,35 @@ func (ln *listener) subscribe(ctx context.Context, kind byte, ns, key string) (c
 		ln.mu.Unlock()
 		return ch, false
 	}
-	h := ln.hub
-	if h == nil {
-		h = joinHub(ln)
-		ln.hub = h
-	}
+	h := ln.hubLocked()
 	ln.mu.Unlock()
 	select { // wait for the first LISTEN so the caller's attempt is covered
 	case <-h.ready:
 	case <-ctx.Done():
 	}
 	return ch, h.isHealthy()
+}
+
+// hubLocked returns ln's hub for a wait or a draw that begins, joining
+// the process's hub when ln has none or its hub retired (idle: see
+// listenHub.watchIdle). ln.mu is held, so the wait's subscription and the
+// hub's use are one step for a hub deciding whether ln waits.
+func (ln *listener) hubLocked() *listenHub {
+	if h := ln.hub; h != nil {
+		if h.use() {
+			return h
+		}
+		h.removeMember(ln)
+	}
+	ln.hub = joinHub(ln)
+	return ln.hub
+}
+
+// waiting reports whether ln has a waiter subscribed.
+func (ln *listener) waiting() bool {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	return len(ln.waiters) > 0
 }
 
 // direct returns the channel of this process's hub (listenHub.direct),
@@ -162,6 +182,9 @@ func (ln *listener) unsubscribe(kind byte, ns, key string, ch chan struct{}) {
 		delete(ln.waiters, k)
 	} else {
 		ln.waiters[k] = list
+	}
+	if ln.hub != nil {
+		ln.hub.use() // the hub's idle time counts from the last wait's end
 	}
 	select {
 	case <-ch:
@@ -249,25 +272,24 @@ func (ln *listener) takeGrant(kind byte, ns, key string) (string, bool) {
 }
 
 // beginDraw opens a draw window on the client's hub (see
-// listenHub.beginDraw); without a listening hub it opens none, and the
-// waiter makes its serving check.
+// listenHub.beginDraw); without a hub (listening disabled, or the client
+// closed) it opens none. A window that is not heard (the hub was not
+// listening throughout) makes the waiter make its serving check.
 //
 // The first draw of a client starts its hub (as a waiter's subscription
 // would): a turn served by its draw never subscribes, and the client's
 // next contended draw needs the hub listening before it is sent.
+//
+// The window opens under ln.mu, with the hub's use: a hub deciding to
+// retire looks at ln's waiters under the same lock, so it sees the
+// window (or the use) and stays.
 func (ln *listener) beginDraw() drawWindow {
 	ln.mu.Lock()
+	defer ln.mu.Unlock()
 	if ln.c.cfg.DisableListen || ln.c.closed.Load() || ln.closed {
-		ln.mu.Unlock()
 		return drawWindow{}
 	}
-	h := ln.hub
-	if h == nil {
-		h = joinHub(ln)
-		ln.hub = h
-	}
-	ln.mu.Unlock()
-	return h.beginDraw()
+	return ln.hubLocked().beginDraw()
 }
 
 // endDraw closes w (see listenHub.endDraw); a window never opened reports

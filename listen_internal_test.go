@@ -3,6 +3,7 @@ package sentinel
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -167,8 +168,17 @@ func TestDrawWindow(t *testing.T) {
 	h.healthy = false
 	heard, _, _ = h.endDraw(w, "ns", "5")
 	require.False(t, heard)
-	require.Nil(t, h.beginDraw().h, "no window while not listening")
-	h.healthy = true
+	// Opened while not listening: open (the hub must not retire under
+	// it), never heard, even once listening again on the same connection
+	// count (LISTEN becoming active moves gen, see connect).
+	w = h.beginDraw()
+	require.NotNil(t, w.h)
+	heard, _, _ = h.endDraw(w, "ns", "5")
+	require.False(t, heard, "opened while not listening")
+	w = h.beginDraw()
+	h.healthy, h.gen = true, h.gen+1
+	heard, _, _ = h.endDraw(w, "ns", "5")
+	require.False(t, heard, "opened before LISTEN became active")
 
 	// A wake-up dropped to the bound while the window was open.
 	older := h.beginDraw()
@@ -188,4 +198,37 @@ func TestDrawWindow(t *testing.T) {
 	require.False(t, heard, "a wake-up kept during the window was dropped")
 	require.False(t, served, "dropped")
 	require.Zero(t, h.drawing)
+}
+
+// An idle hub retires only when nothing used it for the timeout, no draw
+// is open and no member waits; a retired hub refuses every later use.
+func TestHubRetiresOnlyWhenIdle(t *testing.T) {
+	cancelled := 0
+	ln := &listener{waiters: map[waitKey][]chan struct{}{}}
+	h := &listenHub{members: []*listener{ln}, healthy: true, lastUse: time.Now().Add(-time.Hour),
+		cancel: func() { cancelled++ }}
+	k := waitKey{notifyLease, "ns", "k"}
+
+	ln.waiters[k] = []chan struct{}{make(chan struct{}, 1)}
+	require.False(t, h.retireIdle(time.Minute), "retired under a waiter")
+	delete(ln.waiters, k)
+
+	w := h.beginDraw()
+	h.lastUse = time.Now().Add(-time.Hour)
+	require.False(t, h.retireIdle(time.Minute), "retired under a draw")
+	h.endDraw(w, "ns", "1")
+	require.False(t, h.retireIdle(time.Minute), "retired right after a draw ended")
+
+	h.lastUse = time.Now().Add(-time.Hour)
+	require.True(t, h.use())
+	require.False(t, h.retireIdle(time.Minute), "retired right after a use")
+
+	h.lastUse = time.Now().Add(-time.Hour)
+	require.Zero(t, cancelled)
+	require.True(t, h.retireIdle(time.Minute))
+	require.Equal(t, 1, cancelled, "the connection was not closed")
+	require.False(t, h.isHealthy())
+	require.False(t, h.use(), "a retired hub took a new wait")
+	require.False(t, h.retireIdle(time.Minute), "retired twice")
+	require.Equal(t, 1, cancelled)
 }

@@ -49,7 +49,8 @@ import (
 // or server), so a client's waiters always hear from the server its pool
 // talks to. The hub's connection is outside every pool, as the listener's
 // always was; it starts with the first subscriber and closes with the last
-// client that used it.
+// client that used it, or once nothing in the process has waited for a
+// while (Config.ListenIdleTimeout; see watchIdle).
 type listenHub struct {
 	key    hubKey
 	logger *slog.Logger
@@ -87,9 +88,17 @@ type listenHub struct {
 	turnFIFO    []waitKey
 	turnSeq     uint64
 	turnEvicted uint64
-	ready       chan struct{}
-	cancel      context.CancelFunc
-	done        chan struct{}
+	// lastUse is when a member last began or ended a wait or a draw
+	// (touch), uses counts those: an idle hub retires (see retireIdle)
+	// only if neither moved while it looked at its members. retired is
+	// set once it has: it is out of hubs, its connection closes, and a
+	// member that waits again joins a new hub.
+	lastUse time.Time
+	uses    uint64
+	retired bool
+	ready   chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 type hubKey struct {
@@ -111,15 +120,132 @@ func joinHub(ln *listener) *listenHub {
 	h := hubs[k]
 	if h == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		h = &listenHub{key: k, logger: ln.c.cfg.Logger, direct: directChannel(), ready: make(chan struct{}), cancel: cancel,
-			done: make(chan struct{})}
+		h = &listenHub{key: k, logger: ln.c.cfg.Logger, direct: directChannel(), lastUse: time.Now(), ready: make(chan struct{}),
+			cancel: cancel, done: make(chan struct{})}
 		hubs[k] = h
 		go h.run(ctx)
+		go h.watchIdle(ctx)
 	}
 	h.mu.Lock()
 	h.members = append(h.members, ln)
+	h.lastUse = time.Now()
+	h.uses++
 	h.mu.Unlock()
 	return h
+}
+
+// use records that a member begins a wait or a draw on h, and reports
+// whether h can serve it (false: h retired; the member joins a new hub).
+func (h *listenHub) use() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.retired {
+		return false
+	}
+	h.lastUse = time.Now()
+	h.uses++
+	return true
+}
+
+// removeMember drops ln from a retired hub's members (ln moves to a new
+// hub).
+func (h *listenHub) removeMember(ln *listener) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if i := slices.Index(h.members, ln); i >= 0 {
+		h.members = slices.Delete(h.members, i, i+1)
+	}
+}
+
+// An idle process stops listening.
+//
+// PostgreSQL (up to 18 at least) signals every backend of the database
+// that LISTENs on any channel when a transaction that called NOTIFY
+// commits, and each signalled backend reads the notification queue: a
+// process with a hub costs the server that on every handover, outcome
+// and queue event of every other process, whether or not it waits for
+// anything, and its hub pings every listenIdle. So a hub none of whose
+// members has waited or drawn for the longest of their
+// Config.ListenIdleTimeout closes its connection and leaves the process's
+// hubs; the next wait or draw starts a new one (a new direct channel: the
+// registrations that recorded the old one are gone with their waiters).
+//
+// Nothing can be waiting on a hub when it retires: a wait subscribes (and
+// a draw opens its window) through use, which a retired hub refuses; the
+// hub retires only after finding every member without a waiter, no draw
+// open, and no use since it began to look (uses unchanged), and it
+// decides under hubsMu and its own lock, the locks joinHub and use take.
+// A registration whose waiter has gone (it gave up) may still name the
+// old channel: its grant, unheard, expires within its TTL, as a grant to
+// a waiter that died does.
+
+// watchIdle retires h once it has been idle for its members' timeout.
+func (h *listenHub) watchIdle(ctx context.Context) {
+	for {
+		timeout := h.idleTimeout()
+		every := time.Second
+		if timeout > 0 {
+			every = min(max(timeout/4, time.Millisecond), 5*time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		if timeout > 0 && h.retireIdle(timeout) {
+			h.logger.Debug("sentinel: listener idle; connection closed until the next wait", "channel", h.key.channel,
+				"idle", timeout)
+			return
+		}
+	}
+}
+
+// idleTimeout is the longest Config.ListenIdleTimeout of h's members;
+// 0 (never) when one of them is negative or h has none.
+func (h *listenHub) idleTimeout() time.Duration {
+	var d time.Duration
+	for _, ln := range h.snapshot() {
+		t := ln.c.cfg.ListenIdleTimeout
+		if t < 0 {
+			return 0
+		}
+		d = max(d, t)
+	}
+	return d
+}
+
+// retireIdle retires h if nothing used it for timeout and no member
+// waits: it leaves hubs and its connection closes.
+func (h *listenHub) retireIdle(timeout time.Duration) bool {
+	h.mu.Lock()
+	if h.retired || h.drawing > 0 || time.Since(h.lastUse) < timeout {
+		h.mu.Unlock()
+		return false
+	}
+	uses := h.uses
+	members := slices.Clone(h.members)
+	h.mu.Unlock()
+	for _, ln := range members {
+		if ln.waiting() {
+			return false
+		}
+	}
+	hubsMu.Lock()
+	h.mu.Lock()
+	ok := !h.retired && h.uses == uses && h.drawing == 0
+	if ok {
+		h.retired, h.healthy = true, false
+		h.kept, h.keptFIFO = nil, nil
+		if hubs[h.key] == h {
+			delete(hubs, h.key)
+		}
+	}
+	h.mu.Unlock()
+	hubsMu.Unlock()
+	if ok {
+		h.cancel()
+	}
+	return ok
 }
 
 // leave removes ln; the last member stops the hub and waits for its
@@ -263,13 +389,15 @@ type drawWindow struct {
 	seq uint64
 }
 
-// beginDraw opens a draw window: from now on, turn wake-ups are kept.
+// beginDraw opens a draw window: from now on, turn wake-ups are kept. A
+// window opened while the hub does not listen is never heard (endDraw:
+// LISTEN becoming active changes gen), but it keeps the hub from retiring
+// until the draw's waiter has subscribed.
 func (h *listenHub) beginDraw() drawWindow {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.healthy {
-		return drawWindow{}
-	}
+	h.lastUse = time.Now()
+	h.uses++
 	h.drawing++
 	return drawWindow{h: h, gen: h.gen, seq: h.turnSeq}
 }
@@ -286,6 +414,8 @@ func (h *listenHub) endDraw(w drawWindow, ns, key string) (heard, served, turn b
 	_, served = h.turnKept[waitKey{notifyTurnServed, ns, key}]
 	_, turn = h.turnKept[waitKey{notifyTurn, ns, key}]
 	h.drawing--
+	h.lastUse = time.Now()
+	h.uses++
 	if h.drawing == 0 {
 		h.turnKept, h.turnFIFO = nil, nil
 	}

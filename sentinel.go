@@ -125,6 +125,19 @@ type Config struct {
 	// Default 1s.
 	WaitRecheck time.Duration
 
+	// ListenIdleTimeout is how long the process's LISTEN connection stays
+	// open while nothing in the process waits (no Lease or Once WithWait,
+	// Turn, follower or elector). PostgreSQL signals every listening
+	// backend of the database on every NOTIFY, and the connection pings
+	// its server every 2s while quiet, so a process that waited once
+	// would otherwise cost the server something on every other process's
+	// handover for as long as it runs. The next wait opens it again (one
+	// connection set-up before that wait's first statement). Clients of a
+	// process that share a pool and a schema share the connection: it
+	// closes after the longest of their timeouts. Default 1 minute.
+	// Negative: open until the last client closes.
+	ListenIdleTimeout time.Duration
+
 	// ReleaseTimeout bounds a Release whose context was already cancelled,
 	// and the releases done by Close. Default 5s.
 	ReleaseTimeout time.Duration
@@ -188,6 +201,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.WaitRecheck == 0 {
 		c.WaitRecheck = time.Second
+	}
+	if c.ListenIdleTimeout == 0 {
+		c.ListenIdleTimeout = time.Minute
 	}
 	if c.ReleaseTimeout == 0 {
 		c.ReleaseTimeout = 5 * time.Second

@@ -336,3 +336,77 @@ func (b *bench) sentinelCrowdHandover(ctx context.Context) (*handoverImpl, error
 	h.close = closeAll
 	return h, nil
 }
+
+// sentinelIdleCrowdHandover is sentinelHandover with crowdProcesses more
+// clients, each on a pool of its own, each of which waited once
+// (Lease(WithWait) on a free key, granted at once, released) and then
+// idles for the whole row: a process that waited once keeps its LISTEN
+// connection for Config.ListenIdleTimeout. With idle negative it keeps it
+// throughout (as every version before that option did), and PostgreSQL
+// signals each of those backends on every NOTIFY of the row; otherwise the
+// row starts once the crowd's connections closed. The row's name says how
+// many of the crowd's connections listen.
+func (b *bench) sentinelIdleCrowdHandover(idle time.Duration) func(context.Context) (*handoverImpl, error) {
+	return func(ctx context.Context) (*handoverImpl, error) {
+		h, err := b.sentinelHandover(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var closers []func()
+		closePairs := h.close
+		closeAll := func() {
+			for _, c := range closers {
+				c()
+			}
+			closePairs()
+		}
+		listening := func() (int, error) {
+			var n int
+			err := b.admin.QueryRow(ctx, "SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_activity WHERE query LIKE 'LISTEN %'").Scan(&n)
+			return n, err
+		}
+		before, err := listening()
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		prefix := newKeyGen(1).prefix + "idle-"
+		for i := range crowdProcesses {
+			c, closeC, err := b.newClient(ctx, b.schema, &tracer{}, sentinel.Config{ListenIdleTimeout: idle})
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			closers = append(closers, closeC)
+			l, err := c.Lease(ctx, fmt.Sprintf("%s%d", prefix, i), sentinel.WithWait())
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			if err := l.Release(ctx); err != nil {
+				closeAll()
+				return nil, err
+			}
+		}
+		crowd := 0
+		for deadline := time.Now().Add(idle + 10*time.Second); ; time.Sleep(50 * time.Millisecond) {
+			n, err := listening()
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			crowd = max(n-before, 0)
+			if idle < 0 || crowd == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+		}
+		state := fmt.Sprintf("ListenIdleTimeout %v", idle)
+		if idle < 0 {
+			state = "ListenIdleTimeout negative, as before it existed"
+		}
+		h.name = fmt.Sprintf("%s, %d idle processes that waited once (%s: %d of them listen)", h.name, crowdProcesses, state, crowd)
+		h.close = closeAll
+		return h, nil
+	}
+}
+

@@ -10,6 +10,7 @@ import (
 
 	"cirello.io/pglock"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sentinel-coordination/sentinel"
 )
@@ -344,8 +345,9 @@ func (b *bench) sentinelCrowdHandover(ctx context.Context) (*handoverImpl, error
 // connection for Config.ListenIdleTimeout. With idle negative it keeps it
 // throughout (as every version before that option did), and PostgreSQL
 // signals each of those backends on every NOTIFY of the row; otherwise the
-// row starts once the crowd's connections closed. The row's name says how
-// many of the crowd's connections listen.
+// row starts once the crowd's LISTEN connections closed. The row's name
+// says how many of them listen (the crowd's connections carry an
+// application_name of their own).
 func (b *bench) sentinelIdleCrowdHandover(idle time.Duration) func(context.Context) (*handoverImpl, error) {
 	return func(ctx context.Context) (*handoverImpl, error) {
 		h, err := b.sentinelHandover(ctx)
@@ -360,24 +362,34 @@ func (b *bench) sentinelIdleCrowdHandover(idle time.Duration) func(context.Conte
 			}
 			closePairs()
 		}
+		app := fmt.Sprintf("sentinel-bench-idle-%d", time.Now().UnixNano())
 		listening := func() (int, error) {
 			var n int
-			err := b.admin.QueryRow(ctx, "SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_activity WHERE query LIKE 'LISTEN %'").Scan(&n)
+			err := b.admin.QueryRow(ctx, "SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'",
+				app).Scan(&n)
 			return n, err
-		}
-		before, err := listening()
-		if err != nil {
-			closeAll()
-			return nil, err
 		}
 		prefix := newKeyGen(1).prefix + "idle-"
 		for i := range crowdProcesses {
-			c, closeC, err := b.newClient(ctx, b.schema, &tracer{}, sentinel.Config{ListenIdleTimeout: idle})
+			pcfg, err := pgxpool.ParseConfig(b.url)
 			if err != nil {
 				closeAll()
 				return nil, err
 			}
-			closers = append(closers, closeC)
+			pcfg.MaxConns = int32(b.maxConns)
+			pcfg.ConnConfig.RuntimeParams["application_name"] = app
+			pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			c, err := sentinel.New(pool, &sentinel.Config{Schema: b.schema, ListenIdleTimeout: idle})
+			if err != nil {
+				pool.Close()
+				closeAll()
+				return nil, err
+			}
+			closers = append(closers, func() { c.Close(); pool.Close() })
 			l, err := c.Lease(ctx, fmt.Sprintf("%s%d", prefix, i), sentinel.WithWait())
 			if err != nil {
 				closeAll()
@@ -390,23 +402,20 @@ func (b *bench) sentinelIdleCrowdHandover(idle time.Duration) func(context.Conte
 		}
 		crowd := 0
 		for deadline := time.Now().Add(idle + 10*time.Second); ; time.Sleep(50 * time.Millisecond) {
-			n, err := listening()
-			if err != nil {
+			if crowd, err = listening(); err != nil {
 				closeAll()
 				return nil, err
 			}
-			crowd = max(n-before, 0)
 			if idle < 0 || crowd == 0 || time.Now().After(deadline) || ctx.Err() != nil {
 				break
 			}
 		}
-		state := fmt.Sprintf("ListenIdleTimeout %v", idle)
+		state := fmt.Sprintf("closed after ListenIdleTimeout %v", idle)
 		if idle < 0 {
 			state = "ListenIdleTimeout negative, as before it existed"
 		}
-		h.name = fmt.Sprintf("%s, %d idle processes that waited once (%s: %d of them listen)", h.name, crowdProcesses, state, crowd)
+		h.name = fmt.Sprintf("%s, %d idle processes that waited once (%s; %d listen)", h.name, crowdProcesses, state, crowd)
 		h.close = closeAll
 		return h, nil
 	}
 }
-

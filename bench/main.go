@@ -285,7 +285,7 @@ func run(ctx context.Context, opts options, out, logw io.Writer) error {
 		}
 		mks := []func(context.Context) (*handoverImpl, error){b.sentinelHandover, b.advisoryHandover, b.pglockHandover}
 		if w == slices.Max(opts.workers) {
-			mks = append(mks, b.sentinelCrowdHandover, b.sentinelIdleCrowdHandover(-1), b.sentinelIdleCrowdHandover(time.Second))
+			mks = append(mks, b.sentinelCrowdHandover, b.sentinelIdleCrowdHandover(time.Second), b.sentinelIdleCrowdHandover(-1))
 		}
 		for _, mk := range mks {
 			h, err := mk(ctx)

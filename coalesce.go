@@ -114,7 +114,7 @@ var coKindsTable = [coKinds]coKindSpec{
 	coClaim: {name: "Once claim", cols: []coCol{
 		colText, colText, colText, colText, colText, colInt, colInt, colInt, colNullText, colInt, colInt}, shared: true},
 	coFinish: {name: "Once completion", cols: []coCol{
-		colText, colText, colText, colInt, colText, colBytes, colNullText, colTextList, colBool, colText, colNullText, colNullText, colText}},
+		colText, colText, colText, colInt, colText, colBytes, colNullText, colTextList, colBool, colText, colNullText, colNullText}},
 	coRead: {name: "Once read", cols: []coCol{colText, colText}, shared: true},
 }
 

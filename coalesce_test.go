@@ -563,7 +563,7 @@ func testSetStatementsUseTheKeys(t *testing.T, analyzed bool) {
 		args []any
 	}{
 		"claim":   {sentinel.CoClaim, []any{same("default"), keys, same("executing"), same("o"), same("h"), ints, ints, ints, nulls, ints, ints}},
-		"finish":  {sentinel.CoFinish, []any{same("default"), keys, same("o"), ints, same("completed"), bytes, nulls, same("executing"), bools, same("completed"), nulls, nulls, same("ch")}},
+		"finish":  {sentinel.CoFinish, []any{same("default"), keys, same("o"), ints, same("completed"), bytes, nulls, same("executing"), bools, same("completed"), nulls, nulls}},
 		"read":    {sentinel.CoRead, []any{same("default"), keys}},
 		"acquire": {sentinel.CoAcquire, []any{same("default"), keys, same("o"), same("h"), ints, ints, ints, bools, ints}},
 		"release": {sentinel.CoRelease, []any{same("default"), keys, same("o"), ints}},

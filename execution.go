@@ -145,9 +145,9 @@ type Event struct {
 }
 
 type execSQL struct {
-	read, claim, finish, operator, insertEvent, history, prune, watch, setResult string
-	claimSet, finishSet, readSet                                                 string
-	pruneQueuesLock, pruneQueues                                                 string
+	read, claim, finish, finishTx, operator, insertEvent, history, prune, watch, setResult string
+	claimSet, finishSet, readSet                                                           string
+	pruneQueuesLock, pruneQueues                                                           string
 }
 
 func newExecSQL(schema string) *execSQL {
@@ -156,7 +156,8 @@ func newExecSQL(schema string) *execSQL {
 	return &execSQL{
 		read:            r.Replace(sqlReadExecution),
 		claim:           r.Replace(sqlClaim),
-		finish:          r.Replace(sqlFinish),
+		finish:          strings.NewReplacer("{{waited}}", finishWaited, "{{waitedcol}}", finishWaitedCol).Replace(r.Replace(sqlFinish)),
+		finishTx:        strings.NewReplacer("{{waited}}", finishTxNotify, "{{waitedcol}}", finishTxWaitedCol).Replace(r.Replace(sqlFinish)),
 		claimSet:        r.Replace(sqlClaimSet),
 		readSet:         r.Replace(sqlReadSet),
 		finishSet:       r.Replace(sqlFinishSet),

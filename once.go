@@ -687,23 +687,35 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 	}
 	giveUp := l.Deadline().Add(l.margin)
 	for {
-		var n int64
+		var (
+			n      int64
+			waited bool
+		)
 		err = c.co.queryRow(ctx, ctx, coFinish, c.exe.finish, l.ns, l.key, l.owner, l.token, string(to), result, resErr,
-			fromStates, requireAlive, event, md, finErr, c.sql.channel).Scan(&n)
+			fromStates, requireAlive, event, md, finErr).Scan(&n, &waited)
 		if err == nil {
 			if n == 1 {
 				if to == StateCompleted {
 					c.done.add(l.ns, l.key)
+				}
+				if waited {
+					// After the commit (see sqlFinish); the schema's
+					// channel: the waiters may be in any process.
+					c.wake("", executionPayload(l.ns, l.key))
 				}
 				return true, nil
 			}
 			// Maybe an earlier attempt landed before its reply was lost:
 			// the row is at this claim's token in the target state (a
 			// give-back: with its lease ended), which only this
-			// transition writes.
+			// transition writes. Its waiters may not have been woken.
 			ex, rerr := c.readExecution(ctx, l.ns, l.key)
-			return rerr == nil && ex.Token == l.token && ex.Owner == l.owner && ex.State == to &&
-				(to == StateCompleted || to == StateClaimed && !ex.LeaseAlive), nil
+			landed := rerr == nil && ex.Token == l.token && ex.Owner == l.owner && ex.State == to &&
+				(to == StateCompleted || to == StateClaimed && !ex.LeaseAlive)
+			if landed {
+				c.wake("", executionPayload(l.ns, l.key))
+			}
+			return landed, nil
 		}
 		if !transient(err) || ctx.Err() != nil || time.Now().After(giveUp) {
 			err = c.wrapErr(fmt.Sprintf("record %s for %q/%q", event, l.ns, l.key), err)
@@ -711,6 +723,7 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 				// Establish the truth on a fresh context: the statement
 				// may have committed before its reply was lost.
 				if done, rerr := c.committed(ctx, l.ns, l.key, l.token); rerr == nil && done {
+					c.wake("", executionPayload(l.ns, l.key)) // its waiters may not have been woken
 					return true, nil
 				}
 			}
@@ -728,8 +741,18 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 // states $8 to state $5, guarded by owner, token and state, and by a live
 // lease when $9. Completion stores the result ($6, $7, $12 final error) and
 // drops the lease; any other target ends the lease now. $10 event,
-// $11 metadata. When callers wait for the key (waiters > 0) it notifies
-// them on channel $13 in the same statement; otherwise no NOTIFY is sent.
+// $11 metadata. It returns the count of rows changed (0 or 1), then
+// {{waited}} decides the rest (newExecSQL fills it in):
+//
+//   - Once (finish): whether callers wait for the key (waiters > 0). The
+//     statement sends no NOTIFY: the caller wakes them after the commit
+//     (Client.wake, wake.go), as a handover does, so that completions
+//     of many keys with waiters share WAL flushes instead of queuing on
+//     the database's notify lock across each one's flush.
+//   - OnceTx (finishTx): it runs in the caller's transaction, whose
+//     commit the library does not see, so it notifies the waiters on
+//     channel $13 in the statement (sent when that transaction commits,
+//     never if it rolls back).
 const sqlFinish = `
 WITH u AS (
     UPDATE {{schema}}.executions t SET
@@ -743,14 +766,28 @@ WITH u AS (
         updated_at = pg_catalog.statement_timestamp()
     WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4
       AND t.state = ANY($8::text[]) AND (NOT $9::bool OR t.lease_expires_at > pg_catalog.clock_timestamp())
-    RETURNING t.token, t.state, CASE WHEN t.waiters > 0 THEN
-        pg_catalog.pg_notify($13, 'e' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
+    RETURNING t.token, t.state, {{waited}}
 ),
 ev AS (
     INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
     SELECT $1, $2, $10, u.state, u.token, $3, $11::jsonb FROM u
 )
-SELECT pg_catalog.count(*) FROM u`
+SELECT pg_catalog.count(*){{waitedcol}} FROM u`
+
+// The parts of sqlFinish that differ between Once and OnceTx (see there).
+const (
+	finishWaited      = `t.waiters > 0 AS waited`
+	finishWaitedCol   = `, coalesce(pg_catalog.bool_or(u.waited), false)`
+	finishTxNotify    = `CASE WHEN t.waiters > 0 THEN pg_catalog.pg_notify($13, 'e' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END AS waited`
+	finishTxWaitedCol = ``
+)
+
+// executionPayload encodes the wake-up of a Once key's waiters as the
+// listener parses it (parsePayload), as sqlFinish's notification in
+// OnceTx spells it.
+func executionPayload(ns, key string) string {
+	return fmt.Sprintf("%c%d:%s%s", notifyExecution, len(ns), ns, key)
+}
 
 func (c *Client) uncertain(l *Lease, o callOptions, cause error) error {
 	c.cfg.Logger.Warn("sentinel: execution outcome uncertain; reconcile it", "namespace", o.namespace, "key", l.key,

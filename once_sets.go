@@ -101,17 +101,16 @@ SELECT c.ord, NULL::bigint[], {{ccols}} FROM cur c WHERE NOT EXISTS (SELECT 1 FR
 // coalescer (coalesce.go): parameter $k is the array of sqlFinish's $k
 // over the batch's calls, all on distinct keys, except $8, where each
 // call's states are joined by commas. Each row is guarded exactly as
-// sqlFinish guards it. It returns, per call, its ordinal in the batch and
-// the count of rows changed (0 or 1). Waiters of a key are notified as by
-// sqlFinish; keys nobody waits for send no NOTIFY.
+// sqlFinish guards it. It returns, per call, its ordinal in the batch,
+// the count of rows changed (0 or 1) and whether callers wait for the key
+// (Once's sqlFinish: they are woken after the commit; no NOTIFY here).
 const sqlFinishSet = `
 WITH i AS (
     SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
         pg_catalog.unnest($4::bigint[]), pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::bytea[]),
         pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]), pg_catalog.unnest($9::bool[]),
-        pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::text[]), pg_catalog.unnest($12::text[]),
-        pg_catalog.unnest($13::text[]))
-        WITH ORDINALITY AS i(ns, key, owner, token, to_state, result, result_error, from_states, need_live, event, meta, final_error, channel, n)
+        pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::text[]), pg_catalog.unnest($12::text[]))
+        WITH ORDINALITY AS i(ns, key, owner, token, to_state, result, result_error, from_states, need_live, event, meta, final_error, n)
 ),
 u AS (
     UPDATE {{schema}}.executions t SET
@@ -127,15 +126,14 @@ u AS (
     WHERE t.namespace = i.ns AND t.key = i.key AND t.owner = i.owner AND t.token = i.token
       AND t.state = ANY(pg_catalog.string_to_array(i.from_states, ','))
       AND (NOT i.need_live OR t.lease_expires_at > pg_catalog.clock_timestamp())
-    RETURNING i.n AS ord, t.token, t.state, CASE WHEN t.waiters > 0 THEN
-        pg_catalog.pg_notify(i.channel, 'e' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
+    RETURNING i.n AS ord, t.token, t.state, t.waiters > 0 AS waited
 ),
 ev AS (
     INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
     SELECT i.ns, i.key, i.event, u.state, u.token, i.owner, i.meta::jsonb FROM u JOIN i ON i.n = u.ord
     ORDER BY u.ord
 )
-SELECT i.n, (SELECT pg_catalog.count(*) FROM u WHERE u.ord = i.n) FROM i`
+SELECT i.n, CASE WHEN u.ord IS NULL THEN 0::bigint ELSE 1::bigint END, coalesce(u.waited, false) FROM i LEFT JOIN u ON u.ord = i.n`
 
 // sqlReadSet is sqlReadExecution for many keys in one statement, for the
 // coalescer (coalesce.go): per call, its ordinal in the batch then

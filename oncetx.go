@@ -146,7 +146,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	}
 	// The from-states as an array literal: portable across database/sql
 	// drivers, which need not encode a []string.
-	n, closed, err := tx.completeScan(fnCtx, c.exe.finish, o.namespace, key, l.owner, l.token, string(StateCompleted), data, nil,
+	n, closed, err := tx.completeScan(fnCtx, c.exe.finishTx, o.namespace, key, l.owner, l.token, string(StateCompleted), data, nil,
 		"{"+string(StateClaimed)+"}", true, "completed", meta, finalMsg, c.sql.channel)
 	if closed {
 		return res, fnClosedTx(fnErr)

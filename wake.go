@@ -34,6 +34,11 @@ import (
 //     when somebody waits: a release nobody waits for costs its one
 //     statement), and the client's sender (wake, waker) sends it, batched
 //     with others decided meanwhile, in sqlWake.
+//   - A Once's outcome (its completion, a give-back, a failure: sqlFinish,
+//     sqlFinishSet) returns whether callers wait for the key (WithWait),
+//     and the sender wakes them on the schema's channel the same way.
+//     OnceTx's completion runs in the caller's transaction, whose commit
+//     the library does not see: it still notifies in that transaction.
 //
 // Nothing a waiter trusts is weakened. A notification is sent only after
 // the handover's commit returned, so it always names a durable state:
@@ -42,7 +47,8 @@ import (
 // statement failing) is what a waiter already survives: every waiter
 // re-checks on a timer (a lease waiter at its registration's renewal, a
 // third of its TTL at most; a turn at the ticket ahead's expiry; a follower
-// at the term's expiry), and reads what the handover committed. It costs
+// at the term's expiry; a Once waiter at the executor's lease expiry, as
+// last read), and reads what the handover committed. It costs
 // that waiter time, never a grant: the lease, turn or term handed to it is
 // counted from the commit, on the database clock, and expires unused
 // within its TTL if its waiter is gone too.

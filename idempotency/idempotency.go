@@ -153,8 +153,8 @@ type Options struct {
 
 	// Wait is how long a repeat that arrives while the first request runs
 	// waits for its stored response before giving up with 409 (with
-	// sentinel.WithWait: woken by the statement that completes the first
-	// request, not by polling). If the first request gives the key back (a
+	// sentinel.WithWait: woken once the statement that completes the first
+	// request commits, not by polling). If the first request gives the key back (a
 	// response Store rejects, a rolled-back transaction), the waiter runs
 	// the handler itself, and Wait no longer bounds it. Zero answers 409 at
 	// once.

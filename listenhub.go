@@ -89,7 +89,7 @@ type listenHub struct {
 	turnSeq     uint64
 	turnEvicted uint64
 	// lastUse is when a member last began or ended a wait or a draw
-	// (touch), uses counts those: an idle hub retires (see retireIdle)
+	// (use, beginDraw, endDraw, joinHub), uses counts those: an idle hub retires (see retireIdle)
 	// only if neither moved while it looked at its members. retired is
 	// set once it has: it is out of hubs, its connection closes, and a
 	// member that waits again joins a new hub.

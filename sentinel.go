@@ -126,8 +126,8 @@ type Config struct {
 	WaitRecheck time.Duration
 
 	// ListenIdleTimeout is how long the process's LISTEN connection stays
-	// open while nothing in the process waits (no Lease or Once WithWait,
-	// Turn, follower or elector). PostgreSQL signals every listening
+	// open while nothing in the process waits (no Lease or Once WithWait
+	// waiting, no Turn in line, no follower or elector running). PostgreSQL signals every listening
 	// backend of the database on every NOTIFY, and the connection pings
 	// its server every 2s while quiet, so a process that waited once
 	// would otherwise cost the server something on every other process's

@@ -35,14 +35,13 @@ WITH u AS (
         updated_at = pg_catalog.statement_timestamp()
     WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4
       AND t.state = ANY($8::text[]) AND (NOT $9::bool OR t.lease_expires_at > pg_catalog.clock_timestamp())
-    RETURNING t.token, t.state, CASE WHEN t.waiters > 0 THEN
-        pg_catalog.pg_notify($13, 'e' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END
+    RETURNING t.token, t.state, t.waiters > 0 AS waited
 ),
 ev AS (
     INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
     SELECT $1, $2, $10, u.state, u.token, $3, $11::jsonb FROM u
 )
-SELECT pg_catalog.count(*) FROM u`
+SELECT pg_catalog.count(*), coalesce(pg_catalog.bool_or(u.waited), false) FROM u`
 	floorSQLAcquire = `
 WITH lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.leases t

@@ -36,6 +36,18 @@ func idleClient(t *testing.T, e *env, idle time.Duration) (*sentinel.Client, str
 	return e.clientOn(pool, &cfg), app
 }
 
+// idleWaiter is idleClient's client b waiting (waitingFor) for lease "k",
+// which another client holds as l.
+func idleWaiter(t *testing.T, e *env, idle time.Duration) (b *sentinel.Client, app string, l *sentinel.Lease, got <-chan error) {
+	t.Helper()
+	cfg := waitCfg
+	l, err := e.client(&cfg).Lease(ctxT(t), "k")
+	require.NoError(t, err)
+	b, app = idleClient(t, e, idle)
+	got, _ = waitingFor(t, e, b, "k")
+	return b, app, l, got
+}
+
 // A process that stops waiting closes its LISTEN connection after
 // Config.ListenIdleTimeout (so PostgreSQL no longer signals its backend
 // on every other process's NOTIFY), and its next wait listens again, on a
@@ -71,12 +83,7 @@ func TestIdleListenerCloses(t *testing.T) {
 func TestListenerStaysWhileWaiting(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	cfg := waitCfg
-	a := e.client(&cfg)
-	b, app := idleClient(t, e, 100*time.Millisecond)
-	l, err := a.Lease(ctx, "k")
-	require.NoError(t, err)
-	got, _ := waitingFor(t, e, b, "k")
+	_, app, l, got := idleWaiter(t, e, 100*time.Millisecond)
 	time.Sleep(1500 * time.Millisecond) // 15 timeouts
 	require.Equal(t, 1, listeners(t, app), "the listener closed under a waiter")
 	released := time.Now()
@@ -89,12 +96,7 @@ func TestListenerStaysWhileWaiting(t *testing.T) {
 func TestListenIdleTimeoutNegative(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	cfg := waitCfg
-	a := e.client(&cfg)
-	b, app := idleClient(t, e, -1)
-	l, err := a.Lease(ctx, "k")
-	require.NoError(t, err)
-	got, _ := waitingFor(t, e, b, "k")
+	b, app, l, got := idleWaiter(t, e, -1)
 	released := time.Now()
 	require.NoError(t, l.Release(ctx))
 	handedOver(t, got, released)

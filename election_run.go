@@ -622,7 +622,7 @@ func (e *Elector) resign(ctx context.Context, term int64) error {
 	b.Queue("COMMIT")
 	wake := !e.c.dropWakes.Load()
 	if wake {
-		b.Queue(e.sql.resignWake, e.c.sql.channel, e.ns, e.group, term, electionPayload(e.ns, e.group))
+		b.Queue(e.sql.resignWake, e.c.sql.channel, e.ns, e.group, term, payload(notifyElection, e.ns, e.group))
 	}
 	br := e.c.pool.SendBatch(ctx, b)
 	var n int64

@@ -59,7 +59,6 @@ package sentinel
 // interval; who leads is only ever read from the leaders row.
 
 import (
-	"fmt"
 	"strings"
 	"sync"
 )
@@ -387,9 +386,3 @@ const notifyElection byte = 'g'
 // resignation (sqlResign): the key is the successor's member token, and
 // "/<grant>" follows it (sqlResignWake).
 const notifyElectionGrant byte = 'h'
-
-// electionPayload encodes a group's wake-up as the listener parses it (see
-// parsePayload); a test checks the round trip.
-func electionPayload(ns, group string) string {
-	return fmt.Sprintf("%c%d:%s%s", notifyElection, len(ns), ns, group)
-}

@@ -309,6 +309,13 @@ func (ln *listener) listening() bool {
 	return h != nil && !ln.c.cfg.DisableListen && h.isHealthy()
 }
 
+// payload encodes a wake-up of kind for key of namespace ns as
+// parsePayload decodes it (the SQL that notifies spells the same with
+// octet_length); a test checks the round trip.
+func payload(kind byte, ns, key string) string {
+	return string([]byte{kind}) + strconv.Itoa(len(ns)) + ":" + ns + key
+}
+
 // parsePayload decodes "<kind><octet_length(namespace)>:<namespace><key>".
 // A payload that starts with a digit has no kind: it is a lease release
 // from an older client.

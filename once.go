@@ -701,7 +701,7 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 				if waited {
 					// After the commit (see sqlFinish); the schema's
 					// channel: the waiters may be in any process.
-					c.wake("", executionPayload(l.ns, l.key))
+					c.wake("", payload(notifyExecution, l.ns, l.key))
 				}
 				return true, nil
 			}
@@ -713,7 +713,7 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 			landed := rerr == nil && ex.Token == l.token && ex.Owner == l.owner && ex.State == to &&
 				(to == StateCompleted || to == StateClaimed && !ex.LeaseAlive)
 			if landed {
-				c.wake("", executionPayload(l.ns, l.key))
+				c.wake("", payload(notifyExecution, l.ns, l.key))
 			}
 			return landed, nil
 		}
@@ -723,7 +723,7 @@ func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, 
 				// Establish the truth on a fresh context: the statement
 				// may have committed before its reply was lost.
 				if done, rerr := c.committed(ctx, l.ns, l.key, l.token); rerr == nil && done {
-					c.wake("", executionPayload(l.ns, l.key)) // its waiters may not have been woken
+					c.wake("", payload(notifyExecution, l.ns, l.key)) // its waiters may not have been woken
 					return true, nil
 				}
 			}
@@ -781,13 +781,6 @@ const (
 	finishTxNotify    = `CASE WHEN t.waiters > 0 THEN pg_catalog.pg_notify($13, 'e' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key)::text END AS waited`
 	finishTxWaitedCol = ``
 )
-
-// executionPayload encodes the wake-up of a Once key's waiters as the
-// listener parses it (parsePayload), as sqlFinish's notification in
-// OnceTx spells it.
-func executionPayload(ns, key string) string {
-	return fmt.Sprintf("%c%d:%s%s", notifyExecution, len(ns), ns, key)
-}
 
 func (c *Client) uncertain(l *Lease, o callOptions, cause error) error {
 	c.cfg.Logger.Warn("sentinel: execution outcome uncertain; reconcile it", "namespace", o.namespace, "key", l.key,

@@ -162,3 +162,38 @@ func TestOnceTxOutcomeWakesAtItsCommit(t *testing.T) {
 	require.NoError(t, <-done)
 	woken(t, got, completed)
 }
+
+// A wake-up lost with its sender (the executor's process killed between
+// its completion's commit and the wake-up; here dropped): the waiter finds
+// the outcome at its re-check, the executor's lease expiry as last read,
+// and replays it.
+func TestLostWakeUpOnceWaiterFindsTheOutcome(t *testing.T) {
+	e := newEnv(t)
+	const ttl = 1500 * time.Millisecond
+	a, b := e.client(nil), e.client(nil)
+	sentinel.DropWakes(a)
+	started, finish := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := sentinel.Once(context.Background(), a, "lost", func(context.Context) (int, error) {
+			close(started)
+			<-finish
+			return 7, nil
+		}, sentinel.WithTTL(ttl), sentinel.WithHardTTL(time.Hour))
+		done <- err
+	}()
+	<-started
+	got := onceWaiter(t, e, b, "lost")
+	completed := time.Now()
+	close(finish)
+	require.NoError(t, <-done)
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+		took := time.Since(completed)
+		t.Logf("the waiter replayed the outcome %s after a completion that sent no wake-up (TTL %s)", took, ttl)
+		require.Less(t, took, 2*ttl, "by its re-check at the executor's lease expiry")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiter never found the outcome")
+	}
+}

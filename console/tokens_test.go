@@ -54,9 +54,11 @@ func TestMadeTokensRefused(t *testing.T) {
 // A token is judged as a draw from the smallest standard alphabet that
 // holds all its characters, so a 22-character base64url draw whose
 // characters all happen to be digits and letters of one case (6.4 in a
-// million: (36/64)^22, twice) is judged as base36, 114 bits, and refused;
-// in 10,000 draws that happens in about 6 runs of 100 (it made this test
-// fail in a CI run). Those are counted, not failed, and must stay rare.
+// million: (36/64)^22, twice) is judged as base36, 114 bits, or, when
+// they are all also in base32's alphabet (one in 4 million), as base32,
+// 110 bits, and refused; in 10,000 draws that happens in about 6 runs of
+// 100 (it made this test fail in two CI runs, once for each alphabet).
+// Those are counted, not failed, and must stay rare.
 func TestRandomTokensAccepted(t *testing.T) {
 	const n = 10000
 	worst := map[string]float64{}
@@ -72,7 +74,7 @@ func TestRandomTokensAccepted(t *testing.T) {
 			"NewToken":  NewToken(),
 		} {
 			j := judgeToken(tok)
-			if kind == "base64url" && j.alphabet == "base36" && j.err != "" {
+			if kind == "base64url" && (j.alphabet == "base36" || j.alphabet == "base32") && j.err != "" {
 				narrowed++
 				continue
 			}
@@ -81,7 +83,7 @@ func TestRandomTokensAccepted(t *testing.T) {
 			worst[kind] = max(worst[kind], j.structure)
 		}
 	}
-	require.LessOrEqual(t, narrowed, 3, "base64url draws judged as base36 (expected 0.064 in %d)", n)
+	require.LessOrEqual(t, narrowed, 3, "base64url draws judged as base36 or base32 (expected 0.064 in %d)", n)
 	// The bound of maxStructureBits says each is refused with
 	// probability at most 2^-30; these are the highest scores seen.
 	t.Logf("highest structure scores in %d draws each (refused from %d): %v", n, maxStructureBits, worst)

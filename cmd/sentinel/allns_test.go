@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -77,4 +78,63 @@ func TestEveryNamespaceIsCovered(t *testing.T) {
 	require.Len(t, es, 1)
 	require.Equal(t, 1, es[0].Members)
 	require.NotNil(t, es[0].Leader)
+}
+
+// A key command that finds no execution of its key in its namespace (the
+// default one when the operator names none, as at 3 a.m.) says where the
+// key has one, with the same command there, runnable as printed; a key
+// that is nowhere says so; the search is bounded by the namespaces it
+// walks, not by the executions the table holds.
+func TestKeyInAnotherNamespaceIsNamed(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	pay := e.newClient("payments")
+	e.uncertainKey(pay, "order-7")
+
+	r := e.run("inspect", "order-7")
+	requireCode(t, r, exitNotFound)
+	require.Contains(t, r.stderr, `"order-7" has an execution in namespace "payments"; the same command there:`)
+	p := runPrinted(t, findCommand(t, r.stderr, "sentinel inspect"), "")
+	requireCode(t, p, exitOK)
+	require.Contains(t, p.stdout, "UNCERTAIN")
+
+	// A command that changes something: the printed line keeps what the
+	// operator typed (--yes) and acts on the key where it is.
+	r = e.run("reconcile", "order-7", "--yes")
+	requireCode(t, r, exitNotFound)
+	p = runPrinted(t, findCommand(t, r.stderr, "sentinel reconcile order-7 --yes"), "")
+	requireCode(t, p, exitOK)
+	ex, err := pay.Inspect(ctxT(t), "order-7")
+	require.NoError(t, err)
+	require.Equal(t, sentinel.StateReconciling, ex.State)
+
+	// In two other namespaces (a wrong -n): both, each with its command.
+	e.uncertainKey(e.newClient("refunds"), "order-7")
+	r = e.run("history", "order-7", "-n", "shipping")
+	requireCode(t, r, exitNotFound)
+	require.Contains(t, r.stderr, `"order-7" has executions in 2 other namespaces; the same command in each:`)
+	require.Equal(t, []string{
+		"sentinel history order-7 --namespace payments --schema " + e.schema,
+		"sentinel history order-7 --namespace refunds --schema " + e.schema,
+	}, printedCommands(r.stderr))
+
+	// Nowhere.
+	r = e.run("inspect", "order-8")
+	requireCode(t, r, exitNotFound)
+	require.Contains(t, r.stderr, `no other namespace has an execution of "order-8" either`)
+	require.Empty(t, printedCommands(r.stderr))
+
+	// More namespaces than it walks: it says it stopped, and finds nothing
+	// beyond.
+	s := pgx.Identifier{e.schema}.Sanitize()
+	_, err = admin.Exec(ctxT(t), `INSERT INTO `+s+`.executions (namespace, key, state, owner, token, created_at, updated_at)
+SELECT pg_catalog.format('ns%s', pg_catalog.lpad(i::text, 4, '0')), 'filler', 'completed', 'test', i, pg_catalog.now(), pg_catalog.now()
+FROM pg_catalog.generate_series(1, $1::int) AS i
+UNION ALL SELECT 'zz-last', 'order-9', 'completed', 'test', 0, pg_catalog.now(), pg_catalog.now()`, maxNamespacesVisited)
+	require.NoError(t, err)
+	r = e.run("inspect", "order-9")
+	requireCode(t, r, exitNotFound)
+	require.Contains(t, r.stderr, `no other namespace has an execution of "order-9" either (of the first 1000 namespaces; there are more)`)
+	r = e.run("inspect", "filler", "-n", "ns0001")
+	requireCode(t, r, exitOK)
 }

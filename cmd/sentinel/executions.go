@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -255,7 +256,9 @@ reconciles it; unless it was run with WithRerun and has attempts left
 from the history. When the application declared the result type of the
 key's space (sentinel.RegisterResultType), inspect shows it and the
 expected shape of a value. It ends with the commands that come next, each
-runnable as printed. Exit code 3 when the key has no execution.`,
+runnable as printed. Exit code 3 when the key has no execution; the error
+then names the namespaces where it has one, each with the same command
+there.`,
 		Example: `  sentinel inspect payment-order-789 -n payments
   sentinel inspect payment-order-789 -n payments --json | jq .state`,
 		Args: args(1, 1),
@@ -319,7 +322,8 @@ func (a *app) historyCmd() *cobra.Command {
 		Long: `history lists every transition a Once key went through: claimed, started,
 completed, failed, reconciling, force_completed, reset, ... with the fencing
 token, owner and metadata of each. --limit N shows only the newest N.
-Exit code 3 when the key has no history.`,
+Exit code 3 when the key has no history; the error then names the
+namespaces where it has an execution, each with the same command there.`,
 		Example: `  sentinel history payment-order-789 -n payments
   sentinel history payment-order-789 -n payments --json`,
 		Args: args(1, 1),
@@ -697,4 +701,81 @@ It acts on --namespace only; --all-namespaces prunes every namespace.`,
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "age past which completed executions, events and dead rows are deleted (required)")
 	cmd.Flags().BoolVar(&all, "all-namespaces", false, "prune every namespace instead of --namespace")
 	return cmd
+}
+
+// keyCommands are the commands whose first argument is a Once key of the
+// namespace --namespace names (the default one when it is not given):
+// when the key has no execution there, their error says where it has one
+// (elsewhere).
+var keyCommands = map[string]bool{
+	"sentinel inspect": true, "sentinel history": true, "sentinel reconcile": true,
+	"sentinel force-complete": true, "sentinel reset": true, "sentinel set-result": true,
+}
+
+// maxNamespacesVisited bounds the namespaces elsewhere looks in: one
+// index probe each, so a key that is nowhere costs at most this many
+// probes, however many executions the table holds.
+const maxNamespacesVisited = 1000
+
+// sqlKeyElsewhere lists the namespaces other than $2 in which key $1 has
+// an execution. It walks the distinct namespaces of the executions
+// table's primary key (namespace, key) one index probe at a time (a loose
+// index scan: the next namespace above the last one), at most $3 of them,
+// and probes (namespace, key) in each; a sequential scan for the key
+// would read every execution. It returns the namespaces found, in order,
+// and whether the walk stopped at $3 before the last namespace.
+const sqlKeyElsewhere = `
+WITH RECURSIVE ns(namespace, n) AS (
+    (SELECT t.namespace, 1 FROM {{schema}}.executions t ORDER BY t.namespace LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.namespace FROM {{schema}}.executions t WHERE t.namespace > ns.namespace ORDER BY t.namespace LIMIT 1),
+        ns.n + 1
+    FROM ns WHERE ns.namespace IS NOT NULL AND ns.n < $3::int
+)
+SELECT coalesce(pg_catalog.array_agg(ns.namespace ORDER BY ns.namespace) FILTER (WHERE ns.namespace <> $2::text
+        AND EXISTS (SELECT 1 FROM {{schema}}.executions e WHERE e.namespace = ns.namespace AND e.key = $1::text)),
+        '{}'::text[]),
+    coalesce(pg_catalog.bool_or(ns.n = $3::int AND ns.namespace IS NOT NULL), false)
+FROM ns`
+
+// maxElsewhereShown bounds the commands elsewhere prints.
+const maxElsewhereShown = 5
+
+// elsewhere adds to notFound (key has no execution in the namespace cmd
+// acted on) where key does have one, each with cmd's command line for
+// that namespace, runnable as printed; or that no other namespace has it
+// either. The operator who named no namespace (or the wrong one) is told
+// where to look instead of "not found" alone. The exit code stays 3.
+func (a *app) elsewhere(cmd *cobra.Command, key string, notFound error) error {
+	var (
+		found  []string
+		capped bool
+	)
+	q := strings.ReplaceAll(sqlKeyElsewhere, "{{schema}}", pgx.Identifier{a.schema}.Sanitize())
+	if err := a.pool.QueryRow(cmd.Context(), q, key, a.namespace, maxNamespacesVisited).Scan(&found, &capped); err != nil {
+		// The lookup is a courtesy: the error the command met stands.
+		return notFound
+	}
+	var b strings.Builder
+	b.WriteString(notFound.Error())
+	looked := ""
+	if capped {
+		looked = fmt.Sprintf(" (of the first %d namespaces; there are more)", maxNamespacesVisited)
+	}
+	switch {
+	case len(found) == 0:
+		fmt.Fprintf(&b, "\nno other namespace has an execution of %q either%s", key, looked)
+	case len(found) == 1:
+		fmt.Fprintf(&b, "\n%q has an execution in namespace %q; the same command there:", key, found[0])
+	default:
+		fmt.Fprintf(&b, "\n%q has executions in %d other namespaces%s; the same command in each:", key, len(found), looked)
+	}
+	for i, ns := range found {
+		if i == maxElsewhereShown {
+			fmt.Fprintf(&b, "\n  ... and %d more: %s", len(found)-i, a.command("list", "--namespace", "NAMESPACE"))
+			break
+		}
+		b.WriteString("\n  " + a.again(cmd, "namespace", ns))
+	}
+	return &codeError{code: exitNotFound, err: errors.New(b.String())}
 }

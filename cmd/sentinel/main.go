@@ -262,7 +262,11 @@ func (a *app) runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra
 		if showsTarget[cmd.CommandPath()] && !a.jsonOut {
 			fprintf(a.stderr, "sentinel: %s, %s (%s)\n", a.target, a.namespaceText(cmd), a.source())
 		}
-		return fn(cmd, args)
+		err := fn(cmd, args)
+		if keyCommands[cmd.CommandPath()] && len(args) > 0 && errors.Is(err, sentinel.ErrNotFound) {
+			err = a.elsewhere(cmd, args[0], err)
+		}
+		return err
 	}
 }
 

@@ -84,7 +84,8 @@ func TestEveryNamespaceIsCovered(t *testing.T) {
 // default one when the operator names none, as at 3 a.m.) says where the
 // key has one, with the same command there, runnable as printed; a key
 // that is nowhere says so; the search is bounded by the namespaces it
-// walks, not by the executions the table holds.
+// walks, not by the executions the table holds. leader and members do the
+// same for an election group.
 func TestKeyInAnotherNamespaceIsNamed(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
@@ -118,6 +119,25 @@ func TestKeyInAnotherNamespaceIsNamed(t *testing.T) {
 		"sentinel history order-7 --namespace refunds --schema " + e.schema,
 	}, printedCommands(r.stderr))
 
+	// An election group of another namespace: "no leader" is not the
+	// answer.
+	e.runElector(pay, "scheduler")
+	r = e.run("leader", "scheduler")
+	requireCode(t, r, exitNotFound)
+	require.Contains(t, r.stderr, `"scheduler" is an election group of namespace "payments"; the same command there:`)
+	p = runPrinted(t, findCommand(t, r.stderr, "sentinel leader"), "")
+	requireCode(t, p, exitOK)
+	require.Contains(t, p.stdout, pay.Owner())
+	r = e.run("members", "scheduler")
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stderr, "no electors in default/scheduler")
+	p = runPrinted(t, findCommand(t, r.stderr, "sentinel members"), "")
+	requireCode(t, p, exitOK)
+	require.Contains(t, p.stdout, pay.Owner())
+	r = e.run("leader", "nightly")
+	requireCode(t, r, exitNotFound)
+	require.Contains(t, r.stderr, `no other namespace has an election group "nightly" either`)
+
 	// Nowhere.
 	r = e.run("inspect", "order-8")
 	requireCode(t, r, exitNotFound)
@@ -137,4 +157,48 @@ UNION ALL SELECT 'zz-last', 'order-9', 'completed', 'test', 0, pg_catalog.now(),
 	require.Contains(t, r.stderr, `no other namespace has an execution of "order-9" either (of the first 1000 namespaces; there are more)`)
 	r = e.run("inspect", "filler", "-n", "ns0001")
 	requireCode(t, r, exitOK)
+}
+
+// lock, elect and queue lock on a name new to their namespace but known in
+// another warn, with the command for that namespace (runnable as
+// printed, its command after "--" kept), and go on: a lease, a term or a
+// turn taken in a namespace the application does not use excludes
+// nothing there.
+func TestTakingInANewNamespaceWarns(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	r := e.run("lock", "-n", "jobs", "nightly", "--", "true")
+	requireCode(t, r, exitOK)
+	require.NotContains(t, r.stderr, "note:")
+
+	r = e.run("lock", "nightly", "--ttl", "5s", "--", "sh", "-c", `echo "in $SENTINEL_LEASE_NAMESPACE"`)
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stdout, "in default") // it went on
+	require.Contains(t, r.stderr, `note: "nightly" has no lease in namespace "default" yet, but has one in namespace "jobs"`)
+	line := findCommand(t, r.stderr, "sentinel lock nightly")
+	require.Equal(t, `sentinel lock nightly --ttl 5s --namespace jobs --schema `+e.schema+` -- sh -c 'echo "in $SENTINEL_LEASE_NAMESPACE"'`, line)
+	p := runPrinted(t, line, "")
+	requireCode(t, p, exitOK)
+	require.Contains(t, p.stdout, "in jobs")
+
+	// Known here now: no warning.
+	r = e.run("lock", "nightly", "--", "true")
+	requireCode(t, r, exitOK)
+	require.NotContains(t, r.stderr, "note:")
+
+	r = e.run("queue", "lock", "-n", "office", "printer", "--", "true")
+	requireCode(t, r, exitOK)
+	r = e.run("queue", "lock", "printer", "--", "true")
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stderr, `note: "printer" has no queue in namespace "default" yet, but has one in namespace "office"`)
+	require.Equal(t, "sentinel queue lock printer --namespace office --schema "+e.schema+" -- true",
+		findCommand(t, r.stderr, "sentinel queue lock"))
+
+	r = e.run("elect", "-n", "ops", "sched", "--ttl", "2s", "--", "true")
+	requireCode(t, r, exitOK)
+	r = e.run("elect", "sched", "--ttl", "2s", "--", "true")
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stderr, `note: "sched" is not an election group of namespace "default" yet, but is one of namespace "ops"`)
+	require.Equal(t, "sentinel elect sched --ttl 2s --namespace ops --schema "+e.schema+" -- true",
+		findCommand(t, r.stderr, "sentinel elect"))
 }

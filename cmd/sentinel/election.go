@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,7 +53,8 @@ func (a *app) leaderCmd() *cobra.Command {
 		Long: `leader prints the leader of GROUP in --namespace: owner, host, pid, term (its
 fencing token) and when its leadership expires unless renewed. Exit code 3
 when the group has no leader (never elected, resigned, or expired by the
-database clock).`,
+database clock); the error then names the other namespaces that have a
+group of that name, each with the same command there.`,
 		Example: `  sentinel leader scheduler -n billing
   sentinel leader scheduler --json`,
 		Args: args(1, 1),
@@ -104,6 +106,11 @@ expires on the database clock.`,
 			}
 			if len(ms) == 0 {
 				fprintf(a.stderr, "no electors in %s/%s\n", a.namespace, args[0])
+				if hint := a.elsewhereHint(cmd, electionLookup, args[0]); hint != "" {
+					for _, line := range strings.Split(hint, "\n") {
+						fprintln(a.stderr, line)
+					}
+				}
 				return nil
 			}
 			w := a.table()
@@ -196,6 +203,7 @@ elected, elect exits 4 (CMD did not run).` + fmt.Sprintf(guardPointer, "leadersh
 			if err := o.check(); err != nil {
 				return err
 			}
+			a.warnElsewhere(cmd, electionLookup, group)
 			return a.elect(cmd.Context(), group, command, sentinel.ElectorOptions{TTL: ttl, AppVersion: appVersion}, o)
 		}),
 	}

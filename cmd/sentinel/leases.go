@@ -130,6 +130,7 @@ waiting exits 4 (CMD did not run).` + containHelp,
 			if err := o.check(); err != nil {
 				return err
 			}
+			a.warnElsewhere(cmd, leaseLookup, key)
 			ctx := cmd.Context()
 			opts := []sentinel.Option{sentinel.WithTTL(ttl)}
 			if !noWait {

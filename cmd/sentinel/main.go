@@ -263,8 +263,9 @@ func (a *app) runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra
 			fprintf(a.stderr, "sentinel: %s, %s (%s)\n", a.target, a.namespaceText(cmd), a.source())
 		}
 		err := fn(cmd, args)
-		if keyCommands[cmd.CommandPath()] && len(args) > 0 && errors.Is(err, sentinel.ErrNotFound) {
-			err = a.elsewhere(cmd, args[0], err)
+		if lk, ok := keyCommands[cmd.CommandPath()]; ok && len(args) > 0 &&
+			(errors.Is(err, sentinel.ErrNotFound) || errors.Is(err, sentinel.ErrNoLeader)) {
+			err = a.elsewhere(cmd, lk, args[0], err)
 		}
 		return err
 	}
@@ -313,10 +314,16 @@ func (a *app) command(words ...string) string {
 
 // again is the command line that runs cmd again as given (its arguments
 // and the flags set, but the connection), with --name set to value: for
-// "the next page" hints.
+// "the next page" hints. A command after "--" (lock, elect, queue lock)
+// stays after it, every flag before it.
 func (a *app) again(cmd *cobra.Command, name, value string) string {
 	words := strings.Fields(strings.TrimPrefix(cmd.CommandPath(), "sentinel"))
-	words = append(words, cmd.Flags().Args()...)
+	args := cmd.Flags().Args()
+	var tail []string
+	if d := cmd.ArgsLenAtDash(); d >= 0 {
+		args, tail = args[:d], args[d:]
+	}
+	words = append(words, args...)
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Name {
 		case "database-url", "schema", name:
@@ -338,7 +345,14 @@ func (a *app) again(cmd *cobra.Command, name, value string) string {
 			}
 		}
 	})
-	return a.command(append(words, "--"+name, value)...)
+	line := a.command(append(words, "--"+name, value)...)
+	if cmd.ArgsLenAtDash() >= 0 {
+		line += " --"
+		for _, w := range tail {
+			line += " " + shell.Quote(w)
+		}
+	}
+	return line
 }
 
 // schemaFlag is " --schema S" when the schema is not the default, else "".

@@ -462,6 +462,9 @@ interrupt while waiting (exit 4, CMD did not run).` + fmt.Sprintf(guardPointer, 
 			if !cmd.Flags().Changed("label") {
 				label = "sentinel queue lock by " + a.operator
 			}
+			for _, r := range resources {
+				a.warnElsewhere(cmd, queueLookup, r)
+			}
 			ctx := cmd.Context()
 			tctx := ctx
 			if timeout > 0 {

@@ -189,6 +189,10 @@ type ExecutionError struct {
 	LeaseExpiresAt time.Time // database clock; zero when none
 	Since          time.Time // when the key entered State (database clock)
 	Cause          error     // why, when known (e.g. the lease was lost)
+	// look is the `sentinel inspect` command line that shows the key
+	// (Client.inspectCommand), for an uncertain key: the message ends with
+	// it, so that whoever reads it in a log can run it as printed.
+	look string
 }
 
 func (e *ExecutionError) Error() string {
@@ -199,6 +203,9 @@ func (e *ExecutionError) Error() string {
 	s += ")"
 	if e.Cause != nil {
 		s += ": " + e.Cause.Error()
+	}
+	if e.look != "" {
+		s += "; to look: " + e.look
 	}
 	return s
 }

@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sentinel-coordination/sentinel/internal/rerunhook"
+	"github.com/sentinel-coordination/sentinel/internal/shell"
 )
 
 // Result is the outcome of a Once call.
@@ -615,10 +617,12 @@ func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions, locke
 		// Stopped under WithRerun, attempts left, but not for this
 		// caller (no WithRerun, or a lower bound already reached).
 		cause = fmt.Errorf("its executor stopped without an outcome at attempt %d of %d; it was started with WithRerun, "+
-			"so a caller with WithRerun (bound above %d) runs it again; otherwise an operator must Reconcile it", ex.Attempt, ex.MaxAttempts, ex.Attempt)
+			"so a caller with WithRerun (bound above %d) runs it again; otherwise an operator must Reconcile it",
+			ex.Attempt, ex.MaxAttempts, ex.Attempt)
 	case kind == ErrUncertain && ex.MaxAttempts > 1:
 		cause = fmt.Errorf("its executor stopped without an outcome at attempt %d, the last WithRerun allows (%d); "+
-			"an operator must Reconcile it (its History lists the rerun events, and a completion_refused event if fn returned before its completion was refused)", ex.Attempt, ex.MaxAttempts)
+			"an operator must Reconcile it (its History lists the rerun events, and a completion_refused event if fn returned before its completion was refused)",
+			ex.Attempt, ex.MaxAttempts)
 	case kind == ErrUncertain:
 		cause = errors.New("its executor stopped without an outcome (crashed, failed, or lost its lease); " +
 			"an operator must Reconcile it (if fn returned before its completion was refused, " +
@@ -626,8 +630,33 @@ func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions, locke
 	case kind == ErrInProgress:
 		cause = errors.New("another worker is running it: retry later, or use WithWait")
 	}
-	return &ExecutionError{Kind: kind, Namespace: ex.Namespace, Key: ex.Key, State: ex.State, Owner: ex.Owner,
+	e := &ExecutionError{Kind: kind, Namespace: ex.Namespace, Key: ex.Key, State: ex.State, Owner: ex.Owner,
 		Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.UpdatedAt, Cause: cause}
+	if kind == ErrUncertain {
+		e.look = c.inspectCommand(ex.Namespace, ex.Key)
+	}
+	return e
+}
+
+// inspectCommand is the `sentinel inspect` command line that shows key of
+// namespace ns in the client's schema, for messages to a person: it
+// carries -n and --schema when they differ from the command's defaults,
+// each value quoted for a POSIX shell, so that it runs as printed given
+// the database connection. The command's output ends with the commands
+// that come next.
+func (c *Client) inspectCommand(ns, key string) string {
+	flags := ""
+	if ns != "" && ns != "default" {
+		flags += " -n " + shell.Quote(ns)
+	}
+	if c.cfg.Schema != "" && c.cfg.Schema != "sentinel" {
+		flags += " --schema " + shell.Quote(c.cfg.Schema)
+	}
+	if strings.HasPrefix(key, "-") {
+		// A key that reads as a flag goes after "--", the flags before.
+		return "sentinel inspect" + flags + " -- " + shell.Quote(key)
+	}
+	return "sentinel inspect " + shell.Quote(key) + flags
 }
 
 func replayOr[T any](ex *Execution, o callOptions, err error) (Result[T], error) {
@@ -784,7 +813,7 @@ const (
 
 func (c *Client) uncertain(l *Lease, o callOptions, cause error) error {
 	c.cfg.Logger.Warn("sentinel: execution outcome uncertain; reconcile it", "namespace", o.namespace, "key", l.key,
-		"token", l.token, "cause", cause)
+		"token", l.token, "cause", cause, "inspect", c.inspectCommand(o.namespace, l.key))
 	return &ExecutionError{Kind: ErrUncertain, Namespace: o.namespace, Key: l.key, State: StateExecuting,
-		Owner: l.owner, Token: l.token, Cause: cause}
+		Owner: l.owner, Token: l.token, Cause: cause, look: c.inspectCommand(o.namespace, l.key)}
 }

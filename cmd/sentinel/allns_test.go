@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -201,4 +203,30 @@ func TestTakingInANewNamespaceWarns(t *testing.T) {
 	require.Contains(t, r.stderr, `note: "sched" is not an election group of namespace "default" yet, but is one of namespace "ops"`)
 	require.Equal(t, "sentinel elect sched --ttl 2s --namespace ops --schema "+e.schema+" -- true",
 		findCommand(t, r.stderr, "sentinel elect"))
+}
+
+// The error a Once caller gets for an uncertain key ends with the command
+// that shows it, which runs as printed (namespace, schema, a key that
+// needs quoting or reads as a flag): what an operator copies from the
+// application's log.
+func TestUncertainErrorCarriesTheCommand(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	pay := e.newClient("pay ments")
+	for _, key := range []string{"order-7", "-7 o'clock"} {
+		_, first := sentinel.Once(ctxT(t), pay, key, func(context.Context) (int, error) {
+			return 0, errors.New("the payment provider timed out")
+		})
+		require.ErrorIs(t, first, sentinel.ErrUncertain)
+		_, later := sentinel.Once(ctxT(t), pay, key, func(context.Context) (int, error) { return 1, nil })
+		require.ErrorIs(t, later, sentinel.ErrUncertain)
+		for _, err := range []error{first, later} {
+			_, line, ok := strings.Cut(err.Error(), "; to look: ")
+			require.True(t, ok, err.Error())
+			p := runPrinted(t, line, "")
+			requireCode(t, p, exitOK)
+			require.Contains(t, p.stdout, "UNCERTAIN", line)
+			require.Contains(t, p.stdout, key, line)
+		}
+	}
 }

@@ -106,7 +106,7 @@ expires on the database clock.`,
 			}
 			if len(ms) == 0 {
 				fprintf(a.stderr, "no electors in %s/%s\n", a.namespace, args[0])
-				if hint := a.elsewhereHint(cmd, electionLookup, args[0]); hint != "" {
+				if hint := a.elsewhereHint(cmd, electionLookup, args[0], args[0]); hint != "" {
 					for _, line := range strings.Split(hint, "\n") {
 						fprintln(a.stderr, line)
 					}

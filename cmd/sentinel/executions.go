@@ -781,7 +781,13 @@ const maxElsewhereShown = 5
 // named no namespace (or the wrong one) is told where to look instead of
 // "not found" or "no leader" alone. The exit code stays 3.
 func (a *app) elsewhere(cmd *cobra.Command, lk nsLookup, name string, notFound error) error {
-	hint := a.elsewhereHint(cmd, lk, name)
+	return a.elsewhereAs(cmd, lk, name, name, notFound)
+}
+
+// elsewhereAs is elsewhere for a name shown as shown (an Idempotency-Key,
+// whose execution key is name).
+func (a *app) elsewhereAs(cmd *cobra.Command, lk nsLookup, name, shown string, notFound error) error {
+	hint := a.elsewhereHint(cmd, lk, name, shown)
 	if hint == "" {
 		return notFound
 	}
@@ -798,7 +804,7 @@ func (a *app) lookElsewhere(ctx context.Context, lk nsLookup, name string) (foun
 
 // elsewhereHint is elsewhere's text; empty when the lookup failed (it is a
 // courtesy: what the command met stands).
-func (a *app) elsewhereHint(cmd *cobra.Command, lk nsLookup, name string) string {
+func (a *app) elsewhereHint(cmd *cobra.Command, lk nsLookup, name, shown string) string {
 	found, capped, _, err := a.lookElsewhere(cmd.Context(), lk, name)
 	if err != nil {
 		return ""
@@ -810,11 +816,11 @@ func (a *app) elsewhereHint(cmd *cobra.Command, lk nsLookup, name string) string
 	var b strings.Builder
 	switch {
 	case len(found) == 0:
-		fmt.Fprintf(&b, lk.nowhere, name, "", looked)
+		fmt.Fprintf(&b, lk.nowhere, shown, "", looked)
 	case len(found) == 1:
-		fmt.Fprintf(&b, lk.inOne, name, found[0], looked)
+		fmt.Fprintf(&b, lk.inOne, shown, found[0], looked)
 	default:
-		fmt.Fprintf(&b, lk.inMany, name, len(found), looked)
+		fmt.Fprintf(&b, lk.inMany, shown, len(found), looked)
 	}
 	a.commandsFor(&b, cmd, found)
 	return b.String()

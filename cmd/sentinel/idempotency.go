@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -258,12 +259,16 @@ func (a *app) idemInspectCmd() *cobra.Command {
 it (method, path, fingerprint), and its stored response (status, headers,
 decoded body) when completed, or the response the handler produced when
 its completion was refused (the lease was lost first). Exit code 3 when the
-key has no execution.`,
+key has no execution; the error then names the namespaces where the key
+of that scope has one, each with the same command there.`,
 		Example: `  sentinel idempotency inspect 8e03978e --scope acct_42 -n payments
   sentinel idempotency inspect 8e03978e --scope acct_42 -n payments --json`,
 		Args: args(1, 1),
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
 			rec, err := idempotency.Inspect(cmd.Context(), a.client, scope, args[0], sentinel.WithNamespace(a.namespace))
+			if errors.Is(err, sentinel.ErrNotFound) {
+				return a.elsewhereAs(cmd, executionLookup, idempotency.ExecutionKey(scope, args[0]), args[0], err)
+			}
 			if err != nil {
 				return err
 			}
@@ -442,6 +447,9 @@ matches.`,
 				}
 			}
 			rec, err := idempotency.Inspect(cmd.Context(), a.client, scope, args[0], sentinel.WithNamespace(a.namespace))
+			if errors.Is(err, sentinel.ErrNotFound) {
+				return a.elsewhereAs(cmd, executionLookup, idempotency.ExecutionKey(scope, args[0]), args[0], err)
+			}
 			if err != nil {
 				return err
 			}

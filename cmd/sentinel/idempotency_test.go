@@ -134,6 +134,15 @@ func TestIdempotencyResolveEndToEnd(t *testing.T) {
 	// Another scope's key of the same value is another key.
 	requireCode(t, e.run("idempotency", "inspect", key, "--scope", "acct_43", "-n", "payments"), exitNotFound)
 
+	// Without -n (the default namespace): not found there, and where it is,
+	// with the command, runnable as printed.
+	out = e.run("idempotency", "inspect", key, "--scope", "acct_42")
+	requireCode(t, out, exitNotFound)
+	require.Contains(t, out.stderr, `"`+key+`" has an execution in namespace "payments"; the same command there:`)
+	p := runPrinted(t, findCommand(t, out.stderr, "sentinel idempotency inspect"), "")
+	requireCode(t, p, exitOK)
+	require.Contains(t, p.stdout, "POST /charges")
+
 	// Issue 18.3: the generic tools refuse a value the middleware could
 	// not replay, and say what to use instead; nothing is written.
 	out = e.run("reconcile", rec.ExecutionKey, "-n", "payments", "--token", token, "--yes")

@@ -230,3 +230,39 @@ func TestUncertainErrorCarriesTheCommand(t *testing.T) {
 		}
 	}
 }
+
+// The namespaces of queues (queue status/follow/reset -A) are found along
+// the indexes, one probe per namespace: with 100,000 history rows, the
+// statement reads a handful of them (it read them all).
+func TestQueueNamespacesReadNoHistory(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	s := pgx.Identifier{e.schema}.Sanitize()
+	_, err := admin.Exec(ctxT(t), `INSERT INTO `+s+`.queue_events (namespace, resource, ticket, event, label, owner)
+SELECT CASE WHEN i % 2 = 0 THEN 'office' ELSE 'lab' END, 'printer', i, 'completed', '', 'test'
+FROM pg_catalog.generate_series(1, 100000) AS i`)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctxT(t), `ANALYZE `+s+`.queue_events`)
+	require.NoError(t, err)
+
+	var plan []map[string]any
+	q := strings.ReplaceAll(sqlQueueNamespaces, "{{schema}}", s)
+	require.NoError(t, admin.QueryRow(ctxT(t), "EXPLAIN (ANALYZE, FORMAT JSON) "+q).Scan(&plan))
+	read := 0.0
+	var walk func(n map[string]any)
+	walk = func(n map[string]any) {
+		if n["Relation Name"] == "queue_events" {
+			read += n["Actual Rows"].(float64) * n["Actual Loops"].(float64)
+		}
+		if kids, ok := n["Plans"].([]any); ok {
+			for _, k := range kids {
+				walk(k.(map[string]any))
+			}
+		}
+	}
+	walk(plan[0]["Plan"].(map[string]any))
+	require.LessOrEqual(t, read, 10.0, "queue_events rows read to list 2 namespaces")
+
+	r := e.run("queue", "status", "-A", "--json")
+	requireCode(t, r, exitOK)
+}

@@ -171,16 +171,44 @@ func (a *app) queueNamespaces(cmd *cobra.Command, ns *nsFlags) ([]string, error)
 	if err != nil || !ns.all {
 		return []string{n}, err
 	}
-	s := pgx.Identifier{a.schema}.Sanitize()
-	rows, err := a.pool.Query(cmd.Context(), `SELECT namespace FROM `+s+`.tickets
-UNION SELECT namespace FROM `+s+`.queues
-UNION SELECT namespace FROM `+s+`.queue_events
-ORDER BY 1`)
+	q := strings.ReplaceAll(sqlQueueNamespaces, "{{schema}}", pgx.Identifier{a.schema}.Sanitize())
+	rows, err := a.pool.Query(cmd.Context(), q)
 	if err != nil {
 		return nil, fmt.Errorf("list the namespaces of queues: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
+
+// sqlQueueNamespaces lists the namespaces that have a queue: a ticket, a
+// queue row or a queue's history. Each table is walked along the index
+// that starts with its namespace, one probe per namespace (a loose index
+// scan: the next namespace above the last one), so the cost grows with
+// the namespaces, not with the tickets or the history (queue_events grows
+// by a few rows every turn; reading it whole cost every such read).
+const sqlQueueNamespaces = `
+WITH RECURSIVE
+tk(ns) AS (
+    (SELECT x.namespace FROM {{schema}}.tickets x ORDER BY x.namespace LIMIT 1)
+    UNION ALL
+    SELECT (SELECT x.namespace FROM {{schema}}.tickets x WHERE x.namespace > tk.ns ORDER BY x.namespace LIMIT 1)
+    FROM tk WHERE tk.ns IS NOT NULL
+),
+qu(ns) AS (
+    (SELECT x.namespace FROM {{schema}}.queues x ORDER BY x.namespace LIMIT 1)
+    UNION ALL
+    SELECT (SELECT x.namespace FROM {{schema}}.queues x WHERE x.namespace > qu.ns ORDER BY x.namespace LIMIT 1)
+    FROM qu WHERE qu.ns IS NOT NULL
+),
+ev(ns) AS (
+    (SELECT x.namespace FROM {{schema}}.queue_events x ORDER BY x.namespace LIMIT 1)
+    UNION ALL
+    SELECT (SELECT x.namespace FROM {{schema}}.queue_events x WHERE x.namespace > ev.ns ORDER BY x.namespace LIMIT 1)
+    FROM ev WHERE ev.ns IS NOT NULL
+)
+SELECT ns FROM tk WHERE ns IS NOT NULL
+UNION SELECT ns FROM qu WHERE ns IS NOT NULL
+UNION SELECT ns FROM ev WHERE ns IS NOT NULL
+ORDER BY 1`
 
 // nsOf is the namespace of a command with nsFlags, "" for all.
 func nsOf(ns *nsFlags, a *app) string {

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+)
+
+// nsLookup is where a command's first argument lives: a table whose
+// primary key starts (namespace, column), and the words for it.
+type nsLookup struct {
+	table, column string
+	// What is said, given the name (%[1]q), the namespace or the count of
+	// namespaces (%[2]), and what the walk left out (%[3]s).
+	inOne, inMany, nowhere string
+	// notHere warns, before a command that takes something (lock, elect,
+	// queue lock), that name is new in this namespace (%[2]q) but known
+	// in others (%[3]s, quoted and joined): what it takes does not
+	// exclude those.
+	notHere string
+}
+
+var (
+	executionLookup = nsLookup{table: "executions", column: "key",
+		inOne:   "%[1]q has an execution in namespace %[2]q; the same command there:",
+		inMany:  "%[1]q has executions in %[2]d other namespaces%[3]s; the same command in each:",
+		nowhere: "no other namespace has an execution of %[1]q either%[3]s"}
+	electionLookup = nsLookup{table: "leaders", column: "election",
+		inOne:   "%[1]q is an election group of namespace %[2]q; the same command there:",
+		inMany:  "%[1]q is an election group of %[2]d other namespaces%[3]s; the same command in each:",
+		nowhere: "no other namespace has an election group %[1]q either%[3]s",
+		notHere: "sentinel: note: %[1]q is not an election group of namespace %[2]q yet, but is one of %[3]s: leading here does not exclude a leader there; to campaign there instead:"}
+	leaseLookup = nsLookup{table: "leases", column: "key",
+		notHere: "sentinel: note: %[1]q has no lease in namespace %[2]q yet, but has one in %[3]s: the lease taken here does not exclude holders there; to take that one instead:"}
+	queueLookup = nsLookup{table: "queues", column: "resource",
+		notHere: "sentinel: note: %[1]q has no queue in namespace %[2]q yet, but has one in %[3]s: a turn taken here does not wait for turns there; to take a turn there instead:"}
+)
+
+// keyCommands are the commands whose first argument names something in
+// the namespace --namespace names (the default one when it is not given):
+// a Once key, an election group. When it is not there, their error says
+// where it is (elsewhere); members, which lists nothing then, says it on
+// stderr.
+var keyCommands = map[string]nsLookup{
+	"sentinel inspect": executionLookup, "sentinel history": executionLookup, "sentinel reconcile": executionLookup,
+	"sentinel force-complete": executionLookup, "sentinel reset": executionLookup, "sentinel set-result": executionLookup,
+	"sentinel leader": electionLookup, "sentinel members": electionLookup,
+}
+
+// maxNamespacesVisited bounds the namespaces elsewhere looks in: one
+// index probe each, so a name that is nowhere costs at most this many
+// probes, however many rows the table holds.
+const maxNamespacesVisited = 1000
+
+// sqlElsewhere lists the namespaces other than $2 in which {{table}} has a
+// row for $1 ({{column}}). It walks the distinct namespaces of the
+// table's primary key (namespace, {{column}}, ...) one index probe at a
+// time (a loose index scan: the next namespace above the last one), at
+// most $3 of them, and probes (namespace, $1) in each; a sequential scan
+// for the name would read every row. It returns the namespaces found, in
+// order, whether the walk stopped at $3 before the last namespace, and
+// whether $2 has a row for $1.
+const sqlElsewhere = `
+WITH RECURSIVE ns(namespace, n) AS (
+    (SELECT t.namespace, 1 FROM {{schema}}.{{table}} t ORDER BY t.namespace LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.namespace FROM {{schema}}.{{table}} t WHERE t.namespace > ns.namespace ORDER BY t.namespace LIMIT 1),
+        ns.n + 1
+    FROM ns WHERE ns.namespace IS NOT NULL AND ns.n < $3::int
+)
+SELECT coalesce(pg_catalog.array_agg(ns.namespace ORDER BY ns.namespace) FILTER (WHERE ns.namespace <> $2::text
+        AND EXISTS (SELECT 1 FROM {{schema}}.{{table}} e WHERE e.namespace = ns.namespace AND e.{{column}} = $1::text)),
+        '{}'::text[]),
+    coalesce(pg_catalog.bool_or(ns.n = $3::int AND ns.namespace IS NOT NULL), false),
+    EXISTS (SELECT 1 FROM {{schema}}.{{table}} h WHERE h.namespace = $2::text AND h.{{column}} = $1::text)
+FROM ns`
+
+// maxElsewhereShown bounds the commands elsewhere prints.
+const maxElsewhereShown = 5
+
+// elsewhere adds to notFound (name is not in the namespace cmd acted on)
+// where it is: each namespace with cmd's command line there, runnable as
+// printed, or that no other namespace has it either. The operator who
+// named no namespace (or the wrong one) is told where to look instead of
+// "not found" or "no leader" alone. The exit code stays 3.
+func (a *app) elsewhere(cmd *cobra.Command, lk nsLookup, name string, notFound error) error {
+	return a.elsewhereAs(cmd, lk, name, name, notFound)
+}
+
+// elsewhereAs is elsewhere for a name shown as shown (an Idempotency-Key,
+// whose execution key is name).
+func (a *app) elsewhereAs(cmd *cobra.Command, lk nsLookup, name, shown string, notFound error) error {
+	hint := a.elsewhereHint(cmd, lk, name, shown)
+	if hint == "" {
+		return notFound
+	}
+	return &codeError{code: exitNotFound, err: errors.New(notFound.Error() + "\n" + hint)}
+}
+
+// lookElsewhere runs sqlElsewhere for lk and name.
+func (a *app) lookElsewhere(ctx context.Context, lk nsLookup, name string) (found []string, capped, here bool, err error) {
+	q := strings.NewReplacer("{{schema}}", pgx.Identifier{a.schema}.Sanitize(), "{{table}}", lk.table,
+		"{{column}}", lk.column).Replace(sqlElsewhere)
+	err = a.pool.QueryRow(ctx, q, name, a.namespace, maxNamespacesVisited).Scan(&found, &capped, &here)
+	return found, capped, here, err
+}
+
+// elsewhereHint is elsewhere's text; empty when the lookup failed (it is a
+// courtesy: what the command met stands).
+func (a *app) elsewhereHint(cmd *cobra.Command, lk nsLookup, name, shown string) string {
+	found, capped, _, err := a.lookElsewhere(cmd.Context(), lk, name)
+	if err != nil {
+		return ""
+	}
+	looked := ""
+	if capped {
+		looked = fmt.Sprintf(" (of the first %d namespaces; there are more)", maxNamespacesVisited)
+	}
+	var b strings.Builder
+	switch {
+	case len(found) == 0:
+		fmt.Fprintf(&b, lk.nowhere, shown, "", looked)
+	case len(found) == 1:
+		fmt.Fprintf(&b, lk.inOne, shown, found[0], looked)
+	default:
+		fmt.Fprintf(&b, lk.inMany, shown, len(found), looked)
+	}
+	a.commandsFor(&b, cmd, found)
+	return b.String()
+}
+
+// warnElsewhere prints lk.notHere on stderr when name has no row in the
+// namespace cmd acts on but has one in others, with cmd's command line for
+// each: a lock, a campaign or a turn in a namespace the application does
+// not use excludes nothing. It changes nothing else (the command goes on);
+// a failed lookup prints nothing.
+func (a *app) warnElsewhere(cmd *cobra.Command, lk nsLookup, name string) {
+	found, _, here, err := a.lookElsewhere(cmd.Context(), lk, name)
+	if err != nil || here || len(found) == 0 {
+		return
+	}
+	quoted := make([]string, 0, len(found))
+	for i, ns := range found {
+		if i == maxElsewhereShown {
+			quoted = append(quoted, "...")
+			break
+		}
+		quoted = append(quoted, strconv.Quote(ns))
+	}
+	where := "namespace " + quoted[0]
+	if len(found) > 1 {
+		where = "namespaces " + strings.Join(quoted, ", ")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, lk.notHere, name, a.namespace, where)
+	a.commandsFor(&b, cmd, found)
+	for _, line := range strings.Split(b.String(), "\n") {
+		fprintln(a.stderr, line)
+	}
+}
+
+// commandsFor writes cmd's command line in each namespace of found (the
+// first maxElsewhereShown; the others named).
+func (a *app) commandsFor(b *strings.Builder, cmd *cobra.Command, found []string) {
+	for i, ns := range found {
+		if i == maxElsewhereShown {
+			var rest []string
+			for j, ns := range found[i:] {
+				if j == 20 {
+					rest = append(rest, "...")
+					break
+				}
+				rest = append(rest, strconv.Quote(ns))
+			}
+			fmt.Fprintf(b, "\nand %d more namespaces, the same way: %s", len(found)-i, strings.Join(rest, ", "))
+			break
+		}
+		b.WriteString("\n  " + a.again(cmd, "namespace", ns))
+	}
+}

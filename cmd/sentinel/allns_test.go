@@ -165,7 +165,8 @@ UNION ALL SELECT 'zz-last', 'order-9', 'completed', 'test', 0, pg_catalog.now(),
 // another warn, with the command for that namespace (runnable as
 // printed, its command after "--" kept), and go on: a lease, a term or a
 // turn taken in a namespace the application does not use excludes
-// nothing there.
+// nothing there. observe, follow KEY and queue status and follow
+// RESOURCE warn the same way: they would show nothing.
 func TestTakingInANewNamespaceWarns(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
@@ -203,6 +204,22 @@ func TestTakingInANewNamespaceWarns(t *testing.T) {
 	require.Contains(t, r.stderr, `note: "sched" is not an election group of namespace "default" yet, but is one of namespace "ops"`)
 	require.Equal(t, "sentinel elect sched --ttl 2s --namespace ops --schema "+e.schema+" -- true",
 		findCommand(t, r.stderr, "sentinel elect"))
+
+	// The commands that watch say it too: nothing would show up here.
+	r = e.run("observe", "sched", "-n", "billing", "--count", "1")
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stdout, "billing/sched: no leader")
+	require.Contains(t, r.stderr, `note: "sched" is not an election group of namespace "billing" yet, but is one of namespaces "default", "ops"; the same command in each:`)
+	require.Equal(t, []string{
+		"sentinel observe sched --count 1 --namespace default --schema " + e.schema,
+		"sentinel observe sched --count 1 --namespace ops --schema " + e.schema,
+	}, printedCommands(r.stderr))
+	r = e.run("queue", "status", "printer", "-n", "billing")
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stderr, `note: "printer" has no queue in namespace "billing" yet, but has one in namespaces "default", "office"`)
+	p = runPrinted(t, findCommand(t, r.stderr, "sentinel queue status printer --namespace office"), "")
+	requireCode(t, p, exitOK)
+	require.Contains(t, p.stdout, "printer")
 }
 
 // The error a Once caller gets for an uncertain key ends with the command

@@ -317,6 +317,7 @@ runs until interrupted (exit 0) or until --count lines were printed. With
 				return usageErr("--interval must be at least 10ms")
 			}
 			ctx, group := cmd.Context(), args[0]
+			a.warnElsewhere(cmd, electionWatchLookup, group)
 			lines := lineCounter{max: count}
 			last := int64(-1) // the term printed last; 0: "no leader"
 			for {

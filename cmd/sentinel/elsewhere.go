@@ -19,9 +19,10 @@ type nsLookup struct {
 	// namespaces (%[2]), and what the walk left out (%[3]s).
 	inOne, inMany, nowhere string
 	// notHere warns, before a command that takes something (lock, elect,
-	// queue lock), that name is new in this namespace (%[2]q) but known
-	// in others (%[3]s, quoted and joined): what it takes does not
-	// exclude those.
+	// queue lock) or watches (observe, follow, queue status and follow),
+	// that name is new in this namespace (%[2]q) but known in others
+	// (%[3]s, quoted and joined; %[4]s is "there" or "in each"): what it
+	// takes does not exclude those, and it sees nothing of them.
 	notHere string
 }
 
@@ -39,6 +40,15 @@ var (
 		notHere: "sentinel: note: %[1]q has no lease in namespace %[2]q yet, but has one in %[3]s: the lease taken here does not exclude holders there; to take that one instead:"}
 	queueLookup = nsLookup{table: "queues", column: "resource",
 		notHere: "sentinel: note: %[1]q has no queue in namespace %[2]q yet, but has one in %[3]s: a turn taken here does not wait for turns there; to take a turn there instead:"}
+
+	// For the commands that watch (observe, follow KEY, queue status and
+	// queue follow RESOURCE): nothing would show up here.
+	electionWatchLookup = nsLookup{table: "leaders", column: "election",
+		notHere: "sentinel: note: %[1]q is not an election group of namespace %[2]q yet, but is one of %[3]s; the same command %[4]s:"}
+	executionWatchLookup = nsLookup{table: "executions", column: "key",
+		notHere: "sentinel: note: %[1]q has no execution in namespace %[2]q yet, but has one in %[3]s; the same command %[4]s:"}
+	queueWatchLookup = nsLookup{table: "queues", column: "resource",
+		notHere: "sentinel: note: %[1]q has no queue in namespace %[2]q yet, but has one in %[3]s; the same command %[4]s:"}
 )
 
 // keyCommands are the commands whose first argument names something in
@@ -137,8 +147,8 @@ func (a *app) elsewhereHint(cmd *cobra.Command, lk nsLookup, name, shown string)
 // warnElsewhere prints lk.notHere on stderr when name has no row in the
 // namespace cmd acts on but has one in others, with cmd's command line for
 // each: a lock, a campaign or a turn in a namespace the application does
-// not use excludes nothing. It changes nothing else (the command goes on);
-// a failed lookup prints nothing.
+// not use excludes nothing, and a watch there shows nothing. It changes
+// nothing else (the command goes on); a failed lookup prints nothing.
 func (a *app) warnElsewhere(cmd *cobra.Command, lk nsLookup, name string) {
 	found, _, here, err := a.lookElsewhere(cmd.Context(), lk, name)
 	if err != nil || here || len(found) == 0 {
@@ -156,8 +166,12 @@ func (a *app) warnElsewhere(cmd *cobra.Command, lk nsLookup, name string) {
 	if len(found) > 1 {
 		where = "namespaces " + strings.Join(quoted, ", ")
 	}
+	each := "there"
+	if len(found) > 1 {
+		each = "in each"
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, lk.notHere, name, a.namespace, where)
+	fmt.Fprintf(&b, lk.notHere, name, a.namespace, where, each)
 	a.commandsFor(&b, cmd, found)
 	for _, line := range strings.Split(b.String(), "\n") {
 		fprintln(a.stderr, line)

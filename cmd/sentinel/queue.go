@@ -100,6 +100,11 @@ has not yet confirmed its turn is marked "(handover)".`,
 			if err != nil {
 				return err
 			}
+			if !ns.all {
+				for _, r := range resources {
+					a.warnElsewhere(cmd, queueWatchLookup, r)
+				}
+			}
 			var qs []sentinel.QueueStatus // the queues of every namespace
 			for _, n := range namespaces {
 				if len(resources) == 0 {
@@ -277,6 +282,11 @@ With --json it prints one JSON object per line, with the event's id.`,
 			namespaces, err := a.queueNamespaces(cmd, &ns)
 			if err != nil {
 				return err
+			}
+			if !ns.all {
+				for _, r := range resources {
+					a.warnElsewhere(cmd, queueWatchLookup, r)
+				}
 			}
 			if !a.jsonOut {
 				what := "every queue"

@@ -391,6 +391,11 @@ until interrupted (exit 0), or until --count events were printed. With
 				return err
 			}
 			f := sentinel.FollowFilter{Namespace: namespace, AllNamespaces: ns.all, Keys: keys, Types: types, Cursor: after}
+			if !ns.all {
+				for _, k := range keys {
+					a.warnElsewhere(cmd, executionWatchLookup, k)
+				}
+			}
 			ctx := cmd.Context()
 			if !a.jsonOut {
 				fprintf(a.stderr, "following %s; interrupt to stop\n", nsLabel(namespace))

@@ -284,3 +284,42 @@ FROM pg_catalog.generate_series(1, 100000) AS i`)
 	r := e.run("queue", "status", "-A", "--json")
 	requireCode(t, r, exitOK)
 }
+
+// The listings of one namespace (leases, elections, queue status) that
+// find nothing there give the command for every namespace, runnable as
+// printed, which finds what the others hold.
+func TestEmptyListingsPointToEveryNamespace(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	jobs := e.newClient("jobs")
+	l, err := jobs.Lease(ctxT(t), "nightly")
+	require.NoError(t, err)
+	defer func() { _ = l.Release(ctxT(t)) }()
+	e.runElector(jobs, "scheduler")
+	tu, err := jobs.Turn(ctxT(t), "printer")
+	require.NoError(t, err)
+	defer func() { _ = tu.Release(ctxT(t)) }()
+
+	for _, c := range []struct {
+		args      []string
+		empty     string
+		every     string
+		everyFind string
+	}{
+		{[]string{"leases"}, `no live leases in namespace "default"; every namespace:`, "sentinel leases --all-namespaces", "nightly"},
+		{[]string{"elections"}, `no election groups in namespace "default"; every namespace:`, "sentinel elections --all-namespaces", "scheduler"},
+		{[]string{"queue", "status"}, `no queue in namespace "default" has a live ticket; every namespace:`, "sentinel queue status --all-namespaces", "jobs/printer"},
+	} {
+		r := e.run(c.args...)
+		requireCode(t, r, exitOK)
+		require.Contains(t, r.stderr, c.empty)
+		line := findCommand(t, r.stderr, c.every)
+		require.Equal(t, c.every+" --schema "+e.schema, line)
+		p := runPrinted(t, line, "")
+		requireCode(t, p, exitOK)
+		require.Contains(t, p.stdout, c.everyFind)
+		r = e.run(append(c.args, "-A")...)
+		requireCode(t, r, exitOK)
+		require.NotContains(t, r.stderr, "every namespace:")
+	}
+}

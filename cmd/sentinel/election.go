@@ -420,8 +420,12 @@ many electors are live. Liveness is decided by the database clock. See
 				}
 				return a.printJSON(out)
 			}
+			if len(es) == 0 && namespace == "" {
+				fprintln(a.stderr, "no election groups in any namespace")
+				return nil
+			}
 			if len(es) == 0 {
-				fprintf(a.stderr, "no election groups in %s\n", nsLabel(namespace))
+				fprintf(a.stderr, "no election groups in %s; every namespace:\n  %s\n", nsLabel(namespace), a.againEvery(cmd))
 				return nil
 			}
 			w := a.table()

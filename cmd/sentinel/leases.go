@@ -75,8 +75,10 @@ rows, kept until prune removes them.`,
 			if err := w.Flush(); err != nil {
 				return err
 			}
-			if len(hs) == 0 {
-				fprintln(a.stderr, "no live leases")
+			if len(hs) == 0 && f.AllNamespaces {
+				fprintln(a.stderr, "no live leases in any namespace")
+			} else if len(hs) == 0 {
+				fprintf(a.stderr, "no live leases in %s; every namespace:\n  %s\n", nsLabel(a.namespace), a.againEvery(cmd))
 			}
 			return nil
 		}),

@@ -40,6 +40,7 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -317,6 +318,19 @@ func (a *app) command(words ...string) string {
 // "the next page" hints. A command after "--" (lock, elect, queue lock)
 // stays after it, every flag before it.
 func (a *app) again(cmd *cobra.Command, name, value string) string {
+	return a.againWith(cmd, []string{name}, "--"+name, value)
+}
+
+// againEvery is the command line that runs cmd again as given for every
+// namespace (--all-namespaces instead of --namespace): for the listings of
+// one namespace that found nothing there.
+func (a *app) againEvery(cmd *cobra.Command) string {
+	return a.againWith(cmd, []string{"namespace", "all-namespaces"}, "--all-namespaces")
+}
+
+// againWith is again, leaving out the flags named in drop and adding the
+// words add after the others.
+func (a *app) againWith(cmd *cobra.Command, drop []string, add ...string) string {
 	words := strings.Fields(strings.TrimPrefix(cmd.CommandPath(), "sentinel"))
 	args := cmd.Flags().Args()
 	var tail []string
@@ -325,8 +339,7 @@ func (a *app) again(cmd *cobra.Command, name, value string) string {
 	}
 	words = append(words, args...)
 	cmd.Flags().Visit(func(f *pflag.Flag) {
-		switch f.Name {
-		case "database-url", "schema", name:
+		if f.Name == "database-url" || f.Name == "schema" || slices.Contains(drop, f.Name) {
 			return
 		}
 		switch v := f.Value.(type) {
@@ -345,7 +358,7 @@ func (a *app) again(cmd *cobra.Command, name, value string) string {
 			}
 		}
 	})
-	line := a.command(append(words, "--"+name, value)...)
+	line := a.command(append(words, add...)...)
 	if cmd.ArgsLenAtDash() >= 0 {
 		line += " --"
 		for _, w := range tail {

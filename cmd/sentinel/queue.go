@@ -129,6 +129,10 @@ has not yet confirmed its turn is marked "(handover)".`,
 				}
 				return a.printJSON(out)
 			}
+			if len(qs) == 0 && !ns.all {
+				fprintf(a.stderr, "no queue in %s has a live ticket; every namespace:\n  %s\n", nsLabel(nsOf(&ns, a)), a.againEvery(cmd))
+				return nil
+			}
 			if len(qs) == 0 {
 				fprintf(a.stderr, "no queue in %s has a live ticket\n", nsLabel(nsOf(&ns, a)))
 				return nil

@@ -153,7 +153,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if !errors.As(err, &ee) || ee.err != nil {
 		// Line by line: a message may end with a command to run, on a
 		// line of its own; each line is escaped (see esc).
-		for i, line := range strings.Split(trimPrefix(err.Error()), "\n") {
+		for i, line := range strings.Split(innerPrefixes(trimPrefix(err.Error())), "\n") {
 			if i == 0 {
 				fprintln(stderr, "sentinel:", line)
 			} else {
@@ -168,6 +168,33 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	}
 	return code
+}
+
+// innerPrefixes drops the library's "sentinel: " prefix where a wrapped
+// error repeats it after a colon (`execution "k": sentinel: not found`),
+// outside the double-quoted strings that name keys and the like, which
+// are printed as they are.
+func innerPrefixes(s string) string {
+	const p = ": sentinel: "
+	var b strings.Builder
+	quoted, escaped := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case escaped:
+			escaped = false
+		case quoted && c == '\\':
+			escaped = true
+		case c == '"':
+			quoted = !quoted
+		case !quoted && strings.HasPrefix(s[i:], p):
+			b.WriteString(": ")
+			i += len(p) - 1
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // trimPrefix drops the library's "sentinel: " prefix, which the command

@@ -636,3 +636,19 @@ func TestExitCodeMapping(t *testing.T) {
 		require.Equal(t, tc.code, exitCode(tc.err), "%v", tc.err)
 	}
 }
+
+// The library's prefix repeated by a wrapped error goes; inside a quoted
+// name it stays.
+func TestInnerPrefixes(t *testing.T) {
+	for in, want := range map[string]string{
+		`execution "default"/"k": sentinel: not found`:                `execution "default"/"k": not found`,
+		`reconcile "a"/"b": no such execution: sentinel: not found`:   `reconcile "a"/"b": no such execution: not found`,
+		`execution "default"/"a\": sentinel: b": sentinel: not found`: `execution "default"/"a\": sentinel: b": not found`,
+		`key "x: sentinel: y" stays`:                                  `key "x: sentinel: y" stays`,
+		`unbalanced "quote: sentinel: kept`:                           `unbalanced "quote: sentinel: kept`,
+		`no prefix at all`:                                            `no prefix at all`,
+		`two: sentinel: deep: sentinel: wrapped`:                      `two: deep: wrapped`,
+	} {
+		require.Equal(t, want, innerPrefixes(in), in)
+	}
+}

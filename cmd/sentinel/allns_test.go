@@ -194,16 +194,21 @@ func TestTakingInANewNamespaceWarns(t *testing.T) {
 	r = e.run("queue", "lock", "printer", "--", "true")
 	requireCode(t, r, exitOK)
 	require.Contains(t, r.stderr, `note: "printer" has no queue in namespace "default" yet, but has one in namespace "office"`)
-	require.Equal(t, "sentinel queue lock printer --namespace office --schema "+e.schema+" -- true",
-		findCommand(t, r.stderr, "sentinel queue lock"))
+	line = findCommand(t, r.stderr, "sentinel queue lock")
+	require.Equal(t, "sentinel queue lock printer --namespace office --schema "+e.schema+" -- true", line)
+	p = runPrinted(t, line, "")
+	requireCode(t, p, exitOK)
 
 	r = e.run("elect", "-n", "ops", "sched", "--ttl", "2s", "--", "true")
 	requireCode(t, r, exitOK)
 	r = e.run("elect", "sched", "--ttl", "2s", "--", "true")
 	requireCode(t, r, exitOK)
 	require.Contains(t, r.stderr, `note: "sched" is not an election group of namespace "default" yet, but is one of namespace "ops"`)
-	require.Equal(t, "sentinel elect sched --ttl 2s --namespace ops --schema "+e.schema+" -- true",
-		findCommand(t, r.stderr, "sentinel elect"))
+	line = findCommand(t, r.stderr, "sentinel elect")
+	require.Equal(t, "sentinel elect sched --ttl 2s --namespace ops --schema "+e.schema+" -- true", line)
+	p = runPrinted(t, line, "")
+	requireCode(t, p, exitOK)
+	require.Contains(t, p.stderr, "leadership of ops/sched")
 
 	// The commands that watch say it too: nothing would show up here.
 	r = e.run("observe", "sched", "-n", "billing", "--count", "1")
@@ -214,6 +219,9 @@ func TestTakingInANewNamespaceWarns(t *testing.T) {
 		"sentinel observe sched --count 1 --namespace default --schema " + e.schema,
 		"sentinel observe sched --count 1 --namespace ops --schema " + e.schema,
 	}, printedCommands(r.stderr))
+	p = runPrinted(t, printedCommands(r.stderr)[1], "")
+	requireCode(t, p, exitOK)
+	require.Contains(t, p.stdout, "ops/sched")
 	r = e.run("queue", "status", "printer", "-n", "billing")
 	requireCode(t, r, exitOK)
 	require.Contains(t, r.stderr, `note: "printer" has no queue in namespace "billing" yet, but has one in namespaces "default", "office"`)

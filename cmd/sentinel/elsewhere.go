@@ -67,22 +67,36 @@ var keyCommands = map[string]nsLookup{
 // probes, however many rows the table holds.
 const maxNamespacesVisited = 1000
 
-// sqlElsewhere lists the namespaces other than $2 in which {{table}} has a
-// row for $1 ({{column}}). It walks the distinct namespaces of the
-// table's primary key (namespace, {{column}}, ...) one index probe at a
-// time (a loose index scan: the next namespace above the last one), at
-// most $3 of them, and probes (namespace, $1) in each; a sequential scan
-// for the name would read every row. It returns the namespaces found, in
-// order, whether the walk stopped at $3 before the last namespace, and
-// whether $2 has a row for $1.
-const sqlElsewhere = `
-WITH RECURSIVE ns(namespace, n) AS (
-    (SELECT t.namespace, 1 FROM {{schema}}.{{table}} t ORDER BY t.namespace LIMIT 1)
+// namespaceWalk is a recursive CTE named cte(namespace, n) that lists the
+// distinct namespaces of table {{schema}}.table, in order, along an index
+// that starts with its namespace (every table's primary key does): one
+// probe per namespace, the next namespace above the last one (a loose
+// index scan), so its cost grows with the namespaces, never with the
+// rows. n numbers them; with limit (an SQL expression) set, the walk stops
+// after limit namespaces. Its last row's namespace is NULL unless it
+// stopped there.
+func namespaceWalk(cte, table, limit string) string {
+	stop := ""
+	if limit != "" {
+		stop = " AND " + cte + ".n < " + limit
+	}
+	return cte + `(namespace, n) AS (
+    (SELECT x.namespace, 1 FROM {{schema}}.` + table + ` x ORDER BY x.namespace LIMIT 1)
     UNION ALL
-    SELECT (SELECT t.namespace FROM {{schema}}.{{table}} t WHERE t.namespace > ns.namespace ORDER BY t.namespace LIMIT 1),
-        ns.n + 1
-    FROM ns WHERE ns.namespace IS NOT NULL AND ns.n < $3::int
-)
+    SELECT (SELECT x.namespace FROM {{schema}}.` + table + ` x WHERE x.namespace > ` + cte + `.namespace ORDER BY x.namespace LIMIT 1),
+        ` + cte + `.n + 1
+    FROM ` + cte + ` WHERE ` + cte + `.namespace IS NOT NULL` + stop + `
+)`
+}
+
+// sqlElsewhere lists the namespaces other than $2 in which {{table}} has a
+// row for $1 ({{column}}): it walks the table's namespaces
+// (namespaceWalk, at most $3 of them) and probes (namespace, $1) in each;
+// a sequential scan for the name would read every row. It returns the
+// namespaces found, in order, whether the walk stopped at $3 before the
+// last namespace, and whether $2 has a row for $1.
+var sqlElsewhere = `
+WITH RECURSIVE ` + namespaceWalk("ns", "{{table}}", "$3::int") + `
 SELECT coalesce(pg_catalog.array_agg(ns.namespace ORDER BY ns.namespace) FILTER (WHERE ns.namespace <> $2::text
         AND EXISTS (SELECT 1 FROM {{schema}}.{{table}} e WHERE e.namespace = ns.namespace AND e.{{column}} = $1::text)),
         '{}'::text[]),

@@ -189,34 +189,17 @@ func (a *app) queueNamespaces(cmd *cobra.Command, ns *nsFlags) ([]string, error)
 }
 
 // sqlQueueNamespaces lists the namespaces that have a queue: a ticket, a
-// queue row or a queue's history. Each table is walked along the index
-// that starts with its namespace, one probe per namespace (a loose index
-// scan: the next namespace above the last one), so the cost grows with
-// the namespaces, not with the tickets or the history (queue_events grows
-// by a few rows every turn; reading it whole cost every such read).
-const sqlQueueNamespaces = `
-WITH RECURSIVE
-tk(ns) AS (
-    (SELECT x.namespace FROM {{schema}}.tickets x ORDER BY x.namespace LIMIT 1)
-    UNION ALL
-    SELECT (SELECT x.namespace FROM {{schema}}.tickets x WHERE x.namespace > tk.ns ORDER BY x.namespace LIMIT 1)
-    FROM tk WHERE tk.ns IS NOT NULL
-),
-qu(ns) AS (
-    (SELECT x.namespace FROM {{schema}}.queues x ORDER BY x.namespace LIMIT 1)
-    UNION ALL
-    SELECT (SELECT x.namespace FROM {{schema}}.queues x WHERE x.namespace > qu.ns ORDER BY x.namespace LIMIT 1)
-    FROM qu WHERE qu.ns IS NOT NULL
-),
-ev(ns) AS (
-    (SELECT x.namespace FROM {{schema}}.queue_events x ORDER BY x.namespace LIMIT 1)
-    UNION ALL
-    SELECT (SELECT x.namespace FROM {{schema}}.queue_events x WHERE x.namespace > ev.ns ORDER BY x.namespace LIMIT 1)
-    FROM ev WHERE ev.ns IS NOT NULL
-)
-SELECT ns FROM tk WHERE ns IS NOT NULL
-UNION SELECT ns FROM qu WHERE ns IS NOT NULL
-UNION SELECT ns FROM ev WHERE ns IS NOT NULL
+// queue row or a queue's history, each table walked along its primary key
+// (namespaceWalk), so the cost grows with the namespaces, not with the
+// tickets or the history (queue_events grows by a few rows every turn;
+// reading it whole cost every such read).
+var sqlQueueNamespaces = `
+WITH RECURSIVE ` + namespaceWalk("tk", "tickets", "") + `,
+` + namespaceWalk("qu", "queues", "") + `,
+` + namespaceWalk("ev", "queue_events", "") + `
+SELECT namespace FROM tk WHERE namespace IS NOT NULL
+UNION SELECT namespace FROM qu WHERE namespace IS NOT NULL
+UNION SELECT namespace FROM ev WHERE namespace IS NOT NULL
 ORDER BY 1`
 
 // nsOf is the namespace of a command with nsFlags, "" for all.

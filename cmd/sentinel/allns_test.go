@@ -110,6 +110,8 @@ func TestKeyInAnotherNamespaceIsNamed(t *testing.T) {
 	ex, err := pay.Inspect(ctxT(t), "order-7")
 	require.NoError(t, err)
 	require.Equal(t, sentinel.StateReconciling, ex.State)
+	_, err = sentinel.Once(ctxT(t), pay, "order-7", func(context.Context) (int, error) { return 1, nil })
+	require.ErrorIs(t, err, sentinel.ErrReconciling) // the application's retry meets the operator's step
 
 	// In two other namespaces (a wrong -n): both, each with its command.
 	e.uncertainKey(e.newClient("refunds"), "order-7")

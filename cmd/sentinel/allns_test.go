@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -230,6 +231,37 @@ func TestTakingInANewNamespaceWarns(t *testing.T) {
 	p = runPrinted(t, findCommand(t, r.stderr, "sentinel queue status printer --namespace office"), "")
 	requireCode(t, p, exitOK)
 	require.Contains(t, p.stdout, "printer")
+
+	// The followers here would wait for nothing: each is stopped once its
+	// note is out, and the printed command replays the other namespace's
+	// history (--after 0, --count 1) and ends.
+	e.uncertainKey(e.newClient("payments"), "order-7")
+	for _, c := range []struct {
+		args         []string
+		prefix, line string
+	}{
+		{[]string{"follow", "order-7", "--after", "0", "--count", "1"}, "sentinel follow order-7",
+			"sentinel follow order-7 --after 0 --count 1 --namespace payments --schema " + e.schema},
+		{[]string{"queue", "follow", "printer", "-n", "billing", "--after", "0", "--count", "1"}, "sentinel queue follow printer",
+			""},
+	} {
+		cmd, _, _, stderr := e.start(c.args...)
+		require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "interrupt to stop") }, 30*time.Second, 10*time.Millisecond)
+		require.NoError(t, cmd.Process.Kill())
+		_ = cmd.Wait()
+		require.Contains(t, stderr.String(), "note: ")
+		lines := printedCommands(stderr.String())
+		require.NotEmpty(t, lines, stderr.String())
+		if c.line != "" {
+			require.Equal(t, []string{c.line}, lines)
+		}
+		for _, line := range lines {
+			require.True(t, strings.HasPrefix(line, c.prefix), line)
+			p = runPrinted(t, line, "")
+			requireCode(t, p, exitOK)
+			require.NotEmpty(t, p.stdout, line)
+		}
+	}
 }
 
 // The error a Once caller gets for an uncertain key ends with the command

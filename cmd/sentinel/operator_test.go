@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,8 +134,29 @@ func (p *printed) typeIn(s string) {
 	require.NoError(p.t, err)
 }
 
+// printedStuck is how long a printed command may run before wait takes
+// it for stuck: it asks every process under the shell for its goroutines
+// (SIGQUIT: a Go binary prints them on its stderr, which the failure
+// shows) instead of hanging until the package's timeout.
+const printedStuck = 90 * time.Second
+
 func (p *printed) wait() result {
-	err := p.cmd.Wait()
+	// The shell forks the command: once the shell is gone, a command still
+	// holding stdout or stderr keeps Wait from returning; not for longer
+	// than this.
+	p.cmd.WaitDelay = 5 * time.Second
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(printedStuck):
+		for _, pid := range descendants(p.cmd.Process.Pid) {
+			_ = syscall.Kill(pid, syscall.SIGQUIT)
+		}
+		err = <-done
+		p.t.Fatalf("%v: still running after %v; its stderr (goroutines included):\n%s", p.cmd.Args, printedStuck, p.stderr.String())
+	}
 	r := result{stdout: p.stdout.String(), stderr: p.stderr.String()}
 	var ee *exec.ExitError
 	switch {
@@ -466,4 +488,18 @@ func TestResolveRaceKeepsNewerClaim(t *testing.T) {
 	r = s.post(t, account, key, body)
 	require.Equal(t, idempotency.ProblemUncertain, r.problem.Type, "the newer claim got the older request's response: %s", r.body)
 	require.EqualValues(t, 2, s.runs.Load())
+}
+
+// descendants are the processes under pid (Linux: /proc's children
+// lists), deepest first.
+func descendants(pid int) []int {
+	var out []int
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	for _, f := range strings.Fields(string(b)) {
+		var c int
+		if _, err := fmt.Sscan(f, &c); err == nil {
+			out = append(append(out, descendants(c)...), c)
+		}
+	}
+	return out
 }

@@ -660,7 +660,7 @@ func (r *loneRow) Scan(dest ...any) error {
 	defer r.served()
 	defer r.land()
 	defer r.timer.Stop()
-	return r.row.Scan(dest...)
+	return r.row.Scan(rawScan(dest))
 }
 
 // coRow is one statement's first row, read off the connection, to be
@@ -708,5 +708,8 @@ func (r *coRow) Scan(dest ...any) error {
 	}
 	m := typeMaps.Get().(*pgtype.Map)
 	defer typeMaps.Put(m)
+	if decodeInto(m, r.fields, r.values, dest) {
+		return nil
+	}
 	return pgx.ScanRow(m, r.fields, r.values, dest...)
 }

@@ -70,3 +70,28 @@ func ScanClaim(row pgx.Row, ns, key string, state State, owner, host string, pid
 
 // RemainingForTest is the lease time left that e was read with.
 func RemainingForTest(e *Execution) time.Duration { return e.remaining }
+
+// SetRemainingForTest sets e's lease time left.
+func SetRemainingForTest(e *Execution, d time.Duration) { e.remaining = d }
+
+// ReadSQL is c's read of one key's row (sqlReadExecution).
+func ReadSQL(c *Client) string { return c.exe.read }
+
+// FastRow is row as the library's own rows scan: decoded from the raw
+// values when they are in the plain binary form (rowdecode.go).
+func FastRow(row pgx.Row) pgx.Row { return fastRow{row} }
+
+// ScanExecution reads a row of execCols, as the library does.
+func ScanExecution(row pgx.Row) (*Execution, error) { return scanExecution(row) }
+
+// DecodesRaw reports whether the current row of rows, the claim
+// statement's (claim) or execCols, is decoded from its raw values.
+func DecodesRaw(rows pgx.Rows, claim bool) bool {
+	var dest []any
+	if claim {
+		dest = new(claimCols).dest()
+	} else {
+		dest = execDest(new(Execution), new(execNulls))
+	}
+	return decodeInto(rows.Conn().TypeMap(), rows.FieldDescriptions(), rows.RawValues(), dest)
+}

@@ -275,7 +275,7 @@ func (e *Elector) waitJoin(ctx context.Context, member int64, mayLead bool) (ter
 	defer cancel()
 	sent = time.Now()
 	var left time.Duration
-	err := e.c.pool.QueryRow(wctx, e.sql.wait, e.ns, e.group, us(e.ttl), e.c.cfg.Owner, member, e.c.cfg.Host, e.c.cfg.PID,
+	err := e.c.queryRow(wctx, e.sql.wait, e.ns, e.group, us(e.ttl), e.c.cfg.Owner, member, e.c.cfg.Host, e.c.cfg.PID,
 		e.opts.AppVersion, mayLead && member != 0, e.c.ln.direct()).Scan(&term, &live, &left)
 	if err != nil {
 		if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
@@ -387,7 +387,7 @@ func (e *Elector) campaign(ctx context.Context, mayLead bool, memberToken int64)
 	var l Leader
 	var now time.Time
 	r.sent = time.Now()
-	err := e.c.pool.QueryRow(ctx, e.sql.campaign, e.ns, e.group, e.c.cfg.Owner, e.c.cfg.Host, e.c.cfg.PID,
+	err := e.c.queryRow(ctx, e.sql.campaign, e.ns, e.group, e.c.cfg.Owner, e.c.cfg.Host, e.c.cfg.PID,
 		e.opts.AppVersion, us(e.ttl), mayLead, memberToken).
 		Scan(&r.acquired, &l.Owner, &l.Host, &l.PID, &l.AppVersion, &l.Term, &l.ElectedAt, &l.ExpiresAt, &r.remaining, &now)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -423,7 +423,7 @@ func (e *Elector) ensureMember(ctx context.Context) error {
 	var token int64
 	var started, expires time.Time
 	var remaining time.Duration
-	err := e.c.pool.QueryRow(ctx, e.sql.join, e.ns, e.group, e.c.cfg.Owner, e.c.cfg.Host, e.c.cfg.PID,
+	err := e.c.queryRow(ctx, e.sql.join, e.ns, e.group, e.c.cfg.Owner, e.c.cfg.Host, e.c.cfg.PID,
 		e.opts.AppVersion, us(e.ttl), prev).Scan(&token, &started, &expires, &remaining)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Another running elector uses this Owner (or a crashed process

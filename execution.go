@@ -89,15 +89,27 @@ const execColsOf = `g.namespace, g.key, g.state, g.owner, g.host, g.pid, g.token
 
 func scanExecution(row pgx.Row, prefix ...any) (*Execution, error) {
 	var e Execution
-	var lease, hard, done *time.Time
-	var resErr, finalErr *string
-	dest := append(prefix, &e.Namespace, &e.Key, &e.State, &e.Owner, &e.Host, &e.PID, &e.Token, &e.CreatedAt, &e.UpdatedAt,
-		&lease, &hard, &done, &e.Result, &resErr, &finalErr, &e.ResultByOperator, &e.LeaseAlive, &e.remaining, &e.Attempt, &e.MaxAttempts)
-	if err := row.Scan(dest...); err != nil {
+	var n execNulls
+	if err := row.Scan(append(prefix, execDest(&e, &n)...)...); err != nil {
 		return nil, err
 	}
-	e.setNullable(lease, hard, done, resErr, finalErr)
+	n.set(&e)
 	return &e, nil
+}
+
+// execNulls holds execCols's nullable columns as scanned, for setNullable.
+type execNulls struct {
+	lease, hard, done *time.Time
+	resErr, finalErr  *string
+}
+
+func (n *execNulls) set(e *Execution) { e.setNullable(n.lease, n.hard, n.done, n.resErr, n.finalErr) }
+
+// execDest are the destinations of execCols for e, the nullable ones in n.
+func execDest(e *Execution, n *execNulls) []any {
+	return []any{&e.Namespace, &e.Key, &e.State, &e.Owner, &e.Host, &e.PID, &e.Token, &e.CreatedAt, &e.UpdatedAt,
+		&n.lease, &n.hard, &n.done, &e.Result, &n.resErr, &n.finalErr, &e.ResultByOperator, &e.LeaseAlive, &e.remaining,
+		&e.Attempt, &e.MaxAttempts}
 }
 
 // setNullable sets e's fields from the nullable columns scanned for them

@@ -226,7 +226,7 @@ type waitResult struct {
 // leaseWaitRenew renews registration reg for the waiter's TTL. ok is false
 // when it is gone (granted).
 func (c *Client) leaseWaitRenew(ctx context.Context, o callOptions, key string, reg int64) (left time.Duration, ok bool, err error) {
-	err = c.pool.QueryRow(ctx, c.sql.waitRenew, o.namespace, key, reg, us(o.ttl)).Scan(&left)
+	err = c.queryRow(ctx, c.sql.waitRenew, o.namespace, key, reg, us(o.ttl)).Scan(&left)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -244,7 +244,7 @@ func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key strin
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 	defer cancel()
 	var was bool
-	if err := c.pool.QueryRow(rctx, c.sql.waitLeave, o.namespace, key, reg).Scan(&was); err != nil || was {
+	if err := c.queryRow(rctx, c.sql.waitLeave, o.namespace, key, reg).Scan(&was); err != nil || was {
 		return
 	}
 	if g, err := c.readGrant(rctx, key, o, reg); err == nil && g != nil {
@@ -296,7 +296,7 @@ func (c *Client) readGrant(ctx context.Context, key string, o callOptions, reg i
 		hard      *time.Time
 		remaining time.Duration
 	)
-	err := c.pool.QueryRow(ctx, c.sql.grant, o.namespace, key, c.cfg.Owner, reg).Scan(&token, &acquired, &expires, &hard, &remaining)
+	err := c.queryRow(ctx, c.sql.grant, o.namespace, key, c.cfg.Owner, reg).Scan(&token, &acquired, &expires, &hard, &remaining)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -338,7 +338,7 @@ func (c *Client) tryAcquireWait(ctx context.Context, key string, o callOptions, 
 		leaving = 1
 	}
 	l, held, err := c.acquireRow(ctx, key, o, func(sctx context.Context, dest ...any) error {
-		return c.pool.QueryRow(sctx, c.sql.acqWait, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
+		return c.queryRow(sctx, c.sql.acqWait, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
 			us(o.ttl), us(o.hardTTL), o.force, leaving, reg == 0, reg, c.ln.direct()).Scan(append(dest, &w.live, &w.waiter, &w.left)...)
 	})
 	return l, held, w, err

@@ -378,7 +378,7 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		if !watched {
 			// Count in as a waiter, so the outcome notifies us.
 			var w *Execution
-			w, err = scanExecution(c.pool.QueryRow(ctx, c.exe.watch, o.namespace, key))
+			w, err = scanExecution(c.queryRow(ctx, c.exe.watch, o.namespace, key))
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
 				continue // no longer in progress: claim again
@@ -451,41 +451,50 @@ LEFT JOIN {{schema}}.executions t ON t.namespace = $1 AND t.key = $2`
 // as read, or pgx.ErrNoRows when the key was absent and nothing was
 // claimed (inserted concurrently).
 func scanClaim(row pgx.Row, ns, key string, state State, owner, host string, pid int) (ex *Execution, claimed bool, err error) {
-	var (
-		packed                        []int64
-		nsp, keyp, st, own, hst       *string
-		pidp, attempt, maxAttempts    *int
-		token                         *int64
-		created, updated, lease, hard *time.Time
-		done                          *time.Time
-		result                        []byte
-		resErr, finalErr              *string
-		byOperator                    *bool
-		alive                         bool
-		left                          time.Duration
-	)
-	if err := row.Scan(&packed, &nsp, &keyp, &st, &own, &hst, &pidp, &token, &created, &updated, &lease, &hard, &done,
-		&result, &resErr, &finalErr, &byOperator, &alive, &left, &attempt, &maxAttempts); err != nil {
+	var k claimCols
+	if err := row.Scan(k.dest()...); err != nil {
 		return nil, false, err
 	}
-	if packed != nil {
-		if len(packed) != 9 {
-			return nil, false, fmt.Errorf("sentinel: claim %q/%q: once_claim_packed returned %d fields, want 9", ns, key, len(packed))
+	if k.packed != nil {
+		if len(k.packed) != 9 {
+			return nil, false, fmt.Errorf("sentinel: claim %q/%q: once_claim_packed returned %d fields, want 9", ns, key, len(k.packed))
 		}
-		return &Execution{Namespace: ns, Key: key, State: state, Owner: owner, Host: host, PID: pid, Token: packed[0],
-			Attempt: int(packed[1]), MaxAttempts: int(packed[2]),
-			CreatedAt: time.UnixMicro(packed[3]), UpdatedAt: time.UnixMicro(packed[4]),
-			LeaseExpiresAt: time.UnixMicro(packed[5]), HardExpiresAt: time.UnixMicro(packed[6]),
-			LeaseAlive: packed[7] == 1, remaining: time.Duration(packed[8]) * time.Microsecond}, true, nil
+		p := k.packed
+		return &Execution{Namespace: ns, Key: key, State: state, Owner: owner, Host: host, PID: pid, Token: p[0],
+			Attempt: int(p[1]), MaxAttempts: int(p[2]),
+			CreatedAt: time.UnixMicro(p[3]), UpdatedAt: time.UnixMicro(p[4]),
+			LeaseExpiresAt: time.UnixMicro(p[5]), HardExpiresAt: time.UnixMicro(p[6]),
+			LeaseAlive: p[7] == 1, remaining: time.Duration(p[8]) * time.Microsecond}, true, nil
 	}
-	if keyp == nil {
+	if k.key == nil {
 		return nil, false, pgx.ErrNoRows
 	}
-	e := &Execution{Namespace: *nsp, Key: *keyp, State: State(*st), Owner: *own, Host: *hst, PID: *pidp, Token: *token,
-		CreatedAt: *created, UpdatedAt: *updated, Result: result, ResultByOperator: *byOperator, LeaseAlive: alive,
-		remaining: left, Attempt: *attempt, MaxAttempts: *maxAttempts}
-	e.setNullable(lease, hard, done, resErr, finalErr)
+	e := &Execution{Namespace: *k.ns, Key: *k.key, State: State(*k.state), Owner: *k.owner, Host: *k.host, PID: *k.pid,
+		Token: *k.token, CreatedAt: *k.created, UpdatedAt: *k.updated, Result: k.result, ResultByOperator: *k.byOperator,
+		LeaseAlive: k.alive, remaining: k.left, Attempt: *k.attempt, MaxAttempts: *k.maxAttempts}
+	e.setNullable(k.lease, k.hard, k.done, k.resErr, k.finalErr)
 	return e, false, nil
+}
+
+// claimCols are sqlClaim's columns as scanned: all may be NULL (the key
+// absent) but lease_alive and lease_left, which coalesce.
+type claimCols struct {
+	packed                        []int64
+	ns, key, state, owner, host   *string
+	pid, attempt, maxAttempts     *int
+	token                         *int64
+	created, updated, lease, hard *time.Time
+	done                          *time.Time
+	result                        []byte
+	resErr, finalErr              *string
+	byOperator                    *bool
+	alive                         bool
+	left                          time.Duration
+}
+
+func (k *claimCols) dest() []any {
+	return []any{&k.packed, &k.ns, &k.key, &k.state, &k.owner, &k.host, &k.pid, &k.token, &k.created, &k.updated, &k.lease,
+		&k.hard, &k.done, &k.result, &k.resErr, &k.finalErr, &k.byOperator, &k.alive, &k.left, &k.attempt, &k.maxAttempts}
 }
 
 // sqlWatch counts a caller in as waiting for an in-progress key's outcome

@@ -54,7 +54,7 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		// ended is given back (Client.turn: by waitTurn's check, or at
 		// once when the draw served it).
 		sctx, scancel := graceCtx(ctx, grantGrace)
-		err := c.pool.QueryRow(sctx, c.qsql().draw, o.namespace, resource, o.label, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
+		err := c.queryRow(sctx, c.qsql().draw, o.namespace, resource, o.label, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
 			us(o.ttl), c.sql.channel, obs != nil && obs.QueueGranted != nil, c.ln.direct()).Scan(&ticket, &drawnAt, &expiresAt, &remaining, &ahead,
 			&d.ahead.pred, &d.ahead.predOwner, &d.ahead.predLeft, &d.served)
 		scancel()
@@ -115,7 +115,7 @@ type serveCheck struct {
 
 func (c *Client) serve(ctx context.Context, t *Turn) (serveCheck, error) {
 	var s serveCheck
-	err := c.pool.QueryRow(ctx, c.qsql().serve, t.l.ns, t.l.key, t.l.token, c.cfg.Owner, c.sql.channel).
+	err := c.queryRow(ctx, c.qsql().serve, t.l.ns, t.l.key, t.l.token, c.cfg.Owner, c.sql.channel).
 		Scan(&s.alive, &s.served, &s.pred, &s.predLeft, &s.predOwner, &s.racing)
 	if err != nil {
 		return s, c.wrapErr(fmt.Sprintf("check turn on %q/%q (ticket %d)", t.l.ns, t.l.key, t.l.token), err)

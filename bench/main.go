@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,7 @@ const (
 )
 
 type options struct {
+	cpuProfile      string        // a Go CPU profile of the whole run, written here
 	duration        time.Duration // measured time per implementation and worker count
 	rounds          int           // interleaved rounds the duration is split into
 	warmup          time.Duration // unrecorded warm-up per implementation and worker count
@@ -101,6 +103,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	peerCallers := fs.String("peer-callers", "8,64", "Sentinel vs DBOS: comma-separated counts of concurrent callers, each on a pool of -many-pool connections (the lone caller always runs)")
 	fs.IntVar(&o.crashTrials, "crash-trials", 40, "crash table: trials per library, kill point and provider")
 	fs.DurationVar(&o.crashTTL, "crash-ttl", time.Second, "crash table: Sentinel's lease TTL (a killed executor holds the key this long)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the bench process (every section run) to this file")
 	only := fs.String("only", "", "comma-separated sections to run, of "+strings.Join(sections, ", ")+" (default all)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -179,6 +182,17 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if opts.cpuProfile != "" {
+		f, err := os.Create(opts.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(ctx, opts, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		stop()

@@ -37,8 +37,12 @@ func TestDecodeIntoAsPgx(t *testing.T) {
 		}
 		return value{oid: oid, v: v, raw: b, form: pgtype.BinaryFormatCode}
 	}
-	text := func(v string) value { return value{oid: pgtype.TextOID, v: v, raw: []byte(v), form: pgtype.TextFormatCode} }
-	raw := func(oid uint32, b []byte) value { return value{oid: oid, v: "raw", raw: b, form: pgtype.BinaryFormatCode} }
+	text := func(v string) value {
+		return value{oid: pgtype.TextOID, v: v, raw: []byte(v), form: pgtype.TextFormatCode}
+	}
+	raw := func(oid uint32, b []byte) value {
+		return value{oid: oid, v: "raw", raw: b, form: pgtype.BinaryFormatCode}
+	}
 	dests := map[string]func() any{
 		"*string": func() any { return new(string) }, "**string": func() any { return new(*string) },
 		"*State": func() any { return new(State) },

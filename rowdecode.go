@@ -90,7 +90,7 @@ func decodeOne(oid uint32, format int16, v []byte, d any) bool {
 		*d = State(v)
 	case *int:
 		n, ok := rawInt(oid, format, v)
-		if !ok {
+		if !ok || int64(int(n)) != n { // out of a 32-bit int's range: pgx reports it
 			return false
 		}
 		*d = int(n)
@@ -100,7 +100,7 @@ func decodeOne(oid uint32, format int16, v []byte, d any) bool {
 			return rawIntType(oid, format)
 		}
 		n, ok := rawInt(oid, format, v)
-		if !ok {
+		if !ok || int64(int(n)) != n {
 			return false
 		}
 		i := int(n)

@@ -27,8 +27,9 @@
 //   - [TokenFromContext] and [Client.VerifyExecutionToken] fence fn's writes.
 //
 // Settling what is uncertain:
-//   - [Client.Inspect] reads an [Execution], [Client.History] its events
-//     ([Event]).
+//   - [Client.Inspect] reads an [Execution], [Client.LastRun] the events
+//     of its latest run, [Client.History] all of them or the newest
+//     ([WithLimit]) ([Event]).
 //   - [Client.Reconcile], then [Client.ForceComplete] (it happened) or
 //     [Client.ResetToClaimed] (it did not); [Client.SetResult].
 //   - [RegisterResultType] declares the type a key space holds, so an

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -157,9 +158,9 @@ type Event struct {
 }
 
 type execSQL struct {
-	read, claim, finish, finishTx, operator, insertEvent, history, prune, watch, setResult string
-	claimSet, finishSet, readSet                                                           string
-	pruneQueuesLock, pruneQueues                                                           string
+	read, claim, finish, finishTx, operator, insertEvent, history, lastRun, prune, watch, setResult string
+	claimSet, finishSet, readSet                                                                    string
+	pruneQueuesLock, pruneQueues                                                                    string
 }
 
 func newExecSQL(schema string) *execSQL {
@@ -176,6 +177,7 @@ func newExecSQL(schema string) *execSQL {
 		operator:        r.Replace(sqlOperator),
 		insertEvent:     r.Replace(sqlInsertEvent),
 		history:         r.Replace(sqlHistory),
+		lastRun:         r.Replace(sqlLastRun),
 		prune:           r.Replace(sqlPrune),
 		pruneQueuesLock: r.Replace(sqlPruneQueuesLock), pruneQueues: r.Replace(sqlPruneQueues),
 		watch:     r.Replace(sqlWatch),
@@ -189,9 +191,28 @@ const sqlInsertEvent = `
 INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
 VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)`
 
+// sqlHistory reads a key's events newest first, at most $3 of them (NULL:
+// all), by events_key_idx (namespace, key, id) read backwards: a limited
+// read costs its limit, however long the key's history.
 const sqlHistory = `
 SELECT id, namespace, key, event, state, token, owner, at, metadata
-FROM {{schema}}.events WHERE namespace = $1 AND key = $2 ORDER BY id`
+FROM {{schema}}.events WHERE namespace = $1 AND key = $2 ORDER BY id DESC LIMIT $3`
+
+// sqlLastRun reads the events of a key's latest run, oldest first: from
+// its newest claimed event on (every event when none is left), without
+// the records of callers turned away or replayed (Config.RecordRejections),
+// which a key in progress, uncertain or completed gathers without bound.
+// Both reads go by events_key_idx: the claimed event backwards from the
+// key's newest event, then forwards from it; neither reads earlier runs.
+// Rejection records after the claim are passed over on the server, not
+// sent.
+const sqlLastRun = `
+SELECT e.id, e.namespace, e.key, e.event, e.state, e.token, e.owner, e.at, e.metadata
+FROM {{schema}}.events e
+WHERE e.namespace = $1 AND e.key = $2 AND e.event <> 'replayed' AND e.event <> 'rejected'
+  AND e.id >= coalesce((SELECT c.id FROM {{schema}}.events c
+      WHERE c.namespace = $1 AND c.key = $2 AND c.event = 'claimed' ORDER BY c.id DESC LIMIT 1), 0)
+ORDER BY e.id`
 
 // sqlPrune deletes completed executions and keys handed back (claimed, no
 // live lease) unchanged for $1 (µs), history events older than $1, and
@@ -388,26 +409,73 @@ func (c *Client) committed(ctx context.Context, ns, key string, token int64) (bo
 	}
 }
 
-// History returns key's events, oldest first. Options: WithNamespace.
+// History returns key's events, oldest first. Options: WithNamespace, and
+// WithLimit to read only the newest events: a key's history has no bound
+// (a run per Retryable attempt, an event per caller turned away with
+// Config.RecordRejections), and without WithLimit all of it is read. For
+// what the history says about the key's current state, LastRun reads less.
 func (c *Client) History(ctx context.Context, key string, opts ...Option) ([]Event, error) {
+	o, err := c.resolveCall(key, opts)
+	switch {
+	case err != nil:
+		return nil, err
+	case o.rerunSet:
+		return nil, invalid("option", "WithRerun applies only to Once")
+	case o.limitSet && o.limit < 1:
+		return nil, invalid("WithLimit", "must be at least 1, got %d", o.limit)
+	}
+	var limit *int64
+	if o.limitSet {
+		n := int64(o.limit)
+		limit = &n
+	}
+	evs, err := c.events(ctx, c.exe.history, o.namespace, key, limit)
+	if err != nil {
+		return nil, c.wrapErr(fmt.Sprintf("history %q/%q", o.namespace, key), err)
+	}
+	slices.Reverse(evs)
+	return evs, nil
+}
+
+// WithLimit makes History return only key's newest n events (still oldest
+// first); n must be at least 1. Other calls refuse it.
+func WithLimit(n int) Option { return func(o *callOptions) { o.limit, o.limitSet = n, true } }
+
+// LastRun returns the events of key's latest run, oldest first: its newest
+// claimed event (with the metadata the claiming call recorded, such as
+// the request of an Idempotency-Key) and every event after it: started,
+// the outcome or a completion_refused event with fn's result, the
+// reconciliation steps since. It leaves out the records of callers turned
+// away or replayed (replayed, rejected: Config.RecordRejections), which
+// gather without bound on a key many callers retry. A key whose claimed
+// events were all pruned returns its remaining events. The read costs the
+// latest run's events (its rejection records are passed over on the
+// server, not sent), not the key's earlier runs (see History).
+// Options: WithNamespace.
+func (c *Client) LastRun(ctx context.Context, key string, opts ...Option) ([]Event, error) {
 	o, err := c.resolve(key, opts)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := c.pool.Query(ctx, c.exe.history, o.namespace, key)
+	evs, err := c.events(ctx, c.exe.lastRun, o.namespace, key)
 	if err != nil {
-		return nil, c.wrapErr(fmt.Sprintf("history %q/%q", o.namespace, key), err)
+		return nil, c.wrapErr(fmt.Sprintf("last run of %q/%q", o.namespace, key), err)
 	}
-	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+	return evs, nil
+}
+
+// events runs a statement returning events (sqlHistory's columns).
+func (c *Client) events(ctx context.Context, sql string, args ...any) ([]Event, error) {
+	rows, err := c.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
 		var e Event
 		err := r.Scan(&e.ID, &e.Namespace, &e.Key, &e.Type, &e.State, &e.Token, &e.Owner, &e.At, &e.Metadata)
 		e.Event = e.Type
 		return e, err
 	})
-	if err != nil {
-		return nil, c.wrapErr(fmt.Sprintf("history %q/%q", o.namespace, key), err)
-	}
-	return evs, nil
 }
 
 // PruneResult counts what Prune deleted.
@@ -479,7 +547,7 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, opts ...Opt
 			opt(&o)
 		}
 	}
-	if o.ttlSet || o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 || o.rerunSet {
+	if o.ttlSet || o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 || o.rerunSet || o.limitSet {
 		return res, invalid("option", "only WithNamespace or WithAllNamespaces apply to Prune")
 	}
 	ns := o.namespace

@@ -79,3 +79,10 @@ func DrawSQL(c *Client) string { return c.qsql().draw }
 
 // Listening reports whether c's LISTEN hub is listening.
 func Listening(c *Client) bool { return c.ln.listening() }
+
+// HistorySQL is c's read of a key's events, newest first, with a limit
+// ($3; NULL: all).
+func HistorySQL(c *Client) string { return c.exe.history }
+
+// LastRunSQL is c's read of a key's last run.
+func LastRunSQL(c *Client) string { return c.exe.lastRun }

@@ -48,6 +48,7 @@ func TestEveryEntryPointReportsNotMigrated(t *testing.T) {
 		},
 		"Inspect":        func(ctx context.Context) error { _, err := c.Inspect(ctx, "k"); return err },
 		"History":        func(ctx context.Context) error { _, err := c.History(ctx, "k"); return err },
+		"LastRun":        func(ctx context.Context) error { _, err := c.LastRun(ctx, "k"); return err },
 		"Prune":          func(ctx context.Context) error { _, err := c.Prune(ctx, time.Hour); return err },
 		"Reconcile":      func(ctx context.Context) error { _, err := c.Reconcile(ctx, "k"); return err },
 		"ForceComplete":  func(ctx context.Context) error { return c.ForceComplete(ctx, "k", 1) },

@@ -68,3 +68,33 @@ func ExampleClient_Prune() {
 	// a minute: true
 	// a week: 0 executions pruned, <nil>
 }
+
+// LastRun reads what the history says about a key's current state (the
+// run an operator settles), however many runs came before it; History with
+// WithLimit reads only the newest events.
+func ExampleClient_LastRun() {
+	client, done := exampleClient("example_last_run")
+	defer done()
+	ctx := context.Background()
+	for range 3 { // the card network is down: each delivery hands the key back
+		_, _ = sentinel.Once(ctx, client, "charge-order-793", func(context.Context) (string, error) {
+			return "", sentinel.Retryable(errors.New("card network: 503"))
+		})
+	}
+	_, _ = sentinel.Once(ctx, client, "charge-order-793", func(context.Context) (string, error) { return "ch_793", nil })
+
+	run, _ := client.LastRun(ctx, "charge-order-793")
+	for i, e := range run {
+		if i > 0 {
+			fmt.Print(" ")
+		}
+		fmt.Print(e.Type)
+	}
+	fmt.Println()
+	all, _ := client.History(ctx, "charge-order-793")
+	newest, _ := client.History(ctx, "charge-order-793", sentinel.WithLimit(2))
+	fmt.Println(len(all), "events in all; the newest two:", newest[0].Type, newest[1].Type)
+	// Output:
+	// claimed started completed
+	// 12 events in all; the newest two: started completed
+}

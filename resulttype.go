@@ -193,7 +193,8 @@ func (c *Client) namespaceOption(opts []Option, what string) (string, error) {
 			opt(&o)
 		}
 	}
-	if o.ttlSet || o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 || o.allNamespaces {
+	if o.ttlSet || o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 || o.allNamespaces ||
+		o.rerunSet || o.limitSet || o.labelSet || o.afterSet {
 		return "", invalid("option", "only WithNamespace applies to %s", what)
 	}
 	return o.namespace, checkNamespace(o.namespace)

@@ -462,6 +462,9 @@ type callOptions struct {
 	rerun      int
 	rerunSet   bool
 	rerunGuard rerunhook.Guard
+	// limit: WithLimit (History only); limitSet: it was given.
+	limit    int
+	limitSet bool
 }
 
 // WithTTL sets the lease time-to-live of one call. Heartbeats extend the
@@ -520,14 +523,20 @@ func WithMetadata(m map[string]any) Option { return func(o *callOptions) { o.met
 
 func (c *Client) resolve(key string, opts []Option) (callOptions, error) {
 	o, err := c.resolveCall(key, opts)
-	if err == nil && o.rerunSet {
+	switch {
+	case err != nil:
+		return o, err
+	case o.rerunSet:
 		return o, invalid("option", "WithRerun applies only to Once")
+	case o.limitSet:
+		return o, invalid("option", "WithLimit applies only to History")
 	}
-	return o, err
+	return o, nil
 }
 
-// resolveCall is resolve for every option, WithRerun included (see
-// onceOptions).
+// resolveCall is resolve for every option, WithRerun and WithLimit
+// included (see onceOptions and History, which check the one they take and
+// refuse the other).
 func (c *Client) resolveCall(key string, opts []Option) (callOptions, error) {
 	o := callOptions{namespace: c.cfg.Namespace}
 	if err := c.checkOpen(); err != nil {

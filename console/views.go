@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
+	"github.com/sentinel-coordination/sentinel/internal/shell"
 )
 
 // page is what every template gets.
@@ -252,10 +254,61 @@ type keyData struct {
 	Exec     execView
 	Result   string // pretty JSON, or base64 when not JSON
 	ResultJS bool
-	History  []eventView
-	Evidence []evidence
-	Actions  []actionLink
-	HTTP     *httpKey // the key is the idempotency middleware's
+	History  []eventView // the newest keyHistoryShown events
+	// HistoryCommand lists the whole history when older events are not
+	// shown; empty when History is all of it.
+	HistoryCommand string
+	Evidence       []evidence
+	Actions        []actionLink
+	HTTP           *httpKey // the key is the idempotency middleware's
+}
+
+// keyHistoryShown is how many of a key's newest events its page shows: a
+// key's history has no bound (a run per Retryable attempt, an event per
+// caller turned away with Config.RecordRejections).
+const keyHistoryShown = 200
+
+// keyEvents reads what a key's page shows of its history: the newest
+// keyHistoryShown events and one more when there are older ones (hist,
+// oldest first), and its last run (sentinel.Client.LastRun), which holds
+// the completion_refused evidence of the run an operator resolves even
+// when callers turned away since pushed it out of hist.
+func (cs *Console) keyEvents(ctx context.Context, ns, key string) (hist, run []sentinel.Event, err error) {
+	hist, err = cs.c.History(ctx, key, sentinel.WithNamespace(ns), sentinel.WithLimit(keyHistoryShown+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	run, err = cs.c.LastRun(ctx, key, sentinel.WithNamespace(ns))
+	return hist, run, err
+}
+
+// historyCommand is the command that lists a key's whole history, runnable
+// as printed where DATABASE_URL names the database (the command's default).
+func historyCommand(schema, ns, key string) string {
+	flags := " -n " + shell.Quote(ns)
+	if schema != "" && schema != "sentinel" {
+		flags += " --schema " + shell.Quote(schema)
+	}
+	if strings.HasPrefix(key, "-") {
+		return "sentinel history" + flags + " -- " + shell.Quote(key)
+	}
+	return "sentinel history " + shell.Quote(key) + flags
+}
+
+// evidenceEvents returns the completion_refused events of hist and run,
+// each once.
+func evidenceEvents(hist, run []sentinel.Event) []sentinel.Event {
+	var out []sentinel.Event
+	seen := map[int64]bool{}
+	for _, evs := range [][]sentinel.Event{hist, run} {
+		for _, ev := range evs {
+			if ev.Type == "completion_refused" && !seen[ev.ID] {
+				seen[ev.ID] = true
+				out = append(out, ev)
+			}
+		}
+	}
+	return out
 }
 
 type eventView struct {
@@ -335,7 +388,7 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 		cs.fail(w, r, http.StatusInternalServerError, "Could not read the key", err.Error(), "./")
 		return
 	}
-	hist, err := cs.c.History(ctx, key, sentinel.WithNamespace(ex.Namespace))
+	hist, run, err := cs.keyEvents(ctx, ex.Namespace, key)
 	if err != nil {
 		cs.fail(w, r, http.StatusInternalServerError, "Could not read the history", err.Error(), "./")
 		return
@@ -344,6 +397,10 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 	if len(ex.Result) > 0 {
 		d.Result, d.ResultJS = prettyResult(ex.Result)
 	}
+	if len(hist) > keyHistoryShown {
+		hist = hist[1:]
+		d.HistoryCommand = historyCommand(cs.c.Config().Schema, ex.Namespace, key)
+	}
 	for _, ev := range hist {
 		v := eventView{Event: ev}
 		if len(ev.Metadata) > 0 {
@@ -351,9 +408,9 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 			v.Meta = string(b)
 		}
 		d.History = append(d.History, v)
-		if ev.Type == "completion_refused" {
-			d.Evidence = append(d.Evidence, readEvidence(ev))
-		}
+	}
+	for _, ev := range evidenceEvents(hist, run) {
+		d.Evidence = append(d.Evidence, readEvidence(ev))
 	}
 	sort.Slice(d.Evidence, func(i, j int) bool { return d.Evidence[i].ID > d.Evidence[j].ID })
 	if !cs.opts.ReadOnly {
@@ -513,10 +570,10 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 	}
 	if evID := q.Get("evidence"); evID != "" && action == "force_complete" {
 		id, _ := strconv.ParseInt(evID, 10, 64)
-		hist, err := cs.c.History(ctx, key, sentinel.WithNamespace(ns))
+		hist, run, err := cs.keyEvents(ctx, ns, key)
 		if err == nil {
-			for _, ev := range hist {
-				if ev.ID == id && ev.Type == "completion_refused" {
+			for _, ev := range evidenceEvents(hist, run) {
+				if ev.ID == id {
 					if e := readEvidence(ev); e.Result != "" {
 						d.Value, d.FromEvidence = e.Result, id
 					}

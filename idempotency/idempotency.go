@@ -628,9 +628,10 @@ func (m *middleware) differs(ctx context.Context, ee *sentinel.ExecutionError, f
 
 // fingerprintOf returns the fingerprint of the request that started the
 // execution at token, as recorded with its claim; known is false when no
-// claim at token records one.
+// claim at token records one, or when the key was claimed again since (the
+// key's last run is read, not its whole history).
 func (m *middleware) fingerprintOf(ctx context.Context, ns, onceKey string, token int64) (fp string, known bool, err error) {
-	evs, err := m.c.History(ctx, onceKey, sentinel.WithNamespace(ns))
+	evs, err := m.c.LastRun(ctx, onceKey, sentinel.WithNamespace(ns))
 	if err != nil {
 		return "", false, err
 	}

@@ -264,7 +264,8 @@ type Request struct {
 }
 
 // RequestOf returns the request of the last claim in a key's history
-// (sentinel.Client.History). ok is false when the history has none.
+// (sentinel.Client.History) or last run (sentinel.Client.LastRun, which
+// reads less). ok is false when the history has none.
 func RequestOf(events []sentinel.Event) (req Request, ok bool) {
 	for i := len(events) - 1; i >= 0; i-- {
 		ev := events[i]
@@ -283,7 +284,8 @@ func RequestOf(events []sentinel.Event) (req Request, ok bool) {
 // RefusedResponse returns the response the handler produced for the key's
 // last run when its completion was refused (the lease was lost before the
 // response was stored): the history's completion_refused event carries
-// it. ok is false when there is none, or it is not a response.
+// it. events is the key's history or last run (sentinel.Client.LastRun),
+// oldest first. ok is false when there is none, or it is not a response.
 func RefusedResponse(events []sentinel.Event) (resp Response, ok bool) {
 	for i := len(events) - 1; i >= 0; i-- {
 		switch events[i].Type {
@@ -340,7 +342,7 @@ func Inspect(ctx context.Context, c *sentinel.Client, scope, key string, opts ..
 	if err != nil {
 		return nil, err
 	}
-	evs, err := c.History(ctx, execKey, opts...)
+	evs, err := c.LastRun(ctx, execKey, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -387,7 +389,7 @@ func Resolve(ctx context.Context, c *sentinel.Client, scope, key string, resp Re
 	if err != nil {
 		return 0, err
 	}
-	evs, err := c.History(ctx, execKey, opts...)
+	evs, err := c.LastRun(ctx, execKey, opts...)
 	if err != nil {
 		return 0, err
 	}

@@ -141,7 +141,8 @@ func resultText(e *sentinel.Execution) string {
 }
 
 // refusedEvidence returns the completion_refused event of the key's last
-// run, if any: fn returned success but its completion was refused.
+// run, if any: fn returned success but its completion was refused. evs is
+// the key's history or its last run (Client.LastRun), oldest first.
 func refusedEvidence(evs []sentinel.Event) *sentinel.Event {
 	for i := len(evs) - 1; i >= 0; i-- {
 		switch evs[i].Type {
@@ -268,7 +269,7 @@ there.`,
 			}
 			var refused *sentinel.Event
 			if uncertain(e) || e.State == sentinel.StateReconciling {
-				evs, err := a.client.History(cmd.Context(), args[0])
+				evs, err := a.client.LastRun(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
@@ -327,20 +328,24 @@ namespaces where it has an execution, each with the same command there.`,
   sentinel history payment-order-789 -n payments --json`,
 		Args: args(1, 1),
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
-			evs, err := a.client.History(cmd.Context(), args[0])
+			if limit < 0 {
+				return usageErr("--limit must be 0 (all) or more, got %d", limit)
+			}
+			var opts []sentinel.Option
+			if limit > 0 {
+				// One more than shown: whether older events exist.
+				opts = append(opts, sentinel.WithLimit(limit+1))
+			}
+			evs, err := a.client.History(cmd.Context(), args[0], opts...)
 			if err != nil {
 				return err
 			}
 			if len(evs) == 0 {
 				return fmt.Errorf("no history for %q/%q: %w", a.namespace, args[0], sentinel.ErrNotFound)
 			}
-			if limit < 0 {
-				return usageErr("--limit must be 0 (all) or more, got %d", limit)
-			}
-			skipped := 0
-			if limit > 0 && len(evs) > limit {
-				skipped = len(evs) - limit
-				evs = evs[skipped:]
+			older := limit > 0 && len(evs) > limit
+			if older {
+				evs = evs[1:]
 			}
 			if a.jsonOut {
 				out := make([]eventJSON, len(evs))
@@ -357,8 +362,8 @@ namespaces where it has an execution, each with the same command there.`,
 			if err := w.Flush(); err != nil {
 				return err
 			}
-			if skipped > 0 {
-				fprintf(a.stderr, "%d earlier events not shown (--limit %d)\n", skipped, limit)
+			if older {
+				fprintf(a.stderr, "earlier events not shown (--limit %d; --limit 0 shows all)\n", limit)
 			}
 			return nil
 		}),
@@ -516,7 +521,7 @@ another state, or --token no longer matches); 3 when it does not exist.`,
 					a.command("reset", e.Key, "-n", e.Namespace, "--token", strconv.FormatInt(e.Token, 10)))
 				return nil
 			}
-			evs, err := a.client.History(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))
+			evs, err := a.client.LastRun(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))
 			if err != nil {
 				return err
 			}

@@ -124,7 +124,7 @@ relied on that pass -n default.`,
 				}
 				k := idemKeyJSON{Scope: scope, Key: key, Namespace: e.Namespace, State: e.State, Uncertain: uncertain(e),
 					HandedBack: handedBack(e), Token: e.Token, UpdatedAt: tsJSON(e.UpdatedAt), CreatedAt: tsJSON(e.CreatedAt)}
-				evs, err := a.client.History(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))
+				evs, err := a.client.LastRun(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))
 				if err != nil {
 					return err
 				}

@@ -258,6 +258,9 @@ func TestIdempotencyResolveRefused(t *testing.T) {
 	}
 	resp, body := post()
 	require.Equal(t, 500, resp.StatusCode, body)
+	// Callers turned away since (Config.RecordRejections) do not hide the
+	// refused response: inspect reads the key's last run.
+	e.rejectMany(300)
 
 	out := e.run("idempotency", "inspect", "late-1")
 	requireCode(t, out, exitOK)

@@ -2,6 +2,11 @@ package main
 
 import (
 	"context"
+	"html"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/console"
 )
 
 // rejectMany records n callers turned away on every execution of e's schema
@@ -58,4 +64,32 @@ func TestInspectFindsTheEvidenceBehindRejections(t *testing.T) {
 	requireCode(t, r, exitOK)
 	require.NotContains(t, r.stderr, "not shown", "503 is all of it: claimed, started, completion_refused and 500")
 	require.Len(t, strings.Split(strings.TrimSpace(r.stdout), "\n"), 504)
+}
+
+// The console's key page, when it shows only a key's newest events, names
+// the command that lists them all: run as printed, it does.
+func TestConsoleHistoryCommandRunsAsPrinted(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	c := e.newClient("payments")
+	_, err := sentinel.Once(ctxT(t), c, "-refund 7", func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+	e.rejectMany(250)
+	h, err := console.New(e.client, console.Options{ReadOnly: true})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/key?ns=payments&key=" + "-refund%207")
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	m := regexp.MustCompile(`id="history-older">[^<]*<code>([^<]+)</code>`).FindSubmatch(b)
+	require.NotNil(t, m, "the page names the command")
+	line := html.UnescapeString(string(m[1]))
+	require.Equal(t, "sentinel history -n payments --schema "+e.schema+" -- '-refund 7'", line)
+	r := runPrinted(t, line, "")
+	requireCode(t, r, exitOK)
+	require.Len(t, strings.Split(strings.TrimSpace(r.stdout), "\n"), 1+3+250, "the header and every event")
 }

@@ -64,6 +64,9 @@ func TestHistoryWithLimitReturnsTheNewest(t *testing.T) {
 	require.ErrorIs(t, err, sentinel.ErrInvalid)
 	_, err = c.Turn(ctx, "r", lim)
 	require.ErrorIs(t, err, sentinel.ErrInvalid)
+	for _, opt := range []sentinel.Option{lim, sentinel.WithRerun(2), sentinel.WithLabel("l"), sentinel.WithAfterEvent(1)} {
+		require.ErrorIs(t, sentinel.RegisterResultType[int](ctx, c, "other-", opt), sentinel.ErrInvalid)
+	}
 	require.Equal(t, before, e.count("events", ""), "a refused call writes nothing")
 	require.Equal(t, 0, e.count("executions", "key = 'other'"))
 }

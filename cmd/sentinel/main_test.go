@@ -328,7 +328,8 @@ func TestInspectHistoryAndReconcile(t *testing.T) {
 }
 
 // fn returned success after its lease was lost: inspect shows the
-// completion_refused evidence with fn's result.
+// completion_refused evidence with fn's result, however many callers were
+// turned away since.
 func TestInspectShowsRefusedCompletion(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
@@ -341,6 +342,9 @@ func TestInspectShowsRefusedCompletion(t *testing.T) {
 		return map[string]string{"charge": "ch_9"}, nil
 	}, sentinel.WithTTL(300*time.Millisecond), sentinel.WithHardTTL(300*time.Millisecond))
 	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	// Callers turned away since (Config.RecordRejections) do not hide it:
+	// inspect reads the key's last run.
+	e.rejectMany(500)
 
 	r := e.run("inspect", "late")
 	requireCode(t, r, exitOK)

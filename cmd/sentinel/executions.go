@@ -315,28 +315,42 @@ func metadataText(m map[string]any) string {
 }
 
 func (a *app) historyCmd() *cobra.Command {
-	var limit int
+	var (
+		limit   int
+		lastRun bool
+	)
 	cmd := &cobra.Command{
 		Use:   "history KEY",
 		Short: "Show the event history of a Once key, oldest first",
 		Long: `history lists every transition a Once key went through: claimed, started,
 completed, failed, reconciling, force_completed, reset, ... with the fencing
 token, owner and metadata of each. --limit N shows only the newest N.
+--last-run shows only the key's latest run: its newest claimed event and
+every event after it, without the records of callers turned away or
+replayed (Config.RecordRejections), which can bury it.
 Exit code 3 when the key has no history; the error then names the
 namespaces where it has an execution, each with the same command there.`,
 		Example: `  sentinel history payment-order-789 -n payments
+  sentinel history payment-order-789 -n payments --last-run
   sentinel history payment-order-789 -n payments --json`,
 		Args: args(1, 1),
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {
 				return usageErr("--limit must be 0 (all) or more, got %d", limit)
 			}
+			if lastRun && limit > 0 {
+				return usageErr("--last-run and --limit exclude each other")
+			}
 			var opts []sentinel.Option
 			if limit > 0 {
 				// One more than shown: whether older events exist.
 				opts = append(opts, sentinel.WithLimit(limit+1))
 			}
-			evs, err := a.client.History(cmd.Context(), args[0], opts...)
+			read := a.client.History
+			if lastRun {
+				read = a.client.LastRun
+			}
+			evs, err := read(cmd.Context(), args[0], opts...)
 			if err != nil {
 				return err
 			}
@@ -369,6 +383,7 @@ namespaces where it has an execution, each with the same command there.`,
 		}),
 	}
 	cmd.Flags().IntVar(&limit, "limit", 0, "show only the newest N events (0: all)")
+	cmd.Flags().BoolVar(&lastRun, "last-run", false, "show only the key's latest run (callers turned away left out)")
 	return cmd
 }
 

@@ -29,7 +29,8 @@ func (e *env) rejectMany(n int) {
 }
 
 // history --limit N lists the newest N events and says when there are
-// older ones.
+// older ones; --last-run lists the key's latest run, however many callers
+// were turned away since.
 func TestHistoryLimitListsTheNewest(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
@@ -49,6 +50,20 @@ func TestHistoryLimitListsTheNewest(t *testing.T) {
 	requireCode(t, r, exitOK)
 	require.NotContains(t, r.stderr, "not shown", "503 is all of it: claimed, started, completed and 500")
 	require.Len(t, strings.Split(strings.TrimSpace(r.stdout), "\n"), 504)
+
+	// --last-run: the run the rejections bury.
+	r = e.run("history", "charge-9", "--last-run")
+	requireCode(t, r, exitOK)
+	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 4, r.stdout)
+	for i, ev := range []string{"claimed", "started", "completed"} {
+		require.Contains(t, lines[i+1], ev)
+	}
+	r = e.run("history", "charge-9", "--last-run", "--json")
+	requireCode(t, r, exitOK)
+	require.Equal(t, 3, strings.Count(r.stdout, `"type"`), r.stdout)
+	requireCode(t, e.run("history", "charge-9", "--last-run", "--limit", "2"), exitUsage)
+	requireCode(t, e.run("history", "nope", "--last-run"), exitNotFound)
 }
 
 // The console's key page, when it shows only a key's newest events, names

@@ -270,13 +270,20 @@ const keyHistoryShown = 200
 
 // keyEvents reads what a key's page shows of its history: the newest
 // keyHistoryShown events and one more when there are older ones (hist,
-// oldest first), and its last run (sentinel.Client.LastRun), which holds
-// the completion_refused evidence of the run an operator resolves even
-// when callers turned away since pushed it out of hist.
+// oldest first), and, when those do not reach back to the key's newest
+// claim (callers turned away since pushed it out), its last run
+// (sentinel.Client.LastRun), which holds the completion_refused evidence
+// of the run an operator resolves. Otherwise run is nil: hist holds that
+// run already, and the page costs one statement.
 func (cs *Console) keyEvents(ctx context.Context, ns, key string) (hist, run []sentinel.Event, err error) {
 	hist, err = cs.c.History(ctx, key, sentinel.WithNamespace(ns), sentinel.WithLimit(keyHistoryShown+1))
-	if err != nil {
-		return nil, nil, err
+	if err != nil || len(hist) <= keyHistoryShown {
+		return hist, nil, err
+	}
+	for _, ev := range hist {
+		if ev.Type == "claimed" {
+			return hist, nil, nil
+		}
 	}
 	run, err = cs.c.LastRun(ctx, key, sentinel.WithNamespace(ns))
 	return hist, run, err

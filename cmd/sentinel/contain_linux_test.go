@@ -19,7 +19,8 @@ import (
 // The process tree of the command run by lock, elect and queue lock never
 // outlives the lock, whatever happens to sentinel and its supervisor:
 // Ctrl-Z (SIGTSTP to the job's process group, as a shell sends it), a
-// SIGKILL of the supervisor, a SIGKILL of both. The first holder's command
+// SIGKILL of the supervisor, a SIGKILL of both, sentinel alone frozen
+// (SIGSTOP) until the next holder runs. The first holder's command
 // starts a grandchild that appends a timestamp to a file every 50 ms; a
 // second holder waits on the same lock and records when its command
 // starts. Checked: the second holder's command starts only once no
@@ -36,12 +37,12 @@ var holdKinds = []struct {
 	{"queue-lock", []string{"queue", "lock", "printer"}},
 }
 
-// The three events of issue 26, for each command, in the containment this
-// machine gives root by default (a PID namespace).
+// The events of issue 26 and a frozen sentinel, for each command, in the
+// containment this machine gives root by default (a PID namespace).
 func TestTreeNeverOutlivesTheLock(t *testing.T) {
 	requireNamespaces(t, nil)
 	for _, k := range holdKinds {
-		for _, ev := range []string{"ctrl-z", "kill-supervisor", "kill-both"} {
+		for _, ev := range []string{"ctrl-z", "kill-supervisor", "kill-both", "stop-sentinel"} {
 			t.Run(k.name+"/"+ev, func(t *testing.T) {
 				runTreeCase(t, treeCase{args: k.args, event: ev, wantMode: containPIDNS})
 			})
@@ -179,7 +180,7 @@ const secondScript = `date +%s%N > "$SECOND.tmp" && mv "$SECOND.tmp" "$SECOND"`
 
 type treeCase struct {
 	args        []string // the command up to its options
-	event       string   // ctrl-z, kill-supervisor, kill-both, kill-sentinel
+	event       string   // ctrl-z, kill-supervisor, kill-both, kill-sentinel, stop-sentinel
 	contain     string   // --contain; "" for the default (auto)
 	user        *user.User
 	wrap        []string // a command line sentinel runs under
@@ -203,7 +204,13 @@ func runTreeCase(t *testing.T, c treeCase) {
 	if c.delegate {
 		cgroupDir = delegatedCgroup(t, c.user)
 	}
-	first, out := startJob(t, c.user, &jobSetup{wrap: c.wrap, cgroup: cgroupDir}, env, append(args, "--", "sh", "-c", writerScript)...)
+	script := writerScript
+	if c.event == "stop-sentinel" {
+		// Deaf to the SIGTERM that late renewals send: the tree lives to
+		// the deadline, and the supervisor reports the deadline's SIGKILL.
+		script = `trap "" TERM; ` + writerScript
+	}
+	first, out := startJob(t, c.user, &jobSetup{wrap: c.wrap, cgroup: cgroupDir}, env, append(args, "--", "sh", "-c", script)...)
 	waitUntil(t, 20*time.Second, "the first command's writes", func() bool { return fileHasLine(work) }, out)
 	sup := supervisorOf(t, first.Process.Pid, out)
 
@@ -221,6 +228,12 @@ func runTreeCase(t *testing.T, c treeCase) {
 		require.NoError(t, syscall.Kill(sup, syscall.SIGKILL))
 	case "kill-sentinel":
 		require.NoError(t, first.Process.Kill())
+	case "stop-sentinel":
+		// sentinel frozen (SIGSTOP to it alone, as a debugger or a paused
+		// VM would): the supervisor kills the tree at the local deadline,
+		// and sentinel, continued once the next holder runs, finds the
+		// tree's end and the deadline's news waiting together.
+		require.NoError(t, first.Process.Signal(syscall.SIGSTOP))
 	case "kill-both":
 		// killall -9 sentinel, in the worst order: the supervisor cannot
 		// act on sentinel's death before its own (it is stopped first).
@@ -243,9 +256,13 @@ func runTreeCase(t *testing.T, c treeCase) {
 		require.NoError(t, syscall.Kill(-first.Process.Pid, syscall.SIGCONT)) // fg
 	}
 
+	if c.event == "stop-sentinel" {
+		require.NoError(t, first.Process.Signal(syscall.SIGCONT))
+	}
+
 	code := exitCodeOf(t, first)
 	switch c.event {
-	case "ctrl-z":
+	case "ctrl-z", "stop-sentinel":
 		require.Equal(t, 128+int(syscall.SIGKILL), code, "output: %s", out)
 		require.Contains(t, out.String(), "lost while sh ran")
 	case "kill-supervisor":

@@ -235,7 +235,7 @@ wait:
 					fprintf(a.stderr, "sentinel: renewals of %s are late; terminating %s before the local deadline\n", what, command[0])
 				case evDeadline:
 					if lost == nil {
-						lost = fmt.Errorf("the local deadline passed without a renewal (sentinel stopped, frozen or cut off from the database): %w", sentinel.ErrLeaseLost)
+						lost = errDeadlinePassed
 						fprintf(a.stderr, "sentinel: %s: %v; killed %s and everything it started\n", what, lost, command[0])
 					}
 				}
@@ -263,6 +263,25 @@ wait:
 		}
 	}
 	code := g.wait()
+	// The tree's end and the news that ended it can be ready together
+	// (sentinel was stopped with its tree, and the supervisor killed the
+	// tree at the deadline meanwhile): the select above takes either
+	// first. What it left is read here, so that a loss is never reported
+	// as the command's own exit.
+	for _, ev := range g.events() {
+		if ev.kind == evDeadline && lost == nil {
+			lost = errDeadlinePassed
+			fprintf(a.stderr, "sentinel: %s: %v; killed %s and everything it started\n", what, lost, command[0])
+		}
+	}
+	if done != nil && lost == nil && ctx.Err() == nil {
+		select {
+		case <-done:
+			lost = h.Err()
+			fprintf(a.stderr, "sentinel: %s lost (%v) as %s ended\n", what, lost, command[0])
+		default:
+		}
+	}
 	if sig, ok := g.supervisorKilled(); ok {
 		fprintf(a.stderr, "sentinel: the supervisor of %s was killed by signal %d (%v); %s\n", command[0], int(sig), sig, g.afterSupervisorDeath())
 	}
@@ -284,6 +303,10 @@ wait:
 	}
 	return nil
 }
+
+// errDeadlinePassed is the loss the supervisor reports when the local
+// deadline passed: nothing renewed what the command ran under in time.
+var errDeadlinePassed = fmt.Errorf("the local deadline passed without a renewal (sentinel stopped, frozen or cut off from the database): %w", sentinel.ErrLeaseLost)
 
 // verifyHeld asks the database whether h is still held, retrying while it
 // cannot tell until h's local deadline (by then the supervisor has killed

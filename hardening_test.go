@@ -212,8 +212,7 @@ func TestStuckRenewalDoesNotStarveOtherLeases(t *testing.T) {
 	ctx := ctxT(t)
 	px := newFreezeProxy(t, dbURL)
 	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
-		c.ConnConfig.Host, c.ConnConfig.Port = "127.0.0.1", px.port()
-		c.ConnConfig.Fallbacks = nil
+		px.route(c)
 		c.MaxConns = 6
 	}), &sentinel.Config{DefaultTTL: 900 * time.Millisecond})
 
@@ -385,6 +384,16 @@ func (p *freezeProxy) armAfter(marker string) {
 func (p *freezeProxy) frozen() bool { return p.isFrozen.Load() }
 
 func (p *freezeProxy) port() uint16 { return uint16(p.ln.Addr().(*net.TCPAddr).Port) }
+
+// route points a pool's connections at the proxy, in clear text: the
+// proxy reads the statements, which a server offering TLS (Debian's
+// PostgreSQL does by default) would otherwise have encrypted under
+// pgx's default sslmode=prefer.
+func (p *freezeProxy) route(c *pgxpool.Config) {
+	c.ConnConfig.Host, c.ConnConfig.Port = "127.0.0.1", p.port()
+	c.ConnConfig.Fallbacks = nil
+	c.ConnConfig.TLSConfig = nil
+}
 
 // hookTracer runs a hook when a statement containing match ends, before
 // its caller sees the result.

@@ -261,8 +261,7 @@ func TestOnceTxLostCommitReplyIsSuccess(t *testing.T) {
 	require.NoError(t, err)
 	px := newFreezeProxy(t, dbURL)
 	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
-		c.ConnConfig.Host, c.ConnConfig.Port = "127.0.0.1", px.port()
-		c.ConnConfig.Fallbacks = nil
+		px.route(c)
 		c.MaxConns = 2 // the read-back needs a connection of its own
 	}), &sentinel.Config{ReleaseTimeout: 500 * time.Millisecond})
 	px.armAfter("commit")

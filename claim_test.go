@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -123,4 +125,81 @@ func TestOnceOnASchemaBehindTheCodeReportsNotMigrated(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 7, res.Value)
 	require.Equal(t, 1, ran)
+}
+
+// Migration 15 runs a fresh key's claim in once_claim_packed itself
+// instead of through once_claim: the same writes in the same order. A
+// fresh Once and a fresh OnceTx leave the same history and row on a
+// schema at version 14 (the nested call) as after migration 15, and a
+// fresh-path call for a key that exists meanwhile (inserted after the
+// claim statement's read) claims nothing and writes nothing.
+func TestFreshClaimSameBeforeAndAfterMigration15(t *testing.T) {
+	ctx := ctxT(t)
+	e := &env{t: t, schema: "behind_" + uuid.NewString()[:8], stmts: &counter{}}
+	pool := e.pool(nil)
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+e.schema+`" CASCADE`) })
+	for _, m := range sentinel.Migrations(e.schema)[:14] {
+		_, err := pool.Exec(ctx, m.SQL)
+		require.NoError(t, err, m.Name)
+	}
+	c := e.clientOn(pool, nil)
+
+	type event struct {
+		event string
+		state sentinel.State
+		meta  string
+	}
+	// run makes a fresh Once and a fresh OnceTx on keys named after key
+	// and returns their histories (tokens aside) and rows' states.
+	run := func(key string) (events []event, states []sentinel.State) {
+		t.Helper()
+		meta := sentinel.WithMetadata(map[string]any{"order": "7"})
+		_, err := sentinel.Once(ctx, c, key, func(context.Context) (int, error) { return 1, nil }, meta)
+		require.NoError(t, err)
+		_, err = sentinel.OnceTx(ctx, c, key+"-tx", func(context.Context, pgx.Tx) (int, error) { return 2, nil }, meta)
+		require.NoError(t, err)
+		for _, k := range []string{key, key + "-tx"} {
+			h, err := c.History(ctx, k)
+			require.NoError(t, err)
+			for _, ev := range h {
+				require.Equal(t, h[0].Token, ev.Token, "one token per run")
+				events = append(events, event{ev.Event, ev.State, fmt.Sprint(ev.Metadata)})
+			}
+			ex, err := c.Inspect(ctx, k)
+			require.NoError(t, err)
+			require.Equal(t, 1, ex.Attempt)
+			require.False(t, ex.CreatedAt.After(ex.UpdatedAt))
+			states = append(states, ex.State)
+		}
+		return events, states
+	}
+	evBefore, stBefore := run("a")
+	require.NoError(t, c.Migrate(ctx))
+	var version int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT max(version) FROM "`+e.schema+`".schema_migrations`).Scan(&version))
+	require.GreaterOrEqual(t, version, 15)
+	evAfter, stAfter := run("b")
+	require.Equal(t, evBefore, evAfter)
+	require.Equal(t, stBefore, stAfter)
+	require.Equal(t, event{"claimed", sentinel.StateClaimed, "map[order:7]"}, evAfter[0])
+	require.Equal(t, event{"started", sentinel.StateExecuting, "map[order:7]"}, evAfter[1])
+
+	// The fresh path for a key that exists: nothing claimed, nothing
+	// written (the row and its history stay as they are).
+	before, err := c.Inspect(ctx, "b")
+	require.NoError(t, err)
+	hBefore, err := c.History(ctx, "b")
+	require.NoError(t, err)
+	var claimed bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT "`+e.schema+`".once_claim_packed('default', 'b', 'executing', 'o', 'h', 1,
+		3000000, 3000000, NULL, 1, 0, '"`+e.schema+`".fencing_token'::regclass, true) IS NOT NULL`).Scan(&claimed))
+	require.False(t, claimed, "the fresh path claimed a key that exists")
+	after, err := c.Inspect(ctx, "b")
+	require.NoError(t, err)
+	require.Equal(t, before.Token, after.Token)
+	require.Equal(t, before.State, after.State)
+	require.True(t, before.UpdatedAt.Equal(after.UpdatedAt))
+	hAfter, err := c.History(ctx, "b")
+	require.NoError(t, err)
+	require.Equal(t, len(hBefore), len(hAfter))
 }

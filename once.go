@@ -407,11 +407,12 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 // one-row relation so that an absent key still yields a row) and only
 // when it found none, or a row this caller may take over (a claimed row
 // whose lease expired; with WithRerun, $10 > 1, an executing one whose
-// lease expired), calls once_claim_packed (migration 13, around
-// once_claim of migration 9), which takes the key in one guarded
-// statement of its own and returns what this caller does not know of the
-// row it claimed. The call sits in the select list under a CASE, where
-// the executor sets nothing up for it unless it runs: a replay, or a key
+// lease expired), calls once_claim_packed (migration 13), which takes
+// the key (a fresh key with a guarded insert and its history, since
+// migration 15; a takeover through once_claim of migration 9, one guarded
+// statement) and returns what this caller does not know of the row it
+// claimed. The call sits in the select list under a CASE, where the
+// executor sets nothing up for it unless it runs: a replay, or a key
 // in progress, uncertain or being reconciled, is the probe and nothing
 // else, with no row lock, no transaction id, no WAL, and about the CPU of
 // a primary-key SELECT (TestClaimReplayWritesNothing). Earlier shapes
@@ -419,15 +420,15 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 // a function scan behind a one-time filter, in a CTE under a UNION ALL,
 // 1.15-1.3x its round trip (docs/benchmarks.md, issue 27).
 //
-// once_claim decides again, under the row lock and by the database clock,
-// with a snapshot of its own: a key inserted meanwhile is left to its
+// The function decides again, under the row lock and by the database
+// clock, with a snapshot of its own: a key inserted meanwhile is left to its
 // claimant, a row locked by a concurrent claim (or by the executor's
 // VerifyExecutionToken guard) is left alone, and a re-run must still find
 // attempts left (and, when $11 is not 0, the stopped attempt at token
 // $11; -1: no re-run, but $10 is still the bound a new row records). The
 // token is minted in the write that stores it, from the sequence named by
 // {{seq}}; the history (claimed, started, and rerun before a re-run) is
-// written in the same statement.
+// written in the same call.
 //
 // Result (scanClaim): the claimed row's fields packed as once_claim_packed
 // returns them, with the read row's columns; NULL when nothing was

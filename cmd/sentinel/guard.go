@@ -195,6 +195,14 @@ func (a *app) runHeld(ctx context.Context, h held, what string, env, command []s
 		return &codeError{code: 127, err: err}
 	}
 	var lost error
+	// deadlinePassed records the supervisor's news that the local
+	// deadline passed (it killed the tree).
+	deadlinePassed := func() {
+		if lost == nil {
+			lost = errDeadlinePassed
+			fprintf(a.stderr, "sentinel: %s: %v; killed %s and everything it started\n", what, lost, command[0])
+		}
+	}
 	done, interrupted := h.Done(), ctx.Done()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -234,10 +242,7 @@ wait:
 				case evLate:
 					fprintf(a.stderr, "sentinel: renewals of %s are late; terminating %s before the local deadline\n", what, command[0])
 				case evDeadline:
-					if lost == nil {
-						lost = errDeadlinePassed
-						fprintf(a.stderr, "sentinel: %s: %v; killed %s and everything it started\n", what, lost, command[0])
-					}
+					deadlinePassed()
 				}
 			}
 		case err := <-verified:
@@ -269,9 +274,8 @@ wait:
 	// first. What it left is read here, so that a loss is never reported
 	// as the command's own exit.
 	for _, ev := range g.events() {
-		if ev.kind == evDeadline && lost == nil {
-			lost = errDeadlinePassed
-			fprintf(a.stderr, "sentinel: %s: %v; killed %s and everything it started\n", what, lost, command[0])
+		if ev.kind == evDeadline {
+			deadlinePassed()
 		}
 	}
 	if done != nil && lost == nil && ctx.Err() == nil {

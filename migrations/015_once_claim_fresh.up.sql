@@ -12,8 +12,9 @@
 -- same result, same writes; a claim that takes an existing row over
 -- still calls once_claim. Server CPU of the claim statement for a fresh
 -- key, 3,000 in a loop on one backend (no commits): 88-109 µs before,
--- 65-82 µs after (docs/benchmarks.md, issue 27). Clients of every version
--- call this function the same way: no client change goes with it.
+-- 65-82 µs after (docs/benchmarks.md, issue 27). Every client that calls
+-- this function (those written for migration 13 on) calls it the same
+-- way: no client change goes with it.
 CREATE OR REPLACE FUNCTION {{schema}}.once_claim_packed(p_ns text, p_key text, p_state text, p_owner text, p_host text,
     p_pid integer, p_ttl bigint, p_hard bigint, p_meta text, p_rerun integer, p_only bigint, p_seq regclass,
     p_fresh boolean)

@@ -40,7 +40,7 @@ import (
 // signalled (PostgreSQL signals every listener of the database) but no
 // longer send it to their clients. Bench, 8 lease handovers at once with
 // 16 more processes waiting in the schema: p50 3.31-3.35 ms → 2.84-2.89
-// ms, 1,094-1,101 → 905-942 µs of CPU per handover (docs/benchmarks.md,
+// ms, 1,094-1,101 → 905-942 µs of CPU per handover (docs/benchmarks-history.md,
 // "Twelfth part"). Wake-ups every process may use (a release nobody was
 // granted, an execution's outcome, a queue event, a group's followers) stay
 // on the schema's channel.

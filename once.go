@@ -418,7 +418,7 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 // a primary-key SELECT (TestClaimReplayWritesNothing). Earlier shapes
 // cost a replay more: the writes in CTEs 5-7x a SELECT's CPU; the call as
 // a function scan behind a one-time filter, in a CTE under a UNION ALL,
-// 1.15-1.3x its round trip (docs/benchmarks.md, issue 27).
+// 1.15-1.3x its round trip (docs/benchmarks-history.md, issue 27).
 //
 // The function decides again, under the row lock and by the database
 // clock, with a snapshot of its own: a key inserted meanwhile is left to its

@@ -247,7 +247,7 @@ const grantWakeSQL = ` || '/' || t.token::text
 // Written as one statement with the hand-over's writes in CTEs (as
 // sqlReleaseSet still is, for batches), a release nobody waited for cost
 // 1.45x a bare UPDATE's round trip; through the function, 1.1-1.15x
-// (docs/benchmarks.md, issue 30, "Sixth part").
+// (docs/benchmarks-history.md, issue 30, "Sixth part").
 // $1 namespace, $2 key, $3 owner, $4 token.
 const sqlRelease = `SELECT r.n, r.wake, r.channel FROM {{schema}}.lease_release_to($1, $2, $3, $4, {{seq}}) AS r`
 

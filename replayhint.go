@@ -16,7 +16,7 @@ const maxReplayHints = 4096
 // then reads the row (sqlReadExecution, a primary-key read through the
 // coalescer's read lane) instead of sending the claim statement, which
 // costs a replay about 1.3-1.8x that read (its plan carries the claim's
-// writes, though it does not run them; docs/benchmarks.md).
+// writes, though it does not run them; docs/benchmarks-history.md).
 //
 // A hint is only a guess about which statement to send first, never an
 // outcome: the replay is decided by the row the read returns, exactly as

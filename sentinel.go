@@ -164,7 +164,7 @@ type Config struct {
 	// lone caller, or one of no more callers than connections, never
 	// waits. A queue goes out as one
 	// statement over arrays per kind, up to 32 calls per round trip (see
-	// docs/benchmarks.md, "Many callers").
+	// docs/benchmarks-history.md, "Many callers on a durable server").
 	// Default 1. Negative: no coalescing, every statement on its own.
 	CoalesceInFlight int
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,8 +138,13 @@ func (b *bench) queueBench(ctx context.Context) (*queueSection, error) {
 			}
 		}
 	}
-	for _, n := range contenders {
+	for i, n := range contenders {
 		impls := []func(context.Context) (*queueImpl, error){b.turnImpl(res, n), b.leaseWaitImpl(res, n), b.advisoryWaitImpl()}
+		if i == len(contenders)-1 && n > 1 {
+			// At the last contender count, Turn again beside as many
+			// processes listening in the database as there are contenders.
+			impls = slices.Insert(impls, 1, b.listenCrowdImpl(b.turnImpl(res, n), n))
+		}
 		if etcdCli != nil {
 			impls = append(impls, etcdMutexImpl(etcdCli))
 		}
@@ -216,6 +222,46 @@ func (b *bench) turnImpl(res string, n int) func(context.Context) (*queueImpl, e
 			unlock: func(ctx context.Context) error { return cur.Release(ctx) },
 		}
 	})
+}
+
+// listenCrowdImpl is im with crowd more connections LISTENing, each on a
+// channel of its own that nobody notifies, for the whole row: the
+// LISTEN connections of as many other processes of a deployment that wait
+// for something else. PostgreSQL up to 18 signals every listening
+// backend of the database on every notifying commit, whatever its
+// channels, and each one wakes to read the notification queue; the
+// contenders' own clients share one pool, so one LISTEN connection.
+func (b *bench) listenCrowdImpl(im func(context.Context) (*queueImpl, error), crowd int) func(context.Context) (*queueImpl, error) {
+	return func(ctx context.Context) (*queueImpl, error) {
+		q, err := im(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var conns []*pgx.Conn
+		closeRow := q.close
+		closeAll := func() {
+			for _, c := range conns {
+				_ = c.Close(context.Background())
+			}
+			closeRow()
+		}
+		for i := range crowd {
+			c, err := newConn(ctx, b.url, nil)
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			conns = append(conns, c)
+			if _, err := c.Exec(ctx, fmt.Sprintf("LISTEN %s", pgx.Identifier{fmt.Sprintf("bench_crowd_%d_%d", time.Now().UnixNano(), i)}.Sanitize())); err != nil {
+				closeAll()
+				return nil, err
+			}
+		}
+		q.name = fmt.Sprintf("%s, %d more processes listening", q.name, crowd)
+		q.note = fmt.Sprintf("as %s, with %d more connections listening on channels nobody notifies", nameQTurn, crowd)
+		q.close = closeAll
+		return q, nil
+	}
 }
 
 func (b *bench) leaseWaitImpl(res string, n int) func(context.Context) (*queueImpl, error) {

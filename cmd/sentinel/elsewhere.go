@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -210,4 +211,63 @@ func (a *app) commandsFor(b *strings.Builder, cmd *cobra.Command, found []string
 		}
 		b.WriteString("\n  " + a.again(cmd, "namespace", ns))
 	}
+}
+
+// maxSchemasShown bounds the schemas schemasElsewhere names.
+const maxSchemasShown = 5
+
+// sqlSentinelSchemas lists the schemas of the database, other than $1, that
+// hold Sentinel's tables (its migrations table, executions and leases), in
+// name order, at most $2: read from the catalog, whatever the schemas hold.
+const sqlSentinelSchemas = `
+SELECT n.nspname FROM pg_catalog.pg_namespace n
+WHERE n.nspname <> $1
+  AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid AND c.relname = 'schema_migrations')
+  AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid AND c.relname = 'executions')
+  AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid AND c.relname = 'leases')
+ORDER BY n.nspname
+LIMIT $2`
+
+// schemasElsewhere is what to tell an operator whose schema is not
+// migrated when other schemas of the same database hold Sentinel's tables
+// (an application that sets Config.Schema, run against without --schema):
+// those schemas, each with the same command there, ready to copy. Empty
+// when there are none or they cannot be read.
+func (a *app) schemasElsewhere(ctx context.Context, cmd *cobra.Command) string {
+	if a.pool == nil || cmd == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	rows, err := a.pool.Query(ctx, sqlSentinelSchemas, a.schema, maxSchemasShown+1)
+	if err != nil {
+		return ""
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(found) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	more := len(found) > maxSchemasShown
+	found = found[:min(len(found), maxSchemasShown)]
+	quoted := make([]string, len(found))
+	for i, s := range found {
+		quoted[i] = strconv.Quote(s)
+	}
+	switch {
+	case len(found) == 1:
+		fmt.Fprintf(&b, "Sentinel's tables are in schema %s of this database; the same command there:", quoted[0])
+	case more:
+		fmt.Fprintf(&b, "Sentinel's tables are in more than %d other schemas of this database, among them %s; the same command in each:", maxSchemasShown, strings.Join(quoted, ", "))
+	default:
+		fmt.Fprintf(&b, "Sentinel's tables are in schemas %s of this database; the same command in each:", strings.Join(quoted, ", "))
+	}
+	own := a.schema
+	for _, s := range found {
+		a.schema = s
+		b.WriteString("\n  " + a.againWith(cmd, nil))
+	}
+	a.schema = own
+	b.WriteString("\n")
+	return b.String()
 }

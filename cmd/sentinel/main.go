@@ -140,7 +140,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
+	var elsewhere string
+	if errors.Is(err, sentinel.ErrNotMigrated) {
+		elsewhere = a.schemasElsewhere(ctx, cmd)
+	}
 	a.close()
 	if err == nil {
 		return exitOK
@@ -164,6 +168,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			fprintln(stderr, "Run 'sentinel --help' for usage.")
 		}
 		if errors.Is(err, sentinel.ErrNotMigrated) {
+			fmt.Fprint(stderr, elsewhere)
 			fmt.Fprintf(stderr, "Check --schema (it is %q); if it is right, create the tables:\n  %s\n", a.schema, a.command("migrate"))
 		}
 	}

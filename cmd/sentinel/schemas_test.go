@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// An operator who names no schema, against a database whose application
+// keeps Sentinel's tables in a schema of its own (Config.Schema): the
+// error says which schemas hold them, with the same command for each,
+// ready to run as printed.
+func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
+	ctx := ctxT(t)
+	db := "cli_db_" + strings.ReplaceAll(uuid.NewString()[:13], "-", "_")
+	_, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)")
+	})
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	u.Path = "/" + db
+	dbu := u.String()
+	pool, err := pgxpool.New(ctx, dbu)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	migrated := func(schema string) *sentinel.Client {
+		c, err := sentinel.New(pool, &sentinel.Config{Schema: schema, Namespace: "billing"})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		require.NoError(t, c.Migrate(ctx))
+		return c
+	}
+	c := migrated("app_one")
+	_, err = sentinel.Once(ctx, c, "pay-1", func(context.Context) (string, error) { return "ch_1", nil })
+	require.NoError(t, err)
+	run := func(args ...string) result {
+		return runBin(t, []string{"DATABASE_URL=" + dbu}, nil, args...)
+	}
+	// the line of stderr after the one that names the schemas
+	printed := func(r result) string {
+		lines := strings.Split(r.stderr, "\n")
+		for i, l := range lines {
+			if strings.HasPrefix(l, "Sentinel's tables are in") && i+1 < len(lines) {
+				return strings.TrimSpace(lines[i+1])
+			}
+		}
+		t.Fatalf("no schema named in:\n%s", r.stderr)
+		return ""
+	}
+
+	r := run("inspect", "pay-1", "-n", "billing")
+	requireCode(t, r, exitError)
+	require.Contains(t, r.stderr, `Sentinel's tables are in schema "app_one" of this database; the same command there:`)
+	require.Contains(t, r.stderr, "sentinel migrate", "the default schema may still be the one meant")
+	line := printed(r)
+	require.Equal(t, "sentinel inspect pay-1 --namespace billing --schema app_one", line)
+	r = run(strings.Fields(line)[1:]...)
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stdout, "completed")
+
+	r = run("lock", "nightly", "--", "true")
+	requireCode(t, r, exitError)
+	line = printed(r)
+	require.Equal(t, "sentinel lock nightly --schema app_one -- true", line)
+	requireCode(t, run(strings.Fields(line)[1:]...), exitOK)
+
+	// Two schemas: each with its command; the schema named is left out.
+	migrated("app_two")
+	r = run("status")
+	requireCode(t, r, exitError)
+	require.Contains(t, r.stderr, `Sentinel's tables are in schemas "app_one", "app_two" of this database; the same command in each:`)
+	require.Contains(t, r.stderr, "\n  sentinel status --schema app_one\n  sentinel status --schema app_two\n")
+	r = run("status", "--schema", "nope")
+	require.Contains(t, r.stderr, "\n  sentinel status --schema app_one\n  sentinel status --schema app_two\n")
+	r = run("status", "--schema", "app_two")
+	requireCode(t, r, exitOK)
+
+	// Six: five named, and the rest counted.
+	for _, s := range []string{"app_3", "app_4", "app_5", "app_6"} {
+		migrated(s)
+	}
+	r = run("leases")
+	requireCode(t, r, exitError)
+	require.Contains(t, r.stderr, `Sentinel's tables are in more than 5 other schemas of this database, among them "app_3", "app_4", "app_5", "app_6", "app_one"; the same command in each:`)
+}

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -92,4 +95,30 @@ func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
 	r = run("leases")
 	requireCode(t, r, exitError)
 	require.Contains(t, r.stderr, `Sentinel's tables are in more than 5 other schemas of this database, among them "app_3", "app_4", "app_5", "app_6", "app_one"; the same command in each:`)
+}
+
+// serve on a schema with no tables refuses at once, as the other commands
+// do, instead of serving a page of errors; on a schema that lacks later
+// migrations it says so on stderr and serves.
+func TestServeRefusesAnUnmigratedSchema(t *testing.T) {
+	e := newEnv(t)
+	start := time.Now()
+	r := e.run("serve", "--addr", "127.0.0.1:0", "--read-only")
+	requireCode(t, r, exitError)
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.Contains(t, r.stderr, fmt.Sprintf("serve: schema %q is not migrated", e.schema))
+	require.Contains(t, r.stderr, "sentinel migrate --schema "+e.schema)
+
+	e.migrate()
+	_, err := admin.Exec(ctxT(t), "DELETE FROM "+pgx.Identifier{e.schema, "schema_migrations"}.Sanitize()+
+		" WHERE version = (SELECT max(version) FROM "+pgx.Identifier{e.schema, "schema_migrations"}.Sanitize()+")")
+	require.NoError(t, err)
+	cmd, _, out, stderr := e.start("serve", "--addr", "127.0.0.1:0", "--read-only")
+	line, err := out.ReadString('\n')
+	require.NoError(t, err, "stderr: %s", stderr)
+	require.True(t, strings.HasPrefix(line, "listening on http://127.0.0.1:"), line)
+	require.Contains(t, stderr.String(), fmt.Sprintf("warning: schema %q lacks 1 migration(s)", e.schema))
+	require.Contains(t, stderr.String(), "sentinel migrate --schema "+e.schema)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/console"
 )
 
@@ -95,6 +96,20 @@ prints the URL it listens on, and stops on SIGINT or SIGTERM.`,
 			} else if opts.OperatorToken == "" && len(opts.Operators) == 0 {
 				return usageErr("actions need an operator token: --operators-file, --operator-token-file or $SENTINEL_OPERATOR_TOKEN (make one with `sentinel serve --new-token`), or pass --read-only")
 			}
+			// A page on a schema with no tables would only show errors:
+			// refuse at once, as every other command does (run names the
+			// schemas that have them).
+			st, err := a.client.MigrationStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if len(st.Applied) == 0 {
+				return unmigratedError{schema: a.schema}
+			}
+			if !st.UpToDate() {
+				fprintf(stderr, "warning: schema %q lacks %d migration(s) this build knows (the newest is %d): what needs them fails until %s\n",
+					a.schema, len(st.Pending), st.Pending[len(st.Pending)-1].Version, a.command("migrate"))
+			}
 			h, err := console.New(a.client, opts)
 			if err != nil { // a weak token (console.ErrWeakToken), a bad --allowed-host
 				return usageErr("%v", err)
@@ -169,3 +184,14 @@ func readOperators(name string, warn io.Writer) (map[string]string, error) {
 	}
 	return ops, nil
 }
+
+// unmigratedError is serve's refusal of a schema with no Sentinel tables;
+// it matches sentinel.ErrNotMigrated, so run names the schemas that have
+// them.
+type unmigratedError struct{ schema string }
+
+func (e unmigratedError) Error() string {
+	return fmt.Sprintf("serve: schema %q is not migrated (it has no Sentinel tables)", e.schema)
+}
+
+func (e unmigratedError) Unwrap() error { return sentinel.ErrNotMigrated }

@@ -231,8 +231,10 @@ LIMIT $2`
 // schemasElsewhere is what to tell an operator whose schema is not
 // migrated when other schemas of the same database hold Sentinel's tables
 // (an application that sets Config.Schema, run against without --schema):
-// those schemas, each with the same command there, ready to copy. Empty
-// when there are none or they cannot be read.
+// those schemas, each with the same command there, ready to copy, as
+// lines joined by newlines (no newline at the end; print each line
+// escaped, as schema names come from the database). Empty when there are
+// none or they cannot be read.
 func (a *app) schemasElsewhere(ctx context.Context, cmd *cobra.Command) string {
 	if a.pool == nil || cmd == nil {
 		return ""
@@ -268,6 +270,5 @@ func (a *app) schemasElsewhere(ctx context.Context, cmd *cobra.Command) string {
 		b.WriteString("\n  " + a.againWith(cmd, nil))
 	}
 	a.schema = own
-	b.WriteString("\n")
 	return b.String()
 }

@@ -168,7 +168,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			fprintln(stderr, "Run 'sentinel --help' for usage.")
 		}
 		if errors.Is(err, sentinel.ErrNotMigrated) {
-			fmt.Fprint(stderr, elsewhere)
+			for _, line := range strings.Split(elsewhere, "\n") {
+				if line != "" {
+					fprintln(stderr, line)
+				}
+			}
 			fmt.Fprintf(stderr, "Check --schema (it is %q); if it is right, create the tables:\n  %s\n", a.schema, a.command("migrate"))
 		}
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -52,6 +54,16 @@ one refuses (exit 4) unless --yes is given.`,
 			before, err := a.client.MigrationStatus(cmd.Context())
 			if err != nil {
 				return err
+			}
+			if len(before.Applied) == 0 {
+				// Creating the tables: say so when the database has them in
+				// another schema, which the application may be using.
+				if note := a.schemasElsewhere(cmd.Context(), cmd); note != "" {
+					fprintf(a.stderr, "sentinel: note: schema %q has no Sentinel tables yet: migrate creates them.\n", a.schema)
+					for _, line := range strings.Split(note, "\n") {
+						fprintln(a.stderr, line)
+					}
+				}
 			}
 			if err := a.client.Migrate(cmd.Context()); err != nil {
 				return err
@@ -118,7 +130,14 @@ when migrations are pending, for deploy scripts.`,
 				}
 			}
 			if !st.UpToDate() {
-				return refused("schema %q has %d pending migration(s); apply them:\n  %s", st.Schema, len(st.Pending), a.command("migrate"))
+				elsewhere := ""
+				if len(st.Applied) == 0 {
+					// A schema with no table: the one meant may be another.
+					if e := a.schemasElsewhere(cmd.Context(), cmd); e != "" {
+						elsewhere = "\n" + e
+					}
+				}
+				return refused("schema %q has %d pending migration(s); apply them:\n  %s%s", st.Schema, len(st.Pending), a.command("migrate"), elsewhere)
 			}
 			return nil
 		}),

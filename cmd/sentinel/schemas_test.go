@@ -77,6 +77,21 @@ func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
 	require.Equal(t, "sentinel lock nightly --schema app_one -- true", line)
 	requireCode(t, run(strings.Fields(line)[1:]...), exitOK)
 
+	// migrate status on the schema with no tables: pending, and where
+	// the tables are; migrate creating them says the same first.
+	r = run("migrate", "status")
+	requireCode(t, r, exitRefused)
+	require.Contains(t, r.stderr, "sentinel migrate\nSentinel's tables are in schema \"app_one\" of this database; the same command there:\n  sentinel migrate status --schema app_one\n")
+	r = run("migrate", "--schema", "app_new", "--yes")
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stderr, `sentinel: note: schema "app_new" has no Sentinel tables yet: migrate creates them.`)
+	require.Contains(t, r.stderr, "\n  sentinel migrate --yes --schema app_one\n")
+	r = run("migrate", "--schema", "app_new", "--yes")
+	requireCode(t, r, exitOK)
+	require.NotContains(t, r.stderr, "note:", "a schema with tables is not new")
+	_, err = pool.Exec(ctx, "DROP SCHEMA app_new CASCADE")
+	require.NoError(t, err)
+
 	// Two schemas: each with its command; the schema named is left out.
 	migrated("app_two")
 	r = run("status")
@@ -88,13 +103,21 @@ func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
 	r = run("status", "--schema", "app_two")
 	requireCode(t, r, exitOK)
 
-	// Six: five named, and the rest counted.
-	for _, s := range []string{"app_3", "app_4", "app_5", "app_6"} {
+	// Six: five named, and the rest counted. A schema name is the
+	// database's to choose: it is printed escaped.
+	for _, s := range []string{"app_3", "app_4", "app_5"} {
 		migrated(s)
+	}
+	odd := pgx.Identifier{"app\x1b[31m"}.Sanitize()
+	for _, q := range []string{"CREATE SCHEMA " + odd, "CREATE TABLE " + odd + ".schema_migrations ()",
+		"CREATE TABLE " + odd + ".executions ()", "CREATE TABLE " + odd + ".leases ()"} {
+		_, err = pool.Exec(ctx, q)
+		require.NoError(t, err)
 	}
 	r = run("leases")
 	requireCode(t, r, exitError)
-	require.Contains(t, r.stderr, `Sentinel's tables are in more than 5 other schemas of this database, among them "app_3", "app_4", "app_5", "app_6", "app_one"; the same command in each:`)
+	require.Contains(t, r.stderr, `Sentinel's tables are in more than 5 other schemas of this database, among them "app\x1b[31m", "app_3", "app_4", "app_5", "app_one"; the same command in each:`)
+	require.NotContains(t, r.stderr, "\x1b", "a control character from the database reached the terminal")
 }
 
 // serve on a schema with no tables refuses at once, as the other commands

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
+
+	"github.com/sentinel-coordination/sentinel"
 )
 
 // nsLookup is where a command's first argument lives: a table whose
@@ -252,23 +254,78 @@ func (a *app) schemasElsewhere(ctx context.Context, cmd *cobra.Command) string {
 	var b strings.Builder
 	more := len(found) > maxSchemasShown
 	found = found[:min(len(found), maxSchemasShown)]
-	quoted := make([]string, len(found))
-	for i, s := range found {
-		quoted[i] = strconv.Quote(s)
-	}
 	switch {
 	case len(found) == 1:
-		fmt.Fprintf(&b, "Sentinel's tables are in schema %s of this database; the same command there:", quoted[0])
+		fmt.Fprintf(&b, "Sentinel's tables are in schema %s of this database; the same command there:", quoteAll(found))
 	case more:
-		fmt.Fprintf(&b, "Sentinel's tables are in more than %d other schemas of this database, among them %s; the same command in each:", maxSchemasShown, strings.Join(quoted, ", "))
+		fmt.Fprintf(&b, "Sentinel's tables are in more than %d other schemas of this database, among them %s; the same command in each:", maxSchemasShown, quoteAll(found))
 	default:
-		fmt.Fprintf(&b, "Sentinel's tables are in schemas %s of this database; the same command in each:", strings.Join(quoted, ", "))
+		fmt.Fprintf(&b, "Sentinel's tables are in schemas %s of this database; the same command in each:", quoteAll(found))
 	}
+	b.WriteString(a.schemaCommands(cmd, found))
+	return b.String()
+}
+
+// uncertainInSchemas looks, in the other schemas of the database that hold
+// Sentinel's tables (at most maxSchemasShown of them, in name order), for
+// uncertain executions of any namespace: one read along each schema's
+// index of open executions, through a client of that schema on the same
+// pool. It returns the schemas that have some, those it could not read
+// (an older schema version, no privilege), and whether there were more
+// schemas than it looked at. Nothing when the catalog cannot be read.
+func (a *app) uncertainInSchemas(ctx context.Context) (found, unread []string, more bool) {
+	if a.pool == nil {
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rows, err := a.pool.Query(ctx, sqlSentinelSchemas, a.schema, maxSchemasShown+1)
+	if err != nil {
+		return nil, nil, false
+	}
+	schemas, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, nil, false
+	}
+	if len(schemas) > maxSchemasShown {
+		schemas, more = schemas[:maxSchemasShown], true
+	}
+	for _, s := range schemas {
+		c, err := sentinel.New(a.pool, &sentinel.Config{Schema: s, Owner: a.operator + "/sentinel-status"})
+		if err != nil {
+			unread = append(unread, s)
+			continue
+		}
+		ex, _, err := c.Executions(ctx, sentinel.ExecutionFilter{Uncertain: true, AllNamespaces: true, Limit: 1})
+		c.Close()
+		switch {
+		case err != nil:
+			unread = append(unread, s)
+		case len(ex) > 0:
+			found = append(found, s)
+		}
+	}
+	return found, unread, more
+}
+
+// schemaCommands is a line per schema: cmd as given (less the flags
+// named in drop), with --schema set to it, runnable as printed.
+func (a *app) schemaCommands(cmd *cobra.Command, schemas []string, drop ...string) string {
+	var b strings.Builder
 	own := a.schema
-	for _, s := range found {
+	for _, s := range schemas {
 		a.schema = s
-		b.WriteString("\n  " + a.againWith(cmd, nil))
+		b.WriteString("\n  " + a.againWith(cmd, drop))
 	}
 	a.schema = own
 	return b.String()
+}
+
+// quoteAll quotes each name (strconv.Quote), joined by ", ".
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
 }

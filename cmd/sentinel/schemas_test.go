@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -102,6 +104,25 @@ func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
 	require.Contains(t, r.stderr, "\n  sentinel status --schema app_one\n  sentinel status --schema app_two\n")
 	r = run("status", "--schema", "app_two")
 	requireCode(t, r, exitOK)
+	require.NotContains(t, r.stdout, "other schemas", "app_one has nothing uncertain")
+
+	// An uncertain key in app_one: status in any other schema says so,
+	// with the command that shows it, runnable as printed.
+	_, err = sentinel.Once(ctx, c, "pay-2", func(context.Context) (string, error) { return "", errors.New("card network timed out") })
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	r = run("status", "--schema", "app_two", "-n", "default")
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stdout, `uncertain executions in other schemas of this database too: "app_one"; every namespace there:`)
+	line = strings.TrimSpace(r.stdout[strings.LastIndex(r.stdout, "\n  sentinel "):])
+	require.Equal(t, "sentinel status --schema app_one", line)
+	r = run(strings.Fields(line)[1:]...)
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stdout, "pay-2")
+	r = run("status", "--schema", "app_two", "--json")
+	requireCode(t, r, exitOK)
+	var st statusJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Equal(t, []string{"app_one"}, st.UncertainElsewhere)
 
 	// Six: five named, and the rest counted. A schema name is the
 	// database's to choose: it is printed escaped.

@@ -54,6 +54,10 @@ type statusJSON struct {
 	Uncertain []execJSON  `json:"uncertain"`
 	// More is true when there are more uncertain executions than listed.
 	More bool `json:"more_uncertain"`
+	// UncertainElsewhere names the other schemas of the database with
+	// uncertain executions (of the first five that hold Sentinel's
+	// tables, in name order).
+	UncertainElsewhere []string `json:"uncertain_in_other_schemas,omitempty"`
 }
 
 func (a *app) statusCmd() *cobra.Command {
@@ -108,12 +112,36 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 					}
 				}
 			}
+			// Other schemas of the database that need attention: an
+			// application with a Config.Schema of its own, an operator who
+			// gave no --schema.
+			var schemas, unread []string
+			var moreSchemas bool
+			if !a.jsonOut {
+				defer func() {
+					if len(schemas) > 0 {
+						// every namespace there: the check looked at all
+						text := fmt.Sprintf("\nuncertain executions in other schemas of this database too: %s; every namespace there:", quoteAll(schemas)) +
+							a.schemaCommands(cmd, schemas, "namespace", "all-namespaces")
+						for _, line := range strings.Split(text, "\n") {
+							fprintln(a.stdout, line)
+						}
+					}
+					if len(unread) > 0 {
+						fprintf(a.stderr, "sentinel: note: schemas %s of this database hold Sentinel's tables but could not be read for uncertain executions (an older version, or no privilege)\n", quoteAll(unread))
+					}
+					if moreSchemas {
+						fprintf(a.stderr, "sentinel: note: more than %d other schemas of this database hold Sentinel's tables; only the first %d (in name order) were looked at\n", maxSchemasShown, maxSchemasShown)
+					}
+				}()
+			}
 			defer func() {
 				if len(elsewhere) > 0 && !a.jsonOut {
 					fprintf(a.stdout, "\nuncertain executions in other namespaces too: %s; every namespace:\n  %s\n",
 						strings.Join(elsewhere, ", "), a.command("status"))
 				}
 			}()
+			schemas, unread, moreSchemas = a.uncertainInSchemas(ctx)
 			counts, err := a.client.ExecutionCounts(ctx, namespace, ns.all)
 			if err != nil {
 				return err
@@ -124,7 +152,7 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 				return err
 			}
 			if a.jsonOut {
-				out := statusJSON{Counts: []countJSON{}, Uncertain: []execJSON{}, More: next != ""}
+				out := statusJSON{Counts: []countJSON{}, Uncertain: []execJSON{}, More: next != "", UncertainElsewhere: schemas}
 				for _, c := range counts {
 					out.Counts = append(out.Counts, countJSON{Namespace: c.Namespace, State: c.State,
 						Uncertain: c.Uncertain, Count: c.Count, Oldest: tsJSON(c.Oldest)})

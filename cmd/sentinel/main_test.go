@@ -485,16 +485,23 @@ func (b *syncBuffer) String() string {
 // start starts the binary with its stdin and stdout as pipes.
 func (e *env) start(args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader, *syncBuffer) {
 	e.t.Helper()
-	cmd := exec.CommandContext(ctxT(e.t), bin, append([]string{"--schema", e.schema}, args...)...)
-	cmd.Env = append(cleanEnv(), "DATABASE_URL="+dbURL)
+	return startPiped(e.t, []string{"DATABASE_URL=" + dbURL}, append([]string{"--schema", e.schema}, args...)...)
+}
+
+// startPiped starts the binary with env (and no other database settings),
+// as start does.
+func startPiped(t *testing.T, env []string, args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader, *syncBuffer) {
+	t.Helper()
+	cmd := exec.CommandContext(ctxT(t), bin, args...)
+	cmd.Env = append(cleanEnv(), env...)
 	stdin, err := cmd.StdinPipe()
-	require.NoError(e.t, err)
+	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
-	require.NoError(e.t, err)
+	require.NoError(t, err)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
-	require.NoError(e.t, cmd.Start())
-	e.t.Cleanup(func() { _ = cmd.Process.Kill() })
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	return cmd, stdin, bufio.NewReader(stdout), stderr
 }
 

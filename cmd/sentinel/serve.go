@@ -110,6 +110,12 @@ prints the URL it listens on, and stops on SIGINT or SIGTERM.`,
 				fprintf(stderr, "warning: schema %q lacks %d migration(s) this build knows (the newest is %d): what needs them fails until %s\n",
 					a.schema, len(st.Pending), st.Pending[len(st.Pending)-1].Version, a.command("migrate"))
 			}
+			if found, _, _ := a.uncertainInSchemas(cmd.Context()); len(found) > 0 {
+				fprintf(stderr, "sentinel: note: uncertain executions in other schemas of this database too: %s; this page shows only schema %q; the page for every namespace there:\n", quoteAll(found), a.schema)
+				for _, line := range strings.Split(strings.TrimPrefix(a.schemaCommands(cmd, found, "namespace"), "\n"), "\n") {
+					fprintln(stderr, line)
+				}
+			}
 			h, err := console.New(a.client, opts)
 			if err != nil { // a weak token (console.ErrWeakToken), a bad --allowed-host
 				return usageErr("%v", err)

@@ -123,6 +123,14 @@ func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
 	var st statusJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
 	require.Equal(t, []string{"app_one"}, st.UncertainElsewhere)
+	// list --uncertain says so on stderr, stdout unchanged.
+	r = run("list", "--uncertain", "--schema", "app_two", "-n", "billing", "--json")
+	requireCode(t, r, exitOK)
+	require.JSONEq(t, `{"executions": [], "next": ""}`, r.stdout)
+	require.Contains(t, r.stderr, "sentinel: note: uncertain executions in other schemas of this database too: \"app_one\"; the same listing for every namespace there:\n  sentinel list --json --uncertain --schema app_one\n")
+	r = run("list", "--uncertain", "--json", "--schema", "app_one")
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stdout, "pay-2")
 	// serve on app_two says so at start, and serves.
 	cmd, _, out, stderr := startPiped(t, []string{"DATABASE_URL=" + dbu}, "--schema", "app_two", "serve", "--addr", "127.0.0.1:0", "--read-only")
 	first, err := out.ReadString('\n')

@@ -326,6 +326,20 @@ relied on that pass -n default.`,
 				}
 				f.UpdatedAfter = now.Add(-within)
 			}
+			if unc {
+				// Uncertain work of other schemas (an application with a
+				// Config.Schema of its own): named on stderr, stdout unchanged.
+				defer func() {
+					found, _, _ := a.uncertainInSchemas(cmd.Context())
+					if len(found) == 0 {
+						return
+					}
+					fprintf(a.stderr, "sentinel: note: uncertain executions in other schemas of this database too: %s; the same listing for every namespace there:\n", quoteAll(found))
+					for _, line := range strings.Split(strings.TrimPrefix(a.schemaCommands(cmd, found, "namespace", "all-namespaces", "after"), "\n"), "\n") {
+						fprintln(a.stderr, line)
+					}
+				}()
+			}
 			var rows []sentinel.Execution
 			next := ""
 			for {

@@ -82,7 +82,10 @@ and prune removes them after the retention.
 
 With --namespace, other namespaces that have uncertain executions are
 named at the end, with the command that shows them all, so none is
-missed.
+missed. So are other schemas of the database that hold Sentinel's
+tables and have uncertain executions (the first five in name order), with
+the command for each: an application that sets its own schema is not
+missed by a status run without --schema.
 
 Exit code 0 whether or not executions are uncertain; use --json (the
 "uncertain" list) or 'sentinel list --uncertain' in scripts.`,
@@ -378,7 +381,7 @@ relied on that pass -n default.`,
 	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
 	fl := cmd.Flags()
 	fl.StringVar(&state, "state", "", "only this state: claimed, executing, reconciling, completed")
-	fl.BoolVar(&unc, "uncertain", false, "only uncertain executions (executing, lease expired)")
+	fl.BoolVar(&unc, "uncertain", false, "only uncertain executions (executing, lease expired); other schemas of the database with some are named on stderr")
 	fl.StringVar(&before, "updated-before", "", "only state changes before this RFC 3339 time")
 	fl.StringVar(&after, "updated-after", "", "only state changes after this RFC 3339 time")
 	fl.DurationVar(&updatedBefore, "older-than", 0, "only state changes more than this long ago")

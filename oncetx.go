@@ -85,13 +85,30 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	}
 	defer finishRun()
 	res.Token = l.token
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-	defer cancel()
+	// wctx bounds what follows fn (rollback, commit, the claim's release)
+	// by ReleaseTimeout from the moment it is first needed, as Once's
+	// does: made before fn, it was spent by any fn slower than
+	// ReleaseTimeout, whose commit then always failed.
+	var (
+		wctxv   context.Context
+		wcancel context.CancelFunc
+	)
+	defer func() {
+		if wcancel != nil {
+			wcancel()
+		}
+	}()
+	wctx := func() context.Context {
+		if wctxv == nil {
+			wctxv, wcancel = context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+		}
+		return wctxv
+	}
 	release := func(event string, meta ...any) {
-		_, _ = c.finish(wctx, l, o, StateClaimed, nil, "", "", []State{StateClaimed}, false, event, meta...)
+		_, _ = c.finish(wctx(), l, o, StateClaimed, nil, "", "", []State{StateClaimed}, false, event, meta...)
 	}
 	fnClosedTx := func(fnErr error) error {
-		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateClaimed}, false, "failed",
+		_, _ = c.finish(wctx(), l, o, StateExecuting, nil, "", "", []State{StateClaimed}, false, "failed",
 			"error", "fn committed or rolled back the transaction itself")
 		cause := errors.New("fn committed or rolled back the transaction itself, so its writes may be committed " +
 			"without the completion; the key is left uncertain: check fn's writes, then Reconcile and ForceComplete or ResetToClaimed it")
@@ -110,7 +127,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	value, panicked, panicVal, fnErr := call(func() (T, error) { return fn(fnCtx) })
 	switch {
 	case panicked:
-		if tx.rollback(wctx) {
+		if tx.rollback(wctx()) {
 			_ = fnClosedTx(fmt.Errorf("panic: %v", panicVal))
 		} else {
 			release("rolled_back", "error", fmt.Sprintf("panic: %v", panicVal))
@@ -118,7 +135,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		l.end(ErrReleased)
 		panic(panicVal)
 	case fnErr != nil && !IsFinal(fnErr):
-		if tx.rollback(wctx) {
+		if tx.rollback(wctx()) {
 			return res, fnClosedTx(fnErr)
 		}
 		release("rolled_back", "error", fnErr.Error())
@@ -126,7 +143,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	}
 	data, encErr := c.encode(o, value)
 	if encErr != nil {
-		if tx.rollback(wctx) {
+		if tx.rollback(wctx()) {
 			return res, fnClosedTx(nil)
 		}
 		release("rolled_back", "error", encErr.Error())
@@ -134,7 +151,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	}
 	meta, err := metadataJSON(o.metadata)
 	if err != nil {
-		if tx.rollback(wctx) {
+		if tx.rollback(wctx()) {
 			return res, fnClosedTx(nil)
 		}
 		release("rolled_back")
@@ -158,7 +175,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		}
 	}
 	if err != nil {
-		tx.rollback(wctx)
+		tx.rollback(wctx())
 		release("rolled_back", "error", err.Error())
 		return res, fmt.Errorf("sentinel: %s %q/%q: completion refused, nothing was committed: %w", what, o.namespace, key, mapDBErr(c.cfg.Schema, err))
 	}
@@ -170,7 +187,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		}
 		return res, nil
 	}
-	if cerr := tx.commit(wctx); cerr != nil {
+	if cerr := tx.commit(wctx()); cerr != nil {
 		// The commit's outcome is unknown: the row tells, since the
 		// completion and fn's writes commit or vanish together.
 		committed, rerr := c.committed(ctx, o.namespace, key, l.token)

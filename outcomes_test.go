@@ -431,12 +431,13 @@ func TestBadTTLsAndHonestMessages(t *testing.T) {
 func TestOnceDefaultHardTTLLetsSlowWorkComplete(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	// A TTL of 1s leaves a renewal about 0.57s to land before the local
-	// deadline; with 0.5s (0.28s) a renewal stalled by a loaded CI machine
-	// lost the lease.
-	c := e.client(&sentinel.Config{DefaultTTL: time.Second})
+	// A TTL of 2s leaves a renewal about 1.1s to land before the local
+	// deadline; with 0.5s (0.28s), and once with 1s (0.57s), a renewal
+	// stalled by a loaded CI machine lost the lease.
+	const ttl = 2 * time.Second
+	c := e.client(&sentinel.Config{DefaultTTL: ttl})
 	res, err := sentinel.Once(ctx, c, "slow", func(context.Context) (string, error) {
-		time.Sleep(2500 * time.Millisecond) // two and a half TTLs
+		time.Sleep(5 * ttl / 2) // two and a half TTLs
 		return "charged", nil
 	})
 	require.NoError(t, err)
@@ -448,7 +449,7 @@ func TestOnceDefaultHardTTLLetsSlowWorkComplete(t *testing.T) {
 
 	// OnceTx too.
 	tx, err := sentinel.OnceTx(ctx, c, "slow-tx", func(ctx context.Context, tx pgx.Tx) (int, error) {
-		time.Sleep(2500 * time.Millisecond)
+		time.Sleep(5 * ttl / 2)
 		return 1, nil
 	})
 	require.NoError(t, err)

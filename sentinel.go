@@ -139,7 +139,9 @@ type Config struct {
 	ListenIdleTimeout time.Duration
 
 	// ReleaseTimeout bounds a Release whose context was already cancelled,
-	// and the releases done by Close. Default 5s.
+	// the releases done by Close, and what follows fn in Once, OnceTx and
+	// OnceSQLTx (the completion or commit, a rollback, the claim's
+	// release), counted from when fn returns. Default 5s.
 	ReleaseTimeout time.Duration
 
 	// MaxResultSize is the largest encoded Once result stored, in bytes.

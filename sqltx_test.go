@@ -235,3 +235,49 @@ func TestOnceSQLTxOnConn(t *testing.T) {
 		t.Fatalf("%+v, %v", res, err)
 	}
 }
+
+// fn may run longer than Config.ReleaseTimeout: that bounds what follows
+// fn (the commit, a rollback, the claim's release), counted from then. It
+// used to count from before fn, so a slow fn's commit always failed,
+// "commit failed, nothing was committed: context deadline exceeded", in
+// OnceTx and OnceSQLTx alike.
+func TestOnceTxFnSlowerThanReleaseTimeoutCommits(t *testing.T) {
+	e := newEnv(t)
+	pool := e.pool(nil)
+	c := e.clientOn(pool, &sentinel.Config{ReleaseTimeout: 100 * time.Millisecond})
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	table := pgx.Identifier{e.schema, "orders"}.Sanitize()
+	if _, err := db.ExecContext(ctxT(t), "CREATE TABLE "+table+" (id text PRIMARY KEY, amount int NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sentinel.OnceTx(ctxT(t), c, "pgx-slow", func(ctx context.Context, tx pgx.Tx) (string, error) {
+		if _, err := tx.Exec(ctx, "INSERT INTO "+table+" (id, amount) VALUES ('o-1', 100)"); err != nil {
+			return "", err
+		}
+		time.Sleep(400 * time.Millisecond) // four ReleaseTimeouts
+		return "booked", nil
+	})
+	if err != nil || res.Value != "booked" {
+		t.Fatalf("OnceTx: %+v, %v", res, err)
+	}
+	sres, err := sentinel.OnceSQLTx(ctxT(t), c, db, "sql-slow", func(ctx context.Context, tx *sql.Tx) (string, error) {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+" (id, amount) VALUES ('o-2', 200)"); err != nil {
+			return "", err
+		}
+		time.Sleep(400 * time.Millisecond)
+		return "booked", nil
+	})
+	if err != nil || sres.Value != "booked" {
+		t.Fatalf("OnceSQLTx: %+v, %v", sres, err)
+	}
+	if n := countRows(t, db, table); n != 2 {
+		t.Fatalf("%d rows committed, want 2", n)
+	}
+	for _, key := range []string{"pgx-slow", "sql-slow"} {
+		ex, err := c.Inspect(ctxT(t), key)
+		if err != nil || ex.State != sentinel.StateCompleted {
+			t.Fatalf("%s: %+v, %v", key, ex, err)
+		}
+	}
+}

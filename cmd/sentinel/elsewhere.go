@@ -230,6 +230,23 @@ WHERE n.nspname <> $1
 ORDER BY n.nspname
 LIMIT $2`
 
+// sentinelSchemas reads sqlSentinelSchemas: the first maxSchemasShown
+// other schemas holding Sentinel's tables, and whether there are more.
+func (a *app) sentinelSchemas(ctx context.Context) (schemas []string, more bool, err error) {
+	rows, err := a.pool.Query(ctx, sqlSentinelSchemas, a.schema, maxSchemasShown+1)
+	if err != nil {
+		return nil, false, err
+	}
+	schemas, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, false, err
+	}
+	if len(schemas) > maxSchemasShown {
+		schemas, more = schemas[:maxSchemasShown], true
+	}
+	return schemas, more, nil
+}
+
 // schemasElsewhere is what to tell an operator whose schema is not
 // migrated when other schemas of the same database hold Sentinel's tables
 // (an application that sets Config.Schema, run against without --schema):
@@ -243,17 +260,11 @@ func (a *app) schemasElsewhere(ctx context.Context, cmd *cobra.Command) string {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	rows, err := a.pool.Query(ctx, sqlSentinelSchemas, a.schema, maxSchemasShown+1)
-	if err != nil {
-		return ""
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	found, more, err := a.sentinelSchemas(ctx)
 	if err != nil || len(found) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	more := len(found) > maxSchemasShown
-	found = found[:min(len(found), maxSchemasShown)]
 	switch {
 	case len(found) == 1:
 		fmt.Fprintf(&b, "Sentinel's tables are in schema %s of this database; the same command there:", quoteAll(found))
@@ -279,16 +290,9 @@ func (a *app) uncertainInSchemas(ctx context.Context) (found, unread []string, m
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rows, err := a.pool.Query(ctx, sqlSentinelSchemas, a.schema, maxSchemasShown+1)
+	schemas, more, err := a.sentinelSchemas(ctx)
 	if err != nil {
 		return nil, nil, false
-	}
-	schemas, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, nil, false
-	}
-	if len(schemas) > maxSchemasShown {
-		schemas, more = schemas[:maxSchemasShown], true
 	}
 	for _, s := range schemas {
 		c, err := sentinel.New(a.pool, &sentinel.Config{Schema: s, Owner: a.operator + "/sentinel-status"})

@@ -480,6 +480,7 @@ func (h *listenHub) run(ctx context.Context) {
 	}()
 	backoff := 50 * time.Millisecond
 	listen := h.listenSQL()
+	attempted := false // a connection was attempted before this one
 	for ctx.Err() == nil {
 		conn, err := h.connect(ctx)
 		if first {
@@ -487,6 +488,7 @@ func (h *listenHub) run(ctx context.Context) {
 			close(h.ready)
 		}
 		if err != nil {
+			attempted = true
 			h.logger.Warn("sentinel: listener connect failed; waiters re-check periodically", "err", err)
 			select {
 			case <-ctx.Done():
@@ -496,7 +498,15 @@ func (h *listenHub) run(ctx context.Context) {
 			continue
 		}
 		backoff = 50 * time.Millisecond
-		h.wakeAll() // releases may have happened while we were down
+		if attempted {
+			// Releases may have happened while we were down, or before a
+			// first attempt that failed. Not after the first attempt's
+			// success: every subscriber waited for it (ready) before its
+			// first read, so nothing was missed, and a wake-up would send
+			// each of them back for a read it does not need.
+			h.wakeAll()
+		}
+		attempted = true
 		for {
 			n, err := waitNotification(ctx, conn, listen, listenIdle, listenPingTimeout)
 			if err != nil {

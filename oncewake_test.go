@@ -3,7 +3,9 @@ package sentinel_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,4 +198,50 @@ func TestLostWakeUpOnceWaiterFindsTheOutcome(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiter never found the outcome")
 	}
+}
+
+// claimCounter counts the Once claims a pool sends (sqlClaim calls
+// once_claim_packed, set statements included).
+type claimCounter struct{ n atomic.Int64 }
+
+func (c *claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "once_claim_packed") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+func (c *claimCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A waiter on a client whose listener is new sleeps after counting itself
+// in, and claims again only when woken by the outcome. The listener's first
+// connection used to wake every subscriber as if it had reconnected (a
+// wake-up may have been missed while it was down), though each had waited
+// for that connection before its first claim: the waiter claimed a second
+// time at once, and an outcome committed before that claim reached it with
+// no wake-up at all (TestOnceOutcomeWakesAfterTheCommit failed so on a
+// loaded CI machine).
+func TestOnceWaiterOnANewListenerSleepsUntilWoken(t *testing.T) {
+	e := newEnv(t)
+	a := e.client(nil)
+	claims := &claimCounter{}
+	b := e.clientOn(e.pool(func(c *pgxpool.Config) { c.ConnConfig.Tracer = claims }), nil)
+	started, finish := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := sentinel.Once(context.Background(), a, "pay", func(context.Context) (int, error) {
+			close(started)
+			<-finish
+			return 7, nil
+		}, sentinel.WithTTL(time.Minute), sentinel.WithHardTTL(time.Hour))
+		done <- err
+	}()
+	<-started
+	got := onceWaiter(t, e, b, "pay")
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, int64(1), claims.n.Load(), "claims before the outcome")
+	completed := time.Now()
+	close(finish)
+	require.NoError(t, <-done)
+	woken(t, got, completed)
+	require.Equal(t, int64(2), claims.n.Load(), "claims in all: the first, and the one its wake-up made")
 }

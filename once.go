@@ -94,6 +94,11 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateExecuting}, false, "failed",
 			"error", fmt.Sprintf("panic: %v", panicVal))
 		l.end(ErrReleased)
+		// The call's outcome, before the panic goes on: the key is
+		// uncertain. The observer (metrics, span) reads err, and the
+		// warning names the key, as for every other uncertain outcome;
+		// left nil, a panic was counted as a successful run.
+		err = c.uncertain(l, o, fmt.Errorf("fn panicked: %v%s", panicVal, rerunNote(fnCtx)))
 		panic(panicVal)
 	case fnErr != nil && IsFinal(fnErr):
 		// Handled with the successful outcomes below.

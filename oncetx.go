@@ -127,10 +127,15 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	value, panicked, panicVal, fnErr := call(func() (T, error) { return fn(fnCtx) })
 	switch {
 	case panicked:
+		// err is the call's outcome for the observer (metrics, span),
+		// set before the panic goes on: left nil, a panic was counted as
+		// a successful run.
 		if tx.rollback(wctx()) {
-			_ = fnClosedTx(fmt.Errorf("panic: %v", panicVal))
+			err = fnClosedTx(fmt.Errorf("panic: %v", panicVal))
 		} else {
 			release("rolled_back", "error", fmt.Sprintf("panic: %v", panicVal))
+			err = fmt.Errorf("sentinel: %s %q/%q: fn panicked (%v): rolled back, nothing was committed, the key is free",
+				what, o.namespace, key, panicVal)
 		}
 		l.end(ErrReleased)
 		panic(panicVal)

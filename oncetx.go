@@ -108,8 +108,14 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		_, _ = c.finish(wctx(), l, o, StateClaimed, nil, "", "", []State{StateClaimed}, false, event, meta...)
 	}
 	fnClosedTx := func(fnErr error) error {
-		_, _ = c.finish(wctx(), l, o, StateExecuting, nil, "", "", []State{StateClaimed}, false, "failed",
-			"error", "fn committed or rolled back the transaction itself")
+		// The history carries fn's error (or panic) too: it is what an
+		// operator has to go on (package idempotency's Uncertain arrives
+		// here, its cause being the reason the key is uncertain).
+		msg := "fn committed or rolled back the transaction itself"
+		if fnErr != nil {
+			msg += " (fn's error: " + fnErr.Error() + ")"
+		}
+		_, _ = c.finish(wctx(), l, o, StateExecuting, nil, "", "", []State{StateClaimed}, false, "failed", "error", msg)
 		cause := errors.New("fn committed or rolled back the transaction itself, so its writes may be committed " +
 			"without the completion; the key is left uncertain: check fn's writes, then Reconcile and ForceComplete or ResetToClaimed it")
 		if fnErr != nil {

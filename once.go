@@ -680,6 +680,12 @@ func replayOr[T any](ex *Execution, o callOptions, err error) (Result[T], error)
 		return res, err
 	}
 	res.Cached, res.Token = true, ex.Token
+	if ex.FinalError != "" && ex.ResultError != "" {
+		// A Final outcome whose value could not be stored: the outcome is
+		// the error, replayed as the call that ran fn returned it (a
+		// *FinalError), not as a missing result (ErrResult without ErrFinal).
+		return res, &FinalError{Namespace: ex.Namespace, Key: ex.Key, Token: ex.Token, Message: ex.FinalError}
+	}
 	if ex.ResultError != "" {
 		return res, fmt.Errorf("%w: key %q/%q completed but its result was not stored: %s (an operator can store it with SetResult)",
 			ErrResult, ex.Namespace, ex.Key, ex.ResultError)

@@ -73,9 +73,19 @@ type finalMark struct{ err error }
 func (e *finalMark) Error() string { return e.err.Error() }
 func (e *finalMark) Unwrap() error { return e.err }
 
-// encode encodes a result with the call's codec, within MaxResultSize.
-func (c *Client) encode(o callOptions, value any) ([]byte, error) {
-	data, err := o.codec.Encode(value)
+// encode encodes a result with the call's codec, within MaxResultSize. A
+// codec that panics (a MarshalJSON with a bug) fails the encoding like any
+// other error: fn succeeded, so Once still completes the key (without its
+// result) and OnceTx rolls back, where the panic left the key executing
+// with no evidence (Once) or the transaction open, holding its locks and
+// its connection (OnceTx).
+func (c *Client) encode(o callOptions, value any) (data []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			data, err = nil, fmt.Errorf("encoding the result panicked: %v", p)
+		}
+	}()
+	data, err = o.codec.Encode(value)
 	if err == nil && len(data) > c.cfg.MaxResultSize {
 		err = fmt.Errorf("encoded result is %d bytes, over MaxResultSize %d", len(data), c.cfg.MaxResultSize)
 	}

@@ -113,7 +113,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		return res, fnErr
 	case fnErr != nil:
 		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateExecuting}, false, "failed", "error", fnErr.Error())
-		return res, c.uncertain(l, o, fmt.Errorf("fn failed: %w%s", fnErr, rerunNote(fnCtx)))
+		return res, c.uncertain(l, o, fmt.Errorf("fn failed: %w%s", withLoss(l, fnErr), rerunNote(fnCtx)))
 	}
 
 	res.Value = value
@@ -158,6 +158,18 @@ func rerunNote(fnCtx context.Context) string {
 	}
 	return fmt.Sprintf(" (WithRerun: unless an operator acts first, the next Once call for the key with WithRerun runs fn again, "+
 		"as attempt %d of at most %d)", ri.attempt+1, ri.maxAttempts)
+}
+
+// withLoss adds to fn's error the loss of fn's lease, when it was lost
+// while fn ran (no renewal in time, a takeover, the hard TTL): fn then
+// usually returns its ctx's error, context.Canceled, which says nothing of
+// why; with the loss the caller's error matches ErrLeaseLost (and
+// ErrHardTTL) and says what happened.
+func withLoss(l *Lease, fnErr error) error {
+	if lost := l.Err(); lost != nil && !errors.Is(lost, ErrReleased) && !errors.Is(fnErr, lost) {
+		return fmt.Errorf("%w (fn's lease was lost: %w)", fnErr, lost)
+	}
+	return fnErr
 }
 
 // handBack is the state a claim at attempt is handed back in (Retryable,

@@ -150,7 +150,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 			return res, fnClosedTx(fnErr)
 		}
 		release("rolled_back", "error", fnErr.Error())
-		return res, fnErr
+		return res, withLoss(l, fnErr) // a lost lease: an error matching ErrLeaseLost, as documented
 	}
 	data, encErr := c.encode(o, value)
 	if encErr != nil {

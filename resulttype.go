@@ -274,10 +274,62 @@ func replaySchema(t reflect.Type) *validator.Schema {
 	}
 	var sch *validator.Schema
 	if b, err := reflectSchema(t); err == nil {
-		sch, _ = compileSchema(b)
+		if b, err = nilsAsNull(b); err == nil {
+			sch, _ = compileSchema(b)
+		}
 	}
 	replaySchemas.Store(t, sch)
 	return sch
+}
+
+// nilsAsNull lets a replay's schema (replaySchema) take null where
+// encoding/json writes it for a zero value of T: a nil slice, []byte or
+// map. An operator's value built in Go from the callers' own type
+// (ForceComplete(ctx, key, receipt)) holds such nulls, and encoding/json
+// decodes them back to nil: the replay refused it as not fitting the
+// type. Pointers are left as declared (a pointer member that may be null
+// says so with `jsonschema:"nullable"`, see RegisterResultType), and so is
+// the schema RegisterResultType stores for the operator tools. A oneOf
+// with a null alternative (a nullable member) becomes an anyOf, which a
+// null now matching both alternatives still satisfies.
+func nilsAsNull(schema []byte) ([]byte, error) {
+	var root any
+	if err := json.Unmarshal(schema, &root); err != nil {
+		return nil, err
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch n := v.(type) {
+		case []any:
+			for _, e := range n {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range n {
+				walk(e)
+			}
+			if alts, ok := n["oneOf"].([]any); ok && slices.ContainsFunc(alts, isNullSchema) {
+				n["anyOf"] = alts
+				delete(n, "oneOf")
+			}
+			typ, _ := n["type"].(string)
+			_, fixedLen := n["maxItems"] // a Go array, never null
+			_, intKeys := n["patternProperties"]
+			switch {
+			case typ == "array" && !fixedLen,
+				typ == "string" && n["contentEncoding"] == "base64",                // []byte
+				typ == "object" && (n["additionalProperties"] != false || intKeys): // a map, not a struct
+				n["type"] = []any{typ, "null"}
+			}
+		}
+	}
+	walk(root)
+	return json.Marshal(root)
+}
+
+func isNullSchema(v any) bool {
+	m, ok := v.(map[string]any)
+	return ok && len(m) == 1 && m["type"] == "null"
 }
 
 var (

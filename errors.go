@@ -189,6 +189,14 @@ type ExecutionError struct {
 	LeaseExpiresAt time.Time // database clock; zero when none
 	Since          time.Time // when the key entered State (database clock)
 	Cause          error     // why, when known (e.g. the lease was lost)
+	// Rerun, with Kind ErrUncertain: the key was started with WithRerun
+	// and attempts remain, so the next Once call for it with WithRerun
+	// runs fn again (Execution.Rerunnable). No operator is needed unless
+	// that attempt stops without an outcome too, or no caller with
+	// WithRerun comes; the operator's tools (sentinel list --uncertain,
+	// ExecutionCounts, the console) leave such a key out of the uncertain
+	// ones, and the Observer counts the call as OutcomeRerunPending.
+	Rerun bool
 	// look is the `sentinel inspect` command line that shows the key
 	// (Client.inspectCommand), for an uncertain key: the message ends with
 	// it, so that whoever reads it in a log can run it as printed.

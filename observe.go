@@ -64,6 +64,11 @@ const (
 	OutcomeReconciling OnceOutcome = "reconciling" // an operator is reconciling the key
 	OutcomeRetryable   OnceOutcome = "retryable"   // fn said nothing happened; the key is free again
 	OutcomeError       OnceOutcome = "error"       // bad input, a database error, a result codec failure
+	// OutcomeRerunPending: the outcome is unknown (ErrUncertain), but the
+	// key was started with WithRerun and attempts remain, so the next Once
+	// call for it with WithRerun runs fn again: no operator is needed yet
+	// (ExecutionError.Rerun).
+	OutcomeRerunPending OnceOutcome = "rerun_pending"
 )
 
 // OnceOutcomeOf classifies a Once call's result: cached is Result.Cached,
@@ -77,6 +82,9 @@ func OnceOutcomeOf(cached bool, err error) OnceOutcome {
 	case errors.Is(err, ErrFinal):
 		return OutcomeFinal
 	case errors.Is(err, ErrUncertain):
+		if ee := (*ExecutionError)(nil); errors.As(err, &ee) && ee.Rerun {
+			return OutcomeRerunPending
+		}
 		return OutcomeUncertain
 	case errors.Is(err, ErrInProgress):
 		return OutcomeInProgress

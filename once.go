@@ -98,7 +98,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		// uncertain. The observer (metrics, span) reads err, and the
 		// warning names the key, as for every other uncertain outcome;
 		// left nil, a panic was counted as a successful run.
-		err = c.uncertain(l, o, fmt.Errorf("fn panicked: %v%s", panicVal, rerunNote(fnCtx)))
+		err = c.uncertainRun(l, o, fnCtx, fmt.Errorf("fn panicked: %v%s", panicVal, rerunNote(fnCtx)))
 		panic(panicVal)
 	case fnErr != nil && IsFinal(fnErr):
 		// Handled with the successful outcomes below.
@@ -113,7 +113,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		return res, fnErr
 	case fnErr != nil:
 		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateExecuting}, false, "failed", "error", fnErr.Error())
-		return res, c.uncertain(l, o, fmt.Errorf("fn failed: %w%s", withLoss(l, fnErr), rerunNote(fnCtx)))
+		return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf("fn failed: %w%s", withLoss(l, fnErr), rerunNote(fnCtx)))
 	}
 
 	res.Value = value
@@ -135,7 +135,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 			cause = errors.New("the claim is no longer current")
 		}
 		c.recordRefused(wctx, l, o, data, resultErr, finalMsg, cause)
-		return res, c.uncertain(l, o, fmt.Errorf("fn succeeded but its completion was refused (%w); "+
+		return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf("fn succeeded but its completion was refused (%w); "+
 			"fn's result is recorded in the key's history as a completion_refused event: "+
 			"Reconcile the key, then ForceComplete it with that result%s", cause, rerunNote(fnCtx)))
 	}
@@ -149,13 +149,21 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	return res, nil
 }
 
+// rerunPending reports whether the attempt of fnCtx, stopped without an
+// outcome, leaves the key to the next caller with WithRerun (attempts
+// remain under its bound).
+func rerunPending(fnCtx context.Context) bool {
+	ri, ok := fnCtx.Value(runKey{}).(*runInfo)
+	return ok && ri.attempt < ri.maxAttempts
+}
+
 // rerunNote tells the caller of an attempt that stopped without an outcome
 // that the key will be re-run, when it will: "" otherwise.
 func rerunNote(fnCtx context.Context) string {
-	ri, ok := fnCtx.Value(runKey{}).(*runInfo)
-	if !ok || ri.attempt >= ri.maxAttempts {
+	if !rerunPending(fnCtx) {
 		return ""
 	}
+	ri := fnCtx.Value(runKey{}).(*runInfo)
 	return fmt.Sprintf(" (WithRerun: unless an operator acts first, the next Once call for the key with WithRerun runs fn again, "+
 		"as attempt %d of at most %d)", ri.attempt+1, ri.maxAttempts)
 }
@@ -661,6 +669,7 @@ func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions, locke
 		Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.UpdatedAt, Cause: cause}
 	if kind == ErrUncertain {
 		e.look = c.inspectCommand(ex.Namespace, ex.Key)
+		e.Rerun = ex.Rerunnable()
 	}
 	return e
 }
@@ -844,9 +853,28 @@ const (
 	finishTxWaitedCol = ``
 )
 
+// uncertain reports, to the caller (an *ExecutionError matching
+// ErrUncertain, with the command that shows the key) and in a warning, an
+// execution whose outcome is unknown: a person has to reconcile it.
 func (c *Client) uncertain(l *Lease, o callOptions, cause error) error {
 	c.cfg.Logger.Warn("sentinel: execution outcome uncertain; reconcile it", "namespace", o.namespace, "key", l.key,
 		"token", l.token, "cause", cause, "inspect", c.inspectCommand(o.namespace, l.key))
 	return &ExecutionError{Kind: ErrUncertain, Namespace: o.namespace, Key: l.key, State: StateExecuting,
 		Owner: l.owner, Token: l.token, Cause: cause, look: c.inspectCommand(o.namespace, l.key)}
+}
+
+// uncertainRun is uncertain for a Once attempt that stopped without an
+// outcome (fnCtx is its fn's context): under WithRerun with attempts left,
+// the next caller with WithRerun runs the key again, so no operator is
+// needed yet: the error says so (ExecutionError.Rerun, counted as
+// OutcomeRerunPending) and the log is Info, not the Warn that asks a
+// person to reconcile the key.
+func (c *Client) uncertainRun(l *Lease, o callOptions, fnCtx context.Context, cause error) error {
+	if !rerunPending(fnCtx) {
+		return c.uncertain(l, o, cause)
+	}
+	c.cfg.Logger.Info("sentinel: attempt stopped without an outcome; the next Once call with WithRerun runs it again",
+		"namespace", o.namespace, "key", l.key, "token", l.token, "cause", cause, "inspect", c.inspectCommand(o.namespace, l.key))
+	return &ExecutionError{Kind: ErrUncertain, Namespace: o.namespace, Key: l.key, State: StateExecuting,
+		Owner: l.owner, Token: l.token, Cause: cause, look: c.inspectCommand(o.namespace, l.key), Rerun: true}
 }

@@ -472,8 +472,13 @@ func (c *Client) events(ctx context.Context, sql string, args ...any) ([]Event, 
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
 		var e Event
-		err := r.Scan(&e.ID, &e.Namespace, &e.Key, &e.Type, &e.State, &e.Token, &e.Owner, &e.At, &e.Metadata)
+		var meta []byte
+		if err := r.Scan(&e.ID, &e.Namespace, &e.Key, &e.Type, &e.State, &e.Token, &e.Owner, &e.At, &meta); err != nil {
+			return e, err
+		}
 		e.Event = e.Type
+		var err error
+		e.Metadata, err = decodeMetadata(meta)
 		return e, err
 	})
 }

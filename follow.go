@@ -466,7 +466,8 @@ func (fw *follower) read(ctx context.Context) (*followRead, error) {
 		var token *int64
 		var at *time.Time
 		var match *bool
-		if err := rows.Scan(&xminS, &xmaxS, &id, &match, &ns, &key, &typ, &state, &token, &owner, &at, &r.ev.Metadata); err != nil {
+		var meta []byte
+		if err := rows.Scan(&xminS, &xmaxS, &id, &match, &ns, &key, &typ, &state, &token, &owner, &at, &meta); err != nil {
 			return nil, err
 		}
 		if id == nil {
@@ -475,7 +476,11 @@ func (fw *follower) read(ctx context.Context) (*followRead, error) {
 		r.id = *id
 		r.match = match != nil && *match
 		if r.match {
-			r.ev = Event{ID: r.id, Namespace: *ns, Key: *key, Type: *typ, Event: *typ, State: State(*state), Token: *token, Owner: *owner, At: *at, Metadata: r.ev.Metadata}
+			md, err := decodeMetadata(meta)
+			if err != nil {
+				return nil, err
+			}
+			r.ev = Event{ID: r.id, Namespace: *ns, Key: *key, Type: *typ, Event: *typ, State: State(*state), Token: *token, Owner: *owner, At: *at, Metadata: md}
 		}
 		rd.rows = append(rd.rows, r)
 	}

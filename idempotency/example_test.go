@@ -193,9 +193,12 @@ func ExampleUncertain() {
 func ExampleCommand() {
 	fmt.Println(idempotency.Command("inspect", "8e03978e", "acct 42", "payments", "sentinel"))
 	fmt.Println(idempotency.Command("resolve --refused", "8e03978e", "", "default", ""))
+	// A key that reads as a flag goes after "--".
+	fmt.Println(idempotency.Command("inspect", "-Xk3vQ9", "acct_42", "payments", ""))
 	// Output:
 	// sentinel idempotency inspect 8e03978e --scope 'acct 42' -n payments
 	// sentinel idempotency resolve --refused 8e03978e
+	// sentinel idempotency inspect --scope acct_42 -n payments -- -Xk3vQ9
 }
 
 // Options.Rerun for a handler whose charge the card network deduplicates by

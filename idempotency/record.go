@@ -155,19 +155,24 @@ func ResolveCommand(scope, key string) string {
 // -n and --schema when they differ from the command's defaults (no scope,
 // namespace "default", schema "sentinel"; "" means the default), each
 // value quoted for a POSIX shell, so that it runs as printed given the
-// database connection.
+// database connection. A key that reads as a flag (an Idempotency-Key
+// starting with "-", as one base64url key in 64 does) goes last, after
+// "--", the flags before it.
 func Command(sub, key, scope, ns, schema string) string {
-	s := "sentinel idempotency " + sub + " " + shell.Quote(key)
+	flags := ""
 	if scope != "" {
-		s += " --scope " + shell.Quote(scope)
+		flags += " --scope " + shell.Quote(scope)
 	}
 	if ns != "" && ns != "default" {
-		s += " -n " + shell.Quote(ns)
+		flags += " -n " + shell.Quote(ns)
 	}
 	if schema != "" && schema != "sentinel" {
-		s += " --schema " + shell.Quote(schema)
+		flags += " --schema " + shell.Quote(schema)
 	}
-	return s
+	if strings.HasPrefix(key, "-") {
+		return "sentinel idempotency " + sub + flags + " -- " + shell.Quote(key)
+	}
+	return "sentinel idempotency " + sub + " " + shell.Quote(key) + flags
 }
 
 // credentialHeaders are never stored nor replayed: they carry one

@@ -221,25 +221,25 @@ func (a *app) nextSteps(e *sentinel.Execution, refused *sentinel.Event) {
 	switch {
 	case uncertain(e) && refused != nil:
 		fprintf(a.stdout, "\nnext: the work happened (fn returned); reconcile, then force-complete with fn's result:\n  %s\n",
-			a.command("reconcile", e.Key, "-n", e.Namespace, "--token", tok))
+			a.keyCommand("reconcile", []string{e.Key}, "-n", e.Namespace, "--token", tok))
 	case uncertain(e):
 		fprintf(a.stdout, "\nnext: find out whether the work happened, then reconcile:\n  %s\n",
-			a.command("reconcile", e.Key, "-n", e.Namespace, "--token", tok))
+			a.keyCommand("reconcile", []string{e.Key}, "-n", e.Namespace, "--token", tok))
 	case e.State == sentinel.StateReconciling:
-		complete := a.command("force-complete", e.Key, "-n", e.Namespace, "--token", tok)
+		complete := a.keyCommand("force-complete", []string{e.Key}, "-n", e.Namespace, "--token", tok)
 		how := "store its result (it asks for the value)"
 		if refused != nil {
 			if r, ok := refused.Metadata["result"]; ok {
 				b, _ := json.Marshal(r)
-				complete = a.command("force-complete", e.Key, string(b), "-n", e.Namespace, "--token", tok)
+				complete = a.keyCommand("force-complete", []string{e.Key, string(b)}, "-n", e.Namespace, "--token", tok)
 				how = "store fn's result"
 			}
 		}
 		fprintf(a.stdout, "\nnext: if the work happened, %s:\n  %s\n", how, complete)
-		fprintf(a.stdout, "if it did not, let the next caller run it:\n  %s\n", a.command("reset", e.Key, "-n", e.Namespace, "--token", tok))
+		fprintf(a.stdout, "if it did not, let the next caller run it:\n  %s\n", a.keyCommand("reset", []string{e.Key}, "-n", e.Namespace, "--token", tok))
 	case e.State == sentinel.StateCompleted && e.ResultError != "":
 		fprintf(a.stdout, "\nnext: fn succeeded but its result was not stored; store it (it asks for the value):\n  %s\n",
-			a.command("set-result", e.Key, "-n", e.Namespace, "--token", tok))
+			a.keyCommand("set-result", []string{e.Key}, "-n", e.Namespace, "--token", tok))
 	}
 }
 
@@ -533,7 +533,7 @@ another state, or --token no longer matches); 3 when it does not exist.`,
 				fprintf(a.stdout, "\nnext: if the request took effect, give the response its retries get (it asks for it):\n  %s\n",
 					a.idemCommand("resolve", key, scope, e.Namespace, "--token", strconv.FormatInt(e.Token, 10)))
 				fprintf(a.stdout, "if it did not, let the retry run it:\n  %s\n",
-					a.command("reset", e.Key, "-n", e.Namespace, "--token", strconv.FormatInt(e.Token, 10)))
+					a.keyCommand("reset", []string{e.Key}, "-n", e.Namespace, "--token", strconv.FormatInt(e.Token, 10)))
 				return nil
 			}
 			evs, err := a.client.LastRun(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))

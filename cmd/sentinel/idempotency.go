@@ -318,10 +318,10 @@ of that scope has one, each with the same command there.`,
 				}
 				if rec.Uncertain() {
 					fprintf(a.stdout, "if it did not, reconcile it, then reset it (the retry runs it):\n  %s\n",
-						a.command("reconcile", e.Key, "-n", e.Namespace, "--token", tok))
+						a.keyCommand("reconcile", []string{e.Key}, "-n", e.Namespace, "--token", tok))
 				} else {
 					fprintf(a.stdout, "if it did not, reset it (the retry runs it):\n  %s\n",
-						a.command("reset", e.Key, "-n", e.Namespace, "--token", tok))
+						a.keyCommand("reset", []string{e.Key}, "-n", e.Namespace, "--token", tok))
 				}
 			}
 			return nil

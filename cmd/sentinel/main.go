@@ -349,6 +349,22 @@ func (a *app) command(words ...string) string {
 	return b.String()
 }
 
+// keyCommand is the command line of sub for the positional words args (a
+// key, a value) with flags, for a person to run (see command): a word that
+// reads as a flag (a key "-x", a value -5) goes after "--", with the other
+// positional words, every flag before it; otherwise the words come first,
+// as an operator types them.
+func (a *app) keyCommand(sub string, args []string, flags ...string) string {
+	if !slices.ContainsFunc(args, func(w string) bool { return strings.HasPrefix(w, "-") }) {
+		return a.command(append(append([]string{sub}, args...), flags...)...)
+	}
+	line := a.command(append([]string{sub}, flags...)...) + " --"
+	for _, w := range args {
+		line += " " + shell.Quote(w)
+	}
+	return line
+}
+
 // again is the command line that runs cmd again as given (its arguments
 // and the flags set, but the connection), with --name set to value: for
 // "the next page" hints. A command after "--" (lock, elect, queue lock)
@@ -416,6 +432,14 @@ func (a *app) schemaFlag() string {
 // key in scope and namespace ns (see idempotency.Command), then extra
 // words.
 func (a *app) idemCommand(sub, key, scope, ns string, extra ...string) string {
+	if strings.HasPrefix(key, "-") {
+		// The key goes last, after "--" (idempotency.Command), and the
+		// extra flags before it.
+		for _, w := range extra {
+			sub += " " + shell.Quote(w)
+		}
+		return idempotency.Command(sub, key, scope, ns, a.schema)
+	}
 	s := idempotency.Command(sub, key, scope, ns, "")
 	for _, w := range extra {
 		s += " " + shell.Quote(w)

@@ -45,6 +45,10 @@ and reset the execution instead (sentinel reset), so the retry runs.`,
   sentinel idempotency inspect 8e03978e --scope acct_42 -n payments
   sentinel idempotency resolve 8e03978e --scope acct_42 -n payments --token 7 \
       --status 201 --body '{"charge_id":"ch_97ea3056"}' --yes`,
+		// An unknown subcommand (a typo) is a usage error, exit 2, as
+		// at the top level; alone, it shows this help.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(a.idemListCmd(), a.idemInspectCmd(), a.idemResolveCmd())
 	return cmd

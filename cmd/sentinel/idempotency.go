@@ -83,7 +83,9 @@ given with --namespace) that are not completed (uncertain, being
 reconciled, in progress, handed back), uncertain ones first, each with its
 namespace, scope, key, the request's method and path, and how long it has
 been in its state. --uncertain keeps only the uncertain ones. It ends with
-the command that inspects each uncertain key.
+the command that inspects each uncertain key. Other schemas of the
+database with uncertain executions (the first five that hold Sentinel's
+tables, in name order) are named on stderr, with the same listing there.
 
 A key handed back (the handler called NoEffect, or the request gave up
 before the handler ran) is listed as "handed back (safe to retry)": the
@@ -100,6 +102,19 @@ relied on that pass -n default.`,
 			if err != nil {
 				return err
 			}
+			// Uncertain work of other schemas (an application whose
+			// middleware's client sets a Config.Schema of its own): named on
+			// stderr, as list --uncertain does; stdout unchanged.
+			defer func() {
+				found, _, _ := a.uncertainInSchemas(cmd.Context())
+				if len(found) == 0 {
+					return
+				}
+				fprintf(a.stderr, "sentinel: note: uncertain executions in other schemas of this database too: %s; the same listing for every namespace there:\n", quoteAll(found))
+				for _, line := range strings.Split(strings.TrimPrefix(a.schemaCommands(cmd, found, "namespace", "all-namespaces"), "\n"), "\n") {
+					fprintln(a.stderr, line)
+				}
+			}()
 			var keys []idemKeyJSON
 			var execs []sentinel.Execution
 			for _, st := range []sentinel.State{sentinel.StateExecuting, sentinel.StateReconciling, sentinel.StateClaimed} {

@@ -58,6 +58,15 @@ type statusJSON struct {
 	// uncertain executions (of the first five that hold Sentinel's
 	// tables, in name order).
 	UncertainElsewhere []string `json:"uncertain_in_other_schemas,omitempty"`
+	// UncertainOtherNamespaces, with --namespace: the other namespaces
+	// with uncertain executions, and how many each has.
+	UncertainOtherNamespaces []nsCountJSON `json:"uncertain_in_other_namespaces,omitempty"`
+}
+
+// nsCountJSON is a namespace and a count.
+type nsCountJSON struct {
+	Namespace string `json:"namespace"`
+	Count     int64  `json:"count"`
 }
 
 func (a *app) statusCmd() *cobra.Command {
@@ -82,10 +91,11 @@ and prune removes them after the retention.
 
 With --namespace, other namespaces that have uncertain executions are
 named at the end, with the command that shows them all, so none is
-missed. So are other schemas of the database that hold Sentinel's
-tables and have uncertain executions (the first five in name order), with
-the command for each: an application that sets its own schema is not
-missed by a status run without --schema.
+missed (--json: "uncertain_in_other_namespaces"). So are other schemas
+of the database that hold Sentinel's tables and have uncertain
+executions (the first five in name order), with the command for each: an
+application that sets its own schema is not missed by a status run
+without --schema.
 
 Exit code 0 whether or not executions are uncertain; use --json (the
 "uncertain" list) or 'sentinel list --uncertain' in scripts.`,
@@ -104,6 +114,7 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 			ctx := cmd.Context()
 			// Namespaces other than the one asked for that need attention.
 			var elsewhere []string
+			var elsewhereJSON []nsCountJSON
 			if !ns.all {
 				all, err := a.client.ExecutionCounts(ctx, "", true)
 				if err != nil {
@@ -112,6 +123,7 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 				for _, c := range all {
 					if c.Uncertain && c.Namespace != namespace {
 						elsewhere = append(elsewhere, fmt.Sprintf("%s (%d)", c.Namespace, c.Count))
+						elsewhereJSON = append(elsewhereJSON, nsCountJSON{Namespace: c.Namespace, Count: c.Count})
 					}
 				}
 			}
@@ -155,7 +167,8 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 				return err
 			}
 			if a.jsonOut {
-				out := statusJSON{Counts: []countJSON{}, Uncertain: []execJSON{}, More: next != "", UncertainElsewhere: schemas}
+				out := statusJSON{Counts: []countJSON{}, Uncertain: []execJSON{}, More: next != "", UncertainElsewhere: schemas,
+					UncertainOtherNamespaces: elsewhereJSON}
 				for _, c := range counts {
 					out.Counts = append(out.Counts, countJSON{Namespace: c.Namespace, State: c.State,
 						Uncertain: c.Uncertain, Count: c.Count, Oldest: tsJSON(c.Oldest)})

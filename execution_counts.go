@@ -9,10 +9,10 @@ import (
 
 // StateCount is the number of executions of one namespace in one state.
 // Uncertain executions (executing with an expired lease and no re-run
-// left: see Execution.Rerunnable) are counted apart from the other
-// executing ones (in progress, or waiting for a re-run by the next caller
-// with WithRerun), and keys handed back (claimed with an expired lease)
-// apart from the claimed ones still in progress.
+// left: see Execution.Rerunnable) and those waiting for a re-run by the
+// next caller with WithRerun (RerunPending) are counted apart from the
+// executing ones in progress, and keys handed back (claimed with an
+// expired lease) apart from the claimed ones still in progress.
 type StateCount struct {
 	Namespace string
 	State     State
@@ -23,8 +23,13 @@ type StateCount struct {
 	// operator reset it. The next caller runs it; safe to retry. Prune
 	// removes such keys like completed ones.
 	HandedBack bool
-	Count      int64     // executions in this state
-	Oldest     time.Time // the earliest UpdatedAt among them: the longest in this state
+	// RerunPending: State is executing, the lease expired on the database
+	// clock, and attempts are left (WithRerun, Execution.Rerunnable):
+	// nothing runs it now; the next caller with WithRerun runs it again.
+	// Counted apart from the executions in progress.
+	RerunPending bool
+	Count        int64     // executions in this state
+	Oldest       time.Time // the earliest UpdatedAt among them: the longest in this state
 }
 
 // ExecutionCounts counts executions per namespace and state in one
@@ -45,21 +50,23 @@ func (c *Client) ExecutionCounts(ctx context.Context, ns string, allNamespaces b
 			return nil, err
 		}
 	}
-	q := `SELECT namespace, state, uncertain, handed_back, pg_catalog.count(*), pg_catalog.min(updated_at)
+	q := `SELECT namespace, state, uncertain, handed_back, rerun_pending, pg_catalog.count(*), pg_catalog.min(updated_at)
 FROM (SELECT namespace, state, updated_at,
         state = 'executing' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true)
             AND attempt >= max_attempts AS uncertain,
-        state = 'claimed' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true) AS handed_back
+        state = 'claimed' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true) AS handed_back,
+        state = 'executing' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true)
+            AND attempt < max_attempts AS rerun_pending
       FROM ` + c.sql.schema + `.executions WHERE $1 = '' OR namespace = $1) t
-GROUP BY namespace, state, uncertain, handed_back
-ORDER BY uncertain DESC, namespace, state, handed_back`
+GROUP BY namespace, state, uncertain, handed_back, rerun_pending
+ORDER BY uncertain DESC, namespace, state, handed_back, rerun_pending`
 	rows, err := c.pool.Query(ctx, q, ns)
 	if err != nil {
 		return nil, c.wrapErr("count executions", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StateCount, error) {
 		var s StateCount
-		err := r.Scan(&s.Namespace, &s.State, &s.Uncertain, &s.HandedBack, &s.Count, &s.Oldest)
+		err := r.Scan(&s.Namespace, &s.State, &s.Uncertain, &s.HandedBack, &s.RerunPending, &s.Count, &s.Oldest)
 		return s, err
 	})
 	if err != nil {

@@ -62,12 +62,15 @@ type idemKeyJSON struct {
 	State     sentinel.State `json:"state"`
 	Uncertain bool           `json:"uncertain"`
 	// HandedBack: claimed with no live lease; the client's retry runs it.
-	HandedBack bool    `json:"handed_back"`
-	Token      int64   `json:"token"`
-	Method     string  `json:"method,omitempty"`
-	Path       string  `json:"path,omitempty"`
-	UpdatedAt  *string `json:"updated_at"`
-	CreatedAt  *string `json:"created_at"`
+	HandedBack bool `json:"handed_back"`
+	// RerunPending: the handler stopped with re-runs left
+	// (Options.Rerun): the client's repeat of the request runs it again.
+	RerunPending bool    `json:"rerun_pending"`
+	Token        int64   `json:"token"`
+	Method       string  `json:"method,omitempty"`
+	Path         string  `json:"path,omitempty"`
+	UpdatedAt    *string `json:"updated_at"`
+	CreatedAt    *string `json:"created_at"`
 }
 
 func (a *app) idemListCmd() *cobra.Command {
@@ -142,7 +145,7 @@ relied on that pass -n default.`,
 					continue
 				}
 				k := idemKeyJSON{Scope: scope, Key: key, Namespace: e.Namespace, State: e.State, Uncertain: uncertain(e),
-					HandedBack: handedBack(e), Token: e.Token, UpdatedAt: tsJSON(e.UpdatedAt), CreatedAt: tsJSON(e.CreatedAt)}
+					HandedBack: handedBack(e), RerunPending: e.Rerunnable(), Token: e.Token, UpdatedAt: tsJSON(e.UpdatedAt), CreatedAt: tsJSON(e.CreatedAt)}
 				evs, err := a.client.LastRun(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))
 				if err != nil {
 					return err
@@ -183,6 +186,8 @@ relied on that pass -n default.`,
 					state = "UNCERTAIN"
 				case k.HandedBack:
 					state = handedBackLabel
+				case k.RerunPending:
+					state = "executing (rerun pending: the client's repeat of the request runs it)"
 				case k.State == sentinel.StateExecuting || k.State == sentinel.StateClaimed:
 					state += " (in progress)"
 				}

@@ -44,8 +44,11 @@ type countJSON struct {
 	Namespace string         `json:"namespace"`
 	State     sentinel.State `json:"state"`
 	Uncertain bool           `json:"uncertain"`
-	Count     int64          `json:"count"`
-	Oldest    *string        `json:"oldest_updated_at"`
+	// RerunPending: executing, stopped, with attempts left (WithRerun):
+	// nothing runs it until the next caller with WithRerun.
+	RerunPending bool    `json:"rerun_pending"`
+	Count        int64   `json:"count"`
+	Oldest       *string `json:"oldest_updated_at"`
 }
 
 // statusJSON is what status prints with --json.
@@ -87,7 +90,9 @@ and 'sentinel reconcile'.
 Keys handed back (claimed, no live lease: fn returned a Retryable error,
 the caller gave up before fn ran, an operator reset them) are counted as
 "handed back (safe to retry)": nothing runs them, the next caller does,
-and prune removes them after the retention.
+and prune removes them after the retention. Keys whose executor stopped
+with re-runs left (WithRerun) are counted as "rerun pending", not in
+progress: nothing runs them until the next caller with WithRerun.
 
 With --namespace, other namespaces that have uncertain executions are
 named at the end, with the command that shows them all, so none is
@@ -171,7 +176,7 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 					UncertainOtherNamespaces: elsewhereJSON}
 				for _, c := range counts {
 					out.Counts = append(out.Counts, countJSON{Namespace: c.Namespace, State: c.State,
-						Uncertain: c.Uncertain, Count: c.Count, Oldest: tsJSON(c.Oldest)})
+						Uncertain: c.Uncertain, RerunPending: c.RerunPending, Count: c.Count, Oldest: tsJSON(c.Oldest)})
 				}
 				for i := range unc {
 					out.Uncertain = append(out.Uncertain, toExecJSON(&unc[i]))
@@ -191,6 +196,8 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 					state = "UNCERTAIN"
 				case c.HandedBack:
 					state = handedBackLabel
+				case c.RerunPending:
+					state = rerunPendingLabel
 				case c.State == sentinel.StateClaimed || c.State == sentinel.StateExecuting:
 					state += " (in progress)"
 				}
@@ -248,6 +255,11 @@ func nsArgs(ns string) []string {
 // lease (Retryable, NoEffect, a caller that gave up before fn ran, a
 // reset). Nothing runs it; the next caller does.
 const handedBackLabel = "handed back (safe to retry)"
+
+// rerunPendingLabel is the state of a key whose executor stopped with
+// attempts left (WithRerun): nothing runs it now, the next caller with
+// WithRerun runs it again.
+const rerunPendingLabel = "executing (rerun pending: nothing runs it until the next caller with WithRerun)"
 
 // execTable prints executions as a table: the columns an operator needs to
 // pick one to inspect.

@@ -360,6 +360,8 @@ namespaces where it has an execution, each with the same command there.`,
 			older := limit > 0 && len(evs) > limit
 			if older {
 				evs = evs[1:]
+				// On stderr, with --json too: the array alone cannot say it.
+				defer fprintf(a.stderr, "earlier events not shown (--limit %d; --limit 0 shows all)\n", limit)
 			}
 			if a.jsonOut {
 				out := make([]eventJSON, len(evs))
@@ -373,13 +375,7 @@ namespaces where it has an execution, each with the same command there.`,
 			for _, e := range evs {
 				row(w, e.ID, ts(e.At), e.Type, e.State, e.Token, e.Owner, metadataText(e.Metadata))
 			}
-			if err := w.Flush(); err != nil {
-				return err
-			}
-			if older {
-				fprintf(a.stderr, "earlier events not shown (--limit %d; --limit 0 shows all)\n", limit)
-			}
-			return nil
+			return w.Flush()
 		}),
 	}
 	cmd.Flags().IntVar(&limit, "limit", 0, "show only the newest N events (0: all)")

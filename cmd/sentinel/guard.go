@@ -57,9 +57,13 @@ func (o *cmdOpts) flags(cmd *cobra.Command) {
 		"how CMD's process tree is held: auto, "+strings.Join(containModes, ", ")+" (see 'sentinel lock --help')")
 }
 
-// check refuses a containment this build does not know, before anything
-// is acquired.
+// check refuses a containment this build does not know, and a negative
+// --kill-after (it would turn every termination into an immediate
+// SIGKILL), before anything is acquired.
 func (o *cmdOpts) check() error {
+	if o.killAfter < 0 {
+		return usageErr("--kill-after %s: give a duration of 0 or more", o.killAfter)
+	}
 	if o.contain == containAuto {
 		return nil
 	}

@@ -132,6 +132,9 @@ waiting exits 4 (CMD did not run).` + containHelp,
 			if err := o.check(); err != nil {
 				return err
 			}
+			if timeout < 0 {
+				return usageErr("--timeout %s: give a duration of 0 (wait forever) or more", timeout)
+			}
 			a.warnElsewhere(cmd, leaseLookup, key)
 			ctx := cmd.Context()
 			opts := []sentinel.Option{sentinel.WithTTL(ttl)}

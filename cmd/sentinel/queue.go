@@ -484,6 +484,9 @@ interrupt while waiting (exit 4, CMD did not run).` + fmt.Sprintf(guardPointer, 
 			if err := o.check(); err != nil {
 				return err
 			}
+			if timeout < 0 {
+				return usageErr("--timeout %s: give a duration of 0 (wait forever) or more", timeout)
+			}
 			if !cmd.Flags().Changed("label") {
 				label = "sentinel queue lock by " + a.operator
 			}

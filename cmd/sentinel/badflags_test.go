@@ -1,0 +1,36 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A negative --kill-after (every termination an immediate SIGKILL, no
+// grace) or --timeout (silently: wait forever) is refused as bad input,
+// exit 2, before anything is taken: no lease, ticket or term is written
+// and the command does not run.
+func TestNegativeDurationsAreRefusedBeforeTaking(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	for _, args := range [][]string{
+		{"lock", "k1", "--kill-after", "-1s", "--", "touch", "/nonexistent/ran"},
+		{"lock", "k1", "--timeout", "-1s", "--", "true"},
+		{"queue", "lock", "printer", "--timeout", "-1s", "--", "true"},
+		{"queue", "lock", "printer", "--kill-after", "-5s", "--", "true"},
+		{"elect", "g1", "--kill-after", "-1s", "--", "true"},
+	} {
+		r := e.run(args...)
+		requireCode(t, r, exitUsage)
+		require.Contains(t, r.stderr, "give a duration of 0", "%v", args)
+	}
+	r := e.run("leases", "--expired", "-A", "--json")
+	requireCode(t, r, exitOK)
+	require.JSONEq(t, `[]`, r.stdout, "no lease row was written")
+	r = e.run("queue", "status", "-A", "--json")
+	requireCode(t, r, exitOK)
+	require.JSONEq(t, `[]`, r.stdout, "no ticket was drawn")
+	r = e.run("elections", "-A", "--json")
+	requireCode(t, r, exitOK)
+	require.JSONEq(t, `[]`, r.stdout, "no election row was written")
+}

@@ -433,6 +433,9 @@ func validate(sch *validator.Schema, data []byte) (path, reason string, ok bool)
 	}
 	err = sch.Validate(inst)
 	if err == nil {
+		if loc, reason, ok := goIntegers(sch, inst, nil, 0); !ok {
+			return jsonPath(inst, loc), reason, false
+		}
 		return "", "", true
 	}
 	var ve *validator.ValidationError

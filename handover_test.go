@@ -316,3 +316,55 @@ func TestReleaseUnderAnOpenGuardHandsNothingOver(t *testing.T) {
 		t.Fatal("the waiter never took the key after the guard committed")
 	}
 }
+
+// A waiter's registration commits without waiting for its WAL flush, so a
+// crash of the server can lose it (and its count in leases.waiters) while
+// the waiter lives on. Its next renewal finds it gone and, no grant to it
+// being readable, the waiter registers again: it used to keep the lost
+// registration's id, re-check, renew it and find it gone again, three
+// statements in a loop with no sleep for as long as the key stayed held
+// (and with no place in line).
+func TestLeaseWaiterRegistersAgainAfterItsRegistrationWasLost(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	// The holder on an untraced pool: e.stmts counts only the waiter.
+	holderC := e.clientOn(e.pool(func(c *pgxpool.Config) { c.ConnConfig.Tracer = nil }), &sentinel.Config{DefaultTTL: time.Minute})
+	held, err := holderC.Lease(ctx, "lost-registration")
+	require.NoError(t, err)
+	const ttl = 900 * time.Millisecond // the registration is renewed 300 ms after it was made
+	waiterC := e.client(&sentinel.Config{DefaultTTL: ttl})
+	got := make(chan *sentinel.Lease, 1)
+	go func() {
+		l, err := waiterC.Lease(ctx, "lost-registration", sentinel.WithWait())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, 10*time.Second, "the waiter to register", func() bool {
+		return e.count("lease_waiters", "key = 'lost-registration'") == 1
+	})
+	// What a crash of the server does to a registration whose commit had
+	// not reached the disk: the row and its count are gone.
+	_, err = admin.Exec(ctx, "WITH d AS (DELETE FROM "+e.table("lease_waiters")+" WHERE key = 'lost-registration' RETURNING 1) "+
+		"UPDATE "+e.table("leases")+" SET waiters = 0 WHERE key = 'lost-registration'")
+	require.NoError(t, err)
+	e.stmts.n.Store(0)
+	time.Sleep(2 * time.Second)
+	stmts := e.stmts.n.Load()
+	regs := e.count("lease_waiters", "key = 'lost-registration'")
+	t.Logf("in the 2 s after its registration was lost, the waiter sent %d statements; registrations: %d", stmts, regs)
+	require.Equal(t, 1, regs, "the waiter registers again")
+	require.Less(t, stmts, int64(30), "the waiter spins")
+	released := time.Now()
+	require.NoError(t, held.Release(ctx))
+	select {
+	case l := <-got:
+		require.NotNil(t, l)
+		require.Less(t, time.Since(released), ttl/2, "handed over by the release")
+		require.Greater(t, l.Token(), held.Token())
+		require.NoError(t, l.Release(ctx))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never got the lease")
+	}
+}

@@ -70,6 +70,11 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		// was sent (its registration, a renewal): any grant to reg was
 		// made after it (see takeGrant).
 		regSent time.Time
+		// regGone: a renewal found reg gone. Unless a grant to it is
+		// read, it is gone for good (lost with a crash of the server,
+		// its commit not flushed; or granted, and that grant expired or
+		// was taken over unread): the waiter registers again.
+		regGone bool
 	)
 	setReg := func(id int64, until time.Time) {
 		if regKey != "" {
@@ -104,6 +109,14 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 			}
 			if err != nil && !transient(err) {
 				return nil, err
+			}
+			if err == nil && regGone {
+				// Nothing will ever grant reg: without a registration of
+				// its own, the waiter would re-check, renew and find it
+				// gone again in a loop with no sleep until the key is
+				// free, and have no place in line.
+				setReg(0, time.Time{})
+				regGone = false
 			}
 		}
 		sent := time.Now()
@@ -164,7 +177,8 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 				case err != nil && ctx.Err() != nil:
 					return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last holder: %w)", o.namespace, key, context.Cause(ctx), lastHeld)
 				case err == nil && !ok:
-					continue // gone: granted meanwhile (read it now)
+					regGone = true
+					continue // gone: granted meanwhile (read it now), or lost
 				case err == nil:
 					regUntil, regSent = renewSent.Add(left), renewSent
 				}

@@ -157,7 +157,8 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 // flush (sc: synchronous_commit off for this transaction only; a grant
 // keeps the session's setting), as a campaign that reads the leader does:
 // a registration grants nothing by itself. One lost in a crash of the
-// server is found gone by the waiter's next renewal (the crash also cut
+// server is found gone by the waiter's next renewal, and the waiter
+// registers again once it read no grant to it (the crash also cut
 // the process's LISTEN connection, whose reconnection wakes every waiter
 // to re-check), and a release's grant to it is durable only with it: the
 // release's commit flushes the WAL up to its own record, past the

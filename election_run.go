@@ -479,7 +479,9 @@ func (e *Elector) rejoinAsync(ctx context.Context) {
 	}()
 }
 
-// leave stops renewing the member row and deletes it.
+// leave stops renewing the member row and deletes it, giving back a term
+// a resignation handed to it meanwhile (sqlLeave): then it wakes the
+// followers, asleep until that term's expiry.
 func (e *Elector) leave() {
 	e.bg.Wait()
 	e.mu.Lock()
@@ -492,8 +494,13 @@ func (e *Elector) leave() {
 	e.c.hb.remove(m)
 	ctx, cancel := context.WithTimeout(context.Background(), e.c.cfg.ReleaseTimeout)
 	defer cancel()
-	if _, err := e.c.pool.Exec(ctx, e.sql.leave, e.ns, e.group, e.c.cfg.Owner, m.token); err != nil {
+	var gaveBack int64
+	if err := e.c.queryRow(ctx, e.sql.leave, e.ns, e.group, e.c.cfg.Owner, m.token).Scan(&gaveBack); err != nil {
 		e.c.cfg.Logger.Warn("sentinel: elector: removing member row failed; it expires by itself", "group", e.group, "err", err)
+	}
+	if gaveBack > 0 {
+		e.c.cfg.Logger.Info("sentinel: elector: stopping; gave back a term handed to it", "namespace", e.ns, "group", e.group)
+		e.c.wake("", payload(notifyElection, e.ns, e.group)) // the schema's channel: every follower of the group
 	}
 	m.end(ErrReleased)
 }

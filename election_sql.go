@@ -314,10 +314,42 @@ ON CONFLICT (namespace, election, owner) DO UPDATE SET
 WHERE m.expires_at <= pg_catalog.clock_timestamp() OR m.token = $8::bigint
 RETURNING m.token, m.started_at, m.expires_at, m.expires_at - pg_catalog.statement_timestamp()`
 
-// sqlLeave deletes this elector's member row, guarded by owner and token.
+// sqlLeave deletes this elector's member row, guarded by owner and token,
+// and gives back a term a resignation handed to it (term_member, see
+// sqlResign): an elector that stops while it is the named successor may
+// be handed the term after it decided to stop, its member row still live
+// when the resignation checked it. Left alone, that term would be held by
+// nobody until it expired, every follower asleep until then.
+//
+// lk locks the group's row (FOR NO KEY UPDATE, waiting for a resignation
+// under way, whose newest row version it then reads: read committed's
+// re-check), so either the resignation came first and its grant is read
+// here, or it comes after this statement, skips the locked row (its lk is
+// SKIP LOCKED) or finds the member row gone, and hands nothing over. gb
+// expires the term, guarded by the values lk read (owner, the member
+// token, unexpired), as a resignation does (d in sqlResign); the caller
+// then wakes the followers. It returns how many terms it gave back (0 or
+// 1).
+// $1 namespace, $2 election, $3 owner, $4 member token.
 const sqlLeave = `
-DELETE FROM {{schema}}.members
-WHERE namespace = $1 AND election = $2 AND owner = $3 AND token = $4`
+WITH lk AS (
+    SELECT t.namespace, t.election, t.owner, t.term, t.term_member, t.expires_at > pg_catalog.clock_timestamp() AS live
+    FROM {{schema}}.leaders t
+    WHERE t.namespace = $1 AND t.election = $2
+    FOR NO KEY UPDATE
+),
+dm AS (
+    DELETE FROM {{schema}}.members
+    WHERE namespace = $1 AND election = $2 AND owner = $3 AND token = $4
+),
+gb AS (
+    UPDATE {{schema}}.leaders t SET expires_at = pg_catalog.clock_timestamp()
+    FROM lk
+    WHERE t.namespace = lk.namespace AND t.election = lk.election
+      AND lk.owner = $3 AND lk.term_member = $4::bigint AND lk.live
+    RETURNING t.term
+)
+SELECT pg_catalog.count(*) FROM gb`
 
 // sqlLeader reads a group's current, unexpired leader.
 const sqlLeader = `

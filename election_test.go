@@ -943,3 +943,57 @@ func TestElectorResignToDeadSuccessor(t *testing.T) {
 		"taken by a campaign after the dead successor's term expired")
 	checkTenures(t, ts.snapshot())
 }
+
+// A named successor whose Run stops while the leader resigns: the
+// resignation may hand it the term after it decided to stop and before
+// its member row is gone (the resignation checks that row). Its Run must
+// not return leaving that term held by nobody, every follower asleep
+// until the term expires: stopping gives a term handed to it back and
+// wakes the followers.
+func TestElectorStoppingSuccessorGivesAHandedTermBack(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const ttl = 5 * time.Second
+	a, err := e.client(&sentinel.Config{DefaultTTL: ttl}).Elector("stopping-successor", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	runElector(t, a)
+	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	b, err := e.client(&sentinel.Config{DefaultTTL: ttl}).Elector("stopping-successor", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	stopB := runElector(t, b)
+	bOwner := b.Status().Owner
+	waitFor(t, 10*time.Second, "b to name itself the successor", func() bool {
+		return e.count("leaders", "election = 'stopping-successor' AND next_owner = $1", bOwner) == 1
+	})
+
+	// b's member row is held back by a transaction of ours, so its Run
+	// stops with that row still live (as over a slow network), while a
+	// resigns.
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+e.table("members")+" WHERE election = 'stopping-successor' AND owner = $1 FOR UPDATE", bOwner)
+	require.NoError(t, err)
+	stopped := make(chan error, 1)
+	go func() { stopped <- stopB() }()
+	waitFor(t, 10*time.Second, "b's Run to be removing its member row", func() bool {
+		var n int
+		require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%DELETE FROM%members%'").Scan(&n))
+		return n == 1
+	})
+	resigned := make(chan error, 1)
+	go func() { resigned <- a.Resign(ctx) }()
+	time.Sleep(300 * time.Millisecond) // the resignation, if it need not wait
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-stopped)
+	require.NoError(t, <-resigned)
+	require.Equal(t, 0, e.count("leaders", "election = 'stopping-successor' AND owner = $1 AND expires_at > pg_catalog.clock_timestamp()", bOwner),
+		"b's Run returned, leaving a live term held by b")
+	// The followers are not left asleep until a term's expiry: a, whose
+	// hold-off ends once another elector was elected or the row is free,
+	// leads again well within the TTL.
+	c, err := e.client(&sentinel.Config{DefaultTTL: ttl}).Elector("stopping-successor", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	runElector(t, c)
+	waitFor(t, ttl/2, "a live elector to lead", func() bool { return a.IsLeader() || c.IsLeader() })
+}

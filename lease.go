@@ -261,7 +261,8 @@ func (c *Client) newLease(kind leaseKind, ns, key string, token int64, ttl time.
 //
 // It returns nil when it released the lease or the lease had already been
 // released, and an error matching ErrLeaseLost when the lease had been lost
-// (the guarded work may have overlapped another holder). When the release
+// (the guarded work may have overlapped another holder), whether or not
+// the release statement then succeeded. When the release
 // statement itself fails (database unreachable, or the connection dropped
 // before the reply) the lease ends all the same: it is no longer renewed,
 // Done closes, and the key is free either at once (the statement committed
@@ -289,6 +290,11 @@ func (l *Lease) Release(ctx context.Context) error {
 		// row expire by itself rather than keep the key held for as long
 		// as this client lives.
 		l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "release failed; the lease is no longer renewed and expires within its TTL unless the release committed", Cause: err})
+		if prior != nil {
+			// Lost before (a database unreachable for a TTL often fails
+			// the release too): the loss is what the caller must learn.
+			return errors.Join(prior, err)
+		}
 		return err
 	}
 	if n == 1 {

@@ -561,3 +561,51 @@ func TestLeaseWaitersHandOverInTurn(t *testing.T) {
 	// per waiter per release (about 90 here).
 	require.Less(t, e.stmts.n.Load(), int64(4*n), "waiters stampeded")
 }
+
+// A lease lost because the database became unreachable, then released
+// (a deferred Release) while it still is: the release fails too, and
+// Release must still report the loss (ErrLeaseLost: the work may have
+// overlapped another holder), not only the connection error. The same
+// for a Turn.
+func TestReleaseAfterALossReportsItWhenTheReleaseFails(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var blocked atomic.Bool
+	p := e.pool(func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["application_name"] = "lost-release-" + e.schema
+		c.BeforeConnect = func(context.Context, *pgx.ConnConfig) error {
+			if blocked.Load() {
+				return errors.New("network down (test)")
+			}
+			return nil
+		}
+	})
+	victim := e.clientOn(p, &sentinel.Config{DefaultTTL: time.Second, SafetyMargin: 250 * time.Millisecond,
+		ReleaseTimeout: 500 * time.Millisecond})
+	l, err := victim.Lease(ctx, "lost-release")
+	require.NoError(t, err)
+	turn, err := victim.Turn(ctx, "lost-release")
+	require.NoError(t, err)
+
+	blocked.Store(true)
+	_, err = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", "lost-release-"+e.schema)
+	require.NoError(t, err)
+	for _, done := range []<-chan struct{}{l.Done(), turn.Done()} {
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Done did not close")
+		}
+	}
+	require.ErrorIs(t, l.Err(), sentinel.ErrLeaseLost)
+	require.ErrorIs(t, turn.Err(), sentinel.ErrLeaseLost)
+
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	err = l.Release(rctx)
+	require.Error(t, err, "the release statement cannot reach the database")
+	require.ErrorIs(t, err, sentinel.ErrLeaseLost, "Lease.Release hid the loss: %v", err)
+	err = turn.Release(rctx)
+	require.Error(t, err, "the leave cannot reach the database")
+	require.ErrorIs(t, err, sentinel.ErrLeaseLost, "Turn.Release hid the loss: %v", err)
+}

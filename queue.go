@@ -147,7 +147,8 @@ func (t *Turn) Context(parent context.Context) (context.Context, context.CancelF
 //
 // It returns nil when it released the turn, and an error matching
 // ErrLeaseLost when the turn had been lost (its ticket expired: someone
-// behind may have been served). When the statement fails the turn ends all
+// behind may have been served), whether or not the release statement then
+// succeeded. When the statement fails the turn ends all
 // the same; the ticket then expires within its TTL, and the next ticket is
 // served at that expiry.
 func (t *Turn) Release(ctx context.Context) error {
@@ -170,6 +171,9 @@ func (t *Turn) Release(ctx context.Context) error {
 	if err != nil {
 		t.l.end(&LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token,
 			Reason: "turn release failed; the ticket is no longer renewed and expires within its TTL unless the release committed", Cause: err})
+		if prior != nil {
+			return errors.Join(prior, err) // lost before: report the loss
+		}
 		return err
 	}
 	if res.found && res.alive {

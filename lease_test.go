@@ -609,3 +609,43 @@ func TestReleaseAfterALossReportsItWhenTheReleaseFails(t *testing.T) {
 	require.Error(t, err, "the leave cannot reach the database")
 	require.ErrorIs(t, err, sentinel.ErrLeaseLost, "Turn.Release hid the loss: %v", err)
 }
+
+// Close ends the lease waits under way: they return ErrClosed having
+// withdrawn their registrations, before Close returns, so that the usual
+// shutdown (Close, then the pool's Close) leaves no registration behind
+// for the next release to hand the key to, stranding it for the waiter's
+// TTL.
+func TestCloseWithdrawsItsLeaseWaiters(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	holder := e.client(&sentinel.Config{DefaultTTL: time.Minute})
+	held, err := holder.Lease(ctx, "closing-waiter")
+	require.NoError(t, err)
+	wp := e.pool(nil)
+	w := e.clientOn(wp, &sentinel.Config{DefaultTTL: 30 * time.Second})
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Lease(ctx, "closing-waiter", sentinel.WithWait())
+		done <- err
+	}()
+	waitFor(t, 10*time.Second, "the waiter to register", func() bool {
+		return e.count("lease_waiters", "key = 'closing-waiter'") == 1
+	})
+	w.Close()
+	wp.Close()
+	require.Equal(t, 0, e.count("lease_waiters", "key = 'closing-waiter'"), "Close left its waiter's registration behind")
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, sentinel.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait did not end with Close")
+	}
+	released := time.Now()
+	require.NoError(t, held.Release(ctx))
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	l, err := e.client(nil).Lease(wctx, "closing-waiter", sentinel.WithWait())
+	require.NoError(t, err)
+	require.Less(t, time.Since(released), 2*time.Second, "the key was handed to the closed client's registration")
+	require.NoError(t, l.Release(ctx))
+}

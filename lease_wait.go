@@ -57,6 +57,10 @@ import (
 // meanwhile, which passes the key on). A count left too high (a waiter
 // that died) costs a NOTIFY per release, never a missed wake-up.
 func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l *Lease, err error) {
+	if !c.beginWait() {
+		return nil, ErrClosed
+	}
+	defer c.endWait() // last: after the registration was withdrawn
 	var lastHeld *HeldError
 	// Subscribe once, before the first attempt, so a release between an
 	// attempt and the wait is not missed and the waiter keeps its place.

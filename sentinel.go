@@ -313,6 +313,67 @@ type Client struct {
 	ln        *listener
 	closed    atomic.Bool
 	once      sync.Once
+	// waits counts the lease waits (WithWait) under way: Close wakes
+	// them and lets them withdraw their registrations (lease_wait.go).
+	waits waitCount
+}
+
+// waitCount counts the lease waits of a client under way; idle, when set
+// by Close, is closed once none is left.
+type waitCount struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{}
+}
+
+// beginWait counts a lease wait in, unless the client is closed.
+func (c *Client) beginWait() bool {
+	w := &c.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c.closed.Load() {
+		return false
+	}
+	w.n++
+	return true
+}
+
+// endWait counts a lease wait out, once it withdrew its registration.
+func (c *Client) endWait() {
+	w := &c.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n--
+	if w.n == 0 && w.idle != nil {
+		close(w.idle)
+		w.idle = nil
+	}
+}
+
+// endWaits wakes the lease waits under way, which find the client closed
+// and withdraw their registrations (a registration left behind would be
+// handed the key by the next release, stranding it for the waiter's TTL),
+// and waits for them, for at most ReleaseTimeout: they must withdraw
+// before the caller closes the pool. No wait begins once closed is set.
+func (c *Client) endWaits() {
+	w := &c.waits
+	w.mu.Lock()
+	var idle chan struct{}
+	if w.n > 0 {
+		idle = make(chan struct{})
+		w.idle = idle
+	}
+	w.mu.Unlock()
+	if idle == nil {
+		return
+	}
+	c.ln.wakeAll()
+	t := time.NewTimer(c.cfg.ReleaseTimeout)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
 }
 
 // New returns a Client using pool. cfg may be nil for all defaults. New does
@@ -353,13 +414,16 @@ func (c *Client) Owner() string { return c.cfg.Owner }
 func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 
 // Close stops heartbeats, releases every lease the client still holds (an
-// execution lease held by a running Once ends, cancelling fn's context) and
-// closes the listener connection. It does not close the pool. Close is
+// execution lease held by a running Once ends, cancelling fn's context),
+// ends the lease waits under way (they withdraw and return ErrClosed;
+// Close waits for them for at most ReleaseTimeout) and closes the listener
+// connection. It does not close the pool. Close is
 // idempotent; later calls on the client return ErrClosed.
 func (c *Client) Close() {
 	c.once.Do(func() {
 		c.closed.Store(true)
 		held := c.hb.stop()
+		c.endWaits() // a grant they read now is given back (hb.add fails)
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ReleaseTimeout)
 		defer cancel()
 		var leases []*Lease

@@ -368,3 +368,44 @@ func TestLeaseWaiterRegistersAgainAfterItsRegistrationWasLost(t *testing.T) {
 		t.Fatal("the waiter never got the lease")
 	}
 }
+
+// A waiter whose grant's wake-up was lost (the releasing process killed
+// between its commit and the wake-up) finds the grant at its
+// registration's next renewal, up to two thirds of its TTL later, with as
+// little as a third of the TTL left. The lease it returns must be renewed
+// before its local deadline: the first renewal used to be scheduled a
+// full renewal interval after the read, past that deadline, and the lease
+// was lost without a renewal ever being tried.
+func TestLeaseReadLateIsRenewedBeforeItsDeadline(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	holderC := e.client(&sentinel.Config{DefaultTTL: time.Minute})
+	sentinel.DropWakes(holderC)
+	held, err := holderC.Lease(ctx, "read-late")
+	require.NoError(t, err)
+	const ttl = 1500 * time.Millisecond // renewed every 500 ms, margin 150 ms
+	waiterC := e.client(&sentinel.Config{DefaultTTL: ttl})
+	got := make(chan *sentinel.Lease, 1)
+	go func() {
+		l, err := waiterC.Lease(ctx, "read-late", sentinel.WithWait())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, 10*time.Second, "the waiter to register", func() bool {
+		return e.count("lease_waiters", "key = 'read-late'") == 1
+	})
+	require.NoError(t, held.Release(ctx)) // granted to the waiter; no wake-up
+	var l *sentinel.Lease
+	select {
+	case l = <-got:
+		require.NotNil(t, l)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never found its grant")
+	}
+	t.Logf("the waiter holds the lease; local deadline in %s", time.Until(l.Deadline()))
+	time.Sleep(2 * ttl)
+	require.NoError(t, l.Err(), "the lease was lost before its first renewal")
+	require.NoError(t, l.Release(ctx))
+}

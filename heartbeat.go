@@ -69,7 +69,13 @@ func (h *heartbeater) add(l *Lease, sent time.Time, remaining time.Duration, exp
 	// renewals would extend by nothing worth a statement.
 	l.capped = !hardAt.IsZero() && hardAt.Sub(expiresAt) < cappedSlack
 	l.deadline = sent.Add(remaining - l.margin)
-	l.nextDue = sent.Add(l.renewEvery)
+	// The first renewal is due a renewal interval after the grant's
+	// statement was sent, or sooner when less is left: a grant read long
+	// after it was made (its wake-up lost, read at the registration's
+	// renewal) may have a third of its TTL left, and its deadline would
+	// come before a renewal interval. Halfway to the deadline then, so a
+	// failed attempt is retried before it.
+	l.nextDue = sent.Add(min(l.renewEvery, max((remaining-l.margin)/2, 0)))
 	capped, due := l.capped, l.nextDue
 	l.mu.Unlock()
 

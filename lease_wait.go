@@ -70,6 +70,15 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		reg      int64     // this waiter's registration (lease_waiters); 0: none
 		regKey   string    // reg, as the key of its grant notifications
 		regUntil time.Time // the registration lasts until then at least (local clock)
+		// regEpoch is the server's start time when reg was made: a
+		// statement acting on reg by its id requires it unchanged (ids
+		// are reissued after a crash: see sqlAcquireWait). regGen is the
+		// hub's connection (listenHub.gen) before the newest statement
+		// that found reg in place was sent: a grant's wake-up for reg is
+		// trusted only if it came on that connection, which a restart of
+		// the server ends.
+		regEpoch time.Time
+		regGen   uint64
 		// regSent is when the newest statement that found reg in place
 		// was sent (its registration, a renewal): any grant to reg was
 		// made after it (see takeGrant).
@@ -80,12 +89,12 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		// was taken over unread): the waiter registers again.
 		regGone bool
 	)
-	setReg := func(id int64, until time.Time) {
+	setReg := func(id int64, until, epoch time.Time) {
 		if regKey != "" {
 			c.ln.drop(notifyLeaseGrant, o.namespace, regKey, wake)
 			regKey = ""
 		}
-		reg, regUntil = id, until
+		reg, regUntil, regEpoch = id, until, epoch
 		if id != 0 {
 			regKey = strconv.FormatInt(id, 10)
 			c.ln.subscribeTo(notifyLeaseGrant, o.namespace, regKey, wake)
@@ -93,9 +102,9 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 	}
 	defer func() {
 		if reg != 0 && l == nil {
-			c.leaseWaitWithdraw(ctx, o, key, reg)
+			c.leaseWaitWithdraw(ctx, o, key, reg, regEpoch)
 		}
-		setReg(0, time.Time{})
+		setReg(0, time.Time{}, time.Time{})
 	}()
 	recheck := firstRecheck // backoff while registering finds the row locked
 	for {
@@ -103,12 +112,12 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 			return nil, err
 		}
 		if reg != 0 {
-			g, err := c.takeGrant(ctx, key, o, regKey, regSent)
+			g, err := c.takeGrant(ctx, key, o, regKey, regSent, regGen)
 			if g == nil && err == nil {
-				g, err = c.readGrant(ctx, key, o, reg)
+				g, err = c.readGrant(ctx, key, o, reg, regEpoch)
 			}
 			if err == nil && g != nil {
-				setReg(0, time.Time{}) // the grant withdrew the registration
+				setReg(0, time.Time{}, time.Time{}) // the grant withdrew the registration
 				return g, nil
 			}
 			if err != nil && !transient(err) {
@@ -119,12 +128,13 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 				// its own, the waiter would re-check, renew and find it
 				// gone again in a loop with no sleep until the key is
 				// free, and have no place in line.
-				setReg(0, time.Time{})
+				setReg(0, time.Time{}, time.Time{})
 				regGone = false
 			}
 		}
+		gen := c.ln.gen()
 		sent := time.Now()
-		l, held, w, err := c.tryAcquireWait(ctx, key, o, reg)
+		l, held, w, err := c.tryAcquireWait(ctx, key, o, reg, regEpoch)
 		if err != nil && transient(err) && ctx.Err() == nil {
 			// The database is unreachable for now (restarting, network):
 			// a waiter keeps waiting, re-checking every WaitRecheck.
@@ -140,13 +150,13 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 			return nil, err
 		}
 		if l != nil {
-			setReg(0, time.Time{}) // withdrawn by the grant
+			setReg(0, time.Time{}, time.Time{}) // withdrawn by the grant
 			return l, nil
 		}
 		lastHeld = held
 		if w.waiter != 0 {
-			setReg(w.waiter, sent.Add(w.left))
-			regSent = sent
+			setReg(w.waiter, sent.Add(w.left), w.epoch)
+			regSent, regGen = sent, gen
 			if !w.live {
 				continue // released meanwhile: re-check now
 			}
@@ -154,9 +164,9 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 			// its wake-up is then kept by the hub and wakes us now
 			// (listener.subscribeTo). Without a listener, read.
 			if !listening {
-				g, err := c.readGrant(ctx, key, o, reg)
+				g, err := c.readGrant(ctx, key, o, reg, regEpoch)
 				if err == nil && g != nil {
-					setReg(0, time.Time{})
+					setReg(0, time.Time{}, time.Time{})
 					return g, nil
 				}
 			}
@@ -175,8 +185,9 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 			// Renew the registration before a third of the TTL is left,
 			// and wake up in time to renew it again.
 			if time.Until(regUntil) < 2*o.ttl/3 {
+				renewGen := c.ln.gen()
 				renewSent := time.Now()
-				left, ok, err := c.leaseWaitRenew(ctx, o, key, reg)
+				left, ok, err := c.leaseWaitRenew(ctx, o, key, reg, regEpoch)
 				switch {
 				case err != nil && ctx.Err() != nil:
 					return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last holder: %w)", o.namespace, key, context.Cause(ctx), lastHeld)
@@ -184,7 +195,7 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 					regGone = true
 					continue // gone: granted meanwhile (read it now), or lost
 				case err == nil:
-					regUntil, regSent = renewSent.Add(left), renewSent
+					regUntil, regSent, regGen = renewSent.Add(left), renewSent, renewGen
 				}
 			}
 			delay = min(delay, time.Until(regUntil)-o.ttl/3)
@@ -239,12 +250,13 @@ type waitResult struct {
 	live   bool          // the key was still held once its row was locked
 	waiter int64         // the registration made (0: none)
 	left   time.Duration // its time left
+	epoch  time.Time     // the server's start time (pg_postmaster_start_time)
 }
 
 // leaseWaitRenew renews registration reg for the waiter's TTL. ok is false
 // when it is gone (granted).
-func (c *Client) leaseWaitRenew(ctx context.Context, o callOptions, key string, reg int64) (left time.Duration, ok bool, err error) {
-	err = c.queryRow(ctx, c.sql.waitRenew, o.namespace, key, reg, us(o.ttl)).Scan(&left)
+func (c *Client) leaseWaitRenew(ctx context.Context, o callOptions, key string, reg int64, epoch time.Time) (left time.Duration, ok bool, err error) {
+	err = c.queryRow(ctx, c.sql.waitRenew, o.namespace, key, reg, us(o.ttl), epoch).Scan(&left)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -258,14 +270,14 @@ func (c *Client) leaseWaitRenew(ctx context.Context, o callOptions, key string, 
 // best effort: a registration left behind expires within the waiter's TTL.
 // When it is already gone, a release may have granted the lease to it: that
 // grant is read and released, which hands the key to the next waiter.
-func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key string, reg int64) {
+func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key string, reg int64, epoch time.Time) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 	defer cancel()
 	var was bool
-	if err := c.queryRow(rctx, c.sql.waitLeave, o.namespace, key, reg).Scan(&was); err != nil || was {
+	if err := c.queryRow(rctx, c.sql.waitLeave, o.namespace, key, reg, epoch).Scan(&was); err != nil || was {
 		return
 	}
-	if g, err := c.readGrant(rctx, key, o, reg); err == nil && g != nil {
+	if g, err := c.readGrant(rctx, key, o, reg, epoch); err == nil && g != nil {
 		_ = g.Release(rctx)
 	}
 }
@@ -283,7 +295,13 @@ func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key strin
 // read's send time does. A registration found in place too long ago (less
 // than half the TTL would be left) or a grant with a hard expiry is read
 // instead.
-func (c *Client) takeGrant(ctx context.Context, key string, o callOptions, regKey string, regSent time.Time) (*Lease, error) {
+func (c *Client) takeGrant(ctx context.Context, key string, o callOptions, regKey string, regSent time.Time, regGen uint64) (*Lease, error) {
+	if c.ln.gen() != regGen {
+		// The hub reconnected since: the server may have restarted, and
+		// a wake-up for this id be another registration's (ids are
+		// reissued after a crash). Left kept for it; read instead.
+		return nil, nil
+	}
 	data, ok := c.ln.takeGrant(notifyLeaseGrant, o.namespace, regKey)
 	if !ok || regSent.IsZero() || time.Until(regSent.Add(o.ttl)) < o.ttl/2 {
 		return nil, nil
@@ -305,7 +323,7 @@ func (c *Client) takeGrant(ctx context.Context, key string, o callOptions, regKe
 // (sqlLeaseGrant) and, if there is one, returns the lease, renewed from now
 // on. The deadline counts from this read's send time and the time left it
 // measured on the database clock, after the grant.
-func (c *Client) readGrant(ctx context.Context, key string, o callOptions, reg int64) (*Lease, error) {
+func (c *Client) readGrant(ctx context.Context, key string, o callOptions, reg int64, epoch time.Time) (*Lease, error) {
 	sent := time.Now()
 	var (
 		token     int64
@@ -314,7 +332,7 @@ func (c *Client) readGrant(ctx context.Context, key string, o callOptions, reg i
 		hard      *time.Time
 		remaining time.Duration
 	)
-	err := c.queryRow(ctx, c.sql.grant, o.namespace, key, c.cfg.Owner, reg).Scan(&token, &acquired, &expires, &hard, &remaining)
+	err := c.queryRow(ctx, c.sql.grant, o.namespace, key, c.cfg.Owner, reg, epoch).Scan(&token, &acquired, &expires, &hard, &remaining)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -349,7 +367,7 @@ func (c *Client) holdGrant(ctx context.Context, key string, o callOptions, token
 // tryAcquireWait is tryAcquire for a waiter (sqlAcquireWait): when the key
 // is held it registers the caller unless reg (its registration) is set; a
 // grant withdraws reg.
-func (c *Client) tryAcquireWait(ctx context.Context, key string, o callOptions, reg int64) (*Lease, *HeldError, waitResult, error) {
+func (c *Client) tryAcquireWait(ctx context.Context, key string, o callOptions, reg int64, regEpoch time.Time) (*Lease, *HeldError, waitResult, error) {
 	var w waitResult
 	leaving := 0
 	if reg != 0 {
@@ -357,7 +375,7 @@ func (c *Client) tryAcquireWait(ctx context.Context, key string, o callOptions, 
 	}
 	l, held, err := c.acquireRow(ctx, key, o, func(sctx context.Context, dest ...any) error {
 		return c.queryRow(sctx, c.sql.acqWait, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
-			us(o.ttl), us(o.hardTTL), o.force, leaving, reg == 0, reg, c.ln.direct()).Scan(append(dest, &w.live, &w.waiter, &w.left)...)
+			us(o.ttl), us(o.hardTTL), o.force, leaving, reg == 0, reg, c.ln.direct(), regEpoch).Scan(append(dest, &w.live, &w.waiter, &w.left, &w.epoch)...)
 	})
 	return l, held, w, err
 }

@@ -301,6 +301,21 @@ func (ln *listener) endDraw(w drawWindow, ns, key string) (heard, served, turn b
 	return w.h.endDraw(w, ns, key)
 }
 
+// gen returns the generation of the hub's connection (listenHub.gen; 0
+// without a hub): it changes whenever the hub listens on a new connection,
+// as it must after a restart of the server.
+func (ln *listener) gen() uint64 {
+	ln.mu.Lock()
+	h := ln.hub
+	ln.mu.Unlock()
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gen
+}
+
 // listening reports whether release notifications can currently arrive.
 func (ln *listener) listening() bool {
 	ln.mu.Lock()

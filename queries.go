@@ -163,10 +163,22 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 // to re-check), and a release's grant to it is durable only with it: the
 // release's commit flushes the WAL up to its own record, past the
 // registration's.
+//
+// A registration's id comes from the token sequence, in that commit that
+// does not wait for its flush: a crash can lose the sequence's advance with
+// it, and the sequence then hands the same id out again, to another
+// registration (of the same client, on the same key, as like as not). So
+// the statements that act on a registration by its id (a grant's read,
+// its renewal, its withdrawal, its deletion by a grant here) also require
+// the server to be the one it was made on: the postmaster's start time,
+// returned last, which a restart changes. A registration made before a
+// restart is then found gone, and its waiter registers again; one that
+// survived a clean restart is left to expire, as a dead waiter's is.
 // $1-$9 as sqlAcquire, $10 register, $11 the caller's registration (0:
 // none), $12 the channel of the caller's process (listenHub.direct; empty:
-// none, its grant's wake-up goes to the schema's channel).
-var sqlAcquireWait = strings.Replace(strings.Replace(sqlAcquire, `g AS (SELECT * FROM up UNION ALL SELECT * FROM ins)
+// none, its grant's wake-up goes to the schema's channel), $13 the server
+// start time $11 was made under ($9 counts the caller out only under it).
+var sqlAcquireWait = strings.Replace(strings.Replace(strings.Replace(sqlAcquire, `g AS (SELECT * FROM up UNION ALL SELECT * FROM ins)
 SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining FROM g`, `g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
 hl AS (
     SELECT t.namespace, t.key FROM {{schema}}.leases t
@@ -188,18 +200,22 @@ rg AS (
 dr AS (
     DELETE FROM {{schema}}.lease_waiters x
     WHERE $11::bigint > 0 AND EXISTS (SELECT 1 FROM g) AND x.namespace = $1 AND x.key = $2 AND x.waiter = $11
+      AND pg_catalog.pg_postmaster_start_time() = $13::timestamptz
 ),
 sc AS (
     SELECT pg_catalog.set_config('synchronous_commit',
         CASE WHEN EXISTS (SELECT 1 FROM g) THEN pg_catalog.current_setting('synchronous_commit') ELSE 'off' END, true) AS v
 )
-SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining, true, 0::bigint, interval '0' FROM g, sc`, 1),
+SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining, true, 0::bigint, interval '0',
+    pg_catalog.pg_postmaster_start_time() FROM g, sc`, 1),
 	`    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp()
 FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, `    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp(),
-    coalesce((SELECT cu.live FROM cu), true), coalesce((SELECT rg.waiter FROM rg), 0), coalesce((SELECT rg.left FROM rg), interval '0')
+    coalesce((SELECT cu.live FROM cu), true), coalesce((SELECT rg.waiter FROM rg), 0), coalesce((SELECT rg.left FROM rg), interval '0'),
+    pg_catalog.pg_postmaster_start_time()
 FROM {{schema}}.leases t, sc
-WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, 1)
+WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, 1), `waiters = greatest(t.waiters - $9::int, 0)`,
+	`waiters = greatest(t.waiters - CASE WHEN pg_catalog.pg_postmaster_start_time() = $13::timestamptz THEN $9::int ELSE 0 END, 0)`, 1)
 
 // grantWakeSQL follows the registration in a grant's wake-up ('w'): the
 // grant, from the lease row t the release wrote, as "/<token>/<acquired>/
@@ -386,23 +402,26 @@ WITH d AS (
 SELECT d.namespace, d.key, coalesce(d.wake, '') FROM d`
 
 // sqlLeaseWaitRenew renews a waiter's registration for its TTL ($4 µs). No
-// row: it is gone (granted, or removed as long expired).
-// $1 namespace, $2 key, $3 waiter, $4 ttl µs.
+// row: it is gone (granted, removed as long expired, or made before the
+// server restarted: see sqlAcquireWait).
+// $1 namespace, $2 key, $3 waiter, $4 ttl µs, $5 the server start time the
+// registration was made under.
 const sqlLeaseWaitRenew = `
 UPDATE {{schema}}.lease_waiters x
 SET expires_at = pg_catalog.clock_timestamp() + $4::bigint * interval '1 microsecond'
-WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = $3
+WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = $3 AND pg_catalog.pg_postmaster_start_time() = $5::timestamptz
 RETURNING x.expires_at - pg_catalog.clock_timestamp()`
 
 // sqlLeaseWaitLeave withdraws a registration and counts the waiter out
 // (best effort: a locked lease row is skipped; a count left high costs a
 // NOTIFY). It returns whether the registration was still there: when it
 // was not, a release may have granted the lease to it (sqlLeaseGrant).
-// $1 namespace, $2 key, $3 waiter.
+// $1 namespace, $2 key, $3 waiter, $4 the server start time the
+// registration was made under (see sqlAcquireWait).
 const sqlLeaseWaitLeave = `
 WITH dw AS (
     DELETE FROM {{schema}}.lease_waiters x
-    WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = $3
+    WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = $3 AND pg_catalog.pg_postmaster_start_time() = $4::timestamptz
     RETURNING 1
 ),
 lk AS (
@@ -421,13 +440,15 @@ SELECT EXISTS (SELECT 1 FROM dw)`
 // unexpired. The time left is measured by this read, on the database
 // clock, after the grant: a deadline counted from the read's send time is
 // never later than the grant's expiry.
-// $1 namespace, $2 key, $3 owner, $4 waiter.
+// $1 namespace, $2 key, $3 owner, $4 waiter, $5 the server start time the
+// registration was made under (a grant to the same id made after a
+// restart is another registration's: see sqlAcquireWait).
 const sqlLeaseGrant = `
 SELECT t.token, t.acquired_at, t.expires_at, nullif(t.hard_expires_at, 'infinity'),
     t.expires_at - pg_catalog.clock_timestamp()
 FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.granted_waiter = $4
-  AND t.expires_at > pg_catalog.clock_timestamp()`
+  AND t.expires_at > pg_catalog.clock_timestamp() AND pg_catalog.pg_postmaster_start_time() = $5::timestamptz`
 
 // renewKind is one kind of row the heartbeat renews. Every kind adds a
 // lock+update step to the one renewal statement per tick (see renewSQL), so a

@@ -1,0 +1,105 @@
+package sentinel_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/pgtemp"
+)
+
+// A waiter's registration commits without waiting for its WAL flush: a
+// crash of the server can lose it, and with it the sequence's advance that
+// minted its id, which the sequence then hands out again. Two waiters of
+// one client on one key must never both hold the lease because the second
+// was registered under the first one's lost id: the first used to take
+// the second's grant by that id (its wake-up, or a read of it), and both
+// held the lease, with the same token.
+func TestLeaseWaiterIdReissuedAfterACrash(t *testing.T) {
+	ctx := ctxT(t)
+	cl, err := pgtemp.Start(ctx, pgtemp.Options{Settings: map[string]string{
+		"wal_writer_delay": "10000ms", "autovacuum": "off"}})
+	if err != nil {
+		t.Skipf("no local PostgreSQL binaries for a private cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	newClient := func(ttl time.Duration) *sentinel.Client {
+		p, err := pgxpool.New(ctx, cl.URL())
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		c, err := sentinel.New(p, &sentinel.Config{DefaultTTL: ttl, WaitRecheck: 100 * time.Millisecond})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	holder := newClient(time.Hour)
+	waiters := newClient(12 * time.Second)
+	require.NoError(t, holder.Migrate(ctx))
+	adm, err := pgxpool.New(ctx, cl.URL())
+	require.NoError(t, err)
+	t.Cleanup(adm.Close)
+	held, err := holder.Lease(ctx, "k")
+	require.NoError(t, err)
+	// The next nextval writes the sequence's WAL record (setval resets
+	// its count of values logged ahead); this commit is durable.
+	_, err = adm.Exec(ctx, "SELECT pg_catalog.setval('sentinel.fencing_token', (SELECT last_value FROM sentinel.fencing_token))")
+	require.NoError(t, err)
+
+	type result struct {
+		who string
+		l   *sentinel.Lease
+		err error
+	}
+	res := make(chan result, 2)
+	wait := func(who string) {
+		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		l, err := waiters.Lease(wctx, "k", sentinel.WithWait())
+		res <- result{who, l, err}
+	}
+	go wait("A")
+	var regA int64
+	waitFor(t, 10*time.Second, "A to register", func() bool {
+		return adm.QueryRow(ctx, "SELECT waiter FROM sentinel.lease_waiters WHERE key = 'k'").Scan(&regA) == nil
+	})
+	require.NoError(t, cl.Stop(ctx, "immediate"))
+	require.NoError(t, cl.Start(ctx))
+	var n int
+	require.Eventually(t, func() bool {
+		return adm.QueryRow(ctx, "SELECT count(*) FROM sentinel.lease_waiters").Scan(&n) == nil
+	}, 20*time.Second, 50*time.Millisecond)
+	if n != 0 {
+		t.Skip("A's registration reached the disk before the crash")
+	}
+	go wait("B")
+	var regB int64
+	waitFor(t, 10*time.Second, "B to register", func() bool {
+		return adm.QueryRow(ctx, "SELECT waiter FROM sentinel.lease_waiters WHERE key = 'k'").Scan(&regB) == nil
+	})
+	t.Logf("A registered as %d (lost in the crash), B as %d", regA, regB)
+	holder.Pool().Reset() // its connections died with the server
+	require.NoError(t, held.Release(ctx))
+	var first result
+	select {
+	case first = <-res:
+	case <-time.After(30 * time.Second):
+		t.Fatal("neither waiter got the lease")
+	}
+	require.NoError(t, first.err)
+	t.Logf("%s holds the lease, token %d", first.who, first.l.Token())
+	// The other waits on while first holds: it must not hold too.
+	select {
+	case r := <-res:
+		if r.err == nil {
+			t.Fatalf("%s and %s both hold the lease (tokens %d and %d; first's end: %v)",
+				first.who, r.who, first.l.Token(), r.l.Token(), first.l.Err())
+		}
+		t.Logf("%s: %v", r.who, r.err)
+	case <-time.After(15 * time.Second):
+		require.NoError(t, first.l.Release(ctx))
+	}
+}

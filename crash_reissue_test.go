@@ -103,3 +103,91 @@ func TestLeaseWaiterIdReissuedAfterACrash(t *testing.T) {
 		require.NoError(t, first.l.Release(ctx))
 	}
 }
+
+// The same for a queue's tickets: a draw that serves nothing commits
+// without waiting for its flush, so a crash can lose a waiting ticket with
+// the sequence's advance that minted its number, which is then drawn
+// again, here by another Turn of the same client. The first Turn used to
+// take the second one's row for its own (same number, same owner): both
+// were served on it at once. (Listening disabled: both re-check on a
+// timer, after the handover.)
+func TestTurnTicketReissuedAfterACrash(t *testing.T) {
+	ctx := ctxT(t)
+	cl, err := pgtemp.Start(ctx, pgtemp.Options{Settings: map[string]string{
+		"wal_writer_delay": "10000ms", "autovacuum": "off"}})
+	if err != nil {
+		t.Skipf("no local PostgreSQL binaries for a private cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	newClient := func(ttl time.Duration, noListen bool) *sentinel.Client {
+		p, err := pgxpool.New(ctx, cl.URL())
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		c, err := sentinel.New(p, &sentinel.Config{DefaultTTL: ttl, WaitRecheck: 8 * time.Second, DisableListen: noListen})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	holder := newClient(30*time.Second, false)
+	waiters := newClient(30*time.Second, true)
+	require.NoError(t, holder.Migrate(ctx))
+	adm, err := pgxpool.New(ctx, cl.URL())
+	require.NoError(t, err)
+	t.Cleanup(adm.Close)
+	held, err := holder.Turn(ctx, "r")
+	require.NoError(t, err)
+	_, err = adm.Exec(ctx, "SELECT pg_catalog.setval('sentinel.fencing_token', (SELECT last_value FROM sentinel.fencing_token))")
+	require.NoError(t, err)
+	type result struct {
+		who  string
+		turn *sentinel.Turn
+		err  error
+	}
+	res := make(chan result, 2)
+	wait := func(who string) {
+		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		turn, err := waiters.Turn(wctx, "r")
+		res <- result{who, turn, err}
+	}
+	go wait("A")
+	var ticketA int64
+	waitFor(t, 10*time.Second, "A to draw", func() bool {
+		return adm.QueryRow(ctx, "SELECT ticket FROM sentinel.tickets WHERE resource = 'r' AND ticket > $1", held.Ticket()).Scan(&ticketA) == nil
+	})
+	require.NoError(t, cl.Stop(ctx, "immediate"))
+	require.NoError(t, cl.Start(ctx))
+	var n int
+	require.Eventually(t, func() bool {
+		return adm.QueryRow(ctx, "SELECT count(*) FROM sentinel.tickets WHERE ticket > $1", held.Ticket()).Scan(&n) == nil
+	}, 20*time.Second, 50*time.Millisecond)
+	if n != 0 {
+		t.Skip("A's ticket reached the disk before the crash")
+	}
+	go wait("B")
+	var ticketB int64
+	waitFor(t, 10*time.Second, "B to draw", func() bool {
+		return adm.QueryRow(ctx, "SELECT ticket FROM sentinel.tickets WHERE resource = 'r' AND ticket > $1", held.Ticket()).Scan(&ticketB) == nil
+	})
+	t.Logf("A drew %d (lost in the crash), B %d", ticketA, ticketB)
+	holder.Pool().Reset()
+	require.NoError(t, held.Release(ctx))
+	var first result
+	select {
+	case first = <-res:
+	case <-time.After(30 * time.Second):
+		t.Fatal("neither waiter was served")
+	}
+	require.NoError(t, first.err)
+	t.Logf("%s is served, ticket %d", first.who, first.turn.Ticket())
+	select {
+	case r := <-res:
+		if r.err == nil {
+			t.Fatalf("%s and %s are both served (tickets %d and %d; first's end: %v)",
+				first.who, r.who, first.turn.Ticket(), r.turn.Ticket(), first.turn.Err())
+		}
+		t.Logf("%s: %v", r.who, r.err)
+	case <-time.After(25 * time.Second):
+		require.NoError(t, first.turn.Release(ctx))
+	}
+}

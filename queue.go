@@ -248,9 +248,9 @@ func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 	qs := t.c.qsql()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(qs.leaveLockTicket, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner)
+	b.Queue(qs.leaveLockTicket, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner, t.l.acquiredAt)
 	b.Queue(qs.leaveLockQueue, t.l.ns, t.l.key)
-	b.Queue(qs.leave, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner, t.c.sql.channel)
+	b.Queue(qs.leave, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner, t.c.sql.channel, t.l.acquiredAt)
 	b.Queue("COMMIT")
 	wake := !t.c.dropWakes.Load()
 	if wake {

@@ -195,11 +195,16 @@ CROSS JOIN LATERAL (SELECT pg_catalog.set_config('synchronous_commit',
 // and owner, and whether a dead lower ticket is being removed by someone
 // else (re-check soon). When it recorded events it notifies followers
 // while one is registered (followersCTE), once dead and g are done.
-// $1 namespace, $2 resource, $3 ticket, $4 owner, $5 channel.
+// The ticket is named by its number, owner and drawn_at ($6): a draw that
+// serves nothing commits without waiting for its flush, so a crash can
+// lose it with the sequence's advance that minted its number, which is
+// then drawn again, by another Turn of the same client as like as not;
+// drawn_at (clock_timestamp(), in µs) tells the two apart.
+// $1 namespace, $2 resource, $3 ticket, $4 owner, $5 channel, $6 drawn_at.
 var sqlServe = `
 WITH me AS (
     SELECT t.label, t.served_at FROM {{schema}}.tickets t
-    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4 AND t.drawn_at = $6
       AND t.expires_at > pg_catalog.clock_timestamp()
 ),
 mw AS (SELECT me.label FROM me WHERE me.served_at IS NULL),
@@ -216,7 +221,7 @@ blk AS (
 ),
 g AS (
     UPDATE {{schema}}.tickets t SET served_at = coalesce(t.served_at, pg_catalog.clock_timestamp())
-    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4 AND t.drawn_at = $6
       AND t.expires_at > pg_catalog.clock_timestamp()
       AND EXISTS (SELECT 1 FROM mw) AND NOT EXISTS (SELECT 1 FROM blk)
     RETURNING t.expires_at, t.served_at
@@ -283,11 +288,12 @@ FROM (SELECT 1) AS one
 // is registered (followersCTE).
 // It runs after sqlLeaveLockTicket and sqlLeaveLockQueue, in the same
 // transaction (see Turn.leave for why).
-// $1 namespace, $2 resource, $3 ticket, $4 owner, $5 channel.
+// $1 namespace, $2 resource, $3 ticket, $4 owner, $5 channel, $6 drawn_at
+// (see sqlServe).
 var sqlTicketLeave = `
 WITH d AS (
     DELETE FROM {{schema}}.tickets t
-    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4
+    WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4 AND t.drawn_at = $6
     RETURNING t.label, t.served_at IS NOT NULL AS served, t.expires_at > pg_catalog.clock_timestamp() AS alive
 ),
 nx AS (
@@ -375,10 +381,10 @@ FROM pg_catalog.set_config('synchronous_commit', 'off', true) AS s, (
 // sqlLeaveLockTicket locks the leaving ticket's row, as its DELETE would,
 // before the queue's row is locked: a wait for a guard's transaction
 // (VerifyTurn) holds no lock that draws or other leaves need.
-// $1 namespace, $2 resource, $3 ticket, $4 owner.
+// $1 namespace, $2 resource, $3 ticket, $4 owner, $5 drawn_at (see sqlServe).
 const sqlLeaveLockTicket = `
 SELECT 1 FROM {{schema}}.tickets t
-WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4
+WHERE t.namespace = $1 AND t.resource = $2 AND t.ticket = $3 AND t.owner = $4 AND t.drawn_at = $5
 FOR UPDATE`
 
 // sqlLeaveLockQueue locks the resource's queue row until the leave

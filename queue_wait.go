@@ -24,6 +24,11 @@ type drawn struct {
 	ahead  serveCheck
 	sent   time.Time // when the draw was sent: ahead.predLeft counts from then
 	win    drawWindow
+	// gen is the hub's connection (listenHub.gen) before the draw was
+	// sent: a served wake-up ('s') is trusted as is only if it came on
+	// that connection, which a restart of the server ends (the ticket's
+	// number may then have been drawn again: see sqlServe).
+	gen uint64
 }
 
 // draw draws a ticket, riding out an unreachable database until ctx ends.
@@ -46,6 +51,7 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		// the number to subscribe to; the hub keeps such wake-ups until
 		// the window closes.
 		d.win = c.ln.beginDraw()
+		d.gen = c.ln.gen()
 		sent := time.Now()
 		// The draw commits on its own: if ctx ended while it ran and its
 		// reply were dropped, the ticket would stay in the queue, unknown
@@ -115,7 +121,7 @@ type serveCheck struct {
 
 func (c *Client) serve(ctx context.Context, t *Turn) (serveCheck, error) {
 	var s serveCheck
-	err := c.queryRow(ctx, c.qsql().serve, t.l.ns, t.l.key, t.l.token, c.cfg.Owner, c.sql.channel).
+	err := c.queryRow(ctx, c.qsql().serve, t.l.ns, t.l.key, t.l.token, c.cfg.Owner, c.sql.channel, t.l.acquiredAt).
 		Scan(&s.alive, &s.served, &s.pred, &s.predLeft, &s.predOwner, &s.racing)
 	if err != nil {
 		return s, c.wrapErr(fmt.Sprintf("check turn on %q/%q (ticket %d)", t.l.ns, t.l.key, t.l.token), err)
@@ -178,7 +184,13 @@ func (c *Client) waitTurn(ctx context.Context, t *Turn, d drawn) error {
 			return stop()
 		}
 		if granted || isServed() {
-			return nil // granted by the leave ahead (t.l.Err() checked above)
+			if c.ln.gen() == d.gen {
+				return nil // granted by the leave ahead (t.l.Err() checked above)
+			}
+			// Heard on a connection made since the draw: the server may
+			// have restarted and the 's' be for another ticket with the
+			// same number. The serving check decides.
+			granted, skip = false, false
 		}
 		sent := time.Now()
 		var (

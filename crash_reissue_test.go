@@ -191,3 +191,70 @@ func TestTurnTicketReissuedAfterACrash(t *testing.T) {
 		require.NoError(t, first.turn.Release(ctx))
 	}
 }
+
+// A clean restart loses no registration: a waiter registered before it
+// carries its registration over to the new server start time (found by
+// its exact expiry) as soon as its LISTEN connection is back, and is then
+// handed the lease by the next release, as before the restart; it used to
+// distrust the registration, re-register, and leave the old one to be
+// granted and expire unread, the key stranded for the waiter's TTL.
+func TestLeaseWaiterKeepsItsRegistrationAcrossACleanRestart(t *testing.T) {
+	ctx := ctxT(t)
+	cl, err := pgtemp.Start(ctx, pgtemp.Options{})
+	if err != nil {
+		t.Skipf("no local PostgreSQL binaries for a private cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	newClient := func(ttl time.Duration) *sentinel.Client {
+		p, err := pgxpool.New(ctx, cl.URL())
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		c, err := sentinel.New(p, &sentinel.Config{DefaultTTL: ttl, WaitRecheck: 100 * time.Millisecond})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	holder := newClient(time.Hour)
+	const ttl = 9 * time.Second
+	waiter := newClient(ttl)
+	require.NoError(t, holder.Migrate(ctx))
+	held, err := holder.Lease(ctx, "k")
+	require.NoError(t, err)
+	got := make(chan *sentinel.Lease, 1)
+	go func() {
+		l, err := waiter.Lease(ctx, "k", sentinel.WithWait())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	adm, err := pgxpool.New(ctx, cl.URL())
+	require.NoError(t, err)
+	t.Cleanup(adm.Close)
+	var reg int64
+	waitFor(t, 10*time.Second, "the waiter to register", func() bool {
+		return adm.QueryRow(ctx, "SELECT waiter FROM sentinel.lease_waiters WHERE key = 'k'").Scan(&reg) == nil
+	})
+	require.NoError(t, cl.Restart(ctx, "fast"))
+	adm.Reset()
+	holder.Pool().Reset()
+	time.Sleep(2 * time.Second) // the waiter's LISTEN connection is back
+	require.Equal(t, 1, func() int {
+		var n int
+		require.NoError(t, adm.QueryRow(ctx, "SELECT count(*) FROM sentinel.lease_waiters WHERE key = 'k'").Scan(&n))
+		return n
+	}(), "one registration")
+	released := time.Now()
+	require.NoError(t, held.Release(ctx))
+	select {
+	case l := <-got:
+		require.NotNil(t, l)
+		took := time.Since(released)
+		t.Logf("the waiter got the lease %s after the release", took)
+		require.Less(t, took, ttl/3, "the lease was handed to a registration nobody read")
+		require.Greater(t, l.Token(), held.Token())
+		require.NoError(t, l.Release(ctx))
+	case <-time.After(2 * ttl):
+		t.Fatal("the waiter never got the lease")
+	}
+}

@@ -79,6 +79,10 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		// the server ends.
 		regEpoch time.Time
 		regGen   uint64
+		// regExact is reg's expiry as last written (database clock, to
+		// the µs): with its id it names reg alone, across a restart too,
+		// for its renewal and withdrawal (see sqlAcquireWait).
+		regExact time.Time
 		// regSent is when the newest statement that found reg in place
 		// was sent (its registration, a renewal): any grant to reg was
 		// made after it (see takeGrant).
@@ -102,7 +106,7 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 	}
 	defer func() {
 		if reg != 0 && l == nil {
-			c.leaseWaitWithdraw(ctx, o, key, reg, regEpoch)
+			c.leaseWaitWithdraw(ctx, o, key, reg, regEpoch, regExact)
 		}
 		setReg(0, time.Time{}, time.Time{})
 	}()
@@ -156,7 +160,7 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		lastHeld = held
 		if w.waiter != 0 {
 			setReg(w.waiter, sent.Add(w.left), w.epoch)
-			regSent, regGen = sent, gen
+			regSent, regGen, regExact = sent, gen, w.until
 			if !w.live {
 				continue // released meanwhile: re-check now
 			}
@@ -183,11 +187,14 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		}
 		if reg != 0 {
 			// Renew the registration before a third of the TTL is left,
-			// and wake up in time to renew it again.
-			if time.Until(regUntil) < 2*o.ttl/3 {
+			// and wake up in time to renew it again; at once when the
+			// hub listens on a new connection (the server may have
+			// restarted: the renewal then finds the registration by its
+			// exact expiry, and carries it over to the new start time).
+			if time.Until(regUntil) < 2*o.ttl/3 || c.ln.gen() != regGen {
 				renewGen := c.ln.gen()
 				renewSent := time.Now()
-				left, ok, err := c.leaseWaitRenew(ctx, o, key, reg, regEpoch)
+				left, exact, epoch, ok, err := c.leaseWaitRenew(ctx, o, key, reg, regEpoch, regExact)
 				switch {
 				case err != nil && ctx.Err() != nil:
 					return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last holder: %w)", o.namespace, key, context.Cause(ctx), lastHeld)
@@ -196,6 +203,7 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 					continue // gone: granted meanwhile (read it now), or lost
 				case err == nil:
 					regUntil, regSent, regGen = renewSent.Add(left), renewSent, renewGen
+					regExact, regEpoch = exact, epoch
 				}
 			}
 			delay = min(delay, time.Until(regUntil)-o.ttl/3)
@@ -251,30 +259,32 @@ type waitResult struct {
 	waiter int64         // the registration made (0: none)
 	left   time.Duration // its time left
 	epoch  time.Time     // the server's start time (pg_postmaster_start_time)
+	until  time.Time     // the registration's exact expiry (database clock)
 }
 
 // leaseWaitRenew renews registration reg for the waiter's TTL. ok is false
 // when it is gone (granted).
-func (c *Client) leaseWaitRenew(ctx context.Context, o callOptions, key string, reg int64, epoch time.Time) (left time.Duration, ok bool, err error) {
-	err = c.queryRow(ctx, c.sql.waitRenew, o.namespace, key, reg, us(o.ttl), epoch).Scan(&left)
+func (c *Client) leaseWaitRenew(ctx context.Context, o callOptions, key string, reg int64, epoch, exact time.Time) (left time.Duration,
+	newExact, newEpoch time.Time, ok bool, err error) {
+	err = c.queryRow(ctx, c.sql.waitRenew, o.namespace, key, reg, us(o.ttl), epoch, exact).Scan(&left, &newExact, &newEpoch)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, nil
+		return 0, time.Time{}, time.Time{}, false, nil
 	}
 	if err != nil {
-		return 0, false, c.wrapErr(fmt.Sprintf("wait for lease %q/%q", o.namespace, key), err)
+		return 0, time.Time{}, time.Time{}, false, c.wrapErr(fmt.Sprintf("wait for lease %q/%q", o.namespace, key), err)
 	}
-	return left, true, nil
+	return left, newExact, newEpoch, true, nil
 }
 
 // leaseWaitWithdraw withdraws registration reg of a waiter that gives up,
 // best effort: a registration left behind expires within the waiter's TTL.
 // When it is already gone, a release may have granted the lease to it: that
 // grant is read and released, which hands the key to the next waiter.
-func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key string, reg int64, epoch time.Time) {
+func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key string, reg int64, epoch, exact time.Time) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 	defer cancel()
 	var was bool
-	if err := c.queryRow(rctx, c.sql.waitLeave, o.namespace, key, reg, epoch).Scan(&was); err != nil || was {
+	if err := c.queryRow(rctx, c.sql.waitLeave, o.namespace, key, reg, epoch, exact).Scan(&was); err != nil || was {
 		return
 	}
 	if g, err := c.readGrant(rctx, key, o, reg, epoch); err == nil && g != nil {
@@ -375,7 +385,7 @@ func (c *Client) tryAcquireWait(ctx context.Context, key string, o callOptions, 
 	}
 	l, held, err := c.acquireRow(ctx, key, o, func(sctx context.Context, dest ...any) error {
 		return c.queryRow(sctx, c.sql.acqWait, o.namespace, key, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
-			us(o.ttl), us(o.hardTTL), o.force, leaving, reg == 0, reg, c.ln.direct(), regEpoch).Scan(append(dest, &w.live, &w.waiter, &w.left, &w.epoch)...)
+			us(o.ttl), us(o.hardTTL), o.force, leaving, reg == 0, reg, c.ln.direct(), regEpoch).Scan(append(dest, &w.live, &w.waiter, &w.left, &w.epoch, &w.until)...)
 	})
 	return l, held, w, err
 }

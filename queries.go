@@ -172,8 +172,12 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 // its renewal, its withdrawal, its deletion by a grant here) also require
 // the server to be the one it was made on: the postmaster's start time,
 // returned last, which a restart changes. A registration made before a
-// restart is then found gone, and its waiter registers again; one that
-// survived a clean restart is left to expire, as a dead waiter's is.
+// restart is then found gone, and its waiter registers again; except by
+// its renewal and withdrawal, which also know it by its exact expiry
+// (returned last, and by every renewal: another registration with the same
+// id has another), so that a registration that survived a clean restart
+// is renewed under the new start time (its waiter renews at once when its
+// LISTEN connection changed) rather than left to be granted unread.
 // $1-$9 as sqlAcquire, $10 register, $11 the caller's registration (0:
 // none), $12 the channel of the caller's process (listenHub.direct; empty:
 // none, its grant's wake-up goes to the schema's channel), $13 the server
@@ -195,7 +199,7 @@ rg AS (
     SELECT $1, $2, pg_catalog.nextval({{seq}}), $3, $4, $5, $6, $7,
         pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond', nullif($12::text, '')
     FROM cu
-    RETURNING waiter, expires_at - pg_catalog.clock_timestamp() AS left
+    RETURNING waiter, expires_at - pg_catalog.clock_timestamp() AS left, expires_at AS until
 ),
 dr AS (
     DELETE FROM {{schema}}.lease_waiters x
@@ -207,12 +211,12 @@ sc AS (
         CASE WHEN EXISTS (SELECT 1 FROM g) THEN pg_catalog.current_setting('synchronous_commit') ELSE 'off' END, true) AS v
 )
 SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining, true, 0::bigint, interval '0',
-    pg_catalog.pg_postmaster_start_time() FROM g, sc`, 1),
+    pg_catalog.pg_postmaster_start_time(), 'epoch'::timestamptz FROM g, sc`, 1),
 	`    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp()
 FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, `    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp(),
     coalesce((SELECT cu.live FROM cu), true), coalesce((SELECT rg.waiter FROM rg), 0), coalesce((SELECT rg.left FROM rg), interval '0'),
-    pg_catalog.pg_postmaster_start_time()
+    pg_catalog.pg_postmaster_start_time(), coalesce((SELECT rg.until FROM rg), 'epoch'::timestamptz)
 FROM {{schema}}.leases t, sc
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, 1), `waiters = greatest(t.waiters - $9::int, 0)`,
 	`waiters = greatest(t.waiters - CASE WHEN pg_catalog.pg_postmaster_start_time() = $13::timestamptz THEN $9::int ELSE 0 END, 0)`, 1)
@@ -405,23 +409,28 @@ SELECT d.namespace, d.key, coalesce(d.wake, '') FROM d`
 // row: it is gone (granted, removed as long expired, or made before the
 // server restarted: see sqlAcquireWait).
 // $1 namespace, $2 key, $3 waiter, $4 ttl µs, $5 the server start time the
-// registration was made under.
+// registration was made under, $6 its exact expiry as last written (either
+// identifies it: see sqlAcquireWait). It returns the time left, the new
+// expiry and the server's start time.
 const sqlLeaseWaitRenew = `
 UPDATE {{schema}}.lease_waiters x
 SET expires_at = pg_catalog.clock_timestamp() + $4::bigint * interval '1 microsecond'
-WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = $3 AND pg_catalog.pg_postmaster_start_time() = $5::timestamptz
-RETURNING x.expires_at - pg_catalog.clock_timestamp()`
+WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = $3
+  AND (pg_catalog.pg_postmaster_start_time() = $5::timestamptz OR x.expires_at = $6::timestamptz)
+RETURNING x.expires_at - pg_catalog.clock_timestamp(), x.expires_at, pg_catalog.pg_postmaster_start_time()`
 
 // sqlLeaseWaitLeave withdraws a registration and counts the waiter out
 // (best effort: a locked lease row is skipped; a count left high costs a
 // NOTIFY). It returns whether the registration was still there: when it
 // was not, a release may have granted the lease to it (sqlLeaseGrant).
 // $1 namespace, $2 key, $3 waiter, $4 the server start time the
-// registration was made under (see sqlAcquireWait).
+// registration was made under, $5 its exact expiry as last written (see
+// sqlAcquireWait).
 const sqlLeaseWaitLeave = `
 WITH dw AS (
     DELETE FROM {{schema}}.lease_waiters x
-    WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = $3 AND pg_catalog.pg_postmaster_start_time() = $4::timestamptz
+    WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = $3
+      AND (pg_catalog.pg_postmaster_start_time() = $4::timestamptz OR x.expires_at = $5::timestamptz)
     RETURNING 1
 ),
 lk AS (

@@ -2,6 +2,7 @@ package sentinel_test
 
 import (
 	"context"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +21,31 @@ import (
 // the second's grant by that id (its wake-up, or a read of it), and both
 // held the lease, with the same token.
 func TestLeaseWaiterIdReissuedAfterACrash(t *testing.T) {
+	leaseWaiterIdReissued(t, func(ctx context.Context, cl *pgtemp.Cluster, _ *pgxpool.Pool) {
+		require.NoError(t, cl.Stop(ctx, "immediate"))
+		require.NoError(t, cl.Start(ctx))
+	})
+}
+
+// The same when only a backend crashes (the OOM killer's SIGKILL): the
+// postmaster lives on, with its start time, and reinitializes its shared
+// memory, where the unflushed commit was. The statements' epoch (the
+// statistics' reset time) changes all the same.
+func TestLeaseWaiterIdReissuedAfterABackendCrash(t *testing.T) {
+	leaseWaiterIdReissued(t, func(ctx context.Context, _ *pgtemp.Cluster, adm *pgxpool.Pool) {
+		var pid int
+		var started time.Time
+		require.NoError(t, adm.QueryRow(ctx, "SELECT pg_backend_pid(), pg_postmaster_start_time()").Scan(&pid, &started))
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		var after time.Time
+		require.Eventually(t, func() bool {
+			return adm.QueryRow(ctx, "SELECT pg_postmaster_start_time()").Scan(&after) == nil
+		}, 20*time.Second, 50*time.Millisecond)
+		require.True(t, after.Equal(started), "the postmaster restarted: not the case this test is for")
+	})
+}
+
+func leaseWaiterIdReissued(t *testing.T, crash func(context.Context, *pgtemp.Cluster, *pgxpool.Pool)) {
 	ctx := ctxT(t)
 	cl, err := pgtemp.Start(ctx, pgtemp.Options{Settings: map[string]string{
 		"wal_writer_delay": "10000ms", "autovacuum": "off"}})
@@ -66,8 +92,7 @@ func TestLeaseWaiterIdReissuedAfterACrash(t *testing.T) {
 	waitFor(t, 10*time.Second, "A to register", func() bool {
 		return adm.QueryRow(ctx, "SELECT waiter FROM sentinel.lease_waiters WHERE key = 'k'").Scan(&regA) == nil
 	})
-	require.NoError(t, cl.Stop(ctx, "immediate"))
-	require.NoError(t, cl.Start(ctx))
+	crash(ctx, cl, adm)
 	var n int
 	require.Eventually(t, func() bool {
 		return adm.QueryRow(ctx, "SELECT count(*) FROM sentinel.lease_waiters").Scan(&n) == nil
@@ -193,7 +218,7 @@ func TestTurnTicketReissuedAfterACrash(t *testing.T) {
 }
 
 // A clean restart loses no registration: a waiter registered before it
-// carries its registration over to the new server start time (found by
+// carries its registration over to the new server's epoch (found by
 // its exact expiry) as soon as its LISTEN connection is back, and is then
 // handed the lease by the next release, as before the restart; it used to
 // distrust the registration, re-register, and leave the old one to be

@@ -70,7 +70,8 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		reg      int64     // this waiter's registration (lease_waiters); 0: none
 		regKey   string    // reg, as the key of its grant notifications
 		regUntil time.Time // the registration lasts until then at least (local clock)
-		// regEpoch is the server's start time when reg was made: a
+		// regEpoch is the server's epoch when reg was made (see
+		// sqlAcquireWait): a
 		// statement acting on reg by its id requires it unchanged (ids
 		// are reissued after a crash: see sqlAcquireWait). regGen is the
 		// hub's connection (listenHub.gen) before the newest statement
@@ -190,7 +191,7 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 			// and wake up in time to renew it again; at once when the
 			// hub listens on a new connection (the server may have
 			// restarted: the renewal then finds the registration by its
-			// exact expiry, and carries it over to the new start time).
+			// exact expiry, and carries it over to the new epoch).
 			if time.Until(regUntil) < 2*o.ttl/3 || c.ln.gen() != regGen {
 				renewGen := c.ln.gen()
 				renewSent := time.Now()
@@ -258,7 +259,7 @@ type waitResult struct {
 	live   bool          // the key was still held once its row was locked
 	waiter int64         // the registration made (0: none)
 	left   time.Duration // its time left
-	epoch  time.Time     // the server's start time (pg_postmaster_start_time)
+	epoch  time.Time     // the server's epoch (sqlAcquireWait: when its statistics were last reset)
 	until  time.Time     // the registration's exact expiry (database clock)
 }
 

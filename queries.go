@@ -170,18 +170,28 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 // registration (of the same client, on the same key, as like as not). So
 // the statements that act on a registration by its id (a grant's read,
 // its renewal, its withdrawal, its deletion by a grant here) also require
-// the server to be the one it was made on: the postmaster's start time,
-// returned last, which a restart changes. A registration made before a
-// restart is then found gone, and its waiter registers again; except by
+// the server to be in the life it was made in, its epoch: the time its
+// cumulative statistics were last reset, returned last. Every start after
+// a crash resets them, whether the postmaster restarted or only
+// reinitialized its shared memory after a backend crashed (the OOM
+// killer's SIGKILL: the postmaster's start time stays, while the WAL
+// buffers that held unflushed commits are gone); a clean restart keeps
+// them, as it loses no commit. (Only pg_stat_reset_shared also resets
+// them: a registration is then distrusted for nothing, and registered
+// again.) The postmaster's start time stands in where they are NULL. A
+// registration made before a crash is then found gone, and its waiter
+// registers again; except by
 // its renewal and withdrawal, which also know it by its exact expiry
 // (returned last, and by every renewal: another registration with the same
-// id has another), so that a registration that survived a clean restart
-// is renewed under the new start time (its waiter renews at once when its
-// LISTEN connection changed) rather than left to be granted unread.
+// id has another), so that a registration that survived a change of epoch
+// without a crash (pg_stat_reset_shared, or a server that keeps no
+// statistics across a clean restart) is renewed under the new epoch (its
+// waiter renews at once when its LISTEN connection changed) rather than
+// left to be granted unread.
 // $1-$9 as sqlAcquire, $10 register, $11 the caller's registration (0:
 // none), $12 the channel of the caller's process (listenHub.direct; empty:
-// none, its grant's wake-up goes to the schema's channel), $13 the server
-// start time $11 was made under ($9 counts the caller out only under it).
+// none, its grant's wake-up goes to the schema's channel), $13 the server's
+// epoch $11 was made under ($9 counts the caller out only under it).
 var sqlAcquireWait = strings.Replace(strings.Replace(strings.Replace(sqlAcquire, `g AS (SELECT * FROM up UNION ALL SELECT * FROM ins)
 SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining FROM g`, `g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
 hl AS (
@@ -204,22 +214,22 @@ rg AS (
 dr AS (
     DELETE FROM {{schema}}.lease_waiters x
     WHERE $11::bigint > 0 AND EXISTS (SELECT 1 FROM g) AND x.namespace = $1 AND x.key = $2 AND x.waiter = $11
-      AND pg_catalog.pg_postmaster_start_time() = $13::timestamptz
+      AND coalesce(pg_catalog.pg_stat_get_bgwriter_stat_reset_time(), pg_catalog.pg_postmaster_start_time()) = $13::timestamptz
 ),
 sc AS (
     SELECT pg_catalog.set_config('synchronous_commit',
         CASE WHEN EXISTS (SELECT 1 FROM g) THEN pg_catalog.current_setting('synchronous_commit') ELSE 'off' END, true) AS v
 )
 SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining, true, 0::bigint, interval '0',
-    pg_catalog.pg_postmaster_start_time(), 'epoch'::timestamptz FROM g, sc`, 1),
+    coalesce(pg_catalog.pg_stat_get_bgwriter_stat_reset_time(), pg_catalog.pg_postmaster_start_time()), 'epoch'::timestamptz FROM g, sc`, 1),
 	`    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp()
 FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, `    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp(),
     coalesce((SELECT cu.live FROM cu), true), coalesce((SELECT rg.waiter FROM rg), 0), coalesce((SELECT rg.left FROM rg), interval '0'),
-    pg_catalog.pg_postmaster_start_time(), coalesce((SELECT rg.until FROM rg), 'epoch'::timestamptz)
+    coalesce(pg_catalog.pg_stat_get_bgwriter_stat_reset_time(), pg_catalog.pg_postmaster_start_time()), coalesce((SELECT rg.until FROM rg), 'epoch'::timestamptz)
 FROM {{schema}}.leases t, sc
 WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, 1), `waiters = greatest(t.waiters - $9::int, 0)`,
-	`waiters = greatest(t.waiters - CASE WHEN pg_catalog.pg_postmaster_start_time() = $13::timestamptz THEN $9::int ELSE 0 END, 0)`, 1)
+	`waiters = greatest(t.waiters - CASE WHEN coalesce(pg_catalog.pg_stat_get_bgwriter_stat_reset_time(), pg_catalog.pg_postmaster_start_time()) = $13::timestamptz THEN $9::int ELSE 0 END, 0)`, 1)
 
 // grantWakeSQL follows the registration in a grant's wake-up ('w'): the
 // grant, from the lease row t the release wrote, as "/<token>/<acquired>/
@@ -408,29 +418,29 @@ SELECT d.namespace, d.key, coalesce(d.wake, '') FROM d`
 // sqlLeaseWaitRenew renews a waiter's registration for its TTL ($4 µs). No
 // row: it is gone (granted, removed as long expired, or made before the
 // server restarted: see sqlAcquireWait).
-// $1 namespace, $2 key, $3 waiter, $4 ttl µs, $5 the server start time the
+// $1 namespace, $2 key, $3 waiter, $4 ttl µs, $5 the server's epoch the
 // registration was made under, $6 its exact expiry as last written (either
 // identifies it: see sqlAcquireWait). It returns the time left, the new
-// expiry and the server's start time.
+// expiry and the server's epoch.
 const sqlLeaseWaitRenew = `
 UPDATE {{schema}}.lease_waiters x
 SET expires_at = pg_catalog.clock_timestamp() + $4::bigint * interval '1 microsecond'
 WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = $3
-  AND (pg_catalog.pg_postmaster_start_time() = $5::timestamptz OR x.expires_at = $6::timestamptz)
-RETURNING x.expires_at - pg_catalog.clock_timestamp(), x.expires_at, pg_catalog.pg_postmaster_start_time()`
+  AND (coalesce(pg_catalog.pg_stat_get_bgwriter_stat_reset_time(), pg_catalog.pg_postmaster_start_time()) = $5::timestamptz OR x.expires_at = $6::timestamptz)
+RETURNING x.expires_at - pg_catalog.clock_timestamp(), x.expires_at, coalesce(pg_catalog.pg_stat_get_bgwriter_stat_reset_time(), pg_catalog.pg_postmaster_start_time())`
 
 // sqlLeaseWaitLeave withdraws a registration and counts the waiter out
 // (best effort: a locked lease row is skipped; a count left high costs a
 // NOTIFY). It returns whether the registration was still there: when it
 // was not, a release may have granted the lease to it (sqlLeaseGrant).
-// $1 namespace, $2 key, $3 waiter, $4 the server start time the
+// $1 namespace, $2 key, $3 waiter, $4 the server's epoch the
 // registration was made under, $5 its exact expiry as last written (see
 // sqlAcquireWait).
 const sqlLeaseWaitLeave = `
 WITH dw AS (
     DELETE FROM {{schema}}.lease_waiters x
     WHERE x.namespace = $1 AND x.key = $2 AND x.waiter = $3
-      AND (pg_catalog.pg_postmaster_start_time() = $4::timestamptz OR x.expires_at = $5::timestamptz)
+      AND (coalesce(pg_catalog.pg_stat_get_bgwriter_stat_reset_time(), pg_catalog.pg_postmaster_start_time()) = $4::timestamptz OR x.expires_at = $5::timestamptz)
     RETURNING 1
 ),
 lk AS (
@@ -449,7 +459,7 @@ SELECT EXISTS (SELECT 1 FROM dw)`
 // unexpired. The time left is measured by this read, on the database
 // clock, after the grant: a deadline counted from the read's send time is
 // never later than the grant's expiry.
-// $1 namespace, $2 key, $3 owner, $4 waiter, $5 the server start time the
+// $1 namespace, $2 key, $3 owner, $4 waiter, $5 the server's epoch the
 // registration was made under (a grant to the same id made after a
 // restart is another registration's: see sqlAcquireWait).
 const sqlLeaseGrant = `
@@ -457,7 +467,7 @@ SELECT t.token, t.acquired_at, t.expires_at, nullif(t.hard_expires_at, 'infinity
     t.expires_at - pg_catalog.clock_timestamp()
 FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.granted_waiter = $4
-  AND t.expires_at > pg_catalog.clock_timestamp() AND pg_catalog.pg_postmaster_start_time() = $5::timestamptz`
+  AND t.expires_at > pg_catalog.clock_timestamp() AND coalesce(pg_catalog.pg_stat_get_bgwriter_stat_reset_time(), pg_catalog.pg_postmaster_start_time()) = $5::timestamptz`
 
 // renewKind is one kind of row the heartbeat renews. Every kind adds a
 // lock+update step to the one renewal statement per tick (see renewSQL), so a

@@ -13,6 +13,31 @@ import (
 	"github.com/sentinel-coordination/sentinel/internal/pgtemp"
 )
 
+// crashCluster is a private cluster for a crash test (settings: a
+// wal_writer_delay long enough that a commit that does not wait for its
+// flush stays in memory until the crash), with newClient making a client
+// on a pool of its own there, closed with the test.
+func crashCluster(t *testing.T, ctx context.Context, settings map[string]string) (*pgtemp.Cluster, func(sentinel.Config) *sentinel.Client) {
+	t.Helper()
+	cl, err := pgtemp.Start(ctx, pgtemp.Options{Settings: settings})
+	if err != nil {
+		t.Skipf("no local PostgreSQL binaries for a private cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl, func(cfg sentinel.Config) *sentinel.Client {
+		p, err := pgxpool.New(ctx, cl.URL())
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		c, err := sentinel.New(p, &cfg)
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+}
+
+// flushDelayed keeps unflushed commits in memory for 10 s (crashCluster).
+var flushDelayed = map[string]string{"wal_writer_delay": "10000ms", "autovacuum": "off"}
+
 // A waiter's registration commits without waiting for its WAL flush: a
 // crash of the server can lose it, and with it the sequence's advance that
 // minted its id, which the sequence then hands out again. Two waiters of
@@ -47,23 +72,9 @@ func TestLeaseWaiterIdReissuedAfterABackendCrash(t *testing.T) {
 
 func leaseWaiterIdReissued(t *testing.T, crash func(context.Context, *pgtemp.Cluster, *pgxpool.Pool)) {
 	ctx := ctxT(t)
-	cl, err := pgtemp.Start(ctx, pgtemp.Options{Settings: map[string]string{
-		"wal_writer_delay": "10000ms", "autovacuum": "off"}})
-	if err != nil {
-		t.Skipf("no local PostgreSQL binaries for a private cluster: %v", err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
-	newClient := func(ttl time.Duration) *sentinel.Client {
-		p, err := pgxpool.New(ctx, cl.URL())
-		require.NoError(t, err)
-		t.Cleanup(p.Close)
-		c, err := sentinel.New(p, &sentinel.Config{DefaultTTL: ttl, WaitRecheck: 100 * time.Millisecond})
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		return c
-	}
-	holder := newClient(time.Hour)
-	waiters := newClient(12 * time.Second)
+	cl, newClient := crashCluster(t, ctx, flushDelayed)
+	holder := newClient(sentinel.Config{DefaultTTL: time.Hour, WaitRecheck: 100 * time.Millisecond})
+	waiters := newClient(sentinel.Config{DefaultTTL: 12 * time.Second, WaitRecheck: 100 * time.Millisecond})
 	require.NoError(t, holder.Migrate(ctx))
 	adm, err := pgxpool.New(ctx, cl.URL())
 	require.NoError(t, err)
@@ -138,23 +149,9 @@ func leaseWaiterIdReissued(t *testing.T, crash func(context.Context, *pgtemp.Clu
 // timer, after the handover.)
 func TestTurnTicketReissuedAfterACrash(t *testing.T) {
 	ctx := ctxT(t)
-	cl, err := pgtemp.Start(ctx, pgtemp.Options{Settings: map[string]string{
-		"wal_writer_delay": "10000ms", "autovacuum": "off"}})
-	if err != nil {
-		t.Skipf("no local PostgreSQL binaries for a private cluster: %v", err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
-	newClient := func(ttl time.Duration, noListen bool) *sentinel.Client {
-		p, err := pgxpool.New(ctx, cl.URL())
-		require.NoError(t, err)
-		t.Cleanup(p.Close)
-		c, err := sentinel.New(p, &sentinel.Config{DefaultTTL: ttl, WaitRecheck: 8 * time.Second, DisableListen: noListen})
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		return c
-	}
-	holder := newClient(30*time.Second, false)
-	waiters := newClient(30*time.Second, true)
+	cl, newClient := crashCluster(t, ctx, flushDelayed)
+	holder := newClient(sentinel.Config{DefaultTTL: 30 * time.Second, WaitRecheck: 8 * time.Second})
+	waiters := newClient(sentinel.Config{DefaultTTL: 30 * time.Second, WaitRecheck: 8 * time.Second, DisableListen: true})
 	require.NoError(t, holder.Migrate(ctx))
 	adm, err := pgxpool.New(ctx, cl.URL())
 	require.NoError(t, err)
@@ -225,23 +222,10 @@ func TestTurnTicketReissuedAfterACrash(t *testing.T) {
 // granted and expire unread, the key stranded for the waiter's TTL.
 func TestLeaseWaiterKeepsItsRegistrationAcrossACleanRestart(t *testing.T) {
 	ctx := ctxT(t)
-	cl, err := pgtemp.Start(ctx, pgtemp.Options{})
-	if err != nil {
-		t.Skipf("no local PostgreSQL binaries for a private cluster: %v", err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
-	newClient := func(ttl time.Duration) *sentinel.Client {
-		p, err := pgxpool.New(ctx, cl.URL())
-		require.NoError(t, err)
-		t.Cleanup(p.Close)
-		c, err := sentinel.New(p, &sentinel.Config{DefaultTTL: ttl, WaitRecheck: 100 * time.Millisecond})
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		return c
-	}
-	holder := newClient(time.Hour)
+	cl, newClient := crashCluster(t, ctx, nil)
+	holder := newClient(sentinel.Config{DefaultTTL: time.Hour, WaitRecheck: 100 * time.Millisecond})
 	const ttl = 9 * time.Second
-	waiter := newClient(ttl)
+	waiter := newClient(sentinel.Config{DefaultTTL: ttl, WaitRecheck: 100 * time.Millisecond})
 	require.NoError(t, holder.Migrate(ctx))
 	held, err := holder.Lease(ctx, "k")
 	require.NoError(t, err)

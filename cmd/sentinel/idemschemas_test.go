@@ -3,13 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -24,19 +20,7 @@ import (
 // same listing there, runnable as printed; stdout is unchanged.
 func TestIdempotencyListNamesOtherSchemas(t *testing.T) {
 	ctx := ctxT(t)
-	db := "cli_db_" + strings.ReplaceAll(uuid.NewString()[:13], "-", "_")
-	_, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize())
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)")
-	})
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	u.Path = "/" + db
-	dbu := u.String()
-	pool, err := pgxpool.New(ctx, dbu)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	dbu, pool := ownDatabase(t, ctx)
 	for _, schema := range []string{"sentinel", "billing"} {
 		c, err := sentinel.New(pool, &sentinel.Config{Schema: schema})
 		require.NoError(t, err)

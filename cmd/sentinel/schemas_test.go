@@ -19,12 +19,11 @@ import (
 	"github.com/sentinel-coordination/sentinel"
 )
 
-// An operator who names no schema, against a database whose application
-// keeps Sentinel's tables in a schema of its own (Config.Schema): the
-// error says which schemas hold them, with the same command for each,
-// ready to run as printed.
-func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
-	ctx := ctxT(t)
+// ownDatabase creates a database of the test's own on the test server,
+// dropped with the test, and returns its URL and a pool on it: what a test
+// of the other schemas of "the database" must not share.
+func ownDatabase(t *testing.T, ctx context.Context) (string, *pgxpool.Pool) {
+	t.Helper()
 	db := "cli_db_" + strings.ReplaceAll(uuid.NewString()[:13], "-", "_")
 	_, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize())
 	require.NoError(t, err)
@@ -34,10 +33,19 @@ func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
 	u.Path = "/" + db
-	dbu := u.String()
-	pool, err := pgxpool.New(ctx, dbu)
+	pool, err := pgxpool.New(ctx, u.String())
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
+	return u.String(), pool
+}
+
+// An operator who names no schema, against a database whose application
+// keeps Sentinel's tables in a schema of its own (Config.Schema): the
+// error says which schemas hold them, with the same command for each,
+// ready to run as printed.
+func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
+	ctx := ctxT(t)
+	dbu, pool := ownDatabase(t, ctx)
 	migrated := func(schema string) *sentinel.Client {
 		c, err := sentinel.New(pool, &sentinel.Config{Schema: schema, Namespace: "billing"})
 		require.NoError(t, err)
@@ -46,7 +54,7 @@ func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
 		return c
 	}
 	c := migrated("app_one")
-	_, err = sentinel.Once(ctx, c, "pay-1", func(context.Context) (string, error) { return "ch_1", nil })
+	_, err := sentinel.Once(ctx, c, "pay-1", func(context.Context) (string, error) { return "ch_1", nil })
 	require.NoError(t, err)
 	run := func(args ...string) result {
 		return runBin(t, []string{"DATABASE_URL=" + dbu}, nil, args...)

@@ -41,6 +41,27 @@ func onceWaiter(t *testing.T, e *env, c *sentinel.Client, key string) <-chan err
 	return got
 }
 
+// running starts c's Once on key, whose fn runs until finish is called
+// and then returns 7 (lease of a minute, hard TTL of an hour), and returns
+// once fn runs; finish returns the Once's error.
+func running(c *sentinel.Client, key string) (finish func() error) {
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := sentinel.Once(context.Background(), c, key, func(context.Context) (int, error) {
+			close(started)
+			<-release
+			return 7, nil
+		}, sentinel.WithTTL(time.Minute), sentinel.WithHardTTL(time.Hour))
+		done <- err
+	}()
+	<-started
+	return func() error {
+		close(release)
+		return <-done
+	}
+}
+
 // woken waits for a waiter that only a wake-up can make prompt: the
 // executor's lease lasts a minute, and the waiter re-checks at its expiry.
 func woken(t *testing.T, got <-chan error, since time.Time) {
@@ -67,21 +88,10 @@ func TestOnceOutcomeWakesAfterTheCommit(t *testing.T) {
 		if drop {
 			sentinel.DropWakes(a)
 		}
-		started, finish := make(chan struct{}), make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			_, err := sentinel.Once(context.Background(), a, key, func(context.Context) (int, error) {
-				close(started)
-				<-finish
-				return 7, nil
-			}, sentinel.WithTTL(time.Minute), sentinel.WithHardTTL(time.Hour))
-			done <- err
-		}()
-		<-started
+		finish := running(a, key)
 		got := onceWaiter(t, e, b, key)
 		completed := time.Now()
-		close(finish)
-		require.NoError(t, <-done)
+		require.NoError(t, finish())
 		if drop {
 			noneWithin(t, notes, 500*time.Millisecond, "a completion whose wake-up was dropped")
 			select {
@@ -225,23 +235,12 @@ func TestOnceWaiterOnANewListenerSleepsUntilWoken(t *testing.T) {
 	a := e.client(nil)
 	claims := &claimCounter{}
 	b := e.clientOn(e.pool(func(c *pgxpool.Config) { c.ConnConfig.Tracer = claims }), nil)
-	started, finish := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := sentinel.Once(context.Background(), a, "pay", func(context.Context) (int, error) {
-			close(started)
-			<-finish
-			return 7, nil
-		}, sentinel.WithTTL(time.Minute), sentinel.WithHardTTL(time.Hour))
-		done <- err
-	}()
-	<-started
+	finish := running(a, "pay")
 	got := onceWaiter(t, e, b, "pay")
 	time.Sleep(300 * time.Millisecond)
 	require.Equal(t, int64(1), claims.n.Load(), "claims before the outcome")
 	completed := time.Now()
-	close(finish)
-	require.NoError(t, <-done)
+	require.NoError(t, finish())
 	woken(t, got, completed)
 	require.Equal(t, int64(2), claims.n.Load(), "claims in all: the first, and the one its wake-up made")
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -385,7 +386,30 @@ func mapType(t reflect.Type) *jsonschema.Schema {
 	case has(textMarshaler):
 		return &jsonschema.Schema{Type: "string"}
 	}
-	return nil
+	return numberBounds(t)
+}
+
+// numberBounds gives a Go number type the range encoding/json decodes
+// into it: a uint8 field refuses 256 and -1, a float32 field 1e39. JSON
+// Schema's "integer" and "number" know no width, and an operator's value
+// beyond it would be stored while every caller got ErrResult for it.
+func numberBounds(t reflect.Type) *jsonschema.Schema {
+	var lo, hi string
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		shift := 64 - t.Bits()
+		lo = strconv.FormatInt(math.MinInt64>>shift, 10)
+		hi = strconv.FormatInt(math.MaxInt64>>shift, 10)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		lo, hi = "0", strconv.FormatUint(uint64(math.MaxUint64)>>(64-t.Bits()), 10)
+	case reflect.Float32:
+		return &jsonschema.Schema{Type: "number",
+			Minimum: json.Number(strconv.FormatFloat(-math.MaxFloat32, 'g', -1, 32)),
+			Maximum: json.Number(strconv.FormatFloat(math.MaxFloat32, 'g', -1, 32))}
+	default:
+		return nil
+	}
+	return &jsonschema.Schema{Type: "integer", Minimum: json.Number(lo), Maximum: json.Number(hi)}
 }
 
 // compiled caches compiled schemas by their text.

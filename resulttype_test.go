@@ -219,3 +219,47 @@ func ExampleRegisterResultType() {
 	// stored: true
 	// {ChargeID:ch_1 Amount:4200} cached=true
 }
+
+// A member of a sized Go number type refuses an operator's value beyond
+// what encoding/json decodes into it (JSON Schema's integer has no width):
+// 256 for a uint8, -1 for a uint, 1e39 for a float32. Nothing is written;
+// the bounds themselves are stored and replayed.
+func TestResultTypeNumberWidths(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	type meter struct {
+		Level int8    `json:"level"`
+		Pct   uint8   `json:"pct"`
+		Count uint    `json:"count"`
+		Code  int32   `json:"code"`
+		Big   int64   `json:"big"`
+		Ratio float32 `json:"ratio"`
+	}
+	require.NoError(t, sentinel.RegisterResultType[meter](ctx, c, "meter-"))
+	tok := uncertainThenReconciled(t, c, "meter-1")
+	for _, tc := range []struct{ value, path string }{
+		{`{"level":128,"pct":0,"count":0,"code":0,"big":0,"ratio":0}`, "$.level"},
+		{`{"level":-129,"pct":0,"count":0,"code":0,"big":0,"ratio":0}`, "$.level"},
+		{`{"level":0,"pct":256,"count":0,"code":0,"big":0,"ratio":0}`, "$.pct"},
+		{`{"level":0,"pct":0,"count":-1,"code":0,"big":0,"ratio":0}`, "$.count"},
+		{`{"level":0,"pct":0,"count":0,"code":2147483648,"big":0,"ratio":0}`, "$.code"},
+		{`{"level":0,"pct":0,"count":0,"code":0,"big":9223372036854775808,"ratio":0}`, "$.big"},
+		{`{"level":0,"pct":0,"count":0,"code":0,"big":0,"ratio":1e39}`, "$.ratio"},
+	} {
+		var decoded meter
+		require.Error(t, json.Unmarshal([]byte(tc.value), &decoded), "encoding/json takes %s", tc.value)
+		err := c.ForceComplete(ctx, "meter-1", json.RawMessage(tc.value), sentinel.WithToken(tok))
+		var te *sentinel.ResultTypeError
+		require.ErrorAs(t, err, &te, tc.value)
+		require.Equal(t, tc.path, te.Path, tc.value)
+		ex, err := c.Inspect(ctx, "meter-1")
+		require.NoError(t, err)
+		require.Equal(t, sentinel.StateReconciling, ex.State, "a refused value was written")
+	}
+	edge := `{"level":-128,"pct":255,"count":18446744073709551615,"code":-2147483648,"big":-9223372036854775808,"ratio":3.4028234663852886e38}`
+	require.NoError(t, c.ForceComplete(ctx, "meter-1", json.RawMessage(edge), sentinel.WithToken(tok)))
+	res, err := sentinel.Once(ctx, c, "meter-1", func(context.Context) (meter, error) { return meter{}, errors.New("must not run") })
+	require.NoError(t, err)
+	require.Equal(t, meter{Level: -128, Pct: 255, Count: 18446744073709551615, Code: -2147483648, Big: -9223372036854775808, Ratio: 3.4028234663852886e38}, res.Value)
+}

@@ -28,6 +28,10 @@
 //     or reconciles and resets it (sentinel.Client.Reconcile, ResetToClaimed) so
 //     the next repeat runs.
 //   - Every error is an RFC 9457 problem+json response (see Problem).
+//   - The handler's writer buffers the response (up to
+//     Options.MaxResponseBytes) until it is stored, then sends it whole: a
+//     stream or server-sent events cannot pass through, and its Flush
+//     sends nothing early.
 //
 // Safe methods (GET, HEAD, OPTIONS, TRACE) pass through untouched. Keys are
 // scoped per principal by Options.Scope, which is required: two principals
@@ -906,6 +910,13 @@ func (rec *recorder) Write(p []byte) (int, error) {
 	}
 	return rec.body.Write(p)
 }
+
+// Flush is http.Flusher's, for handlers written for any server (a
+// framework that flushes after each write, a type assertion without a
+// check): the response is buffered until it is stored, so nothing reaches
+// the client earlier. As with net/http, the header is fixed by the first
+// Flush (200 when WriteHeader was not called).
+func (rec *recorder) Flush() { rec.WriteHeader(http.StatusOK) }
 
 func (rec *recorder) statusCode() int {
 	if rec.status == 0 {

@@ -674,3 +674,34 @@ func TestHeadersAfterWriteHeaderIgnored(t *testing.T) {
 		}
 	}
 }
+
+// A handler written for any server flushes (asserting http.Flusher without
+// a check, or through http.ResponseController): behind the middleware it
+// neither panics nor gets ErrNotSupported, its response is stored whole
+// and replayed, and a Flush before WriteHeader fixes the status at 200 as
+// net/http does.
+func TestHandlerFlushes(t *testing.T) {
+	c := sentineltest.New(t)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "part one;")
+		w.(http.Flusher).Flush()
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(w, "part two")
+	})
+	for i := 0; i < 2; i++ {
+		r := do(t, srv, "POST", "/x", "flush-1", "")
+		if r.err != nil || r.status != 200 || r.body != "part one;part two" || (i == 1) != (r.header.Get(idempotency.HeaderReplayed) == "true") {
+			t.Fatalf("attempt %d: %v %d %q %v", i, r.err, r.status, r.body, r.header)
+		}
+	}
+	srv = serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush()
+		w.WriteHeader(http.StatusCreated) // superfluous after a flush, as with net/http
+	})
+	if r := do(t, srv, "POST", "/x", "flush-2", ""); r.status != 200 {
+		t.Fatalf("status %d after a flush, want 200", r.status)
+	}
+}

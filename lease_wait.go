@@ -119,13 +119,15 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		if reg != 0 {
 			g, err := c.takeGrant(ctx, key, o, regKey, regSent, regGen)
 			if g == nil && err == nil {
-				g, err = c.readGrant(ctx, key, o, reg, regEpoch)
+				bctx, cancel := boundStmt(ctx, o.ttl)
+				g, err = c.readGrant(bctx, key, o, reg, regEpoch)
+				cancel()
 			}
 			if err == nil && g != nil {
 				setReg(0, time.Time{}, time.Time{}) // the grant withdrew the registration
 				return g, nil
 			}
-			if err != nil && !transient(err) {
+			if err != nil && !transient(err) && !stalled(ctx, err) {
 				return nil, err
 			}
 			if err == nil && regGone {
@@ -139,8 +141,10 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		}
 		gen := c.ln.gen()
 		sent := time.Now()
-		l, held, w, err := c.tryAcquireWait(ctx, key, o, reg, regEpoch)
-		if err != nil && transient(err) && ctx.Err() == nil {
+		bctx, cancel := boundStmt(ctx, o.ttl)
+		l, held, w, err := c.tryAcquireWait(bctx, key, o, reg, regEpoch)
+		cancel()
+		if err != nil && (transient(err) || stalled(ctx, err)) && ctx.Err() == nil {
 			// The database is unreachable for now (restarting, network):
 			// a waiter keeps waiting, re-checking every WaitRecheck.
 			c.cfg.Logger.Warn("sentinel: waiting for lease: database unreachable; retrying", "key", key, "err", err)
@@ -169,7 +173,9 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 			// its wake-up is then kept by the hub and wakes us now
 			// (listener.subscribeTo). Without a listener, read.
 			if !listening {
-				g, err := c.readGrant(ctx, key, o, reg, regEpoch)
+				bctx, cancel := boundStmt(ctx, o.ttl)
+				g, err := c.readGrant(bctx, key, o, reg, regEpoch)
+				cancel()
 				if err == nil && g != nil {
 					setReg(0, time.Time{}, time.Time{})
 					return g, nil
@@ -195,7 +201,9 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 			if time.Until(regUntil) < 2*o.ttl/3 || c.ln.gen() != regGen {
 				renewGen := c.ln.gen()
 				renewSent := time.Now()
-				left, exact, epoch, ok, err := c.leaseWaitRenew(ctx, o, key, reg, regEpoch, regExact)
+				bctx, cancel := boundStmt(ctx, o.ttl)
+				left, exact, epoch, ok, err := c.leaseWaitRenew(bctx, o, key, reg, regEpoch, regExact)
+				cancel()
 				switch {
 				case err != nil && ctx.Err() != nil:
 					return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last holder: %w)", o.namespace, key, context.Cause(ctx), lastHeld)
@@ -221,6 +229,30 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		t.Stop()
 		listening = c.ln.listening()
 	}
+}
+
+// boundStmt bounds one statement of a wait (Lease with WithWait, Turn)
+// by the TTL of the registration or ticket it keeps (at least
+// minStmtBound). On a connection whose path vanished without a word (a
+// partition, a NAT or firewall that forgot the flow) and no TCP timeouts
+// set, pgx's defaults, a statement otherwise waits for TCP to give up (15
+// minutes on Linux), or for a retransmission that can come up to twice
+// the outage after the path returns, while the wait could go on over
+// another connection and what it keeps expires anyway. A statement cut
+// off by the bound is retried as one that met an unreachable database
+// (stalled); pgx closes its connection.
+func boundStmt(ctx context.Context, ttl time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, max(ttl, minStmtBound))
+}
+
+// minStmtBound is the least time a waiting statement is given (boundStmt).
+const minStmtBound = time.Second
+
+// stalled reports whether err ended a statement bounded by boundStmt while
+// the caller's ctx goes on (a statement that may outlive its context,
+// graceCtx, ends canceled).
+func stalled(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))
 }
 
 // firstRecheck is the first re-check after an attempt to register found

@@ -209,3 +209,104 @@ func TestListenerQuietConnectionIsKept(t *testing.T) {
 		t.Fatal("the waiter missed the release after a quiet spell")
 	}
 }
+
+// blackholeAll turns every connection d has dialed so far into a
+// blackhole; connections dialed later pass.
+func (d *holeDialer) blackholeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.conns {
+		c.hole.Store(true)
+	}
+}
+
+// closeHoles closes the blackholed connections, as TCP does when it gives
+// up on them at last: pgx waits up to 15 s for a reply to its goodbye on
+// each otherwise.
+func (d *holeDialer) closeHoles() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.conns {
+		if c.hole.Load() {
+			_ = c.Conn.Close()
+		}
+	}
+}
+
+// A waiter (Lease with WithWait, Turn) on a pool with no TCP timeouts
+// (pgx's defaults), all of whose connections lose their path at once
+// while it waits, is served over new connections once the key is
+// released, instead of staying in a statement on a dead connection until
+// its caller's deadline (or TCP's, 15 minutes on Linux): each of its
+// statements is bounded by the TTL of what it keeps. Before the bound the
+// waiter's next statement (its registration's renewal, a serving check)
+// sat on a blackholed connection and the waits below ended only at their
+// 60 s deadline (the fault suite's TestBlackholeVanishedServer, once in
+// four runs).
+func TestWaiterStatementOnABlackholedConnection(t *testing.T) {
+	for _, kind := range []string{"lease", "turn"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := ctxT(t)
+			d := &holeDialer{}
+			pool := e.pool(func(c *pgxpool.Config) { c.ConnConfig.DialFunc = d.dial; c.MaxConns = 2 })
+			t.Cleanup(d.closeHoles) // before the pool closes
+			if h := pool.Config().ConnConfig.Host; h == "" || h[0] == '/' {
+				t.Skipf("needs a TCP connection to the test database, have host %q", h)
+			}
+			waiter := e.clientOn(pool, &sentinel.Config{Owner: "waiter", WaitRecheck: 200 * time.Millisecond})
+			holder := e.client(&sentinel.Config{Owner: "holder"})
+			const key = "blackholed-waiter"
+			const ttl = 2 * time.Second
+
+			var release func(context.Context) error
+			waiting := func() bool { return e.count("leases", "key = $1 AND waiters > 0", key) > 0 }
+			if kind == "lease" {
+				held, err := holder.Lease(ctx, key, sentinel.WithTTL(10*time.Minute))
+				require.NoError(t, err)
+				release = held.Release
+			} else {
+				turn, err := holder.Turn(ctx, key, sentinel.WithTTL(10*time.Minute))
+				require.NoError(t, err)
+				release = turn.Release
+				waiting = func() bool { return e.count("tickets", "resource = $1", key) > 1 }
+			}
+
+			wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			got := make(chan error, 1)
+			go func() {
+				if kind == "lease" {
+					l, err := waiter.Lease(wctx, key, sentinel.WithTTL(ttl), sentinel.WithWait())
+					if err == nil {
+						err = l.Release(ctx)
+					}
+					got <- err
+					return
+				}
+				turn, err := waiter.Turn(wctx, key, sentinel.WithTTL(ttl))
+				if err == nil {
+					err = turn.Release(ctx)
+				}
+				got <- err
+			}()
+			for !waiting() || listenPort(ctx, d) == 0 {
+				require.NoError(t, ctx.Err(), "the waiter never waited")
+				time.Sleep(20 * time.Millisecond)
+			}
+			d.blackholeAll()
+			// Let the waiter's next statement (a renewal, after a third of
+			// its TTL) go into a blackholed connection before the release.
+			time.Sleep(ttl / 2)
+			released := time.Now()
+			require.NoError(t, release(ctx))
+			select {
+			case err := <-got:
+				require.NoError(t, err)
+				t.Logf("served %s after the release", time.Since(released).Round(time.Millisecond))
+			case <-wctx.Done():
+				t.Fatalf("the waiter was still waiting %s after the release: a statement on a blackholed connection", time.Since(released).Round(time.Second))
+			}
+		})
+	}
+}

@@ -59,11 +59,13 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		// may outlive ctx by grantGrace, and a ticket drawn after ctx
 		// ended is given back (Client.turn: by waitTurn's check, or at
 		// once when the draw served it).
-		sctx, scancel := graceCtx(ctx, grantGrace)
+		bctx, bcancel := boundStmt(ctx, o.ttl)
+		sctx, scancel := graceCtx(bctx, grantGrace)
 		err := c.queryRow(sctx, c.qsql().draw, o.namespace, resource, o.label, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
 			us(o.ttl), c.sql.channel, obs != nil && obs.QueueGranted != nil, c.ln.direct()).Scan(&ticket, &drawnAt, &expiresAt, &remaining, &ahead,
 			&d.ahead.pred, &d.ahead.predOwner, &d.ahead.predLeft, &d.served)
 		scancel()
+		bcancel()
 		if err != nil {
 			c.ln.endDraw(d.win, "", "")
 		}
@@ -71,7 +73,7 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 			continue // the queue row was created concurrently: draw again
 		}
 		if err != nil {
-			if transient(err) && ctx.Err() == nil {
+			if (transient(err) || stalled(ctx, err)) && ctx.Err() == nil {
 				c.cfg.Logger.Warn("sentinel: drawing a ticket: database unreachable; retrying", "resource", resource, "err", err)
 				select {
 				case <-ctx.Done():
@@ -201,13 +203,15 @@ func (c *Client) waitTurn(ctx context.Context, t *Turn, d drawn) error {
 			skip = false
 			s, sent = d.ahead, d.sent
 		} else {
-			s, err = c.serve(ctx, t)
+			bctx, cancel := boundStmt(ctx, t.l.ttl)
+			s, err = c.serve(bctx, t)
+			cancel()
 		}
 		var delay time.Duration
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return stop()
-		case err != nil && transient(err):
+		case err != nil && (transient(err) || stalled(ctx, err)):
 			c.cfg.Logger.Warn("sentinel: waiting for turn: database unreachable; retrying", "resource", t.l.key, "err", err)
 			delay = c.cfg.WaitRecheck
 		case err != nil:

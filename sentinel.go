@@ -559,7 +559,10 @@ func WithAllNamespaces() Option { return func(o *callOptions) { o.allNamespaces 
 // WithWait makes Lease block until the lease is acquired or ctx ends. A
 // waiter is woken by the holder's release (LISTEN/NOTIFY) and re-checks at
 // the holder's expiry as computed by the database. Use a ctx deadline for a
-// timeout.
+// timeout. While the database is unreachable the waiter keeps waiting,
+// trying again every Config.WaitRecheck; each of its statements is given
+// at most the lease's TTL (at least 1 s), so one sent on a connection
+// that silently lost its path is abandoned and retried over another.
 //
 // On Once and OnceTx, a caller that finds the key in progress elsewhere
 // waits for its outcome (woken by the statement that ends it, re-checking

@@ -304,7 +304,10 @@ var errTicketLost = errors.New("sentinel: waiting ticket lost")
 // leaves (a notification names the one ticket that should re-check) or
 // until that ticket's expiry, whichever comes first. If the ticket itself
 // dies while waiting (the database was unreachable for longer than its
-// TTL), Turn draws a new one at the back of the queue.
+// TTL), Turn draws a new one at the back of the queue. Each statement of
+// the wait is given at most the ticket's TTL (at least 1 s): one sent on a
+// connection that silently lost its path is abandoned and retried over
+// another, every Config.WaitRecheck.
 //
 // ctx bounds the wait: when it ends, the ticket is cancelled (`cancelled`)
 // and the next one woken, and the error wraps ctx's cause; a draw in flight

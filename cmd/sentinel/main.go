@@ -293,6 +293,9 @@ passes on (Linux: even when sentinel is SIGKILLed; see 'sentinel lock
 func (a *app) runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		a.ran = true
+		if err := a.checkSelectors(cmd); err != nil {
+			return err
+		}
 		if err := a.connect(cmd.Context()); err != nil {
 			return err
 		}
@@ -306,6 +309,21 @@ func (a *app) runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra
 		}
 		return err
 	}
+}
+
+// checkSelectors refuses an empty --namespace or --schema given on the
+// command line (a script's `-n "$NS"` with NS unset): the library takes
+// "" for the default namespace and schema, so the command would act on
+// "default" or "sentinel" while its messages named "", and a listing
+// would read one namespace and call it every namespace.
+func (a *app) checkSelectors(cmd *cobra.Command) error {
+	if cmd.Flags().Changed("namespace") && a.namespace == "" {
+		return usageErr("--namespace is empty: name a namespace, or leave -n out (status, list and idempotency list then cover every namespace; other commands act on %q)", "default")
+	}
+	if cmd.Flags().Changed("schema") && a.schema == "" {
+		return usageErr("--schema is empty: name the schema that holds Sentinel's tables, or leave --schema out for %q", "sentinel")
+	}
+	return nil
 }
 
 // showsTarget lists the commands whose human output starts by naming where

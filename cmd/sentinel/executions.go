@@ -198,8 +198,13 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, rt 
 		return err
 	}
 	if refused != nil {
-		fprintf(a.stdout, "\nevidence: fn returned success but its completion was refused (%s, token %d: %v)\n",
-			ts(refused.At), refused.Token, refused.Metadata["cause"])
+		if final := finalOf(refused); final != "" {
+			fprintf(a.stdout, "\nevidence: fn returned a Final outcome, error %q (callers would get it as ErrFinal), but its completion was refused (%s, token %d: %v)\n",
+				final, ts(refused.At), refused.Token, refused.Metadata["cause"])
+		} else {
+			fprintf(a.stdout, "\nevidence: fn returned success but its completion was refused (%s, token %d: %v)\n",
+				ts(refused.At), refused.Token, refused.Metadata["cause"])
+		}
 		if r, ok := refused.Metadata["result"]; ok {
 			b, _ := json.Marshal(r)
 			fprintf(a.stdout, "fn's result: %s\n", b)
@@ -214,11 +219,30 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, rt 
 	return nil
 }
 
+// finalOf is the error of a Final outcome that ev, a completion_refused
+// event, records: fn returned Final(err), not a success. "" for none.
+func finalOf(ev *sentinel.Event) string {
+	if ev == nil {
+		return ""
+	}
+	s, _ := ev.Metadata["final_error"].(string)
+	return s
+}
+
 // nextSteps prints what an operator does next with e, each command on a
 // line of its own, runnable as printed.
 func (a *app) nextSteps(e *sentinel.Execution, refused *sentinel.Event) {
 	tok := strconv.FormatInt(e.Token, 10)
+	final := finalOf(refused)
 	switch {
+	case uncertain(e) && final != "":
+		fprintf(a.stdout, "\nnext: fn returned a Final outcome (%q), which no operator command stores; reconcile, then decide what callers get:\n  %s\n",
+			final, a.keyCommand("reconcile", []string{e.Key}, "-n", e.Namespace, "--token", tok))
+	case e.State == sentinel.StateReconciling && final != "":
+		fprintf(a.stdout, "\nnext: fn returned a Final outcome (%q), which no operator command stores: force-complete stores a value every caller gets as a success.\n", final)
+		fprintf(a.stdout, "if callers should get a value, store it (it asks for the value):\n  %s\n",
+			a.keyCommand("force-complete", []string{e.Key}, "-n", e.Namespace, "--token", tok))
+		fprintf(a.stdout, "if the next caller should run fn again (it decides anew):\n  %s\n", a.keyCommand("reset", []string{e.Key}, "-n", e.Namespace, "--token", tok))
 	case uncertain(e) && refused != nil:
 		fprintf(a.stdout, "\nnext: the work happened (fn returned); reconcile, then force-complete with fn's result:\n  %s\n",
 			a.keyCommand("reconcile", []string{e.Key}, "-n", e.Namespace, "--token", tok))

@@ -336,7 +336,9 @@ client gone) of RESOURCEs, or of every resource of --namespace when none
 is given, recording each as crashed or bumped. A queue with a live holder
 or waiter is busy: it is not touched, a message says so, and the exit code
 is 4. Only dead tickets are ever removed, which the queue would skip anyway,
-so reset asks no confirmation.`,
+so reset asks no confirmation. A RESOURCE with no queue in --namespace
+but one in another namespace is named on stderr, with the same command
+there.`,
 		Example: `  sentinel queue reset printer
   sentinel queue reset -n office --json`,
 		RunE: a.runE(func(cmd *cobra.Command, resources []string) error {
@@ -344,6 +346,13 @@ so reset asks no confirmation.`,
 			namespaces, err := a.queueNamespaces(cmd, &ns)
 			if err != nil {
 				return err
+			}
+			if !ns.all {
+				// A resource with no queue here, but one elsewhere: "removed
+				// 0" would read as a clean queue.
+				for _, r := range resources {
+					a.warnElsewhere(cmd, queueWatchLookup, r)
+				}
 			}
 			// With --all-namespaces every resource is named NAMESPACE/RESOURCE.
 			name := func(n, r string) string {

@@ -264,6 +264,7 @@ type idemRecordJSON struct {
 	Namespace     string            `json:"namespace"`
 	State         sentinel.State    `json:"state"`
 	Uncertain     bool              `json:"uncertain"`
+	RerunPending  bool              `json:"rerun_pending"` // stopped with re-runs left (Options.Rerun): the client's repeat runs it again
 	Token         int64             `json:"token"`
 	UpdatedAt     *string           `json:"updated_at"`
 	Method        string            `json:"method,omitempty"`
@@ -299,7 +300,7 @@ of that scope has one, each with the same command there.`,
 			e := rec.Execution
 			if a.jsonOut {
 				return a.printJSON(idemRecordJSON{Scope: rec.Scope, Key: rec.Key, ExecutionKey: e.Key, Namespace: e.Namespace,
-					State: e.State, Uncertain: rec.Uncertain(), Token: e.Token, UpdatedAt: tsJSON(e.UpdatedAt),
+					State: e.State, Uncertain: uncertain(e), RerunPending: e.Rerunnable(), Token: e.Token, UpdatedAt: tsJSON(e.UpdatedAt),
 					Method: rec.Request.Method, Path: rec.Request.Path, Fingerprint: rec.Request.Fingerprint,
 					Response: toIdemResponseJSON(rec.Response), ResponseError: rec.ResponseError, Refused: toIdemResponseJSON(rec.Refused)})
 			}
@@ -332,7 +333,7 @@ of that scope has one, each with the same command there.`,
 			}
 			tok := strconv.FormatInt(e.Token, 10)
 			switch {
-			case rec.Uncertain() || e.State == sentinel.StateReconciling:
+			case uncertain(e) || e.State == sentinel.StateReconciling:
 				if rec.Refused != nil {
 					fprintf(a.stdout, "\nnext: the handler finished; send its response to the client's retries:\n  %s\n",
 						a.idemCommand("resolve", rec.Key, rec.Scope, e.Namespace, "--refused", "--token", tok))
@@ -340,7 +341,7 @@ of that scope has one, each with the same command there.`,
 					fprintf(a.stdout, "\nnext: find out whether the request took effect; if it did, give the response its retries get (it asks for it):\n  %s\n",
 						a.idemCommand("resolve", rec.Key, rec.Scope, e.Namespace, "--token", tok))
 				}
-				if rec.Uncertain() {
+				if uncertain(e) {
 					fprintf(a.stdout, "if it did not, reconcile it, then reset it (the retry runs it):\n  %s\n",
 						a.keyCommand("reconcile", []string{e.Key}, "-n", e.Namespace, "--token", tok))
 				} else {

@@ -40,6 +40,7 @@ type execJSON struct {
 	Result         json.RawMessage `json:"result,omitempty"`        // when the stored result is JSON
 	ResultBase64   string          `json:"result_base64,omitempty"` // when it is not (another codec)
 	ResultError    string          `json:"result_error,omitempty"`
+	FinalError     string          `json:"final_error,omitempty"` // fn returned Final(err): callers get this error (ErrFinal)
 	// ResultByOperator: an operator stored the result (force-complete,
 	// set-result); callers decode it strictly.
 	ResultByOperator bool `json:"result_by_operator,omitempty"`
@@ -70,7 +71,7 @@ func toExecJSON(e *sentinel.Execution) execJSON {
 		Owner: e.Owner, Host: e.Host, PID: e.PID, Token: e.Token,
 		CreatedAt: tsJSON(e.CreatedAt), UpdatedAt: tsJSON(e.UpdatedAt),
 		LeaseExpiresAt: tsJSON(e.LeaseExpiresAt), HardExpiresAt: tsJSON(e.HardExpiresAt),
-		CompletedAt: tsJSON(e.CompletedAt), LeaseAlive: e.LeaseAlive, ResultError: e.ResultError,
+		CompletedAt: tsJSON(e.CompletedAt), LeaseAlive: e.LeaseAlive, ResultError: e.ResultError, FinalError: e.FinalError,
 		ResultByOperator: e.ResultByOperator,
 		Attempt:          e.Attempt, MaxAttempts: e.MaxAttempts, Rerunnable: e.Rerunnable(),
 	}
@@ -120,6 +121,8 @@ func stateLabel(e *sentinel.Execution) string {
 		return fmt.Sprintf("executing (stopped at attempt %d of %d: the next caller with WithRerun runs it again)", e.Attempt, e.MaxAttempts)
 	case e.State == sentinel.StateExecuting || e.State == sentinel.StateClaimed:
 		return string(e.State) + " (in progress)"
+	case e.State == sentinel.StateCompleted && e.FinalError != "":
+		return "completed (Final outcome: every caller gets fn's error, ErrFinal)"
 	}
 	return string(e.State)
 }
@@ -190,6 +193,9 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, rt 
 		res += "  (stored by an operator)"
 	}
 	row(w, "result:", res)
+	if e.FinalError != "" {
+		row(w, "final error:", e.FinalError)
+	}
 	if rt != nil {
 		row(w, "result type:", fmt.Sprintf("%s (declared for keys starting with %q)", rt.Name, rt.Prefix))
 		row(w, "expected shape:", rt.Shape())
@@ -261,7 +267,7 @@ func (a *app) nextSteps(e *sentinel.Execution, refused *sentinel.Event) {
 		}
 		fprintf(a.stdout, "\nnext: if the work happened, %s:\n  %s\n", how, complete)
 		fprintf(a.stdout, "if it did not, let the next caller run it:\n  %s\n", a.keyCommand("reset", []string{e.Key}, "-n", e.Namespace, "--token", tok))
-	case e.State == sentinel.StateCompleted && e.ResultError != "":
+	case e.State == sentinel.StateCompleted && e.ResultError != "" && e.FinalError == "":
 		fprintf(a.stdout, "\nnext: fn succeeded but its result was not stored; store it (it asks for the value):\n  %s\n",
 			a.keyCommand("set-result", []string{e.Key}, "-n", e.Namespace, "--token", tok))
 	}

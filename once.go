@@ -135,6 +135,14 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 			cause = errors.New("the claim is no longer current")
 		}
 		c.recordRefused(wctx, l, o, data, resultErr, finalMsg, cause)
+		if finalMsg != "" {
+			// Not a success: ForceComplete with fn's value would replay
+			// that value to every caller instead of the error.
+			return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf("fn returned a Final outcome (%q) but its completion was refused (%w); "+
+				"it is recorded in the key's history as a completion_refused event with final_error. No operator call stores a Final outcome: "+
+				"Reconcile the key, then ForceComplete it with the value callers should get as a success, or ResetToClaimed so that the next caller runs fn again%s",
+				finalMsg, cause, rerunNote(fnCtx)))
+		}
 		return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf("fn succeeded but its completion was refused (%w); "+
 			"fn's result is recorded in the key's history as a completion_refused event: "+
 			"Reconcile the key, then ForceComplete it with that result%s", cause, rerunNote(fnCtx)))

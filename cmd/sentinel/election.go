@@ -395,7 +395,8 @@ func (a *app) electionsCmd() *cobra.Command {
 		Long: `elections lists the election groups of --namespace (or of every namespace
 with --all-namespaces): every group with a leadership row or a live
 elector, its current leader and term (or "-" when it has none now) and how
-many electors are live. Liveness is decided by the database clock. See
+many electors are live (stderr says when more than --limit groups
+match). Liveness is decided by the database clock. See
 'sentinel leader GROUP' and 'sentinel members GROUP' for one group.`,
 		Example: `  sentinel elections -n billing
   sentinel elections --all-namespaces --json`,
@@ -405,9 +406,14 @@ many electors are live. Liveness is decided by the database clock. See
 			if err != nil {
 				return err
 			}
-			es, err := a.client.Elections(cmd.Context(), sentinel.ElectionFilter{Namespace: namespace, AllNamespaces: ns.all, Limit: limit})
+			ask, shown := oneMore(limit)
+			es, err := a.client.Elections(cmd.Context(), sentinel.ElectionFilter{Namespace: namespace, AllNamespaces: ns.all, Limit: ask})
 			if err != nil {
 				return err
+			}
+			if len(es) > shown {
+				es = es[:shown]
+				defer a.leftOut(shown, "election groups", "raise --limit")
 			}
 			if a.jsonOut {
 				out := make([]electionJSON, len(es))

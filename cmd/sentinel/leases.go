@@ -37,7 +37,8 @@ func (a *app) leasesCmd() *cobra.Command {
 		Long: `leases lists the live leases of --namespace (or of every namespace with
 --all-namespaces), optionally only keys starting with PREFIX. Liveness is
 decided by the database clock. --expired also lists released and expired
-rows, kept until prune removes them.`,
+rows, kept until prune removes them. When more than --limit rows match,
+stderr says so.`,
 		Example: `  sentinel leases -n jobs
   sentinel leases invoice- --all-namespaces --json`,
 		Args: args(0, 1),
@@ -53,9 +54,15 @@ rows, kept until prune removes them.`,
 			} else {
 				f.Namespace = a.namespace
 			}
+			var shown int
+			f.Limit, shown = oneMore(f.Limit)
 			hs, err := a.client.Leases(cmd.Context(), f)
 			if err != nil {
 				return err
+			}
+			if len(hs) > shown {
+				hs = hs[:shown]
+				defer a.leftOut(shown, "leases", "give a PREFIX or raise --limit")
 			}
 			now := time.Now()
 			if a.jsonOut {

@@ -164,6 +164,30 @@ func round(d time.Duration) time.Duration {
 	}
 }
 
+// maxListLimit is the most rows Leases and Elections return in one call.
+const maxListLimit = 100000
+
+// oneMore is the limit to ask Leases or Elections for, one more than the
+// rows shown (limit; 0 is the library's default, 1000), so that rows left
+// out can be told (leftOut). A limit out of range is passed on for the
+// library to refuse.
+func oneMore(limit int) (ask, shown int) {
+	if limit == 0 {
+		limit = 1000
+	}
+	if limit < 0 || limit >= maxListLimit {
+		return limit, limit
+	}
+	return limit + 1, limit
+}
+
+// leftOut says on stderr (with --json too: the array alone cannot say it)
+// that a listing printed only its first shown rows of what, and how to
+// see the others.
+func (a *app) leftOut(shown int, what, how string) {
+	fprintf(a.stderr, "more than %d %s: only the first %d are shown; %s (at most %d)\n", shown, what, shown, how, maxListLimit)
+}
+
 // addYes adds --yes to a destructive command.
 func addYes(cmd *cobra.Command, yes *bool) {
 	cmd.Flags().BoolVarP(yes, "yes", "y", false, "do it without asking (required when stdin is not a terminal)")

@@ -464,9 +464,24 @@ func (a *app) storeValue(f *operatorFlags, question string,
 		if err := store(a.client, cmd.Context(), key, json.RawMessage(value), f.options()...); err != nil {
 			return err
 		}
+		return a.printChanged(cmd.Context(), key, done)
+	}
+}
+
+// printChanged reports an operator's change of key: with --json the
+// execution as it is now (read back), else the sentence done (namespace,
+// key).
+func (a *app) printChanged(ctx context.Context, key, done string) error {
+	if !a.jsonOut {
 		fprintf(a.stdout, done, a.namespace, key)
 		return nil
 	}
+	e, err := a.client.Inspect(ctx, key)
+	if err != nil {
+		// Not wrapped: the change was made; only the read-back failed.
+		return fmt.Errorf("%q/%q was changed, but reading it back for --json failed: %v", a.namespace, key, err)
+	}
+	return a.printJSON(toExecJSON(e))
 }
 
 // readValue reads a value (JSON) from stdin: on a terminal it asks for it
@@ -626,8 +641,7 @@ Exit code 4 when the key is not reconciling or --token no longer matches;
 			if err := a.client.ResetToClaimed(cmd.Context(), args[0], f.options()...); err != nil {
 				return err
 			}
-			fprintf(a.stdout, "%s/%s is claimed with an expired lease; the next caller runs it\n", a.namespace, args[0])
-			return nil
+			return a.printChanged(cmd.Context(), args[0], "%s/%s is claimed with an expired lease; the next caller runs it\n")
 		}),
 	}
 	f.add(cmd)

@@ -255,7 +255,7 @@ passes on (Linux: even when sentinel is SIGKILLed; see 'sentinel lock
 	pf.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection URL (default $DATABASE_URL, else the PG* variables)")
 	pf.StringVarP(&a.namespace, "namespace", "n", "default", "namespace of the keys (status, list and idempotency list cover every namespace unless it is given)")
 	pf.StringVar(&a.schema, "schema", "sentinel", "PostgreSQL schema holding Sentinel's tables")
-	pf.BoolVar(&a.jsonOut, "json", false, "print JSON instead of tables (read commands)")
+	pf.BoolVar(&a.jsonOut, "json", false, "print JSON instead of tables (read commands; reconcile, force-complete, set-result and reset print the execution after the change)")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log the client's diagnostics to stderr")
 	pf.StringVar(&a.operator, "operator", "", "who is acting, recorded as the owner in history and lease rows (default $USER@hostname)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

@@ -34,3 +34,15 @@ func TestNegativeDurationsAreRefusedBeforeTaking(t *testing.T) {
 	requireCode(t, r, exitOK)
 	require.JSONEq(t, `[]`, r.stdout, "no election row was written")
 }
+
+// follow --after with a cursor Follow refuses exits 2, and no longer
+// ends with "resume with --after" that same cursor, which fails again
+// when run as printed.
+func TestFollowWithABadCursorOffersNoResume(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	r := e.run("follow", "--after", "garbage", "--count", "1")
+	requireCode(t, r, exitUsage)
+	require.Contains(t, r.stderr, "invalid Cursor")
+	require.NotContains(t, r.stderr, "resume with", r.stderr)
+}

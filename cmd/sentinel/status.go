@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -473,7 +474,8 @@ until interrupted (exit 0), or until --count events were printed. With
 			lines := lineCounter{max: count}
 			resume := after
 			defer func() {
-				if resume != "" {
+				// Not the cursor given, when Follow refused it.
+				if resume != "" && !(resume == after && errors.Is(err, sentinel.ErrInvalid)) {
 					fmt.Fprintf(a.stderr, "resume with --after %s\n", resume)
 				}
 			}()

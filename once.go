@@ -46,7 +46,9 @@ type Result[T any] struct {
 // completes it with that error as the outcome (see Final). An error marked
 // with Retryable puts the key back to claimed (lease ended) so the next
 // caller runs it, and is returned (in a re-run, WithRerun, the key stays
-// for the next re-run instead). Any other error, a panic, or a cancelled
+// for the next re-run instead; in the last attempt the bound allows, that
+// leaves it uncertain, and the call returns ErrUncertain wrapping the
+// error). Any other error, a panic, or a cancelled
 // ctx ends the lease but leaves the key executing: the call returns an error
 // matching ErrUncertain that wraps fn's error (a panic is re-raised after
 // recording). If the lease is lost while fn runs (heartbeats cannot reach
@@ -109,6 +111,10 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		}
 		if !ok {
 			return res, c.movedOn(wctx, l, o, fnErr)
+		}
+		if ri, _ := fnCtx.Value(runKey{}).(*runInfo); ri != nil && spentRerun(ri.attempt, ri.maxAttempts) {
+			return res, c.uncertain(l, o, fmt.Errorf("fn returned a retryable error (%w) in attempt %d, the last WithRerun allows: "+
+				"an earlier attempt may have had its effect, so the key was not handed back, and no re-run is left", fnErr, ri.attempt))
 		}
 		return res, fnErr
 	case fnErr != nil:
@@ -198,6 +204,14 @@ func handBack(attempt int) State {
 		return StateExecuting
 	}
 	return StateClaimed
+}
+
+// spentRerun reports whether a re-run at attempt, of the key's bound
+// maxAttempts, that stops without handing the key back (handBack) leaves
+// it uncertain: no attempt is left for the re-run it was left for, so its
+// caller gets ErrUncertain, as for any other way a key becomes uncertain.
+func spentRerun(attempt, maxAttempts int) bool {
+	return attempt > 1 && attempt >= maxAttempts
 }
 
 // testAfterFn, set by tests only, runs after fn returned and before its
@@ -554,7 +568,12 @@ func (c *Client) claimed(ctx context.Context, ex *Execution, o callOptions, stat
 		_, _ = c.finish(wctx, l, o, handBack(ex.Attempt), nil, "", "", []State{state}, false, "released", "reason", "caller's context ended")
 		wcancel()
 		l.end(ErrReleased)
-		return nil, nil, nil, nil, fmt.Errorf("sentinel: claim %q/%q: %w (claimed as it ended: given back)", o.namespace, ex.Key, context.Cause(ctx))
+		err := fmt.Errorf("sentinel: claim %q/%q: %w (claimed as it ended: given back)", o.namespace, ex.Key, context.Cause(ctx))
+		if state == StateExecuting && spentRerun(ex.Attempt, ex.MaxAttempts) {
+			err = c.uncertain(l, o, fmt.Errorf("%w, without running fn, in attempt %d, the last WithRerun allows: "+
+				"an earlier attempt may have had its effect, and no re-run is left", err, ex.Attempt))
+		}
+		return nil, nil, nil, nil, err
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	l.onEnd = func(err error) {
@@ -570,6 +589,10 @@ func (c *Client) claimed(ctx context.Context, ex *Execution, o callOptions, stat
 		wcancel()
 		l.end(ErrReleased)
 		cancel(ErrClosed)
+		if state == StateExecuting && spentRerun(ex.Attempt, ex.MaxAttempts) {
+			return nil, nil, nil, nil, c.uncertain(l, o, fmt.Errorf("%w: the re-run claimed as the client closed, in attempt %d, the last WithRerun allows, "+
+				"was given back without running fn; an earlier attempt may have had its effect, and no re-run is left", ErrClosed, ex.Attempt))
+		}
 		return nil, nil, nil, nil, ErrClosed
 	}
 	if ex.Attempt > 1 && state == StateExecuting {

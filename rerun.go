@@ -44,7 +44,9 @@ import (
 // back before fn ran (its caller's ctx ended, the client closed), leaves
 // the key as the stopped attempt left it, executing with its lease ended,
 // for the next re-run (this counts as an attempt); Retryable in attempt 1
-// hands the key back as usual.
+// hands the key back as usual. In the last attempt the bound allows there
+// is no next re-run: the key is then uncertain, and the call returns
+// ErrUncertain (wrapping fn's error, or its ctx's).
 //
 // Use it only when the effect really is deduplicated downstream by the
 // reference fn passes: a card charge sent with EffectKey as its

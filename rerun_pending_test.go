@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -74,4 +76,110 @@ func TestRerunPendingIsNoPage(t *testing.T) {
 	_, err = sentinel.Once(ctx, c, "plain", fails)
 	require.False(t, rerunOf(err))
 	require.Equal(t, sentinel.OutcomeUncertain, last())
+}
+
+// A re-run that hands the key back on its last attempt (fn's Retryable
+// error, as the idempotency middleware's NoEffect returns; or a claim
+// given back because its caller's ctx ended before fn ran) leaves it
+// executing with its lease ended, for a re-run that no caller may make: an
+// earlier attempt may have had its effect, so the key is uncertain, and
+// its caller must hear so. It got fn's Retryable error (ShouldRetry: true,
+// Observer: retryable, no log) or its ctx's error (Observer: error), so
+// the uncertain key an operator has to reconcile never raised the alert
+// docs/operating.md recommends.
+func TestRerunLastAttemptHandedBackIsUncertain(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	var outcomes []sentinel.OnceOutcome
+	var logs lockedBuffer
+	c := e.client(&sentinel.Config{
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Observer: &sentinel.Observer{OnceEnd: func(_ context.Context, ev sentinel.OnceEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			outcomes = append(outcomes, ev.Outcome)
+		}},
+	})
+	last := func() sentinel.OnceOutcome {
+		mu.Lock()
+		defer mu.Unlock()
+		return outcomes[len(outcomes)-1]
+	}
+	warns := func() int { return strings.Count(logs.String(), "execution outcome uncertain; reconcile it") }
+	fails := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
+	errDeclined := errors.New("card network unreachable: nothing sent")
+	declines := func(context.Context) (int, error) { return 0, sentinel.Retryable(errDeclined) }
+	requireUncertainForAll := func(key string) {
+		t.Helper()
+		ex, err := c.Inspect(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, sentinel.StateExecuting, ex.State)
+		require.False(t, ex.Rerunnable(), "%+v", ex)
+		_, err = sentinel.Once(ctx, c, key, func(context.Context) (int, error) { t.Error("fn ran"); return 0, nil }, sentinel.WithRerun(2))
+		require.ErrorIs(t, err, sentinel.ErrUncertain)
+	}
+
+	// Attempts left: the Retryable re-run leaves the key to the next
+	// re-run, and its caller gets fn's error, as documented.
+	_, err := sentinel.Once(ctx, c, "left", fails, sentinel.WithRerun(3))
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	_, err = sentinel.Once(ctx, c, "left", declines, sentinel.WithRerun(3))
+	require.ErrorIs(t, err, errDeclined)
+	require.NotErrorIs(t, err, sentinel.ErrUncertain)
+	require.True(t, sentinel.ShouldRetry(err))
+	require.Equal(t, sentinel.OutcomeRetryable, last())
+
+	// The last attempt: the key is uncertain, and so is the call.
+	_, err = sentinel.Once(ctx, c, "spent", fails, sentinel.WithRerun(2))
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	require.Zero(t, warns())
+	_, err = sentinel.Once(ctx, c, "spent", declines, sentinel.WithRerun(2))
+	require.ErrorIs(t, err, sentinel.ErrUncertain, "%v", err)
+	require.ErrorIs(t, err, errDeclined, "fn's error is kept")
+	require.False(t, sentinel.ShouldRetry(err), "a retry gets ErrUncertain")
+	var ee *sentinel.ExecutionError
+	require.ErrorAs(t, err, &ee)
+	require.False(t, ee.Rerun)
+	require.Equal(t, sentinel.OutcomeUncertain, last())
+	require.Equal(t, 1, warns())
+	requireUncertainForAll("spent")
+
+	// A re-run claim given back before fn ran, on the last attempt.
+	_, err = sentinel.Once(ctx, c, "gone", fails, sentinel.WithRerun(2))
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = sentinel.Once(cctx, c, "gone", func(context.Context) (int, error) { t.Error("fn ran"); return 0, nil }, sentinel.WithRerun(2))
+	require.ErrorIs(t, err, context.Canceled, "the caller's ctx is kept")
+	ex, ierr := c.Inspect(ctx, "gone")
+	require.NoError(t, ierr)
+	if ex.Attempt == 2 { // the claim went out and was given back (else: not claimed, nothing changed)
+		require.ErrorIs(t, err, sentinel.ErrUncertain, "%v", err)
+		require.Equal(t, sentinel.OutcomeUncertain, last())
+		require.Equal(t, 2, warns())
+		requireUncertainForAll("gone")
+	}
+}
+
+// The same when the re-run claim of the last attempt lands as the client
+// closes: it is given back without running fn, and the key is uncertain;
+// the caller got ErrClosed alone.
+func TestRerunLastAttemptClaimedAsTheClientClosesIsUncertain(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tr := &hookTracer{match: "once_claim_packed"}
+	c := e.clientOn(e.pool(func(p *pgxpool.Config) { p.ConnConfig.Tracer = tr }), nil)
+	_, err := sentinel.Once(ctx, c, "k", func(context.Context) (int, error) { return 0, errors.New("provider timed out") },
+		sentinel.WithRerun(2))
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	closeDuring(tr, c)
+	_, err = sentinel.Once(ctx, c, "k", func(context.Context) (int, error) { t.Error("fn ran"); return 0, nil }, sentinel.WithRerun(2))
+	require.ErrorIs(t, err, sentinel.ErrClosed)
+	other := e.client(nil)
+	ex, ierr := other.Inspect(ctx, "k")
+	require.NoError(t, ierr)
+	require.Equal(t, 2, ex.Attempt, "the re-run was claimed: %v", err)
+	require.False(t, ex.Rerunnable())
+	require.ErrorIs(t, err, sentinel.ErrUncertain, "%v", err)
 }

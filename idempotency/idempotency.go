@@ -512,12 +512,14 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		first.sentResponse().write(w, false)
 	case err == nil:
 		resp.write(w, res.Cached)
-	case errors.Is(err, errNotStored):
+	case errors.Is(err, errNotStored) && !errors.Is(err, sentinel.ErrUncertain):
+		// (Uncertain too: a re-run's last attempt, given back, leaves the
+		// key uncertain, and so does every retry: see below.)
 		unstored.sentResponse().write(w, false)
 	case errors.Is(err, errResponseTooLarge):
 		writeProblem(w, Problem{Type: ProblemResponseTooLarge, Title: "Response too large to store", Status: http.StatusInternalServerError, Key: key,
 			Detail: fmt.Sprintf("the response exceeded %d bytes and could not be stored, so nothing was committed; retrying with this key runs the request again", m.o.MaxResponseBytes)}, 0)
-	case errors.Is(err, sentinel.ErrInProgress), errors.Is(err, errWaitOver):
+	case errors.Is(err, sentinel.ErrInProgress), errors.Is(err, errWaitOver) && !errors.Is(err, sentinel.ErrUncertain):
 		var ee *sentinel.ExecutionError
 		if errors.As(err, &ee) && m.differs(context.WithoutCancel(ctx), ee, fp) {
 			m.reused(w, key, ee)
@@ -873,6 +875,12 @@ func recorderOf(w http.ResponseWriter) *recorder {
 // wrapping it with an Unwrap() http.ResponseWriter method). It reports
 // false, changing nothing, when w is not the middleware's (the request
 // had no Idempotency-Key, or is not behind Middleware).
+//
+// With Options.Rerun, in a re-run (sentinel.Attempt above 1: an earlier
+// attempt stopped without a response and may have had its effect) the key
+// is not given back but left for the next re-run, which the retry makes;
+// in the last attempt Rerun allows none is left, so the key is uncertain
+// and the request gets the uncertain problem instead of this response.
 //
 // By default every response is stored, 5xx included, because a handler
 // that failed may have had an effect first: the replay then tells the

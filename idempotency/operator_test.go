@@ -250,3 +250,49 @@ func TestUncertainWithRerunRunsTheRepeat(t *testing.T) {
 		t.Fatalf("uncertain keys left for an operator: %+v %v", execs, err)
 	}
 }
+
+// NoEffect under Options.Rerun, in a re-run: the first attempt's outcome
+// is unknown, so the key is not given back but left for the next re-run,
+// which a retry makes while attempts are left. In the last attempt Rerun
+// allows there is none: the key is uncertain, and this request gets the
+// uncertain problem, as every retry does. It got the handler's unstored
+// "try again" response, and its retry the 500 that sends it to an
+// operator.
+func TestNoEffectInTheLastRerunIsUncertain(t *testing.T) {
+	for _, rerun := range []int{2, 3} {
+		t.Run(fmt.Sprintf("rerun=%d", rerun), func(t *testing.T) {
+			c := sentineltest.New(t)
+			var runs atomic.Int64
+			srv := serve(t, c, idempotency.Options{Scope: accountOf, Rerun: rerun}, func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				if sentinel.Attempt(r.Context()) == 1 {
+					idempotency.Uncertain(w, errors.New("the card network timed out after the charge was sent"))
+					return
+				}
+				idempotency.NoEffect(w)
+				http.Error(w, "card network unreachable: try again", http.StatusServiceUnavailable)
+			})
+			send := func() reply {
+				return do(t, srv, "POST", "/charges", "pay-9", `{"amount":500}`, "X-Account", "acct_42")
+			}
+			wantProblem(t, send(), http.StatusServiceUnavailable, idempotency.ProblemRerun)
+			for attempt := 2; attempt < rerun; attempt++ { // attempts left: the handler's response, and the retry runs it
+				if r := send(); r.status != http.StatusServiceUnavailable || r.problem.Type != "" || !strings.Contains(r.body, "try again") {
+					t.Fatalf("attempt %d: %d %s, want the handler's unstored 503", attempt, r.status, r.body)
+				}
+			}
+			last := send()
+			wantProblem(t, last, http.StatusInternalServerError, idempotency.ProblemUncertain)
+			if !strings.Contains(last.problem.Detail, "sentinel idempotency inspect pay-9 --scope acct_42") {
+				t.Fatalf("detail %q", last.problem.Detail)
+			}
+			wantProblem(t, send(), http.StatusInternalServerError, idempotency.ProblemUncertain)
+			if n := runs.Load(); n != int64(rerun) {
+				t.Fatalf("the handler ran %d times, want %d", n, rerun)
+			}
+			if execs, _, err := c.Executions(ctxT(t), sentinel.ExecutionFilter{Uncertain: true}); err != nil || len(execs) != 1 {
+				t.Fatalf("uncertain keys: %+v %v, want the one", execs, err)
+			}
+		})
+	}
+}

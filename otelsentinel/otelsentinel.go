@@ -9,7 +9,8 @@
 //
 //	sentinel.once.calls            counter    Once/OnceTx calls, by sentinel.outcome
 //	                                          (ran, cached, final, in_progress, uncertain,
-//	                                          reconciling, retryable, error) and sentinel.namespace
+//	                                          reconciling, retryable, error, rerun_pending)
+//	                                          and sentinel.namespace
 //	sentinel.once.duration         histogram  seconds per call, same attributes
 //	sentinel.lease.acquisitions    counter    Client.Lease calls, by sentinel.result
 //	                                          (acquired, held, error) and sentinel.wait

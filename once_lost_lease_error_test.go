@@ -2,10 +2,12 @@ package sentinel_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -37,4 +39,37 @@ func TestLostLeaseIsInTheCallersError(t *testing.T) {
 	require.ErrorIs(t, err, sentinel.ErrLeaseLost, "OnceTx: %v", err)
 	require.ErrorIs(t, err, sentinel.ErrHardTTL)
 	require.NotErrorIs(t, err, sentinel.ErrUncertain, "rolled back: nothing happened")
+}
+
+// fn's lease is lost while it runs, and fn, not looking at its ctx,
+// returns a value: OnceTx's (and OnceSQLTx's) completion statement runs on fn's ctx, which
+// the loss cancelled, so it failed at once with "context canceled", and
+// the caller got "completion refused, nothing was committed: context
+// canceled", matching neither ErrLeaseLost nor ErrHardTTL, as OnceTx
+// documents for a lease lost before commit.
+func TestLostLeaseBeforeOnceTxCompletionIsInTheCallersError(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{SafetyMargin: 100 * time.Millisecond})
+	opts := []sentinel.Option{sentinel.WithTTL(400 * time.Millisecond), sentinel.WithHardTTL(800 * time.Millisecond)}
+	_, err := sentinel.OnceTx(ctx, c, "tx", func(ctx context.Context, tx pgx.Tx) (int, error) {
+		<-ctx.Done() // fn's work took longer than its hard TTL, and fn did not look
+		return 1, nil
+	}, opts...)
+	require.ErrorIs(t, err, sentinel.ErrLeaseLost, "OnceTx: %v", err)
+	require.ErrorIs(t, err, sentinel.ErrHardTTL)
+	require.NotErrorIs(t, err, sentinel.ErrUncertain, "rolled back: nothing happened")
+	ex, err := c.Inspect(ctx, "tx")
+	require.NoError(t, err)
+	require.Equal(t, sentinel.StateClaimed, ex.State, "nothing committed; the key is free")
+
+	db := stdlib.OpenDBFromPool(e.pool(nil))
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = sentinel.OnceSQLTx(ctx, c, db, "sqltx", func(ctx context.Context, tx *sql.Tx) (int, error) {
+		<-ctx.Done()
+		return 1, nil
+	}, opts...)
+	require.ErrorIs(t, err, sentinel.ErrLeaseLost, "OnceSQLTx: %v", err)
+	require.ErrorIs(t, err, sentinel.ErrHardTTL)
+	require.NotErrorIs(t, err, sentinel.ErrUncertain)
 }

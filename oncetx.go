@@ -188,7 +188,10 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	if err != nil {
 		tx.rollback(wctx())
 		release("rolled_back", "error", err.Error())
-		return res, fmt.Errorf("sentinel: %s %q/%q: completion refused, nothing was committed: %w", what, o.namespace, key, mapDBErr(c.cfg.Schema, err))
+		// withLoss: a lease lost since fn returned cancelled fnCtx, so the
+		// statement failed with fnCtx's error; the caller must learn of the
+		// loss (ErrLeaseLost, ErrHardTTL), as OnceTx documents.
+		return res, fmt.Errorf("sentinel: %s %q/%q: completion refused, nothing was committed: %w", what, o.namespace, key, withLoss(l, mapDBErr(c.cfg.Schema, err)))
 	}
 	done := func() (Result[T], error) {
 		c.done.add(o.namespace, key) // committed: completed (replayhint.go)

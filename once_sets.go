@@ -13,7 +13,10 @@ package sentinel
 // key (replays of one key share the batch's probe); of the calls on one
 // key only the first (by ordinal) may take it over or insert it, and the
 // others get the row as it was, or no row (a key inserted by this very
-// statement), as sqlClaim's caller would after a concurrent claim. Rows
+// statement), as sqlClaim's caller would after a concurrent claim. A
+// re-run goes to the first call that may make it (its WithRerun bound and
+// approved token), as the row read before the lock shows it: not to a
+// call that may not, which left the others "in progress". Rows
 // are locked and inserted in key order. It returns, per call, its ordinal
 // in the batch then sqlClaim's columns. $6 pid, $10 and $11 are bigint[];
 // $9 metadata a text[] of JSON.
@@ -32,7 +35,8 @@ lk AS (
     SELECT o.n AS ord, l.* FROM (
         SELECT DISTINCT ON (i.ns, i.key) i.n, i.ns, i.key, i.rerun, i.rtoken
         FROM cur c JOIN i ON i.n = c.ord
-        WHERE NOT c.lease_alive AND (c.state = 'claimed' OR (c.state = 'executing' AND i.rerun > 1 AND i.rtoken >= 0))
+        WHERE NOT c.lease_alive AND (c.state = 'claimed' OR (c.state = 'executing' AND i.rerun > 1 AND i.rtoken >= 0
+            AND c.attempt < least(c.max_attempts, i.rerun) AND (i.rtoken = 0 OR c.token = i.rtoken)))
         ORDER BY i.ns, i.key, i.n
     ) o
     CROSS JOIN LATERAL (

@@ -573,3 +573,50 @@ func TestRerunNeverHandsBackAsClaimed(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Value)
 }
+
+// Two claims of one rerunnable key in one coalesced batch, the first by a
+// caller whose own WithRerun bound is used up, the second by one whose is
+// not: the second re-runs the key, as a claim statement of its own would.
+// The batch offered the key to its first WithRerun claim only, which could
+// not take it, and the second was told ErrInProgress ("another worker is
+// running it") for a key nobody ran.
+func TestCoalescedRerunGoesToTheClaimThatMayTakeIt(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c, _ := coalescingClient(t, e, nil)
+	var runs atomic.Int32
+	fail := failing(&runs)
+	for range 2 {
+		_, err := sentinel.Once(ctx, c, "k", fail, sentinel.WithRerun(3))
+		require.ErrorIs(t, err, sentinel.ErrUncertain)
+	}
+	ex, err := c.Inspect(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, 2, ex.Attempt)
+	require.True(t, ex.Rerunnable())
+
+	queued, release := sentinel.HoldCoalescer(c, sentinel.CoClaim)
+	type outcome struct {
+		res sentinel.Result[int]
+		err error
+	}
+	call := func(bound int) chan outcome {
+		out := make(chan outcome, 1)
+		go func() {
+			res, err := sentinel.Once(ctx, c, "k", func(ctx context.Context) (int, error) { return sentinel.Attempt(ctx), nil },
+				sentinel.WithRerun(bound))
+			out <- outcome{res, err}
+		}()
+		return out
+	}
+	spent := call(2) // attempt 2 reached its bound: it may not re-run the key
+	waitQueued(t, queued, sentinel.CoClaim, 1)
+	able := call(3)
+	waitQueued(t, queued, sentinel.CoClaim, 2)
+	release()
+	s, a := <-spent, <-able
+	require.ErrorIs(t, s.err, sentinel.ErrUncertain)
+	require.NoError(t, a.err, "the claim whose bound allows a re-run")
+	require.Equal(t, 3, a.res.Value, "attempt 3")
+	requireRerunEvent(t, c, "k", 3, ex.Token)
+}

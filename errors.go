@@ -49,7 +49,9 @@ var (
 	// ErrUncertain reports that a Once key crossed the execution boundary and
 	// its outcome is unknown (the executor died, failed, or lost its lease).
 	// Sentinel never runs it again by itself; see Client.Reconcile. The
-	// error is an *ExecutionError.
+	// one exception is declared by the caller: a key started with WithRerun
+	// with attempts left is run again by the next Once call with WithRerun
+	// (ExecutionError.Rerun says so). The error is an *ExecutionError.
 	ErrUncertain = errors.New("sentinel: execution outcome uncertain; reconcile it")
 
 	// ErrReconciling reports that an operator is reconciling a Once key.

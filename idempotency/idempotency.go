@@ -97,6 +97,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strings"
@@ -269,6 +270,8 @@ func Middleware(client *sentinel.Client, opts Options) func(http.Handler) http.H
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	// The body is read up to one byte more, to tell a body over the limit.
+	opts.MaxBodyBytes = min(opts.MaxBodyBytes, math.MaxInt64-1)
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = DefaultMaxResponseBytes
 	}

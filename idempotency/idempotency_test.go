@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -704,4 +705,21 @@ func TestHandlerFlushes(t *testing.T) {
 	if r := do(t, srv, "POST", "/x", "flush-2", ""); r.status != 200 {
 		t.Fatalf("status %d after a flush, want 200", r.status)
 	}
+}
+
+// MaxBodyBytes at its type's maximum (math.MaxInt64, "no limit of the
+// middleware's own") overflowed the body read's bound (one byte more, to
+// tell a body over the limit): the middleware read nothing, and the
+// handler ran, and its response was stored, for an empty body.
+func TestMaxBodyBytesAtItsMaximumKeepsTheBody(t *testing.T) {
+	c := sentineltest.New(t)
+	h := &charge{}
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, MaxBodyBytes: math.MaxInt64}, h.ServeHTTP)
+	r := do(t, srv, "POST", "/charges", "k1", `{"amount":100}`)
+	if r.status != 201 || !strings.Contains(r.body, `amount`) {
+		t.Fatalf("%d %s: the handler did not get the request's body", r.status, r.body)
+	}
+	// Another body with the key is another request (422), not a replay of
+	// an empty one.
+	wantProblem(t, do(t, srv, "POST", "/charges", "k1", `{"amount":200}`), 422, idempotency.ProblemKeyReused)
 }

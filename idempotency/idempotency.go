@@ -275,8 +275,13 @@ func Middleware(client *sentinel.Client, opts Options) func(http.Handler) http.H
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = DefaultMaxResponseBytes
 	}
-	// The stored form: JSON with a base64 body, plus headers.
-	if need := opts.MaxResponseBytes/3*4 + 64<<10; need > client.Config().MaxResultSize {
+	// The stored form: JSON with a base64 body, plus headers; a size
+	// whose stored form is beyond an int is beyond every MaxResultSize.
+	need := math.MaxInt
+	if opts.MaxResponseBytes < (math.MaxInt-64<<10)/4*3 {
+		need = opts.MaxResponseBytes/3*4 + 64<<10
+	}
+	if need > client.Config().MaxResultSize {
 		panic(fmt.Sprintf("idempotency: Options.MaxResponseBytes %d needs a client Config.MaxResultSize of at least %d, it is %d",
 			opts.MaxResponseBytes, need, client.Config().MaxResultSize))
 	}

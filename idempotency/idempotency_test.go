@@ -723,3 +723,22 @@ func TestMaxBodyBytesAtItsMaximumKeepsTheBody(t *testing.T) {
 	// an empty one.
 	wantProblem(t, do(t, srv, "POST", "/charges", "k1", `{"amount":200}`), 422, idempotency.ProblemKeyReused)
 }
+
+// MaxResponseBytes at its type's maximum overflowed the size of its stored
+// form, so Middleware's check against the client's MaxResultSize passed,
+// and a response over MaxResultSize was found unstorable only after the
+// handler ran. It panics at construction, as any size the client cannot
+// store does.
+func TestMaxResponseBytesAtItsMaximumPanicsAtConstruction(t *testing.T) {
+	c := sentineltest.New(t)
+	for _, n := range []int{math.MaxInt, math.MaxInt / 4 * 3, math.MaxInt/4*3 - 1} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("MaxResponseBytes %d: no panic", n)
+				}
+			}()
+			idempotency.Middleware(c, idempotency.Options{Scope: idempotency.SingleTenant, MaxResponseBytes: n})
+		}()
+	}
+}

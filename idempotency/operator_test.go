@@ -296,3 +296,37 @@ func TestNoEffectInTheLastRerunIsUncertain(t *testing.T) {
 		})
 	}
 }
+
+// Resolve of an uncertain key writes twice: it reconciles the key, then
+// force-completes it. A response the client cannot store (over its
+// MaxResultSize) was refused by the second write only: the key was left
+// reconciling, nothing resolved, and every repeat of the request got 503
+// "being reconciled" instead of the uncertain problem. It is refused before
+// anything is written.
+func TestResolveRefusesAnOversizedResponseBeforeReconciling(t *testing.T) {
+	c := sentineltest.New(t, sentineltest.WithConfig(sentinel.Config{MaxResultSize: 128 << 10}))
+	ctx := ctxT(t)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, MaxResponseBytes: 32 << 10}, func(w http.ResponseWriter, r *http.Request) {
+		idempotency.Uncertain(w, errors.New("the card network timed out after the charge was sent"))
+	})
+	wantProblem(t, do(t, srv, "POST", "/charges", "pay-1", `{"amount":500}`), 500, idempotency.ProblemUncertain)
+	rec, err := idempotency.Inspect(ctx, c, "", "pay-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := idempotency.NewResponse(rec.Request.Fingerprint, 201, nil, []byte(strings.Repeat("x", 256<<10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idempotency.Resolve(ctx, c, "", "pay-1", resp); !errors.Is(err, sentinel.ErrInvalid) {
+		t.Fatalf("Resolve with a response over MaxResultSize: %v, want ErrInvalid", err)
+	}
+	ex, err := c.Inspect(ctx, idempotency.ExecutionKey("", "pay-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.State != sentinel.StateExecuting || ex.Token != rec.Execution.Token {
+		t.Fatalf("the refused Resolve left the key %s at token %d (was executing at %d)", ex.State, ex.Token, rec.Execution.Token)
+	}
+	wantProblem(t, do(t, srv, "POST", "/charges", "pay-1", `{"amount":500}`), 500, idempotency.ProblemUncertain)
+}

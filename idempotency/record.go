@@ -390,6 +390,20 @@ func Resolve(ctx context.Context, c *sentinel.Client, scope, key string, resp Re
 	}
 	resp.Header = StoredHeader(resp.Header)
 	execKey := ExecutionKey(scope, key)
+	// The value is checked before the first write: an uncertain key is
+	// reconciled before it is force-completed, and a value refused then
+	// would leave it reconciling, unresolved.
+	data, err := json.Marshal(resp)
+	if err != nil {
+		return 0, err
+	}
+	if err := CheckResult(execKey, data); err != nil {
+		return 0, err
+	}
+	if limit := c.Config().MaxResultSize; len(data) > limit {
+		return 0, &sentinel.InvalidError{Field: "response", Reason: fmt.Sprintf(
+			"stored, it is %d bytes, over the client's Config.MaxResultSize %d: nothing was written", len(data), limit)}
+	}
 	ex, err := c.Inspect(ctx, execKey, opts...)
 	if err != nil {
 		return 0, err
@@ -428,13 +442,6 @@ func Resolve(ctx context.Context, c *sentinel.Client, scope, key string, resp Re
 		return 0, &sentinel.ExecutionError{Kind: sentinel.ErrWrongState, Namespace: ex.Namespace, Key: ex.Key, State: ex.State,
 			Owner: ex.Owner, Token: ex.Token, Since: ex.UpdatedAt,
 			Cause: fmt.Errorf("only an uncertain or reconciling key can be resolved; this one is %s", ex.State)}
-	}
-	data, err := json.Marshal(resp)
-	if err != nil {
-		return 0, err
-	}
-	if err := CheckResult(execKey, data); err != nil {
-		return 0, err
 	}
 	if err := c.ForceComplete(ctx, execKey, json.RawMessage(data), fopts...); err != nil {
 		return 0, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -934,4 +935,33 @@ func TestTurnReleaseAndCancelHeldTogetherWakeNext(t *testing.T) {
 	at, ok := <-got
 	require.True(t, ok, "W2 was not served")
 	require.Less(t, at.Sub(start), time.Second, "W2 slept until W1's expiry (TTL 5s)")
+}
+
+// A WaitRecheck so long that ten times it does not fit a time.Duration
+// (math.MaxInt64: "never poll, rely on notifications"): a Turn waiting
+// behind a ticket of its own client computed a negative safety re-check,
+// and rand.N panicked in the caller's goroutine, leaving its ticket in the
+// queue.
+func TestTurnBehindItsOwnTicketWithAHugeWaitRecheck(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{WaitRecheck: math.MaxInt64})
+	holder, err := c.Turn(ctx, "press")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				served <- fmt.Errorf("Turn panicked: %v", p)
+			}
+		}()
+		tn, err := c.Turn(ctx, "press")
+		if err == nil {
+			err = tn.Release(ctx)
+		}
+		served <- err
+	}()
+	waitWaiting(t, c, "press", 1)
+	require.NoError(t, holder.Release(ctx))
+	require.NoError(t, <-served)
 }

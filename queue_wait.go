@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -352,6 +353,9 @@ func wakeBehind(k ticketKey, why error, margin time.Duration) {
 // net only: that ticket's end wakes the waiter (wakeBehind), and it cannot
 // expire unseen, because its local deadline comes first.
 func (c *Client) safetyRecheck(ttl time.Duration) time.Duration {
-	d := 10 * max(ttl, c.cfg.WaitRecheck)
+	// At most a sixteenth of the longest duration: ten of them, plus up
+	// to half of that, must not overflow (a WaitRecheck or TTL of
+	// decades, such as math.MaxInt64, is valid).
+	d := 10 * min(max(ttl, c.cfg.WaitRecheck), math.MaxInt64/16)
 	return d + rand.N(d/2)
 }

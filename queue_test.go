@@ -965,3 +965,22 @@ func TestTurnBehindItsOwnTicketWithAHugeWaitRecheck(t *testing.T) {
 	require.NoError(t, holder.Release(ctx))
 	require.NoError(t, <-served)
 }
+
+// Every call skips a nil Option (one built conditionally); FollowQueues
+// called it, and panicked in the caller's goroutine.
+func TestFollowQueuesSkipsANilOption(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
+	defer cancel()
+	var nsOpt sentinel.Option // no namespace given
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("FollowQueues panicked: %v", p)
+			}
+		}()
+		return c.FollowQueues(ctx, nil, func(sentinel.QueueEvent) error { return nil }, nsOpt)
+	}()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}

@@ -309,7 +309,9 @@ func (c *Client) FollowQueues(ctx context.Context, resources []string, fn func(Q
 	}
 	var from callOptions // WithAfterEvent, which resolveTurn refuses
 	for _, opt := range opts {
-		opt(&from)
+		if opt != nil {
+			opt(&from)
+		}
 	}
 	o, err := c.resolveTurn("-", append(opts[:len(opts):len(opts)], func(o *callOptions) { o.afterSet = false }))
 	switch {

@@ -2,7 +2,6 @@ package sentinel
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,8 +31,8 @@ func (c *Client) Leases(ctx context.Context, f LeaseFilter) ([]Holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(f.Prefix) > MaxKeyLen || strings.ContainsRune(f.Prefix, 0) {
-		return nil, invalid("Prefix", "must be at most %d bytes without NUL", MaxKeyLen)
+	if len(f.Prefix) > MaxKeyLen || f.Prefix != storableText(f.Prefix) {
+		return nil, invalid("Prefix", "must be at most %d bytes of UTF-8 without NUL", MaxKeyLen)
 	}
 	limit, err := listLimit(f.Limit)
 	if err != nil {

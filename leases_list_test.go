@@ -41,3 +41,20 @@ func TestLeasesListing(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, hs, 2)
 }
+
+// A prefix PostgreSQL cannot compare with text (invalid UTF-8, such as
+// the console's ?prefix=%FF) is bad input, refused before the read: it
+// reached the server and came back as its raw error (SQLSTATE 22021),
+// which the console answered with 500.
+func TestLeasesPrefixOfInvalidUTF8IsRefused(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	for _, p := range []string{"\xff", "inv\xc3", "a\x00"} {
+		_, err := c.Leases(ctx, sentinel.LeaseFilter{Prefix: p})
+		require.ErrorIs(t, err, sentinel.ErrInvalid, "%q", p)
+		var ie *sentinel.InvalidError
+		require.ErrorAs(t, err, &ie)
+		require.Equal(t, "Prefix", ie.Field)
+	}
+}

@@ -37,6 +37,9 @@ type Election struct {
 // live elector. Leadership and liveness are decided by the database clock.
 // Bad filter values return an error matching ErrInvalid.
 func (c *Client) Elections(ctx context.Context, f ElectionFilter) ([]Election, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
 	ns, err := c.listNamespace("ElectionFilter", f.Namespace, f.AllNamespaces)
 	if err != nil {
 		return nil, err

@@ -38,6 +38,9 @@ type StateCount struct {
 // Rows come uncertain first, then by namespace and state. ns "" means the
 // client's namespace; it must be "" when allNamespaces.
 func (c *Client) ExecutionCounts(ctx context.Context, ns string, allNamespaces bool) ([]StateCount, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
 	switch {
 	case allNamespaces && ns != "":
 		return nil, invalid("namespace", "give a namespace or all namespaces, not both")

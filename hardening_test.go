@@ -557,3 +557,28 @@ func TestDoRunsUnderTheLease(t *testing.T) {
 
 	require.ErrorIs(t, a.Do(ctx, "job", nil), sentinel.ErrInvalid)
 }
+
+// The listings read the database after Close, as no other call does:
+// Leases, Elections, ExecutionCounts and MigrationStatus returned what
+// they read (or the pool's own error once the pool was closed) instead of
+// ErrClosed.
+func TestListingsAfterCloseAreErrClosed(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	c.Close()
+	calls := map[string]error{}
+	_, calls["Leases"] = c.Leases(ctx, sentinel.LeaseFilter{})
+	_, calls["Elections"] = c.Elections(ctx, sentinel.ElectionFilter{})
+	_, calls["ExecutionCounts"] = c.ExecutionCounts(ctx, "", false)
+	_, calls["MigrationStatus"] = c.MigrationStatus(ctx)
+	_, _, calls["Executions"] = c.Executions(ctx, sentinel.ExecutionFilter{})
+	_, calls["UncertainCounts"] = c.UncertainCounts(ctx)
+	_, calls["Queues"] = c.Queues(ctx)
+	_, calls["Leader"] = c.Leader(ctx, "g")
+	_, calls["Members"] = c.Members(ctx, "g")
+	_, calls["LastRun"] = c.LastRun(ctx, "k")
+	for name, err := range calls {
+		require.ErrorIs(t, err, sentinel.ErrClosed, name)
+	}
+}

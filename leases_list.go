@@ -27,6 +27,9 @@ type LeaseFilter struct {
 // statement. Liveness is decided by the database clock: without
 // IncludeExpired only leases whose expiry is in the future are listed.
 func (c *Client) Leases(ctx context.Context, f LeaseFilter) ([]Holder, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
 	ns, err := c.listNamespace("LeaseFilter", f.Namespace, f.AllNamespaces)
 	if err != nil {
 		return nil, err

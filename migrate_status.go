@@ -33,6 +33,9 @@ func (s MigrationState) UpToDate() bool { return len(s.Pending) == 0 }
 // every migration pending. Deploy scripts use it (through `sentinel migrate
 // status`) to refuse to start on an unmigrated database.
 func (c *Client) MigrationStatus(ctx context.Context) (MigrationState, error) {
+	if err := c.checkOpen(); err != nil {
+		return MigrationState{}, err
+	}
 	schema := c.cfg.Schema
 	st := MigrationState{Schema: schema}
 	table := pgx.Identifier{schema, "schema_migrations"}.Sanitize()

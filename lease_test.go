@@ -3,6 +3,7 @@ package sentinel_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -648,4 +649,25 @@ func TestCloseWithdrawsItsLeaseWaiters(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, time.Since(released), 2*time.Second, "the key was handed to the closed client's registration")
 	require.NoError(t, l.Release(ctx))
+}
+
+// Config.PID is recorded in integer columns. A PID beyond int32 passed New,
+// and then every grant and claim of the client failed with pgx's encoding
+// error, not ErrInvalid: it is refused by New, as a bad Host is.
+func TestConfigPIDBeyondIntegerIsRefused(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(nil)
+	for _, pid := range []int{math.MaxInt32 + 1, math.MinInt32 - 1} {
+		_, err := sentinel.New(p, &sentinel.Config{Schema: e.schema, PID: pid})
+		require.ErrorIs(t, err, sentinel.ErrInvalid, "PID %d", pid)
+		var ie *sentinel.InvalidError
+		require.ErrorAs(t, err, &ie)
+		require.Equal(t, "PID", ie.Field)
+	}
+	c, err := sentinel.New(p, &sentinel.Config{Schema: e.schema, PID: math.MaxInt32})
+	require.NoError(t, err)
+	defer c.Close()
+	l, err := c.Lease(ctxT(t), "k")
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctxT(t)))
 }

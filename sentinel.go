@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -102,7 +103,7 @@ type Config struct {
 
 	// Host and PID are recorded with every grant so operators can find a
 	// holder. Default os.Hostname() and os.Getpid(). Host must be UTF-8
-	// without NUL.
+	// without NUL, and PID must fit in 32 bits.
 	Host string
 	PID  int
 
@@ -231,6 +232,9 @@ func (c Config) validate() error {
 	}
 	if err := checkText("Host", c.Host); err != nil {
 		return err
+	}
+	if c.PID < math.MinInt32 || c.PID > math.MaxInt32 {
+		return invalid("PID", "must fit a 32-bit integer (the column that records it), got %d", c.PID)
 	}
 	if c.DefaultTTL < MinTTL {
 		return invalid("DefaultTTL", "must be at least MinTTL (%s), got %s", MinTTL, c.DefaultTTL)

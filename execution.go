@@ -421,6 +421,8 @@ func (c *Client) History(ctx context.Context, key string, opts ...Option) ([]Eve
 		return nil, err
 	case o.rerunSet:
 		return nil, invalid("option", "WithRerun applies only to Once")
+	case o.labelSet || o.afterSet:
+		return nil, invalid("option", "WithLabel and WithAfterEvent do not apply to History")
 	case o.limitSet && o.limit < 1:
 		return nil, invalid("WithLimit", "must be at least 1, got %d", o.limit)
 	}

@@ -671,3 +671,48 @@ func TestConfigPIDBeyondIntegerIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctxT(t)))
 }
+
+// Option says that an option a call does not take is refused with
+// ErrInvalid before anything is written. WithLabel (Turn's) and
+// WithAfterEvent (FollowQueues') were taken and ignored by Lease, Do, Once,
+// OnceTx and the other calls on a key: a lease or an execution was written
+// without the label the caller meant to show.
+func TestQueueOptionsAreRefusedElsewhere(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	for name, opt := range map[string]sentinel.Option{"WithLabel": sentinel.WithLabel("nightly"), "WithAfterEvent": sentinel.WithAfterEvent(1)} {
+		_, err := c.Lease(ctx, "k", opt)
+		require.ErrorIs(t, err, sentinel.ErrInvalid, "Lease %s", name)
+		err = c.Do(ctx, "k", func(context.Context, *sentinel.Lease) error {
+			t.Fatal("fn ran")
+			return nil
+		}, opt)
+		require.ErrorIs(t, err, sentinel.ErrInvalid, "Do %s", name)
+		_, err = sentinel.Once(ctx, c, "k", func(context.Context) (int, error) {
+			t.Fatal("fn ran")
+			return 0, nil
+		}, opt)
+		require.ErrorIs(t, err, sentinel.ErrInvalid, "Once %s", name)
+		_, err = sentinel.OnceTx(ctx, c, "k", func(context.Context, pgx.Tx) (int, error) {
+			t.Fatal("fn ran")
+			return 0, nil
+		}, opt)
+		require.ErrorIs(t, err, sentinel.ErrInvalid, "OnceTx %s", name)
+		_, err = c.Reconcile(ctx, "k", opt)
+		require.ErrorIs(t, err, sentinel.ErrInvalid, "Reconcile %s", name)
+		_, err = c.History(ctx, "k", opt)
+		require.ErrorIs(t, err, sentinel.ErrInvalid, "History %s", name)
+	}
+	require.Zero(t, e.count("leases", ""))
+	require.Zero(t, e.count("executions", ""))
+	require.Zero(t, e.count("events", ""))
+	// The calls that take them still do.
+	tn, err := c.Turn(ctx, "printer", sentinel.WithLabel("nightly"))
+	require.NoError(t, err)
+	require.Equal(t, "nightly", tn.Label())
+	require.NoError(t, tn.Release(ctx))
+	fctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, c.FollowQueues(fctx, nil, func(sentinel.QueueEvent) error { return nil }, sentinel.WithAfterEvent(1)), context.DeadlineExceeded)
+}

@@ -308,8 +308,8 @@ func (c *Client) onceOptions(key string, opts []Option, state State) (callOption
 	if err != nil {
 		return o, err
 	}
-	if o.force || o.token != 0 || o.limitSet {
-		return o, invalid("option", "WithForce, WithToken and WithLimit do not apply to Once")
+	if o.force || o.token != 0 || o.limitSet || o.labelSet || o.afterSet {
+		return o, invalid("option", "WithForce, WithToken, WithLimit, WithLabel and WithAfterEvent do not apply to Once")
 	}
 	if o.rerun, err = o.checkRerun(state); err != nil {
 		return o, err

@@ -329,7 +329,7 @@ func (c *Client) Turn(ctx context.Context, resource string, opts ...Option) (*Tu
 }
 
 func (c *Client) resolveTurn(resource string, opts []Option) (callOptions, error) {
-	o, err := c.resolve(resource, opts)
+	o, err := c.resolveQueue(resource, opts)
 	if err != nil {
 		var inv *InvalidError
 		if errors.As(err, &inv) && inv.Field == "key" {

@@ -595,6 +595,22 @@ func WithToken(token int64) Option { return func(o *callOptions) { o.token = tok
 func WithMetadata(m map[string]any) Option { return func(o *callOptions) { o.metadata = m } }
 
 func (c *Client) resolve(key string, opts []Option) (callOptions, error) {
+	o, err := c.resolveQueue(key, opts)
+	switch {
+	case err != nil:
+		return o, err
+	case o.labelSet:
+		return o, invalid("option", "WithLabel applies only to Turn and TurnAll")
+	case o.afterSet:
+		return o, invalid("option", "WithAfterEvent applies only to FollowQueues")
+	}
+	return o, nil
+}
+
+// resolveQueue is resolve for the queue's calls, WithLabel and
+// WithAfterEvent included (see resolveTurn, which checks the one it takes
+// and refuses the other).
+func (c *Client) resolveQueue(key string, opts []Option) (callOptions, error) {
 	o, err := c.resolveCall(key, opts)
 	switch {
 	case err != nil:

@@ -321,6 +321,9 @@ var errTicketLost = errors.New("sentinel: waiting ticket lost")
 // it is served until that transaction ends; set
 // idle_in_transaction_session_timeout on the server.
 func (c *Client) Turn(ctx context.Context, resource string, opts ...Option) (*Turn, error) {
+	if ctx == nil {
+		return nil, invalid("ctx", "must not be nil (use context.Background())")
+	}
 	o, err := c.resolveTurn(resource, opts)
 	if err != nil {
 		return nil, err

@@ -984,3 +984,27 @@ func TestFollowQueuesSkipsANilOption(t *testing.T) {
 	}()
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// A nil ctx is refused by Turn and TurnAll, as by Lease: it panicked in the
+// draw, after opening the process's listener's draw window, which then
+// never closed (the LISTEN connection stayed open past ListenIdleTimeout).
+func TestTurnRefusesANilContext(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	var nilCtx context.Context
+	for name, call := range map[string]func() error{
+		"Turn":    func() error { _, err := c.Turn(nilCtx, "r"); return err },
+		"TurnAll": func() error { _, err := c.TurnAll(nilCtx, []string{"r", "s"}); return err },
+	} {
+		err := func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("panicked: %v", p)
+				}
+			}()
+			return call()
+		}()
+		require.ErrorIs(t, err, sentinel.ErrInvalid, name)
+	}
+	require.Zero(t, e.count("tickets", ""))
+}

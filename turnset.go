@@ -23,6 +23,9 @@ type TurnSet struct {
 // returned. It is the console's `lock`. Options: as for Turn; they apply to
 // every ticket.
 func (c *Client) TurnAll(ctx context.Context, resources []string, opts ...Option) (*TurnSet, error) {
+	if ctx == nil {
+		return nil, invalid("ctx", "must not be nil (use context.Background())")
+	}
 	if len(resources) == 0 {
 		return nil, invalid("resources", "must not be empty")
 	}

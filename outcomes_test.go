@@ -469,3 +469,23 @@ func TestOnceDefaultHardTTLLetsSlowWorkComplete(t *testing.T) {
 	})
 	require.ErrorIs(t, err, sentinel.ErrUncertain)
 }
+
+// Config.ReleaseTimeout bounds the completion that follows fn. New took any
+// positive value: with 1ms (even against a local server) every Once whose fn
+// succeeded had its completion cut off and left the key uncertain for an
+// operator, and every OnceTx too. Below MinTTL it is refused, as a TTL is.
+func TestConfigReleaseTimeoutBelowMinTTLIsRefused(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(nil)
+	for _, rt := range []time.Duration{time.Nanosecond, time.Millisecond, sentinel.MinTTL - 1} {
+		_, err := sentinel.New(p, &sentinel.Config{Schema: e.schema, ReleaseTimeout: rt})
+		require.ErrorIs(t, err, sentinel.ErrInvalid, "ReleaseTimeout %s", rt)
+		var ie *sentinel.InvalidError
+		require.ErrorAs(t, err, &ie)
+		require.Equal(t, "ReleaseTimeout", ie.Field)
+	}
+	c := e.clientOn(p, &sentinel.Config{ReleaseTimeout: sentinel.MinTTL})
+	r, err := sentinel.Once(ctxT(t), c, "k", func(context.Context) (int, error) { return 7, nil })
+	require.NoError(t, err)
+	require.Equal(t, 7, r.Value)
+}

@@ -142,7 +142,8 @@ type Config struct {
 	// ReleaseTimeout bounds a Release whose context was already cancelled,
 	// the releases done by Close, and what follows fn in Once, OnceTx and
 	// OnceSQLTx (the completion or commit, a rollback, the claim's
-	// release), counted from when fn returns. Default 5s.
+	// release), counted from when fn returns. Default 5s; at least MinTTL:
+	// a completion cut off leaves its key uncertain.
 	ReleaseTimeout time.Duration
 
 	// MaxResultSize is the largest encoded Once result stored, in bytes.
@@ -251,8 +252,8 @@ func (c Config) validate() error {
 	if c.WaitRecheck <= 0 {
 		return invalid("WaitRecheck", "must be positive, got %s", c.WaitRecheck)
 	}
-	if c.ReleaseTimeout <= 0 {
-		return invalid("ReleaseTimeout", "must be positive, got %s", c.ReleaseTimeout)
+	if c.ReleaseTimeout < MinTTL {
+		return invalid("ReleaseTimeout", "must be at least MinTTL (%s), got %s: it bounds the completion after fn, and a completion cut off leaves its key uncertain", MinTTL, c.ReleaseTimeout)
 	}
 	if c.MaxResultSize <= 0 || c.MaxResultSize > 1<<30-1 {
 		return invalid("MaxResultSize", "must be in 1..1GiB-1, got %d", c.MaxResultSize)

@@ -1008,3 +1008,27 @@ func TestTurnRefusesANilContext(t *testing.T) {
 	}
 	require.Zero(t, e.count("tickets", ""))
 }
+
+// A follower registers for four WaitRecheck periods (at least 30s) and
+// sleeps up to one, so that statements recording queue events keep
+// notifying it while it sleeps. With a WaitRecheck beyond a quarter of the
+// longest duration (math.MaxInt64) four of them overflowed: it registered
+// for 30s and slept without end, and once the registration lapsed nothing
+// woke it again: FollowQueues delivered no further event.
+func TestFollowQueuesWithAHugeWaitRecheckStaysRegistered(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(&sentinel.Config{WaitRecheck: math.MaxInt64})
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- c.FollowQueues(ctx, nil, func(sentinel.QueueEvent) error { return nil })
+	}()
+	require.Eventually(t, func() bool {
+		return e.count("queue_followers", "following_until > now()") == 1
+	}, 30*time.Second, 5*time.Millisecond)
+	require.Equal(t, 1, e.count("queue_followers", "following_until > now() + interval '100 years'"),
+		"registered for less than the follower sleeps")
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -275,7 +276,9 @@ const followGapWait = 2 * time.Second
 // a follower that died makes its namespace's events notify for at most
 // this long.
 func followRegistration(recheck time.Duration) time.Duration {
-	return max(30*time.Second, 4*recheck)
+	// Four of a WaitRecheck beyond a quarter of the longest duration would
+	// overflow: such a follower is registered for about that longest one.
+	return max(30*time.Second, 4*min(recheck, math.MaxInt64/4))
 }
 
 // queueFollowJoin registers a follower of ns for d (sqlQueueFollow). in is

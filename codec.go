@@ -62,6 +62,13 @@ func Final(err error) error {
 	return &finalMark{err: err}
 }
 
+// errText is fn's error as text for the history and a Final outcome. It
+// goes through fmt, which recovers a panic in an Error method (a nil
+// *T returned as an error, whose Error reads its receiver): called
+// directly, outside fn's recovery, the panic escaped after the claim and
+// left the key executing with no outcome recorded.
+func errText(err error) string { return fmt.Sprint(err) }
+
 // IsFinal reports whether err was marked with Final.
 func IsFinal(err error) bool {
 	var f *finalMark

@@ -105,7 +105,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	case fnErr != nil && IsFinal(fnErr):
 		// Handled with the successful outcomes below.
 	case fnErr != nil && IsRetryable(fnErr):
-		ok, ferr := c.finish(wctx, l, o, handBack(Attempt(fnCtx)), nil, "", "", []State{StateExecuting}, false, "retryable", "error", fnErr.Error())
+		ok, ferr := c.finish(wctx, l, o, handBack(Attempt(fnCtx)), nil, "", "", []State{StateExecuting}, false, "retryable", "error", errText(fnErr))
 		if ferr != nil {
 			return res, fmt.Errorf("%w (and releasing the claim failed: %v)", fnErr, ferr)
 		}
@@ -118,7 +118,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		}
 		return res, fnErr
 	case fnErr != nil:
-		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateExecuting}, false, "failed", "error", fnErr.Error())
+		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateExecuting}, false, "failed", "error", errText(fnErr))
 		return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf("fn failed: %w%s", withLoss(l, fnErr), rerunNote(fnCtx)))
 	}
 
@@ -129,7 +129,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		data, resultErr = nil, encErr.Error()
 	}
 	if fnErr != nil {
-		finalMsg = storableText(fnErr.Error()) // as stored and replayed
+		finalMsg = storableText(errText(fnErr)) // as stored and replayed
 	}
 	ok, err := c.finish(wctx, l, o, StateCompleted, data, resultErr, finalMsg, []State{StateExecuting}, true, "completed")
 	if err != nil || !ok {

@@ -113,7 +113,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		// here, its cause being the reason the key is uncertain).
 		msg := "fn committed or rolled back the transaction itself"
 		if fnErr != nil {
-			msg += " (fn's error: " + fnErr.Error() + ")"
+			msg += " (fn's error: " + errText(fnErr) + ")"
 		}
 		_, _ = c.finish(wctx(), l, o, StateExecuting, nil, "", "", []State{StateClaimed}, false, "failed", "error", msg)
 		cause := errors.New("fn committed or rolled back the transaction itself, so its writes may be committed " +
@@ -149,7 +149,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		if tx.rollback(wctx()) {
 			return res, fnClosedTx(fnErr)
 		}
-		release("rolled_back", "error", fnErr.Error())
+		release("rolled_back", "error", errText(fnErr))
 		return res, withLoss(l, fnErr) // a lost lease: an error matching ErrLeaseLost, as documented
 	}
 	data, encErr := c.encode(o, value)
@@ -170,7 +170,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	}
 	var finalMsg any
 	if fnErr != nil {
-		finalMsg = storableText(fnErr.Error())
+		finalMsg = storableText(errText(fnErr))
 	}
 	// The from-states as an array literal: portable across database/sql
 	// drivers, which need not encode a []string.
@@ -197,7 +197,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		c.done.add(o.namespace, key) // committed: completed (replayhint.go)
 		res.Value = value
 		if fnErr != nil {
-			return res, &FinalError{Namespace: o.namespace, Key: key, Token: l.token, Message: storableText(fnErr.Error()), Err: fnErr}
+			return res, &FinalError{Namespace: o.namespace, Key: key, Token: l.token, Message: storableText(errText(fnErr)), Err: fnErr}
 		}
 		return res, nil
 	}

@@ -326,13 +326,17 @@ type eventView struct {
 // evidence is a completion_refused event: fn returned, its completion was
 // refused (lease lost, hard TTL). It carries fn's encoded result.
 type evidence struct {
-	ID      int64
-	At      time.Time
-	Token   int64
-	Cause   string
-	Result  string // JSON text when the result was JSON
-	Base64  string // otherwise, the bytes in base64
-	Error   string // result_error / final_error, when recorded
+	ID     int64
+	At     time.Time
+	Token  int64
+	Cause  string
+	Result string // JSON text when the result was JSON
+	Base64 string // otherwise, the bytes in base64
+	Error  string // result_error / final_error, when recorded
+	// Final: fn returned a Final outcome (final_error): callers were to
+	// get its error, which no operator action stores, so its value is
+	// never offered as the key's result.
+	Final   bool
 	UseLink string // confirm force-complete with this result; empty when not possible now
 }
 
@@ -368,6 +372,7 @@ func readEvidence(ev sentinel.Event) evidence {
 	for _, k := range []string{"result_error", "final_error"} {
 		if s, ok := m[k].(string); ok && s != "" {
 			e.Error = k + ": " + s
+			e.Final = k == "final_error"
 		}
 	}
 	return e
@@ -424,7 +429,7 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 		d.Actions = actionsFor(d.Exec, d.HTTP != nil)
 		if ex.State == sentinel.StateReconciling && d.HTTP == nil {
 			for i := range d.Evidence {
-				if d.Evidence[i].Result != "" {
+				if d.Evidence[i].Result != "" && !d.Evidence[i].Final {
 					d.Evidence[i].UseLink = confirmLink("force_complete", ex.Namespace, ex.Key, ex.Token, url.Values{"evidence": {strconv.FormatInt(d.Evidence[i].ID, 10)}})
 				}
 			}
@@ -581,14 +586,21 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 		if err == nil {
 			for _, ev := range evidenceEvents(hist, run) {
 				if ev.ID == id {
-					if e := readEvidence(ev); e.Result != "" {
+					if e := readEvidence(ev); e.Result != "" && !e.Final {
 						d.Value, d.FromEvidence = e.Result, id
+					} else if e.Final {
+						d.FromEvidence = -1
 					}
 				}
 			}
 		}
-		if d.FromEvidence == 0 {
+		switch d.FromEvidence {
+		case 0:
 			d.Error = "That completion_refused event holds no JSON result; type the value."
+		case -1:
+			d.FromEvidence = 0
+			d.Error = "That completion_refused event is a Final outcome: fn returned an error every caller was to get, and no operator action stores one. " +
+				"A value stored here reaches every caller as a success; to run the work again, reset the key instead."
 		}
 	}
 	cs.render(w, r, http.StatusOK, "confirm.html", page{Nav: "executions", Data: d})

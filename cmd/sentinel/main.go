@@ -399,7 +399,9 @@ func (a *app) againEvery(cmd *cobra.Command) string {
 }
 
 // againWith is again, leaving out the flags named in drop and adding the
-// words add after the others.
+// words add after the others. Secrets are never reprinted: the connection
+// (--database-url) and serve's --operator-token (the printed serve then
+// takes $SENTINEL_OPERATOR_TOKEN, or says how to give a token).
 func (a *app) againWith(cmd *cobra.Command, drop []string, add ...string) string {
 	words := strings.Fields(strings.TrimPrefix(cmd.CommandPath(), "sentinel"))
 	args := cmd.Flags().Args()
@@ -409,7 +411,7 @@ func (a *app) againWith(cmd *cobra.Command, drop []string, add ...string) string
 	}
 	words = append(words, args...)
 	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if f.Name == "database-url" || f.Name == "schema" || slices.Contains(drop, f.Name) {
+		if f.Name == "database-url" || f.Name == "operator-token" || f.Name == "schema" || slices.Contains(drop, f.Name) {
 			return
 		}
 		switch v := f.Value.(type) {

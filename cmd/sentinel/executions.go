@@ -552,10 +552,13 @@ func (a *app) reconcileCmd() *cobra.Command {
 reconciling and mints a new fencing token, so the worker that held it can no
 longer complete it. Once callers then get ErrReconciling. Establish whether
 the work happened, then finish with force-complete (it did) or reset (it
-did not).
+did not). A key waiting for a re-run (WithRerun attempts left: "rerun
+pending" in status and list) is executing with an expired lease too:
+reconcile takes it as well, and its next caller no longer re-runs it.
 
-Exit code 4 when the key is not uncertain (its lease is alive, or it is in
-another state, or --token no longer matches); 3 when it does not exist.`,
+Exit code 4 when the key is not executing with an expired lease (its lease
+is alive, or it is in another state, or --token no longer matches); 3 when
+it does not exist.`,
 		Example: `  sentinel reconcile payment-order-789 -n payments --token 41 --reason "checking the PSP" --yes`,
 		Args:    args(1, 1),
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {

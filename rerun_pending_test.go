@@ -25,22 +25,7 @@ import (
 func TestRerunPendingIsNoPage(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	var mu sync.Mutex
-	var outcomes []sentinel.OnceOutcome
-	var logs lockedBuffer
-	c := e.client(&sentinel.Config{
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Observer: &sentinel.Observer{OnceEnd: func(_ context.Context, ev sentinel.OnceEvent) {
-			mu.Lock()
-			defer mu.Unlock()
-			outcomes = append(outcomes, ev.Outcome)
-		}},
-	})
-	last := func() sentinel.OnceOutcome {
-		mu.Lock()
-		defer mu.Unlock()
-		return outcomes[len(outcomes)-1]
-	}
+	c, logs, last := observedClient(e)
 	fails := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
 	rerunOf := func(err error) bool {
 		var ee *sentinel.ExecutionError
@@ -90,22 +75,7 @@ func TestRerunPendingIsNoPage(t *testing.T) {
 func TestRerunLastAttemptHandedBackIsUncertain(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	var mu sync.Mutex
-	var outcomes []sentinel.OnceOutcome
-	var logs lockedBuffer
-	c := e.client(&sentinel.Config{
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Observer: &sentinel.Observer{OnceEnd: func(_ context.Context, ev sentinel.OnceEvent) {
-			mu.Lock()
-			defer mu.Unlock()
-			outcomes = append(outcomes, ev.Outcome)
-		}},
-	})
-	last := func() sentinel.OnceOutcome {
-		mu.Lock()
-		defer mu.Unlock()
-		return outcomes[len(outcomes)-1]
-	}
+	c, logs, last := observedClient(e)
 	warns := func() int { return strings.Count(logs.String(), "execution outcome uncertain; reconcile it") }
 	fails := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
 	errDeclined := errors.New("card network unreachable: nothing sent")
@@ -182,4 +152,26 @@ func TestRerunLastAttemptClaimedAsTheClientClosesIsUncertain(t *testing.T) {
 	require.Equal(t, 2, ex.Attempt, "the re-run was claimed: %v", err)
 	require.False(t, ex.Rerunnable())
 	require.ErrorIs(t, err, sentinel.ErrUncertain, "%v", err)
+}
+
+// observedClient is a client of e whose log (Info and above) is kept in
+// logs, and last returns the outcome of its newest Once as its Observer
+// saw it.
+func observedClient(e *env) (c *sentinel.Client, logs *lockedBuffer, last func() sentinel.OnceOutcome) {
+	var mu sync.Mutex
+	var outcomes []sentinel.OnceOutcome
+	logs = &lockedBuffer{}
+	c = e.client(&sentinel.Config{
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Observer: &sentinel.Observer{OnceEnd: func(_ context.Context, ev sentinel.OnceEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			outcomes = append(outcomes, ev.Outcome)
+		}},
+	})
+	return c, logs, func() sentinel.OnceOutcome {
+		mu.Lock()
+		defer mu.Unlock()
+		return outcomes[len(outcomes)-1]
+	}
 }

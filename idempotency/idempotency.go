@@ -147,7 +147,8 @@ type Options struct {
 
 	// TTL is the lease of a running request, renewed by heartbeats while
 	// the handler runs. A repeat after a crash sees the key uncertain once
-	// it expires. Default: the client's DefaultTTL.
+	// it expires. Default: the client's DefaultTTL; at least
+	// sentinel.MinTTL (Middleware panics otherwise).
 	TTL time.Duration
 
 	// HardTTL caps how long a handler may run. When it passes, the
@@ -256,6 +257,12 @@ func Middleware(client *sentinel.Client, opts Options) func(http.Handler) http.H
 	if opts.TTL < 0 || opts.HardTTL < 0 || opts.Wait < 0 || opts.MaxBodyBytes < 0 || opts.MaxResponseBytes < 0 || opts.Rerun < 0 {
 		panic(fmt.Sprintf("idempotency: negative Options: TTL %s, HardTTL %s, Wait %s, MaxBodyBytes %d, MaxResponseBytes %d, Rerun %d",
 			opts.TTL, opts.HardTTL, opts.Wait, opts.MaxBodyBytes, opts.MaxResponseBytes, opts.Rerun))
+	}
+	if opts.TTL > 0 && opts.TTL < sentinel.MinTTL {
+		panic(fmt.Sprintf("idempotency: Options.TTL %s is below sentinel.MinTTL (%s): every request would be refused", opts.TTL, sentinel.MinTTL))
+	}
+	if opts.Rerun > math.MaxInt32 {
+		panic(fmt.Sprintf("idempotency: Options.Rerun %d is beyond the attempts a key can count (%d)", opts.Rerun, math.MaxInt32))
 	}
 	if opts.Rerun > 1 && opts.Transactional {
 		panic("idempotency: Options.Rerun does not apply with Transactional: a crash there rolls the handler's writes back, and the repeat runs it anyway")

@@ -644,7 +644,8 @@ func TestWaiterTakesOverAGivenBackKey(t *testing.T) {
 
 func TestBadOptionsPanicAtConstruction(t *testing.T) {
 	c := sentineltest.New(t)
-	for i, o := range []idempotency.Options{{}, {TTL: -1}, {Wait: -time.Second}, {MaxResponseBytes: -1}, {TTL: 2 * time.Second, HardTTL: time.Second}, {MaxResponseBytes: 15 << 20}} {
+	for i, o := range []idempotency.Options{{}, {TTL: -1}, {Wait: -time.Second}, {MaxResponseBytes: -1}, {TTL: 2 * time.Second, HardTTL: time.Second}, {MaxResponseBytes: 15 << 20},
+		{TTL: time.Millisecond}, {Rerun: math.MaxInt32 + 1}} {
 		if i > 0 {
 			o.Scope = idempotency.SingleTenant // only the field under test is wrong
 		}
@@ -657,6 +658,8 @@ func TestBadOptionsPanicAtConstruction(t *testing.T) {
 			idempotency.Middleware(c, o)
 		}()
 	}
+	// The bounds themselves are accepted.
+	idempotency.Middleware(c, idempotency.Options{Scope: idempotency.SingleTenant, TTL: sentinel.MinTTL, Rerun: math.MaxInt32})
 }
 
 // Headers changed after WriteHeader are not part of the response, stored

@@ -252,7 +252,12 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM u)`
 // readers cannot use: package idempotency refuses, for its keys, any value
 // that is not an HTTP response the middleware can replay. A check must
 // answer nil for keys it does not own. Checks run in registration order.
+// It panics on a nil check, at registration rather than at every later
+// ForceComplete and SetResult.
 func RegisterResultCheck(check func(key string, value []byte) error) {
+	if check == nil {
+		panic("sentinel: RegisterResultCheck with a nil check")
+	}
 	resultChecks.Lock()
 	defer resultChecks.Unlock()
 	resultChecks.fns = append(resultChecks.fns, check)

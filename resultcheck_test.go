@@ -49,3 +49,17 @@ func TestRegisterResultCheck(t *testing.T) {
 		require.NoError(t, c.ForceComplete(ctx, key, map[string]bool{"ok": true}, sentinel.WithToken(ex.Token)))
 	}
 }
+
+// A nil check panics at registration, where the mistake is, instead of at
+// every later ForceComplete and SetResult; nothing is registered.
+func TestRegisterResultCheckRefusesNil(t *testing.T) {
+	require.PanicsWithValue(t, "sentinel: RegisterResultCheck with a nil check", func() { sentinel.RegisterResultCheck(nil) })
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	_, err := sentinel.Once(ctx, c, "after-nil", func(context.Context) (int, error) { return 0, errors.New("timeout") })
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	ex, err := c.Reconcile(ctx, "after-nil")
+	require.NoError(t, err)
+	require.NoError(t, c.ForceComplete(ctx, "after-nil", 1, sentinel.WithToken(ex.Token)), "a nil check was registered")
+}

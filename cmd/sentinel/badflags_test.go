@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"testing"
 
+	"github.com/sentinel-coordination/sentinel"
 	"github.com/stretchr/testify/require"
 )
 
@@ -45,4 +47,21 @@ func TestFollowWithABadCursorOffersNoResume(t *testing.T) {
 	requireCode(t, r, exitUsage)
 	require.Contains(t, r.stderr, "invalid Cursor")
 	require.NotContains(t, r.stderr, "resume with", r.stderr)
+}
+
+// follow --type with a type no event ever has (a typo at 3 a.m.:
+// "complete") warns at once, naming the nearest type, instead of following
+// nothing in silence; a known type gets no warning.
+func TestFollowWarnsOfAnUnknownEventType(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	c := e.newClient("default")
+	_, err := sentinel.Once(ctxT(t), c, "order-1", func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+	r := e.run("follow", "--type", "complete", "--type", "completed", "--after", "0", "--count", "1")
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stderr, `no event of type "complete"; did you mean "completed"?`)
+	require.NotContains(t, r.stderr, `type "completed"`)
+	require.Contains(t, r.stdout, "order-1")
+	require.Contains(t, r.stdout, "completed")
 }

@@ -443,7 +443,8 @@ func (a *app) followCmd() *cobra.Command {
 		Long: `follow prints every event of --namespace (or every namespace with
 --all-namespaces) as it is committed: claimed, started, completed,
 completion_refused, reconciling, force_completed, reset, ... Give KEYs to
-follow only those keys and --type to keep only some event types.
+follow only those keys and --type to keep only some event types (a type
+this version never records is followed with a warning naming the nearest).
 
 It starts with the events committed from now on. When it ends it prints
 (on stderr) the cursor to resume from; --after CURSOR resumes there with
@@ -462,6 +463,11 @@ until interrupted (exit 0), or until --count events were printed. With
 				return err
 			}
 			f := sentinel.FollowFilter{Namespace: namespace, AllNamespaces: ns.all, Keys: keys, Types: types, Cursor: after}
+			for _, t := range types {
+				if note := unknownTypeNote(t); note != "" {
+					fprintln(a.stderr, note)
+				}
+			}
 			if !ns.all {
 				for _, k := range keys {
 					a.warnElsewhere(cmd, executionWatchLookup, k)

@@ -244,8 +244,8 @@ func Tx(ctx context.Context) pgx.Tx {
 //	mux.Handle("POST /charges", mw(chargeHandler))
 //
 // Middleware panics on a nil client or inconsistent Options (negative
-// sizes or durations, HardTTL below TTL): a programming error, caught at
-// start-up rather than on the first request.
+// sizes or durations, HardTTL below TTL, a Namespace the library refuses):
+// a programming error, caught at start-up rather than on the first request.
 func Middleware(client *sentinel.Client, opts Options) func(http.Handler) http.Handler {
 	if client == nil {
 		panic("idempotency: Middleware needs a *sentinel.Client")
@@ -263,6 +263,10 @@ func Middleware(client *sentinel.Client, opts Options) func(http.Handler) http.H
 	}
 	if opts.Rerun > math.MaxInt32 {
 		panic(fmt.Sprintf("idempotency: Options.Rerun %d is beyond the attempts a key can count (%d)", opts.Rerun, math.MaxInt32))
+	}
+	if opts.Namespace != "" && !validNamespace(opts.Namespace) {
+		panic(fmt.Sprintf("idempotency: Options.Namespace %q is not a namespace (valid UTF-8, at most %d bytes, no control characters): every request would be refused",
+			opts.Namespace, sentinel.MaxNamespaceLen))
 	}
 	if opts.Rerun > 1 && opts.Transactional {
 		panic("idempotency: Options.Rerun does not apply with Transactional: a crash there rolls the handler's writes back, and the repeat runs it anyway")
@@ -973,4 +977,19 @@ func (rec *recorder) stored(fp string) Response {
 		h = rec.header
 	}
 	return Response{Fingerprint: fp, Status: rec.statusCode(), Header: StoredHeader(h), Body: rec.body.Bytes()}
+}
+
+// validNamespace holds for a namespace the library accepts (what
+// sentinel.WithNamespace checks on every call): valid UTF-8, 1 to
+// MaxNamespaceLen bytes, no control character (C0 or DEL).
+func validNamespace(ns string) bool {
+	if ns == "" || len(ns) > sentinel.MaxNamespaceLen || !utf8.ValidString(ns) {
+		return false
+	}
+	for _, r := range ns {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }

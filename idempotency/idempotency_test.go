@@ -645,7 +645,7 @@ func TestWaiterTakesOverAGivenBackKey(t *testing.T) {
 func TestBadOptionsPanicAtConstruction(t *testing.T) {
 	c := sentineltest.New(t)
 	for i, o := range []idempotency.Options{{}, {TTL: -1}, {Wait: -time.Second}, {MaxResponseBytes: -1}, {TTL: 2 * time.Second, HardTTL: time.Second}, {MaxResponseBytes: 15 << 20},
-		{TTL: time.Millisecond}, {Rerun: math.MaxInt32 + 1}} {
+		{TTL: time.Millisecond}, {Rerun: math.MaxInt32 + 1}, {Namespace: "pay\nments"}, {Namespace: "\xff"}, {Namespace: strings.Repeat("n", sentinel.MaxNamespaceLen+1)}} {
 		if i > 0 {
 			o.Scope = idempotency.SingleTenant // only the field under test is wrong
 		}
@@ -659,7 +659,9 @@ func TestBadOptionsPanicAtConstruction(t *testing.T) {
 		}()
 	}
 	// The bounds themselves are accepted.
-	idempotency.Middleware(c, idempotency.Options{Scope: idempotency.SingleTenant, TTL: sentinel.MinTTL, Rerun: math.MaxInt32})
+	idempotency.Middleware(c, idempotency.Options{Scope: idempotency.SingleTenant, TTL: sentinel.MinTTL, Rerun: math.MaxInt32,
+		Namespace: strings.Repeat("n", sentinel.MaxNamespaceLen)})
+	idempotency.Middleware(c, idempotency.Options{Scope: idempotency.SingleTenant, Namespace: "zahlungen-é\u0085"})
 }
 
 // Headers changed after WriteHeader are not part of the response, stored

@@ -297,22 +297,24 @@ WITH i AS (
         WITH ORDINALITY AS i(ns, key, owner, host, pid, ttl, hard, force, leaving, n)
 ),
 lk AS (
-    SELECT t.namespace, t.key FROM {{schema}}.leases t JOIN i ON t.namespace = i.ns AND t.key = i.key
+    SELECT t.namespace, t.key, i.n AS ord FROM {{schema}}.leases t JOIN i ON t.namespace = i.ns AND t.key = i.key
     WHERE (t.expires_at <= pg_catalog.clock_timestamp() OR i.force)
     ORDER BY t.namespace, t.key
     FOR UPDATE OF t SKIP LOCKED
 ),
 up AS (
     UPDATE {{schema}}.leases t SET
-        owner = i.owner, token = pg_catalog.nextval({{seq}}), host = i.host, pid = i.pid::int,
+        owner = ($3::text[])[lk.ord], token = pg_catalog.nextval({{seq}}), host = ($4::text[])[lk.ord],
+        pid = (($5::bigint[])[lk.ord])::int,
         acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
-        expires_at = pg_catalog.clock_timestamp() + i.ttl * interval '1 microsecond',
-        hard_expires_at = CASE WHEN i.hard > 0 THEN pg_catalog.clock_timestamp() + i.hard * interval '1 microsecond'
+        expires_at = pg_catalog.clock_timestamp() + ($6::bigint[])[lk.ord] * interval '1 microsecond',
+        hard_expires_at = CASE WHEN ($7::bigint[])[lk.ord] > 0
+                          THEN pg_catalog.clock_timestamp() + ($7::bigint[])[lk.ord] * interval '1 microsecond'
                           ELSE 'infinity'::timestamptz END,
-        waiters = greatest(t.waiters - i.leaving::int, 0), granted_waiter = NULL
-    FROM lk JOIN i ON i.ns = lk.namespace AND i.key = lk.key
+        waiters = greatest(t.waiters - (($9::bigint[])[lk.ord])::int, 0), granted_waiter = NULL
+    FROM lk
     WHERE t.namespace = lk.namespace AND t.key = lk.key
-    RETURNING i.n AS ord, t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
+    RETURNING lk.ord, t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
         nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
 ),
 ins AS (
@@ -330,18 +332,22 @@ ins AS (
     RETURNING t.namespace, t.key, t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
         nullif(t.hard_expires_at, 'infinity') AS hard, t.expires_at - pg_catalog.statement_timestamp() AS remaining
 ),
+ik AS (
+    SELECT pg_catalog.array_agg(pg_catalog.octet_length(i.ns)::text || ':' || i.ns || i.key ORDER BY i.n) AS k FROM i
+),
 g AS (
     SELECT * FROM up
     UNION ALL
-    SELECT i.n, ins.owner, ins.host, ins.pid, ins.token, ins.acquired_at, ins.expires_at, ins.hard, ins.remaining
-    FROM ins JOIN i ON i.ns = ins.namespace AND i.key = ins.key
+    SELECT pg_catalog.array_position((SELECT ik.k FROM ik), pg_catalog.octet_length(ins.namespace)::text || ':' || ins.namespace || ins.key)::bigint,
+        ins.owner, ins.host, ins.pid, ins.token, ins.acquired_at, ins.expires_at, ins.hard, ins.remaining
+    FROM ins
 )
 SELECT g.ord, true, g.owner, g.host, g.pid, g.token, g.acquired_at, g.expires_at, g.hard, g.remaining FROM g
 UNION ALL
 SELECT i.n, false, t.owner, t.host, t.pid, t.token, t.acquired_at, t.expires_at,
     nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp()
 FROM i JOIN {{schema}}.leases t ON t.namespace = i.ns AND t.key = i.key
-WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.ord = i.n)`
+WHERE i.n <> ALL (coalesce((SELECT pg_catalog.array_agg(g.ord) FROM g), '{}'::bigint[]))`
 
 // sqlReleaseSet is sqlRelease for many leases in one statement, for the
 // coalescer: parameter $k is the array of sqlRelease's $k over the
@@ -356,13 +362,13 @@ WITH i AS (
         WITH ORDINALITY AS i(ns, key, owner, token, n)
 ),
 lk AS (
-    SELECT t.namespace, t.key FROM {{schema}}.leases t JOIN i ON t.namespace = i.ns AND t.key = i.key
+    SELECT t.namespace, t.key, i.n AS ord FROM {{schema}}.leases t JOIN i ON t.namespace = i.ns AND t.key = i.key
     WHERE t.owner = i.owner AND t.token = i.token AND t.expires_at > pg_catalog.clock_timestamp() AND t.waiters > 0
     ORDER BY t.namespace, t.key
     FOR UPDATE OF t SKIP LOCKED
 ),
 w AS (
-    SELECT x.namespace, x.key, x.waiter FROM lk CROSS JOIN LATERAL (
+    SELECT x.namespace, x.key, x.waiter, lk.ord FROM lk CROSS JOIN LATERAL (
         SELECT y.namespace, y.key, y.waiter FROM {{schema}}.lease_waiters y
         WHERE y.namespace = lk.namespace AND y.key = lk.key AND y.expires_at > pg_catalog.clock_timestamp()
         ORDER BY y.waiter LIMIT 1
@@ -371,7 +377,7 @@ w AS (
 dw AS (
     DELETE FROM {{schema}}.lease_waiters x USING w
     WHERE x.namespace = w.namespace AND x.key = w.key AND x.waiter = w.waiter
-    RETURNING x.namespace, x.key, x.waiter, x.owner, x.host, x.pid, x.ttl_us, x.hard_us, x.channel
+    RETURNING x.namespace, x.key, x.waiter, x.owner, x.host, x.pid, x.ttl_us, x.hard_us, x.channel, w.ord
 ),
 tr AS (
     UPDATE {{schema}}.leases t SET
@@ -381,9 +387,9 @@ tr AS (
         hard_expires_at = CASE WHEN dw.hard_us > 0 THEN pg_catalog.clock_timestamp() + dw.hard_us * interval '1 microsecond'
                           ELSE 'infinity'::timestamptz END,
         waiters = greatest(t.waiters - 1, 0), granted_waiter = dw.waiter
-    FROM dw JOIN i ON i.ns = dw.namespace AND i.key = dw.key
+    FROM dw
     WHERE t.namespace = dw.namespace AND t.key = dw.key
-    RETURNING i.n AS ord, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text` + grantWakeSQL + ` AS wake,
+    RETURNING dw.ord, 'w' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || dw.waiter::text` + grantWakeSQL + ` AS wake,
         coalesce(dw.channel, '') AS channel
 ),
 d AS (
@@ -391,14 +397,17 @@ d AS (
     FROM i
     WHERE t.namespace = i.ns AND t.key = i.key AND t.owner = i.owner AND t.token = i.token
       AND t.expires_at > pg_catalog.clock_timestamp()
-      AND NOT EXISTS (SELECT 1 FROM tr WHERE tr.ord = i.n)
+      AND i.n <> ALL (coalesce((SELECT pg_catalog.array_agg(tr.ord) FROM tr), '{}'::bigint[]))
     RETURNING i.n AS ord, CASE WHEN t.waiters > 0 THEN
         'l' || pg_catalog.octet_length(t.namespace)::text || ':' || t.namespace || t.key END AS wake
 )
-SELECT i.n, (SELECT pg_catalog.count(*) FROM tr WHERE tr.ord = i.n) + (SELECT pg_catalog.count(*) FROM d WHERE d.ord = i.n),
-    coalesce((SELECT tr.wake FROM tr WHERE tr.ord = i.n), (SELECT d.wake FROM d WHERE d.ord = i.n), ''),
-    coalesce((SELECT tr.channel FROM tr WHERE tr.ord = i.n), '')
-FROM i`
+SELECT tr.ord, 1::bigint, coalesce(tr.wake, ''), tr.channel FROM tr
+UNION ALL
+SELECT d.ord, 1::bigint, coalesce(d.wake, ''), '' FROM d
+UNION ALL
+SELECT i.n, 0::bigint, '', '' FROM i
+WHERE i.n <> ALL (coalesce((SELECT pg_catalog.array_agg(x.ord) FROM (SELECT tr.ord FROM tr UNION ALL SELECT d.ord FROM d) x),
+    '{}'::bigint[]))`
 
 // sqlReleaseMany is sqlRelease for many leases of one owner (Close); it
 // returns a wake-up only for keys that have waiters (sent after the

@@ -381,6 +381,9 @@ func (cb *callbacks) stop() {
 // database clock). Options: WithNamespace.
 func (c *Client) Leader(ctx context.Context, group string, opts ...Option) (*Leader, error) {
 	o, err := c.resolve(group, opts)
+	if err == nil {
+		err = o.only("Leader", 0)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -401,6 +404,9 @@ func (c *Client) Leader(ctx context.Context, group string, opts ...Option) (*Lea
 // that holds the group's unexpired leadership row. Options: WithNamespace.
 func (c *Client) Members(ctx context.Context, group string, opts ...Option) ([]Member, error) {
 	o, err := c.resolve(group, opts)
+	if err == nil {
+		err = o.only("Members", 0)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -447,6 +453,9 @@ func (c *Client) VerifyTerm(ctx context.Context, q Querier, group string, term i
 		return invalid("querier", "must not be nil")
 	}
 	o, err := c.resolve(group, opts)
+	if err == nil {
+		err = o.only("VerifyTerm", takesTTL)
+	}
 	if err != nil {
 		return err
 	}

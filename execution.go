@@ -369,9 +369,14 @@ func metadataJSON(base map[string]any, extra ...any) (any, error) {
 }
 
 // Inspect returns the execution record of key, or an error matching
-// ErrNotFound. Options: WithNamespace.
+// ErrNotFound. Options: WithNamespace; WithToken and WithMetadata, which
+// guard and annotate an operator's writes, are taken and have no effect,
+// so that one set of options serves the read and the writes after it.
 func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*Execution, error) {
 	o, err := c.resolve(key, opts)
+	if err == nil {
+		err = o.only("Inspect", takesMetadata|takesToken)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -426,6 +431,9 @@ func (c *Client) History(ctx context.Context, key string, opts ...Option) ([]Eve
 	case o.limitSet && o.limit < 1:
 		return nil, invalid("WithLimit", "must be at least 1, got %d", o.limit)
 	}
+	if err := o.only("History", 0); err != nil {
+		return nil, err
+	}
 	var limit *int64
 	if o.limitSet {
 		n := int64(o.limit)
@@ -453,9 +461,13 @@ func WithLimit(n int) Option { return func(o *callOptions) { o.limit, o.limitSet
 // events were all pruned returns its remaining events. The read costs the
 // latest run's events (its rejection records are passed over on the
 // server, not sent), not the key's earlier runs (see History).
-// Options: WithNamespace.
+// Options: WithNamespace; WithToken and WithMetadata are taken and have no
+// effect, as for Inspect.
 func (c *Client) LastRun(ctx context.Context, key string, opts ...Option) ([]Event, error) {
 	o, err := c.resolve(key, opts)
+	if err == nil {
+		err = o.only("LastRun", takesMetadata|takesToken)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -554,7 +566,7 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, opts ...Opt
 			opt(&o)
 		}
 	}
-	if o.ttlSet || o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 || o.rerunSet || o.limitSet {
+	if o.ttlSet || o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 || o.rerunSet || o.limitSet || o.labelSet || o.afterSet {
 		return res, invalid("option", "only WithNamespace or WithAllNamespaces apply to Prune")
 	}
 	ns := o.namespace

@@ -26,21 +26,24 @@ import (
 // q is usually a pgx.Tx; on a pool or bare connection the lock is released
 // as soon as the check returns. Options: WithNamespace.
 func (c *Client) VerifyToken(ctx context.Context, q Querier, key string, token int64, opts ...Option) error {
-	return c.verify(ctx, q, c.sql.verify, key, token, opts)
+	return c.verify(ctx, q, "VerifyToken", c.sql.verify, key, token, opts)
 }
 
 // VerifyExecutionToken is VerifyToken for the token of a running Once (see
 // TokenFromContext): it checks that the execution is still claimed or
 // executing under token with a live lease.
 func (c *Client) VerifyExecutionToken(ctx context.Context, q Querier, key string, token int64, opts ...Option) error {
-	return c.verify(ctx, q, c.sql.verifyExe, key, token, opts)
+	return c.verify(ctx, q, "VerifyExecutionToken", c.sql.verifyExe, key, token, opts)
 }
 
-func (c *Client) verify(ctx context.Context, q Querier, sql, key string, token int64, opts []Option) error {
+func (c *Client) verify(ctx context.Context, q Querier, call, sql, key string, token int64, opts []Option) error {
 	if q == nil {
 		return invalid("querier", "must not be nil")
 	}
 	o, err := c.resolve(key, opts)
+	if err == nil {
+		err = o.only(call, 0)
+	}
 	if err != nil {
 		return err
 	}

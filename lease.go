@@ -480,6 +480,9 @@ func (c *Client) checkHandle(h LeaseHandle) error {
 // ErrNotFound when nobody holds it (free or expired). Options: WithNamespace.
 func (c *Client) Holder(ctx context.Context, key string, opts ...Option) (*Holder, error) {
 	o, err := c.resolve(key, opts)
+	if err == nil {
+		err = o.only("Holder", 0)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -429,7 +429,7 @@ func (c *Client) VerifyTurn(ctx context.Context, q Querier, resource string, tic
 	if q == nil {
 		return invalid("querier", "must not be nil")
 	}
-	o, err := c.resolveTurn(resource, opts)
+	o, err := c.resolveResource("VerifyTurn", resource, opts)
 	if err != nil {
 		return err
 	}

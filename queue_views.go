@@ -86,7 +86,7 @@ func queueStatus(ns, res string, ts []Ticket) QueueStatus {
 // ticket) and its waiters, with labels. An empty queue has a nil Holder.
 // Options: WithNamespace.
 func (c *Client) Queue(ctx context.Context, resource string, opts ...Option) (*QueueStatus, error) {
-	o, err := c.resolveTurn(resource, opts)
+	o, err := c.resolveResource("Queue", resource, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -136,13 +136,26 @@ func (c *Client) resolveNamespace(opts []Option) (callOptions, error) {
 	return o, nil
 }
 
+// resolveResource resolves options for call, which reads or tends one
+// resource's queue and takes only WithNamespace.
+func (c *Client) resolveResource(call, resource string, opts []Option) (callOptions, error) {
+	o, err := c.resolveTurn(resource, opts)
+	switch {
+	case err != nil:
+		return o, err
+	case o.labelSet:
+		return o, invalid("option", "WithLabel: not an option of %s (it applies only to Turn and TurnAll)", call)
+	}
+	return o, o.only(call, 0)
+}
+
 // ResetQueue removes the dead tickets of resource (expired by the database
 // clock, not yet skipped) and returns how many it removed, recording each
 // as `crashed` or `bumped`. A queue with a live holder or waiter is not
 // touched: it returns a *QueueBusyError (ErrQueueBusy) and removes nothing.
 // Options: WithNamespace.
 func (c *Client) ResetQueue(ctx context.Context, resource string, opts ...Option) (int, error) {
-	o, err := c.resolveTurn(resource, opts)
+	o, err := c.resolveResource("ResetQueue", resource, opts)
 	if err != nil {
 		return 0, err
 	}
@@ -257,7 +270,7 @@ func (c *Client) queueEvents(ctx context.Context, ns string, resources []string,
 // first, at most limit of them after event id after (0: from the start).
 // Options: WithNamespace.
 func (c *Client) QueueHistory(ctx context.Context, resource string, after int64, limit int, opts ...Option) ([]QueueEvent, error) {
-	o, err := c.resolveTurn(resource, opts)
+	o, err := c.resolveResource("QueueHistory", resource, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ func (c *Client) Reconcile(ctx context.Context, key string, opts ...Option) (*Ex
 // callers' type is stored, and each caller gets an error matching
 // ErrResult instead of it (see Once), never a zero value.
 func (c *Client) ForceComplete(ctx context.Context, key string, value any, opts ...Option) error {
-	_, data, err := c.operatorValue(ctx, key, value, opts)
+	_, data, err := c.operatorValue(ctx, "ForceComplete", key, value, opts)
 	if err != nil {
 		return err
 	}
@@ -66,6 +66,13 @@ func (c *Client) operate(ctx context.Context, key string, opts []Option, from, t
 	}
 	o, err := c.resolve(key, opts)
 	if err != nil {
+		return nil, err
+	}
+	takes := takesMetadata | takesToken
+	if event == "force_completed" {
+		takes |= takesCodec // ForceComplete's value, encoded by operatorValue
+	}
+	if err := o.only(operatorMethods[event], takes); err != nil {
 		return nil, err
 	}
 	meta, err := metadataJSON(o.metadata, "operator", c.cfg.Owner)
@@ -118,7 +125,7 @@ var operatorMethods = map[string]string{
 // WithToken pins it to the execution the operator inspected; WithMetadata
 // is recorded in the history (event result_set).
 func (c *Client) SetResult(ctx context.Context, key string, value any, opts ...Option) error {
-	o, data, err := c.operatorValue(ctx, key, value, opts)
+	o, data, err := c.operatorValue(ctx, "SetResult", key, value, opts)
 	if err != nil {
 		return err
 	}
@@ -152,8 +159,11 @@ func (c *Client) SetResult(ctx context.Context, key string, value any, opts ...O
 // value with the call's codec (JSON by default), within MaxResultSize, and
 // checks it: the registered result checks, then the result type declared
 // for the key (one statement; JSON values only).
-func (c *Client) operatorValue(ctx context.Context, key string, value any, opts []Option) (callOptions, []byte, error) {
+func (c *Client) operatorValue(ctx context.Context, call, key string, value any, opts []Option) (callOptions, []byte, error) {
 	o, err := c.resolve(key, opts)
+	if err == nil {
+		err = o.only(call, takesCodec|takesMetadata|takesToken)
+	}
 	if err != nil {
 		return o, nil, err
 	}

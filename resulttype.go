@@ -152,6 +152,9 @@ func RegisterResultType[T any](ctx context.Context, c *Client, prefix string, op
 // matching ErrNotFound when none is. Options: WithNamespace.
 func (c *Client) ResultType(ctx context.Context, key string, opts ...Option) (*ResultType, error) {
 	o, err := c.resolve(key, opts)
+	if err == nil {
+		err = o.only("ResultType", 0)
+	}
 	if err != nil {
 		return nil, err
 	}

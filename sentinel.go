@@ -667,6 +667,44 @@ func (c *Client) resolveCall(key string, opts []Option) (callOptions, error) {
 	return o, nil
 }
 
+// What a call takes beside WithNamespace, for only. WithLabel,
+// WithAfterEvent, WithRerun, WithLimit and WithAllNamespaces are refused
+// by resolve already.
+const (
+	takesTTL = 1 << iota
+	takesCodec
+	takesMetadata
+	takesToken
+)
+
+// only refuses, with ErrInvalid, the options given to call that it does
+// not take (see Option): takes names the ones it does beside
+// WithNamespace.
+func (o callOptions) only(call string, takes int) error {
+	var given []string
+	for _, x := range []struct {
+		name  string
+		set   bool
+		taken bool
+	}{
+		{"WithTTL", o.ttlSet, takes&takesTTL != 0},
+		{"WithHardTTL", o.hardSet, false},
+		{"WithWait", o.wait, false},
+		{"WithForce", o.force, false},
+		{"WithCodec", o.codec != nil, takes&takesCodec != 0},
+		{"WithMetadata", o.metadata != nil, takes&takesMetadata != 0},
+		{"WithToken", o.token != 0, takes&takesToken != 0},
+	} {
+		if x.set && !x.taken {
+			given = append(given, x.name)
+		}
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	return invalid("option", "%s: not an option of %s", strings.Join(given, ", "), call)
+}
+
 // margin is the safety margin applied to a lease of the given TTL.
 func (c *Client) margin(ttl time.Duration) time.Duration {
 	if c.cfg.SafetyMargin > 0 {

@@ -584,10 +584,10 @@ func WithForce() Option { return func(o *callOptions) { o.force = true } }
 // WithCodec sets how Once encodes and decodes results. Default JSONCodec.
 func WithCodec(c Codec) Option { return func(o *callOptions) { o.codec = c } }
 
-// WithToken makes a reconciliation step (Reconcile, ForceComplete,
-// ResetToClaimed) act only while the key is at this fencing token: an
-// operator passes the token it inspected, so a concurrent change is
-// refused with ErrWrongState instead of being overwritten.
+// WithToken makes an operator's step (Reconcile, ForceComplete,
+// ResetToClaimed, SetResult) act only while the key is at this fencing
+// token: an operator passes the token it inspected, so a concurrent change
+// is refused with ErrWrongState instead of being overwritten.
 func WithToken(token int64) Option { return func(o *callOptions) { o.token = token } }
 
 // WithMetadata attaches metadata (JSON-encodable) to the history events a

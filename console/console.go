@@ -77,8 +77,9 @@ import (
 	"github.com/sentinel-coordination/sentinel"
 )
 
-// Options configure a console. The zero value is a console that offers no
-// action (ReadOnly must then be set: New refuses actions without a token).
+// Options configure a console. New refuses the zero value: set ReadOnly
+// for a console that offers no action, or OperatorToken or Operators for
+// one that does.
 type Options struct {
 	// OperatorToken is a token shared by the operators: given with an
 	// action, it lets the action through, and the name recorded is

@@ -257,7 +257,7 @@ passes on (Linux: even when sentinel is SIGKILLed; see 'sentinel lock
 	pf.StringVar(&a.schema, "schema", "sentinel", "PostgreSQL schema holding Sentinel's tables")
 	pf.BoolVar(&a.jsonOut, "json", false, "print JSON instead of tables (read commands; reconcile, force-complete, set-result and reset print the execution after the change)")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log the client's diagnostics to stderr")
-	pf.StringVar(&a.operator, "operator", "", "who is acting, recorded as the owner in history and lease rows (default $USER@hostname)")
+	pf.StringVar(&a.operator, "operator", "", "who is acting, recorded as the owner in history and lease rows as NAME/sentinel-PID (default $USER@hostname)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &codeError{code: exitUsage, err: err}
 	})

@@ -93,13 +93,15 @@
 //	              grant (first row, or takeover: new token)
 //	expired/absent ────────────────────────────────────────▶ held
 //	   ▲  ▲                                                  │  │
-//	   │  │ release (owner+token guard; expires it, NOTIFY)  │  │ renew (owner+token+unexpired
+//	   │  │ release (owner+token guard; expires it)          │  │ renew (owner+token+unexpired
 //	   │  └──────────────────────────────────────────────────┘  │ guard, never past hard TTL)
 //	   │                 expiry by the database clock           │
 //	   └────────────────────────────────────────────────────────┘
 //
-// A client renews all its leases in one statement per tick from one
-// goroutine. The holder trusts its lease only until (send time of the last
+// A release wakes (NOTIFY, sent after its commit) only when someone waits
+// for the key: it hands the lease to the oldest waiter in the same
+// statement; a release nobody waits for sends nothing. A client renews all
+// its leases in one statement per tick from one goroutine. The holder trusts its lease only until (send time of the last
 // successful renewal + TTL - SafetyMargin) on Go's monotonic clock; the row
 // expires at (database time of that renewal + TTL), which is later. When that
 // local deadline passes without a renewal, Done closes and Err reports
@@ -145,7 +147,7 @@
 //	┌──────────┐ ─────────────────────────────────────▶ ┌─────────────┐ ──┐ heartbeat renews
 //	│ follower │                                         │ leader (T)  │   │ (owner+T guard)
 //	└──────────┘ ◀───────────────────────────────────── └─────────────┘ ◀─┘
-//	   │    ▲   OnElected's ctx ends; after it returned: release (NOTIFY) on
+//	   │    ▲   OnElected's ctx ends; after it returned: release (NOTIFY if followers wait) on
 //	   └────┘   Resign / Run's ctx / panic; on a loss the row expires by itself
 //	   sleeps until the release or the expiry the database reported
 //

@@ -33,7 +33,8 @@ type Election struct {
 
 // Elections lists the election groups known to the database, ordered by
 // namespace and group, read in one statement: every group that has a
-// leadership row (kept after resignation until the schema is reset) or a
+// leadership row (kept after resignation until Prune removes it, once
+// expired for longer than the retention and an hour) or a
 // live elector. Leadership and liveness are decided by the database clock.
 // Bad filter values return an error matching ErrInvalid.
 func (c *Client) Elections(ctx context.Context, f ElectionFilter) ([]Election, error) {

@@ -31,7 +31,7 @@ func main() {
 	addr := flag.String("addr", console.DefaultAddr, "listen address (loopback by default)")
 	readOnly := flag.Bool("read-only", false, "show everything, offer and accept no action")
 	schema := flag.String("schema", "sentinel", "PostgreSQL schema of Sentinel's tables")
-	namespace := flag.String("namespace", "default", "namespace shown by default")
+	namespace := flag.String("namespace", "", "namespace the start page lists, and of the -demo key (default: every namespace; the demo key in \"default\")")
 	demo := flag.Bool("demo", false, "create an uncertain execution (key demo-payment) first")
 	flag.Parse()
 
@@ -59,6 +59,7 @@ func main() {
 	h, err := console.New(client, console.Options{
 		OperatorToken: os.Getenv("SENTINEL_OPERATOR_TOKEN"),
 		ReadOnly:      *readOnly,
+		Namespace:     *namespace,
 	})
 	if err != nil {
 		log.Fatalf("%v (set SENTINEL_OPERATOR_TOKEN, or pass -read-only)", err)

@@ -39,8 +39,8 @@ type Observer struct {
 	// Heartbeat is called after each renewal statement.
 	Heartbeat func(e HeartbeatEvent)
 
-	// FencingRefused is called when VerifyToken or VerifyExecutionToken
-	// refuses a stale token.
+	// FencingRefused is called when VerifyToken, VerifyExecutionToken,
+	// VerifyTerm or VerifyTurn refuses a stale token, term or ticket.
 	FencingRefused func(ctx context.Context, e FencingRefusal)
 
 	// QueueGranted is called when a queue ticket is granted (Client.Turn).

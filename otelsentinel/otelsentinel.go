@@ -13,17 +13,25 @@
 //	                                          and sentinel.namespace
 //	sentinel.once.duration         histogram  seconds per call, same attributes
 //	sentinel.lease.acquisitions    counter    Client.Lease calls, by sentinel.result
-//	                                          (acquired, held, error) and sentinel.wait
-//	sentinel.lease.wait.duration   histogram  seconds a WithWait acquisition waited
+//	                                          (acquired, held, error), sentinel.wait
+//	                                          and sentinel.namespace
+//	sentinel.lease.wait.duration   histogram  seconds a WithWait acquisition waited,
+//	                                          by sentinel.namespace
 //	sentinel.lease.losses          counter    leases lost, by sentinel.lease.kind (lease,
-//	                                          execution) and sentinel.reason (lost, hard_ttl)
+//	                                          execution), sentinel.reason (lost, hard_ttl)
+//	                                          and sentinel.namespace
 //	sentinel.heartbeat.duration    histogram  seconds per renewal statement, by error.type
 //	sentinel.heartbeat.batch_size  histogram  rows renewed per statement
-//	sentinel.queue.wait.duration   histogram  seconds from drawing a ticket to its grant
-//	sentinel.queue.depth           histogram  live tickets ahead of a ticket when drawn
-//	sentinel.election.term_changes counter    terms seen, by sentinel.group and sentinel.role
-//	                                          (elected, demoted, follower)
-//	sentinel.fencing.refusals      counter    stale tokens refused by VerifyToken
+//	sentinel.queue.wait.duration   histogram  seconds from drawing a ticket to its grant,
+//	                                          by sentinel.namespace
+//	sentinel.queue.depth           histogram  live tickets ahead of a ticket when drawn,
+//	                                          by sentinel.namespace
+//	sentinel.election.term_changes counter    terms seen, by sentinel.group, sentinel.role
+//	                                          (elected, demoted, follower) and
+//	                                          sentinel.namespace
+//	sentinel.fencing.refusals      counter    stale tokens, terms and tickets refused by
+//	                                          VerifyToken, VerifyExecutionToken, VerifyTerm
+//	                                          and VerifyTurn, by sentinel.namespace
 //
 // Keys never become metric attributes (unbounded cardinality); they are on
 // the spans: one span per Once call ("sentinel.Once": sentinel.key,

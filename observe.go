@@ -138,7 +138,7 @@ type FencingRefusal struct {
 	Namespace string
 	Key       string
 	Token     int64 // the token checked
-	Current   int64 // the current token; 0 when none is live
+	Current   int64 // the current token; 0 when none is live, and always from VerifyTurn
 }
 
 // QueueGrant describes a granted queue ticket.

@@ -856,9 +856,11 @@ type recorder struct {
 // Use it instead of storing an error response when the handler cannot
 // tell whether the effect happened; use NoEffect when it knows nothing
 // happened. With Options.Rerun (the handler's effect is deduplicated
-// downstream by sentinel.EffectKey), a repeat of the same request runs the
-// handler again instead, as after a crash, until its attempts are used up;
-// only then is the key left for an operator.
+// downstream by sentinel.EffectKey), while attempts remain this request
+// gets ProblemRerun (503, with Retry-After) instead, and a repeat of the
+// same request runs the handler again, as after a crash; the request of
+// the last attempt gets ProblemUncertain and the key is left for an
+// operator.
 func Uncertain(w http.ResponseWriter, cause error) {
 	rec := recorderOf(w)
 	if rec == nil {

@@ -37,7 +37,8 @@ const (
 	// instead (after Uncertain too), until its attempts are used up.
 	ProblemUncertain = problemBase + "ProblemUncertain"
 	// ProblemRerun (503): with Options.Rerun, this request's handler did not
-	// finish (its lease was lost) and may or may not have taken effect; its
+	// finish (its lease was lost, or it called Uncertain) and may or may
+	// not have taken effect, and attempts remain; its
 	// effect is deduplicated downstream, so repeating the same request with
 	// the same key runs it again. Retry after the Retry-After delay.
 	ProblemRerun = problemBase + "ProblemRerun"

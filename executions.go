@@ -57,9 +57,17 @@ type ExecutionFilter struct {
 //
 // Paging is by keyset, never by offset: a page costs the same however deep
 // it is, and rows inserted or changed while paging do not shift the others.
-// An execution that changes state while an operator pages moves to the end
-// of the order (its UpdatedAt changes), so it may show up once more on a
-// later page; none is skipped.
+// An execution that changes state while an operator pages usually moves to
+// the end of the order (its UpdatedAt changes), so it may show up once more
+// on a later page. Paging is not a snapshot, though: UpdatedAt is the time
+// the changing statement started, not when it committed, so a change that
+// commits after the pages have moved past that time (its statement waited
+// for a row lock, or its commit for a synchronous standby) lands behind the
+// cursor, and an execution that matched the filter only after it is
+// skipped. So is, with Uncertain, a key whose lease expires behind the
+// cursor: becoming uncertain changes no row. To see every change, page
+// again from the start, or follow the events (Client.Follow), which
+// delivers late commits.
 //
 // Executions not completed (claimed, executing, reconciling: the ones an
 // operator looks at) are served by an index of their own, however many

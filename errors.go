@@ -206,7 +206,13 @@ type ExecutionError struct {
 }
 
 func (e *ExecutionError) Error() string {
-	s := fmt.Sprintf("%s: key %q/%q is %s (owner %s, token %d", e.Kind.Error(), e.Namespace, e.Key, e.State, e.Owner, e.Token)
+	kind := e.Kind.Error()
+	if e.Rerun && errors.Is(e.Kind, ErrUncertain) {
+		// Not "reconcile it": the application asked for a re-run, and a
+		// person who reconciled the key would stop it.
+		kind = "sentinel: execution outcome uncertain, to be run again by the next Once call with WithRerun (no operator is needed)"
+	}
+	s := fmt.Sprintf("%s: key %q/%q is %s (owner %s, token %d", kind, e.Namespace, e.Key, e.State, e.Owner, e.Token)
 	if !e.LeaseExpiresAt.IsZero() {
 		s += ", lease until " + e.LeaseExpiresAt.UTC().Format(time.RFC3339Nano)
 	}

@@ -36,6 +36,8 @@ func TestRerunPendingIsNoPage(t *testing.T) {
 	_, err := sentinel.Once(ctx, c, "pay", fails, sentinel.WithRerun(2))
 	require.ErrorIs(t, err, sentinel.ErrUncertain)
 	require.True(t, rerunOf(err), "attempt 1 of 2: %v", err)
+	require.NotContains(t, err.Error(), "reconcile it", "whoever reads the error in a log is not sent to reconcile it")
+	require.Contains(t, err.Error(), "no operator is needed")
 	require.Equal(t, sentinel.OutcomeRerunPending, last())
 	require.Contains(t, logs.String(), "the next Once call with WithRerun runs it again")
 	require.NotContains(t, logs.String(), "reconcile it")
@@ -51,6 +53,7 @@ func TestRerunPendingIsNoPage(t *testing.T) {
 	_, err = sentinel.Once(ctx, c, "pay", fails, sentinel.WithRerun(2))
 	require.ErrorIs(t, err, sentinel.ErrUncertain)
 	require.False(t, rerunOf(err), "the last attempt: %v", err)
+	require.Contains(t, err.Error(), "reconcile it")
 	require.Equal(t, sentinel.OutcomeUncertain, last())
 	require.Contains(t, logs.String(), "execution outcome uncertain; reconcile it")
 

@@ -335,6 +335,7 @@ var showsTarget = map[string]bool{
 	"sentinel set-result": true, "sentinel prune": true, "sentinel queue reset": true,
 	"sentinel lock": true, "sentinel elect": true, "sentinel queue lock": true,
 	"sentinel idempotency resolve": true, "sentinel list": true, "sentinel idempotency list": true,
+	"sentinel leases": true, "sentinel elections": true, "sentinel queue status": true,
 }
 
 // listsEvery lists the commands that cover every namespace unless

@@ -32,6 +32,13 @@ func TestCommandsNameTheirTarget(t *testing.T) {
 	r = e.run("status", "--json")
 	requireCode(t, r, exitOK)
 	require.NotContains(t, r.stderr, "database")
+	// The other lists too (docs/operating.md): an operator who reads "no
+	// leases" knows where they were looked for.
+	for _, list := range [][]string{{"leases"}, {"elections"}, {"queue", "status"}} {
+		r = e.run(list...)
+		requireCode(t, r, exitOK)
+		require.Contains(t, r.stderr, where+`, namespace "default"`, "sentinel %s", strings.Join(list, " "))
+	}
 
 	// Nothing names a database: migrate refuses without --yes and touches
 	// nothing (it does not even connect).

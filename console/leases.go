@@ -8,20 +8,26 @@ import (
 
 type leasesData struct {
 	Namespace string
+	DefaultNS string // Options.Namespace: what an empty Namespace lists; "" every namespace
 	Prefix    string
 	Leases    []sentinel.Holder
 	Error     string
 }
 
 // leases lists the live leases (holder, host, token, expiry), read by the
-// database clock, of the client's namespace or the one asked for.
+// database clock, of the namespace asked for; without one, of
+// Options.Namespace, else of every namespace (as the start page).
 func (cs *Console) leases(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	d := leasesData{Namespace: q.Get("ns"), Prefix: q.Get("prefix")}
+	d := leasesData{Namespace: q.Get("ns"), Prefix: q.Get("prefix"), DefaultNS: cs.opts.Namespace}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
 	status := http.StatusOK
-	ls, err := cs.c.Leases(ctx, sentinel.LeaseFilter{Namespace: d.Namespace, Prefix: d.Prefix, Limit: 500})
+	f := sentinel.LeaseFilter{Namespace: d.Namespace, Prefix: d.Prefix, Limit: 500}
+	if f.Namespace == "" {
+		f.Namespace, f.AllNamespaces = cs.opts.Namespace, cs.opts.Namespace == ""
+	}
+	ls, err := cs.c.Leases(ctx, f)
 	if err != nil {
 		d.Error, status = err.Error(), errStatus(err)
 	}

@@ -413,6 +413,14 @@ FROM {{schema}}.tickets
 WHERE namespace = $1 AND expires_at > pg_catalog.clock_timestamp()
 ORDER BY resource, ticket`
 
+// sqlAllQueues lists the live tickets of every resource of every
+// namespace.
+const sqlAllQueues = `
+SELECT namespace, resource, ticket, label, owner, host, pid, drawn_at, served_at, expires_at
+FROM {{schema}}.tickets
+WHERE expires_at > pg_catalog.clock_timestamp()
+ORDER BY namespace, resource, ticket`
+
 // sqlReset removes the dead tickets of a resource, only if it has no live
 // one; it reports the live count and how many were removed. It notifies
 // followers while one is registered (followersCTE).
@@ -501,8 +509,8 @@ ins AS (
 SELECT (SELECT pg_catalog.count(*) FROM up) + (SELECT pg_catalog.count(*) FROM ins)`
 
 type queueSQL struct {
-	draw, serve, leave, queue, queues, reset, verify, events, head, resources string
-	leaveLockTicket, leaveLockQueue, leaveWake, follow                        string
+	draw, serve, leave, queue, queues, allQueues, reset, verify, events, head, resources string
+	leaveLockTicket, leaveLockQueue, leaveWake, follow                                   string
 }
 
 var queueSQLs sync.Map // quoted schema -> *queueSQL
@@ -514,7 +522,7 @@ func (c *Client) qsql() *queueSQL {
 	r := strings.NewReplacer("{{schema}}", c.sql.schema, "{{seq}}", seqLiteral(c.sql.schema))
 	q := &queueSQL{
 		draw: r.Replace(sqlDraw), serve: r.Replace(sqlServe), leave: r.Replace(sqlTicketLeave),
-		queue: r.Replace(sqlQueue), queues: r.Replace(sqlQueues), reset: r.Replace(sqlReset),
+		queue: r.Replace(sqlQueue), queues: r.Replace(sqlQueues), allQueues: r.Replace(sqlAllQueues), reset: r.Replace(sqlReset),
 		verify: r.Replace(sqlVerifyTurn), events: r.Replace(sqlQueueEvents), head: r.Replace(sqlQueueEventsHead),
 		resources:       r.Replace(sqlQueueResources),
 		leaveLockTicket: r.Replace(sqlLeaveLockTicket), leaveLockQueue: r.Replace(sqlLeaveLockQueue),

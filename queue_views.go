@@ -124,6 +124,44 @@ func (c *Client) Queues(ctx context.Context, opts ...Option) ([]QueueStatus, err
 	return out, nil
 }
 
+// AllQueues returns every queue of every namespace that has a live ticket,
+// sorted by namespace and resource, each naming its namespace: what an
+// operator who names no namespace looks at.
+func (c *Client) AllQueues(ctx context.Context) ([]QueueStatus, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	rows, err := c.pool.Query(ctx, c.qsql().allQueues)
+	if err != nil {
+		return nil, c.wrapErr("read queues", err)
+	}
+	defer rows.Close()
+	var out []QueueStatus
+	for rows.Next() {
+		var (
+			ns, res string
+			t       Ticket
+			served  *time.Time
+		)
+		if err := rows.Scan(&ns, &res, &t.Ticket, &t.Label, &t.Owner, &t.Host, &t.PID, &t.DrawnAt, &served, &t.ExpiresAt); err != nil {
+			return nil, c.wrapErr("read queues", err)
+		}
+		if served != nil {
+			t.ServedAt = *served
+		}
+		if n := len(out); n == 0 || out[n-1].Namespace != ns || out[n-1].Resource != res {
+			h := t
+			out = append(out, QueueStatus{Namespace: ns, Resource: res, Holder: &h, Waiting: []Ticket{}})
+			continue
+		}
+		out[len(out)-1].Waiting = append(out[len(out)-1].Waiting, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.wrapErr("read queues", err)
+	}
+	return out, nil
+}
+
 // resolveNamespace resolves options for a call on a whole namespace.
 func (c *Client) resolveNamespace(opts []Option) (callOptions, error) {
 	o, err := c.resolveTurn("-", opts)

@@ -37,23 +37,32 @@ func (cs *Console) leases(w http.ResponseWriter, r *http.Request) {
 
 type queuesData struct {
 	Namespace string
+	DefaultNS string // Options.Namespace: what an empty Namespace lists; "" every namespace
 	Queues    []sentinel.QueueStatus
 	Error     string
 }
 
 // queues lists every resource with a live ticket: its holder (the lowest
-// live ticket) and its waiters in the order they will be served.
+// live ticket) and its waiters in the order they will be served; of the
+// namespace asked for, else of Options.Namespace, else of every namespace
+// (as the start page).
 func (cs *Console) queues(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	d := queuesData{Namespace: q.Get("ns")}
-	var opts []sentinel.Option
-	if d.Namespace != "" {
-		opts = append(opts, sentinel.WithNamespace(d.Namespace))
+	d := queuesData{Namespace: q.Get("ns"), DefaultNS: cs.opts.Namespace}
+	ns := d.Namespace
+	if ns == "" {
+		ns = cs.opts.Namespace
 	}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
 	status := http.StatusOK
-	qs, err := cs.c.Queues(ctx, opts...)
+	var qs []sentinel.QueueStatus
+	var err error
+	if ns == "" {
+		qs, err = cs.c.AllQueues(ctx)
+	} else {
+		qs, err = cs.c.Queues(ctx, sentinel.WithNamespace(ns))
+	}
 	if err != nil {
 		d.Error, status = err.Error(), errStatus(err)
 	}

@@ -11,25 +11,34 @@ type leasesData struct {
 	DefaultNS string // Options.Namespace: what an empty Namespace lists; "" every namespace
 	Prefix    string
 	Leases    []sentinel.Holder
+	More      bool // more live leases than leasesShown match: Leases are the first
+	Shown     int  // leasesShown
 	Error     string
 }
+
+// leasesShown is how many leases the page lists at most.
+const leasesShown = 500
 
 // leases lists the live leases (holder, host, token, expiry), read by the
 // database clock, of the namespace asked for; without one, of
 // Options.Namespace, else of every namespace (as the start page).
 func (cs *Console) leases(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	d := leasesData{Namespace: q.Get("ns"), Prefix: q.Get("prefix"), DefaultNS: cs.opts.Namespace}
+	d := leasesData{Namespace: q.Get("ns"), Prefix: q.Get("prefix"), DefaultNS: cs.opts.Namespace, Shown: leasesShown}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
 	status := http.StatusOK
-	f := sentinel.LeaseFilter{Namespace: d.Namespace, Prefix: d.Prefix, Limit: 500}
+	// One more than shown: whether there are more is said, not guessed.
+	f := sentinel.LeaseFilter{Namespace: d.Namespace, Prefix: d.Prefix, Limit: leasesShown + 1}
 	if f.Namespace == "" {
 		f.Namespace, f.AllNamespaces = cs.opts.Namespace, cs.opts.Namespace == ""
 	}
 	ls, err := cs.c.Leases(ctx, f)
 	if err != nil {
 		d.Error, status = err.Error(), errStatus(err)
+	}
+	if len(ls) > leasesShown {
+		ls, d.More = ls[:leasesShown], true
 	}
 	d.Leases = ls
 	cs.render(w, r, status, "leases.html", page{Nav: "leases", Data: d})

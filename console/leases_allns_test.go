@@ -39,3 +39,25 @@ func TestLeasesPageEveryNamespace(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	require.True(t, strings.Contains(body, "lease-in-payments") && !strings.Contains(body, "lease-in-default"), body)
 }
+
+// More live leases than the page shows: the page says so, instead of
+// dropping the rest in silence.
+func TestLeasesPageSaysWhenTruncated(t *testing.T) {
+	c, schema := newClient(t)
+	ctx := ctxT(t)
+	_, err := admin.Exec(ctx, `INSERT INTO `+schema+`.leases (namespace, key, owner, token, acquired_at, renewed_at, expires_at, hard_expires_at)
+SELECT 'default', 'bulk-' || pg_catalog.lpad(i::text, 4, '0'), 'w', i, now(), now(), now() + interval '1 hour', 'infinity'
+FROM pg_catalog.generate_series(1, 501) AS i`)
+	require.NoError(t, err)
+	s := server(t, c, console.Options{ReadOnly: true})
+	code, body := get(t, s.URL+"/ops/leases")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "bulk-0500")
+	require.NotContains(t, body, "bulk-0501")
+	require.Contains(t, body, `id="leases-more"`, "the page dropped the 501st lease without saying so")
+
+	code, body = get(t, s.URL+"/ops/leases?prefix=bulk-050")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "bulk-0501")
+	require.NotContains(t, body, `id="leases-more"`)
+}

@@ -16,6 +16,13 @@ type electionsData struct {
 	NoLeader  bool
 	Members   []sentinel.Member
 	Error     string
+	// Choose: the group typed without a namespace exists in several;
+	// Groups lists them.
+	Choose bool
+}
+
+func electionLink(ns, group string) string {
+	return "elections?" + url.Values{"ns": {ns}, "group": {group}}.Encode()
 }
 
 type electionRow struct {
@@ -26,11 +33,37 @@ type electionRow struct {
 // elections lists the election groups (every namespace unless one is
 // asked for), each with its leader and live members; with a group, it
 // shows that group's leader (read from its lease row: term, since, expiry)
-// and its members.
+// and its members. A group typed without a namespace is that of
+// Options.Namespace, else looked for in every namespace: found in one, it
+// is shown; in several, they are listed to choose from.
 func (cs *Console) elections(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := electionsData{Namespace: q.Get("ns"), Group: q.Get("group")}
 	status := http.StatusOK
+	if d.Group != "" && d.Namespace == "" {
+		d.Namespace = cs.opts.Namespace
+	}
+	if d.Group != "" && d.Namespace == "" {
+		ctx, cancel := ctxTimeout(r)
+		defer cancel()
+		es, err := cs.c.Elections(ctx, sentinel.ElectionFilter{AllNamespaces: true, Limit: 100000})
+		if err != nil {
+			d.Error, status = err.Error(), errStatus(err)
+		}
+		for _, e := range es {
+			if e.Group == d.Group {
+				d.Groups = append(d.Groups, electionRow{Election: e, Link: electionLink(e.Namespace, e.Group)})
+			}
+		}
+		switch {
+		case len(d.Groups) == 1:
+			d.Namespace, d.Groups = d.Groups[0].Namespace, nil
+		case len(d.Groups) > 1:
+			d.Choose = true
+			cs.render(w, r, status, "elections.html", page{Nav: "elections", Data: d})
+			return
+		}
+	}
 	if d.Group == "" {
 		ctx, cancel := ctxTimeout(r)
 		defer cancel()
@@ -39,7 +72,7 @@ func (cs *Console) elections(w http.ResponseWriter, r *http.Request) {
 			d.Error, status = err.Error(), errStatus(err)
 		}
 		for _, e := range es {
-			d.Groups = append(d.Groups, electionRow{Election: e, Link: "elections?" + url.Values{"ns": {e.Namespace}, "group": {e.Group}}.Encode()})
+			d.Groups = append(d.Groups, electionRow{Election: e, Link: electionLink(e.Namespace, e.Group)})
 		}
 	}
 	if d.Group != "" {

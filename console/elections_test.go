@@ -36,3 +36,35 @@ func TestElectionsPage(t *testing.T) {
 	code, _ = get(t, s.URL+"/ops/elections")
 	require.Equal(t, http.StatusOK, code)
 }
+
+// A group typed without a namespace is looked for in every namespace (as
+// the list of groups is): its leader is shown, not "No leader now".
+func TestElectionsPageGroupOfAnotherNamespace(t *testing.T) {
+	c, _ := newClient(t)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	el, err := c.Elector("scheduler-pay", sentinel.ElectorOptions{Namespace: "payments"})
+	require.NoError(t, err)
+	ran := make(chan error, 1)
+	go func() { ran <- el.Run(ctx) }()
+	defer func() { cancel(); <-ran }()
+	require.Eventually(t, el.IsLeader, 10*time.Second, 20*time.Millisecond)
+	s := server(t, c, console.Options{ReadOnly: true})
+	code, body := get(t, s.URL+"/ops/elections?group=scheduler-pay")
+	require.Equal(t, http.StatusOK, code, body)
+	require.NotContains(t, body, "No leader now.", "the group's leader in namespace payments was hidden")
+	require.Contains(t, body, `id="leader"`)
+	require.Contains(t, body, ">"+strconv.FormatInt(el.Term(), 10)+"<")
+
+	// The same group name in two namespaces: the operator is shown both.
+	el2, err := c.Elector("scheduler-pay", sentinel.ElectorOptions{Namespace: "office"})
+	require.NoError(t, err)
+	ran2 := make(chan error, 1)
+	go func() { ran2 <- el2.Run(ctx) }()
+	defer func() { cancel(); <-ran2 }()
+	require.Eventually(t, el2.IsLeader, 10*time.Second, 20*time.Millisecond)
+	code, body = get(t, s.URL+"/ops/elections?group=scheduler-pay")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "elections?group=scheduler-pay&amp;ns=office")
+	require.Contains(t, body, "elections?group=scheduler-pay&amp;ns=payments")
+	require.NotContains(t, body, "No leader now.")
+}

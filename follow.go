@@ -153,6 +153,22 @@ func (c *Client) Follow(ctx context.Context, f FollowFilter, fn func(Event) erro
 	return fw.run(ctx, fn)
 }
 
+// FollowHead returns the position of the event history now, as a
+// FollowFilter.Cursor: the ID of the newest event. A Follow started later
+// from it delivers the events committed after this call (and those whose
+// transactions were under way at it), so a page read after FollowHead and
+// followed from it misses no change made in between. One statement.
+func (c *Client) FollowHead(ctx context.Context) (string, error) {
+	if err := c.checkOpen(); err != nil {
+		return "", err
+	}
+	var id int64
+	if err := c.pool.QueryRow(ctx, `SELECT coalesce(pg_catalog.max(id), 0) FROM `+c.sql.schema+`.events`).Scan(&id); err != nil {
+		return "", c.wrapErr("read the events' head", err)
+	}
+	return strconv.FormatInt(id, 10), nil
+}
+
 // A follower reads the event table by ID. The difficulty is that IDs are
 // drawn when a row is inserted but become visible when its transaction
 // commits, and transactions commit out of order: a reader that has seen ID

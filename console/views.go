@@ -192,6 +192,13 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 		cs.render(w, r, http.StatusBadRequest, "executions.html", page{Nav: "executions", Data: d})
 		return
 	}
+	live := url.Values{}
+	if d.AllNS {
+		live.Set("all", "1")
+	} else if d.Namespace != "" {
+		live.Set("ns", d.Namespace)
+	}
+	liveAt := cs.liveURL(ctx, live) // before the rows are read
 	status := http.StatusOK
 	for _, wt := range wants {
 		rows, next, err := cs.c.Executions(ctx, wt.f)
@@ -219,13 +226,21 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Sections = append(d.Sections, s)
 	}
-	live := url.Values{}
-	if d.AllNS {
-		live.Set("all", "1")
-	} else if d.Namespace != "" {
-		live.Set("ns", d.Namespace)
+	cs.render(w, r, status, "executions.html", page{Nav: "executions", Live: liveAt, Data: d})
+}
+
+// liveURL is the live view's events URL for a page about to be read: it
+// follows from the event history's head now, so a change made while the
+// page is read, sent and its script connects is announced, not missed.
+// Without the head (it could not be read) it follows from when it
+// connects, as before.
+func (cs *Console) liveURL(ctx context.Context, v url.Values) string {
+	if head, err := cs.c.FollowHead(ctx); err == nil {
+		v.Set("after", head)
+	} else {
+		cs.opts.Logger.Error("console: read the events' head", "err", err)
 	}
-	cs.render(w, r, status, "executions.html", page{Nav: "executions", Live: "events?" + live.Encode(), Data: d})
+	return "events?" + v.Encode()
 }
 
 // errStatus is the HTTP status of a failed read: bad input or a failure.
@@ -387,6 +402,7 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 	if ns != "" {
 		opts = append(opts, sentinel.WithNamespace(ns))
 	}
+	head, herr := cs.c.FollowHead(ctx) // before the key is read: see liveURL
 	ex, err := cs.c.Inspect(ctx, key, opts...)
 	switch {
 	case errors.Is(err, sentinel.ErrInvalid):
@@ -436,6 +452,11 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	live := url.Values{"ns": {ex.Namespace}, "key": {ex.Key}}
+	if herr == nil {
+		live.Set("after", head)
+	} else {
+		cs.opts.Logger.Error("console: read the events' head", "err", herr)
+	}
 	cs.render(w, r, http.StatusOK, "key.html", page{Nav: "executions", Live: "events?" + live.Encode(), Data: d})
 }
 
@@ -759,10 +780,13 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 	// browser sends the last one back as Last-Event-ID when it reconnects,
 	// and the stream resumes with nothing missed. An event ID is a cursor
 	// too, so ?after=ID and older ids keep working.
-	if after := q.Get("after"); after != "" {
-		f.Cursor = after
-	} else if id := r.Header.Get("Last-Event-ID"); id != "" {
+	// A reconnection's Last-Event-ID is further on than the page's ?after
+	// (the head when the page was read): it wins, so nothing is
+	// delivered twice.
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		f.Cursor = id
+	} else if after := q.Get("after"); after != "" {
+		f.Cursor = after
 	}
 	// The stream starts once Follow holds its position: a cursor (or
 	// filter) Follow refuses gets 400 instead of a stream.

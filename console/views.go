@@ -359,24 +359,19 @@ type actionLink struct {
 	Label, Help, Link string
 }
 
-// readEvidence reads a completion_refused event's metadata defensively:
-// "result" may be JSON (an object, or text holding JSON), "result_base64"
-// bytes of another codec.
+// readEvidence reads a completion_refused event's metadata: "result" is
+// fn's encoded result as JSON (a string result is a JSON string, even one
+// whose text reads as JSON: "null", "42"), "result_base64" bytes of
+// another codec.
 func readEvidence(ev sentinel.Event) evidence {
 	e := evidence{ID: ev.ID, At: ev.At, Token: ev.Token}
 	m := ev.Metadata
 	if s, ok := m["cause"].(string); ok {
 		e.Cause = s
 	}
-	switch v := m["result"].(type) {
-	case nil:
-	case string:
-		if json.Valid([]byte(v)) {
-			e.Result = v
-		} else if b, err := json.Marshal(v); err == nil {
-			e.Result = string(b)
-		}
-	default:
+	if v, ok := m["result"]; ok {
+		// Encoded back as it was stored (a JSON null included): a string
+		// stays a string, never read again as the JSON its text may hold.
 		if b, err := json.Marshal(v); err == nil {
 			e.Result = string(b)
 		}

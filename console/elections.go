@@ -19,7 +19,12 @@ type electionsData struct {
 	// Choose: the group typed without a namespace exists in several;
 	// Groups lists them.
 	Choose bool
+	More   bool // more groups than groupsShown: Groups are the first
+	Shown  int  // groupsShown
 }
+
+// groupsShown is how many groups the list shows at most.
+const groupsShown = 1000
 
 func electionLink(ns, group string) string {
 	return "elections?" + url.Values{"ns": {ns}, "group": {group}}.Encode()
@@ -67,9 +72,13 @@ func (cs *Console) elections(w http.ResponseWriter, r *http.Request) {
 	if d.Group == "" {
 		ctx, cancel := ctxTimeout(r)
 		defer cancel()
-		es, err := cs.c.Elections(ctx, sentinel.ElectionFilter{Namespace: d.Namespace, AllNamespaces: d.Namespace == ""})
+		// One more than shown: whether there are more is said, not guessed.
+		es, err := cs.c.Elections(ctx, sentinel.ElectionFilter{Namespace: d.Namespace, AllNamespaces: d.Namespace == "", Limit: groupsShown + 1})
 		if err != nil {
 			d.Error, status = err.Error(), errStatus(err)
+		}
+		if len(es) > groupsShown {
+			es, d.More, d.Shown = es[:groupsShown], true, groupsShown
 		}
 		for _, e := range es {
 			d.Groups = append(d.Groups, electionRow{Election: e, Link: electionLink(e.Namespace, e.Group)})

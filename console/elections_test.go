@@ -68,3 +68,20 @@ func TestElectionsPageGroupOfAnotherNamespace(t *testing.T) {
 	require.Contains(t, body, "elections?group=scheduler-pay&amp;ns=payments")
 	require.NotContains(t, body, "No leader now.")
 }
+
+// More groups than the page lists: the page says so, instead of dropping
+// the rest (a live leader among them) in silence.
+func TestElectionsPageSaysWhenTruncated(t *testing.T) {
+	c, schema := newClient(t)
+	ctx := ctxT(t)
+	_, err := admin.Exec(ctx, `INSERT INTO `+schema+`.leaders (namespace, election, owner, term, elected_at, renewed_at, expires_at)
+SELECT 'default', 'group-' || pg_catalog.lpad(i::text, 4, '0'), 'w', 1, now(), now(), now() + interval '1 hour'
+FROM pg_catalog.generate_series(1, 1001) AS i`)
+	require.NoError(t, err)
+	s := server(t, c, console.Options{ReadOnly: true})
+	code, body := get(t, s.URL+"/ops/elections")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "group-1000")
+	require.NotContains(t, body, "group-1001")
+	require.Contains(t, body, `id="groups-more"`, "the page dropped the 1001st group without saying so")
+}

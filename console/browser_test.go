@@ -288,16 +288,21 @@ func TestBrowserReconciliation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sentinel.StateExecuting, now.State, "the stale action changed nothing")
 
-	// And the evidence path for real: reconcile the new uncertainty, use
-	// the refused result in one click.
+	// The key was reset and ran again: reconcile the new uncertainty. The
+	// refused completion was the earlier run's, reset since: it is not
+	// offered as this run's result; the operator who confirmed the charge
+	// types the value.
 	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(s.URL+"/")))
 	openKey(t, ctx, "charge-refused")
 	clickLink(t, ctx, "Reconcile", "#confirm-button")
 	heading, _ = confirmAs(t, ctx, "Grace Hopper", opToken, "")
 	require.Contains(t, heading, "done")
 	clickLink(t, ctx, "← Back", "#key-name")
-	clickLink(t, ctx, "Force-complete with this result", "#confirm-button")
-	heading, _ = confirmAs(t, ctx, "Grace Hopper", opToken, "")
+	var offered bool
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`!!document.querySelector('[id^="use-refused-"]')`, &offered)))
+	require.False(t, offered, "an earlier run's refused result offered as this run's")
+	clickLink(t, ctx, "Force-complete…", "#confirm-button")
+	heading, _ = confirmAs(t, ctx, "Grace Hopper", opToken, `{"id":"ch_42","amount":1250}`)
 	require.Contains(t, heading, "done")
 	done, err := c.Inspect(ctxT(t), "charge-refused")
 	require.NoError(t, err)

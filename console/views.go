@@ -317,17 +317,27 @@ func historyCommand(schema, ns, key string) string {
 	return "sentinel history " + shell.Quote(key) + flags
 }
 
-// evidenceEvents returns the completion_refused events of hist and run,
-// each once.
+// evidenceEvents returns the completion_refused events of the key's
+// latest run, as keyEvents read it: run when it was read, else hist from
+// its newest claim on (all of hist when it has none, as LastRun). A
+// refused completion of an earlier run (reset since: an operator found
+// its effect did not happen) is not evidence of the run being resolved
+// now; it stays in the history.
 func evidenceEvents(hist, run []sentinel.Event) []sentinel.Event {
-	var out []sentinel.Event
-	seen := map[int64]bool{}
-	for _, evs := range [][]sentinel.Event{hist, run} {
-		for _, ev := range evs {
-			if ev.Type == "completion_refused" && !seen[ev.ID] {
-				seen[ev.ID] = true
-				out = append(out, ev)
+	evs := run
+	if evs == nil {
+		evs = hist
+		for i := len(hist) - 1; i >= 0; i-- {
+			if hist[i].Type == "claimed" {
+				evs = hist[i:]
+				break
 			}
+		}
+	}
+	var out []sentinel.Event
+	for _, ev := range evs {
+		if ev.Type == "completion_refused" {
+			out = append(out, ev)
 		}
 	}
 	return out

@@ -114,6 +114,14 @@ type Options struct {
 	// ReadOnly shows everything and offers and accepts no action.
 	ReadOnly bool
 
+	// Elsewhere, when set, returns the other schemas of the database that
+	// hold uncertain executions, which this console (of its client's
+	// schema) does not list. It is called as each page is rendered; the
+	// top of every page then names them, each with the command that lists
+	// them, so that "no uncertain keys" is not read as the whole
+	// database's. An error is shown as such. sentinel serve sets it.
+	Elsewhere func(ctx context.Context) ([]string, error)
+
 	// Operator returns the name recorded in a key's history for an action
 	// given the shared OperatorToken (metadata "operator_name",
 	// "operator_auth": "application"). Default: the name the operator types

@@ -429,3 +429,19 @@ func TestEventsStreamResumesWithLastEventID(t *testing.T) {
 	second := stream(first[2].id, 1, nil)
 	require.Equal(t, "slow", second[0].key, "resumed from Last-Event-ID %q", first[2].id)
 }
+
+// Options.Elsewhere: every page names the other schemas with uncertain
+// executions, each with a command that runs as printed.
+func TestPagesNameUncertainSchemasElsewhere(t *testing.T) {
+	c, _ := newClient(t)
+	s := server(t, c, console.Options{ReadOnly: true, Elsewhere: func(context.Context) ([]string, error) {
+		return []string{"bill ing"}, nil
+	}})
+	for _, path := range []string{"/ops/", "/ops/leases", "/ops/elections"} {
+		code, body := get(t, s.URL+path)
+		require.Equal(t, http.StatusOK, code, body)
+		require.Contains(t, body, `id="uncertain-elsewhere"`, path)
+		require.Contains(t, html.UnescapeString(body), "<code>sentinel list --uncertain --schema 'bill ing'</code>", path)
+		require.Contains(t, html.UnescapeString(body), "No uncertain keys in any namespace of schema", path)
+	}
+}

@@ -34,6 +34,17 @@ type page struct {
 	// counted.
 	Uncertain    []nsCount
 	UncertainErr string
+	// Schema is the client's schema; Elsewhere the other schemas with
+	// uncertain executions (Options.Elsewhere), each with the command
+	// that lists them; ElsewhereErr says why they could not be read.
+	Schema       string
+	Elsewhere    []schemaNote
+	ElsewhereErr string
+}
+
+// schemaNote is another schema with uncertain executions.
+type schemaNote struct {
+	Schema, Command string
 }
 
 // nsCount is a namespace's count of uncertain keys, with the link that
@@ -61,6 +72,18 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 	for _, c := range counts {
 		p.Uncertain = append(p.Uncertain, nsCount{Namespace: c.Namespace, Count: c.Count,
 			Link: "./?" + url.Values{"state": {"uncertain"}, "ns": {c.Namespace}}.Encode()})
+	}
+	p.Schema = cs.c.Config().Schema
+	if cs.opts.Elsewhere != nil {
+		ctx, cancel := ctxTimeout(r)
+		schemas, err := cs.opts.Elsewhere(ctx)
+		cancel()
+		if err != nil {
+			p.ElsewhereErr = err.Error()
+		}
+		for _, s := range schemas {
+			p.Elsewhere = append(p.Elsewhere, schemaNote{Schema: s, Command: "sentinel list --uncertain --schema " + shell.Quote(s)})
+		}
 	}
 	var buf bytes.Buffer
 	if err := cs.tmpl.ExecuteTemplate(&buf, name, p); err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"syscall"
@@ -149,6 +151,16 @@ func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
 		return strings.Contains(stderr.String(), "\n  sentinel serve --addr 127.0.0.1:0 --read-only --schema app_one\n")
 	}, 10*time.Second, 10*time.Millisecond, "stderr: %s", stderr)
 	require.Contains(t, stderr.String(), `sentinel: note: uncertain executions in other schemas of this database too: "app_one"; this page shows only schema "app_two"`)
+	// And the page itself says so, to the operator who reads it (the
+	// note above went to whoever started serve).
+	resp, err := http.Get(strings.TrimSpace(strings.TrimPrefix(first, "listening on ")))
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(page))
+	require.Contains(t, string(page), `id="uncertain-elsewhere"`, "the page says nothing of app_one's uncertain executions")
+	require.Contains(t, string(page), "<code>sentinel list --uncertain --schema app_one</code>")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
 

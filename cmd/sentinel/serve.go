@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -27,7 +28,8 @@ func (a *app) serveCmd() *cobra.Command {
 a key's history and evidence, leases, queues and elections, and the
 reconcile / force-complete / reset actions, each guarded by the token the
 operator saw. The start page lists every namespace unless --namespace is
-given; every page shows the uncertain count of every namespace at its top. It listens on loopback by default; another address needs
+given; every page shows the uncertain count of every namespace at its top,
+and names the other schemas of the database with uncertain executions. It listens on loopback by default; another address needs
 --listen-any (put it behind your own authentication).
 
 It answers only requests addressed to it: Host a loopback name (localhost,
@@ -115,6 +117,12 @@ prints the URL it listens on, and stops on SIGINT or SIGTERM.`,
 				for _, line := range strings.Split(strings.TrimPrefix(a.schemaCommands(cmd, found, "namespace"), "\n"), "\n") {
 					fprintln(stderr, line)
 				}
+			}
+			// Every page names the other schemas with uncertain executions
+			// (the note above reaches only whoever started serve, once).
+			opts.Elsewhere = func(ctx context.Context) ([]string, error) {
+				found, _, _ := a.uncertainInSchemas(ctx)
+				return found, nil
 			}
 			h, err := console.New(a.client, opts)
 			if err != nil { // a weak token (console.ErrWeakToken), a bad --allowed-host

@@ -331,6 +331,13 @@ func (cs *Console) checkCSRF(tok string, fields ...string) error {
 // sameOrigin rejects requests a browser marks as cross-site. It backs up
 // the CSRF token; requests from tools that send neither header pass.
 //
+// Sec-Fetch-Site "same-origin" is the browser's own word (no page can set
+// it) that the request comes from a page of the origin it is sent to: it
+// is enough. Origin is compared with Host only without it (older
+// browsers): behind a reverse proxy that forwards Host as the console's
+// loopback address, Origin is the proxy's public name and never equals
+// Host, and every action from the console's own page was refused.
+//
 // Origin equal to Host alone proves nothing under DNS rebinding: the
 // attacker's page and its request share the attacker's name. It holds here
 // because ServeHTTP has already refused every Host that is not the
@@ -338,7 +345,9 @@ func (cs *Console) checkCSRF(tok string, fields ...string) error {
 // equal to an accepted Host is a page the console itself served.
 func sameOrigin(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
+	case "same-origin":
+		return true
+	case "", "none":
 	default:
 		return false
 	}

@@ -210,3 +210,29 @@ func TestOperatorNamedByToken(t *testing.T) {
 	require.Equal(t, "Ada", last.Metadata["operator_name"])
 	require.Equal(t, "self-declared", last.Metadata["operator_auth"])
 }
+
+// Behind a reverse proxy that forwards Host as the console's loopback
+// address (documented to need nothing), the browser's Origin is the
+// proxy's public name: an action from the console's own page, which the
+// browser marks same-origin, goes through.
+func TestActionBehindAProxyThatRewritesHost(t *testing.T) {
+	c, _ := newClient(t)
+	uncertain(t, c, "charge-proxy")
+	ex, err := c.Inspect(ctxT(t), "charge-proxy")
+	require.NoError(t, err)
+	s := server(t, c, console.Options{OperatorToken: opToken})
+	u, err := url.Parse(s.URL)
+	require.NoError(t, err)
+	form := confirmForm(t, s.URL, "reconcile", "default", "charge-proxy", ex.Token)
+	code, body := doHost(t, http.MethodPost, s.URL+"/ops/act", u.Host, form,
+		"Origin", "https://ops.example.com", "Sec-Fetch-Site", "same-origin")
+	require.Equal(t, http.StatusOK, code, "an operator's own action refused as from another site: %s", body)
+	now, err := c.Inspect(ctxT(t), "charge-proxy")
+	require.NoError(t, err)
+	require.Equal(t, sentinel.StateReconciling, now.State)
+	// A browser's cross-site request through the same proxy is refused.
+	form = confirmForm(t, s.URL, "reset", "default", "charge-proxy", now.Token)
+	code, _ = doHost(t, http.MethodPost, s.URL+"/ops/act", u.Host, form,
+		"Origin", "https://attacker.example", "Sec-Fetch-Site", "cross-site")
+	require.Equal(t, http.StatusForbidden, code)
+}

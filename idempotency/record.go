@@ -246,6 +246,16 @@ func NewResponse(fp string, status int, header http.Header, body []byte) (Respon
 	if status < 200 || status > 599 {
 		return Response{}, fmt.Errorf("idempotency: status %d: give a final HTTP status from 200 to 599", status)
 	}
+	for k, vs := range header {
+		if !validHeaderName(k) {
+			return Response{}, fmt.Errorf("idempotency: header name %q: HTTP allows only letters, digits and !#$%%&'*+-.^_`|~ in a name", k)
+		}
+		for _, v := range vs {
+			if !validHeaderValue(v) {
+				return Response{}, fmt.Errorf("idempotency: header %s: value %q holds a control character HTTP does not allow", k, v)
+			}
+		}
+	}
 	if ct := header.Get("Content-Type"); len(body) > 0 && isJSON(ct) && !json.Valid(body) {
 		var se *json.SyntaxError
 		err := json.Unmarshal(body, new(any))
@@ -256,6 +266,36 @@ func NewResponse(fp string, status int, header http.Header, body []byte) (Respon
 		return Response{}, fmt.Errorf("idempotency: the body is not valid JSON%s (%v), but its Content-Type is %s: fix the body, or give the Content-Type it has", where, err, ct)
 	}
 	return Response{Fingerprint: fp, Status: status, Header: StoredHeader(header), Body: body}, nil
+}
+
+// validHeaderName reports whether name is an HTTP field name (RFC 9110's
+// token): a header that is not one is dropped or refused on the way to the
+// client, never delivered as stored.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether v is an HTTP field value: no control
+// character but horizontal tab.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // Request is the request that claimed a middleware key, as recorded in the

@@ -666,6 +666,10 @@ func movedText(ex *sentinel.Execution, token int64, from sentinel.State) string 
 	}
 }
 
+// maxReason is the longest reason, in characters, an action records (the
+// form's maxlength).
+const maxReason = 2000
+
 // act does a confirmed action.
 func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 	if cs.opts.ReadOnly {
@@ -705,8 +709,11 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 	}
 	meta := map[string]any{"operator_name": name, "operator_auth": auth, "via": "console"}
 	if reason := strings.TrimSpace(f.Get("reason")); reason != "" {
-		if len(reason) > 2000 {
-			reason = reason[:2000]
+		// The form's maxlength: refused beyond it, never cut (a cut by
+		// bytes lost half of a reason in Cyrillic, inside a character).
+		if utf8.RuneCountInString(reason) > maxReason {
+			cs.fail(w, r, http.StatusBadRequest, "Reason too long", fmt.Sprintf("The reason is longer than %d characters: shorten it. Nothing was changed.", maxReason), back)
+			return
 		}
 		meta["reason"] = reason
 	}

@@ -21,7 +21,10 @@
     var a = document.createElement("a");
     a.href = ev.link;
     a.textContent = ev.key;
-    li.appendChild(document.createTextNode(ev.at.replace("T", " ").slice(0, 23) + "  #" + ev.id + "  " + ev.type + " → " + ev.state + "  "));
+    // UTC to the millisecond, zone written, as the page writes its times.
+    var at = new Date(ev.at);
+    at = isNaN(at) ? ev.at : at.toISOString().replace("T", " ");
+    li.appendChild(document.createTextNode(at + "  #" + ev.id + "  " + ev.type + " → " + ev.state + "  "));
     li.appendChild(a);
     li.appendChild(document.createTextNode("  (" + ev.namespace + ", token " + ev.token + ")"));
     list.insertBefore(li, list.firstChild);

@@ -296,9 +296,15 @@ type keyData struct {
 	// HistoryCommand lists the whole history when older events are not
 	// shown; empty when History is all of it.
 	HistoryCommand string
-	Evidence       []evidence
-	Actions        []actionLink
-	HTTP           *httpKey // the key is the idempotency middleware's
+	// SetResultCommand stores a result for a completed key whose callers
+	// cannot get one (fn's result was not stored, or an operator's may not
+	// decode): sentinel set-result, as the CLI's inspect prints it.
+	// SetResultStored: the result is an operator's, not missing.
+	SetResultCommand string
+	SetResultStored  bool
+	Evidence         []evidence
+	Actions          []actionLink
+	HTTP             *httpKey // the key is the idempotency middleware's
 }
 
 // keyHistoryShown is how many of a key's newest events its page shows: a
@@ -330,14 +336,24 @@ func (cs *Console) keyEvents(ctx context.Context, ns, key string) (hist, run []s
 // historyCommand is the command that lists a key's whole history, runnable
 // as printed where DATABASE_URL names the database (the command's default).
 func historyCommand(schema, ns, key string) string {
-	flags := " -n " + shell.Quote(ns)
+	return keyCommand(schema, "history", ns, key)
+}
+
+// keyCommand is `sentinel VERB KEY -n NS [FLAGS] [--schema S]`, runnable as
+// printed where DATABASE_URL names the database (the command's default); a
+// key starting with "-" comes after "--".
+func keyCommand(schema, verb, ns, key string, flags ...string) string {
+	fl := " -n " + shell.Quote(ns)
+	for _, f := range flags {
+		fl += " " + shell.Quote(f)
+	}
 	if schema != "" && schema != "sentinel" {
-		flags += " --schema " + shell.Quote(schema)
+		fl += " --schema " + shell.Quote(schema)
 	}
 	if strings.HasPrefix(key, "-") {
-		return "sentinel history" + flags + " -- " + shell.Quote(key)
+		return "sentinel " + verb + fl + " -- " + shell.Quote(key)
 	}
-	return "sentinel history " + shell.Quote(key) + flags
+	return "sentinel " + verb + " " + shell.Quote(key) + fl
 }
 
 // evidenceEvents returns the completion_refused events of the key's
@@ -452,6 +468,10 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 	d := keyData{Exec: cs.view(*ex), HTTP: cs.readHTTPKey(ctx, ex)}
 	if len(ex.Result) > 0 {
 		d.Result, d.ResultJS = prettyResult(ex.Result)
+	}
+	if ex.State == sentinel.StateCompleted && ex.FinalError == "" && (ex.ResultError != "" || ex.ResultByOperator) && d.HTTP == nil {
+		d.SetResultCommand = keyCommand(cs.c.Config().Schema, "set-result", ex.Namespace, key, "--token", strconv.FormatInt(ex.Token, 10))
+		d.SetResultStored = ex.ResultError == ""
 	}
 	if len(hist) > keyHistoryShown {
 		hist = hist[1:]

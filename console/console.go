@@ -15,10 +15,12 @@
 // # Host check
 //
 // The console answers only requests whose Host header names it: a loopback
-// name or address (localhost, 127.0.0.1, [::1], any port), the address the
-// connection was accepted on, or a name in Options.AllowedHosts. Any other
-// Host gets 421 Misdirected Request. Without this, a web page the operator
-// visits could point its own name at 127.0.0.1 (DNS rebinding) and read the
+// name or address (localhost, 127.0.0.1, [::1], any port) or the
+// unspecified address (0.0.0.0, [::]: what a listener on every interface
+// prints), the address the connection was accepted on, or a name in
+// Options.AllowedHosts. Any other Host gets 421 Misdirected Request.
+// Without this, a web page the operator visits could point its own name at
+// 127.0.0.1 (DNS rebinding) and read the
 // console, stored results included, as a same-origin page. Mounted in your
 // own server under a name of its own (ops.example.com), list that name:
 //

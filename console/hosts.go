@@ -47,7 +47,8 @@ func newHostPolicy(allowed []string) (hostPolicy, error) {
 // address is local (nil when unknown).
 //
 // Answered: a loopback name or address (localhost, 127.0.0.0/8, ::1; any
-// port), the address the connection was accepted on (the listen address:
+// port) or the unspecified address (0.0.0.0, ::: what a listener on every
+// interface prints), the address the connection was accepted on (the listen address:
 // an IP literal and the port), and the configured names. Refused: every
 // other name, in particular one an attacker's DNS points at this machine
 // (DNS rebinding), which a browser sends as the Host of its requests.
@@ -65,7 +66,10 @@ func (p hostPolicy) allowed(host string, local net.Addr) bool {
 		return true
 	}
 	if ip, err := netip.ParseAddr(name); err == nil {
-		if ip.Unmap().IsLoopback() {
+		// The unspecified address (0.0.0.0, ::) names this machine as
+		// loopback does: a browser sends it only when opened on this
+		// machine at the address a listener on every interface prints.
+		if ip.Unmap().IsLoopback() || ip.IsUnspecified() {
 			return true
 		}
 		if ta, ok := local.(*net.TCPAddr); ok {

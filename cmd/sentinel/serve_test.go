@@ -188,3 +188,23 @@ func TestServeHostCheckAndOperators(t *testing.T) {
 	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
 	require.NotContains(t, stderr.String(), "warning", "a mode-600 file and no token in argv: no warning")
 }
+
+// serve --listen-any on every interface prints the URL it listens on; that
+// URL opens the page (it answered 421 Misdirected Request: its Host, the
+// unspecified address, was neither loopback nor the connection's address).
+func TestServeListenAnyPrintsAURLThatOpens(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	cmd, _, out, stderr := e.start("serve", "--listen-any", "--addr", "0.0.0.0:0", "--read-only")
+	line, err := out.ReadString('\n')
+	require.NoError(t, err, "stderr: %s", stderr)
+	u := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+	resp, err := http.Get(u)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", u, body)
+	http.DefaultClient.CloseIdleConnections()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
+}

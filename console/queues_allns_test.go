@@ -58,3 +58,23 @@ func xTestAllQueues(t *testing.T) {
 	require.Equal(t, a.Ticket(), qs[1].Holder.Ticket)
 	require.Empty(t, qs[1].Waiting)
 }
+
+// A holder whose client has not confirmed its turn (a handover under way,
+// or a client that died before confirming) is marked so, as sentinel
+// queue status marks it: the page showed it as an ordinary holder.
+func TestQueuesPageMarksAHandover(t *testing.T) {
+	c, schema := newClient(t)
+	ctx := ctxT(t)
+	tn, err := c.Turn(ctx, "printer", sentinel.WithLabel("nightly"))
+	require.NoError(t, err)
+	defer tn.Release(context.Background())
+	_, err = admin.Exec(ctx, `UPDATE `+schema+`.tickets SET served_at = NULL WHERE ticket = $1`, tn.Ticket())
+	require.NoError(t, err)
+	q, err := c.Queue(ctx, "printer")
+	require.NoError(t, err)
+	require.True(t, q.Holder.ServedAt.IsZero())
+	s := server(t, c, console.Options{ReadOnly: true})
+	code, body := get(t, s.URL+"/ops/queues")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `class="handover"`, "a holder that has not confirmed its turn shown as serving")
+}

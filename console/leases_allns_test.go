@@ -61,3 +61,27 @@ FROM pg_catalog.generate_series(1, 501) AS i`)
 	require.Contains(t, body, "bulk-0501")
 	require.NotContains(t, body, `id="leases-more"`)
 }
+
+// The pages without a live view (leases, queues, elections) say when they
+// were read: their expiries ("29s from now") go stale as the tab stays
+// open, and nothing said so.
+func TestViewsSayWhenTheyWereRead(t *testing.T) {
+	c, _ := newClient(t)
+	s := server(t, c, console.Options{ReadOnly: true})
+	for _, p := range []string{"leases", "queues", "elections"} {
+		code, body := get(t, s.URL+"/ops/"+p)
+		require.Equal(t, http.StatusOK, code, body)
+		require.Contains(t, body, `id="read-at"`, "%s: no word of when it was read", p)
+		require.NotContains(t, body, "data-live", p)
+	}
+}
+
+// A message page (an action's result, the answer to a POST) does not ask
+// to be reloaded.
+func TestMessagePageDoesNotAskForAReload(t *testing.T) {
+	c, _ := newClient(t)
+	s := server(t, c, console.Options{ReadOnly: true})
+	code, body := get(t, s.URL+"/ops/confirm?action=reconcile&ns=default&key=k&token=1")
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.NotContains(t, body, `id="read-at"`)
+}

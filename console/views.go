@@ -34,6 +34,9 @@ type page struct {
 	// counted.
 	Uncertain    []nsCount
 	UncertainErr string
+	// ReadAt is when the page was rendered: a page without a live view
+	// says so, since what it shows goes stale.
+	ReadAt time.Time
 	// Schema is the client's schema; Elsewhere the other schemas with
 	// uncertain executions (Options.Elsewhere), each with the command
 	// that lists them; ElsewhereErr says why they could not be read.
@@ -58,6 +61,9 @@ type nsCount struct {
 func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	p.Title = cs.opts.Title
 	p.ReadOnly = cs.opts.ReadOnly
+	if name != "message.html" { // a result of a POST: not to be reloaded
+		p.ReadAt = cs.now()
+	}
 	for _, v := range views() {
 		p.Views = append(p.Views, navItem{Path: v.path, Label: v.label})
 	}

@@ -9,6 +9,7 @@ import (
 type leasesData struct {
 	Namespace string
 	DefaultNS string // Options.Namespace: what an empty Namespace lists; "" every namespace
+	AllNS     bool   // every namespace: without Namespace, when DefaultNS is "" or asked (?all=1)
 	Prefix    string
 	Leases    []sentinel.Holder
 	More      bool // more live leases than leasesShown match: Leases are the first
@@ -25,14 +26,13 @@ const leasesShown = 500
 func (cs *Console) leases(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := leasesData{Namespace: q.Get("ns"), Prefix: q.Get("prefix"), DefaultNS: cs.opts.Namespace, Shown: leasesShown}
+	var ns string
+	ns, d.AllNS = pageNamespace(d.Namespace, cs.opts.Namespace, q.Get("all") == "1")
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
 	status := http.StatusOK
 	// One more than shown: whether there are more is said, not guessed.
-	f := sentinel.LeaseFilter{Namespace: d.Namespace, Prefix: d.Prefix, Limit: leasesShown + 1}
-	if f.Namespace == "" {
-		f.Namespace, f.AllNamespaces = cs.opts.Namespace, cs.opts.Namespace == ""
-	}
+	f := sentinel.LeaseFilter{Namespace: ns, AllNamespaces: d.AllNS, Prefix: d.Prefix, Limit: leasesShown + 1}
 	ls, err := cs.c.Leases(ctx, f)
 	if err != nil {
 		d.Error, status = err.Error(), errStatus(err)
@@ -47,6 +47,7 @@ func (cs *Console) leases(w http.ResponseWriter, r *http.Request) {
 type queuesData struct {
 	Namespace string
 	DefaultNS string // Options.Namespace: what an empty Namespace lists; "" every namespace
+	AllNS     bool   // every namespace (see leasesData)
 	Queues    []sentinel.QueueStatus
 	Error     string
 }
@@ -58,16 +59,14 @@ type queuesData struct {
 func (cs *Console) queues(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := queuesData{Namespace: q.Get("ns"), DefaultNS: cs.opts.Namespace}
-	ns := d.Namespace
-	if ns == "" {
-		ns = cs.opts.Namespace
-	}
+	var ns string
+	ns, d.AllNS = pageNamespace(d.Namespace, cs.opts.Namespace, q.Get("all") == "1")
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
 	status := http.StatusOK
 	var qs []sentinel.QueueStatus
 	var err error
-	if ns == "" {
+	if d.AllNS {
 		qs, err = cs.c.AllQueues(ctx)
 	} else {
 		qs, err = cs.c.Queues(ctx, sentinel.WithNamespace(ns))
@@ -77,4 +76,17 @@ func (cs *Console) queues(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Queues = qs
 	cs.render(w, r, status, "queues.html", page{Nav: "queues", Data: d})
+}
+
+// pageNamespace is the namespace a view lists: the one typed, else, unless
+// every namespace is asked for (all), def (Options.Namespace); every
+// namespace (ns "") when none is left.
+func pageNamespace(typed, def string, all bool) (ns string, every bool) {
+	switch {
+	case typed != "":
+		return typed, false
+	case all || def == "":
+		return "", true
+	}
+	return def, false
 }

@@ -85,3 +85,27 @@ func TestMessagePageDoesNotAskForAReload(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, code, body)
 	require.NotContains(t, body, `id="read-at"`)
 }
+
+// Narrowed to a namespace (Options.Namespace, serve -n), the Leases and
+// Queues pages can still list every namespace, as the start page can
+// (its "all namespaces" box): they could not.
+func TestLeasesAndQueuesAllNamespacesWhenNarrowed(t *testing.T) {
+	c, _ := newClient(t)
+	ctx := ctxT(t)
+	l, err := c.Lease(ctx, "lease-elsewhere", sentinel.WithTTL(30*time.Second), sentinel.WithNamespace("default"))
+	require.NoError(t, err)
+	defer l.Release(context.Background())
+	tn, err := c.Turn(ctx, "printer-elsewhere", sentinel.WithNamespace("default"))
+	require.NoError(t, err)
+	defer tn.Release(context.Background())
+	s := server(t, c, console.Options{ReadOnly: true, Namespace: "payments"})
+	for _, p := range []string{"leases", "queues"} {
+		code, body := get(t, s.URL+"/ops/"+p)
+		require.Equal(t, http.StatusOK, code, body)
+		require.NotContains(t, body, "-elsewhere", p)
+		require.Contains(t, body, `name="all"`, "%s: no way to list every namespace", p)
+		code, body = get(t, s.URL+"/ops/"+p+"?all=1")
+		require.Equal(t, http.StatusOK, code, body)
+		require.Contains(t, body, "-elsewhere", p)
+	}
+}

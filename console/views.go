@@ -585,6 +585,9 @@ type confirmData struct {
 	ResultType *sentinel.ResultType
 	Shape      string // ResultType's expected shape
 	SchemaText string // ResultType's schema, indented
+	// ResetEvidence (reset): the key's last run returned success, its
+	// completion refused: resetting runs fn again.
+	ResetEvidence *evidence
 }
 
 // confirm is the confirmation step of an action: it shows the key as it is
@@ -652,6 +655,16 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 			var te *sentinel.ResultTypeError
 			if errors.As(d.ResultType.Check(key, []byte(d.Value)), &te) {
 				d.Error = "This value does not match the result type: at " + te.Path + ": " + te.Reason + "."
+			}
+		}
+	}
+	if action == "reset" {
+		// Reset runs fn again: say so when this run's fn returned success.
+		if hist, run, err := cs.keyEvents(ctx, ns, key); err == nil {
+			for _, ev := range evidenceEvents(hist, run) {
+				if e := readEvidence(ev); !e.Final && (e.Result != "" || e.Base64 != "") {
+					d.ResetEvidence = &e
+				}
 			}
 		}
 	}

@@ -48,7 +48,8 @@
 // events live over server-sent events (Client.Follow) and tells the
 // operator when what they see has changed.
 //
-// Every action (reconcile, force-complete, reset to claimed) is a two-step
+// Every action (reconcile, force-complete, reset to claimed, and for an
+// Idempotency-Key request resolve with a response) is a two-step
 // form: a confirmation page shows what will happen, and the action is done
 // only with an operator token (compared in constant time), a CSRF token
 // bound to that very action, key and fencing token, and the operator's name,

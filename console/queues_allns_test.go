@@ -40,7 +40,7 @@ func TestQueuesPageEveryNamespace(t *testing.T) {
 }
 
 // AllQueues: every namespace's queues, holder first, waiters in order.
-func xTestAllQueues(t *testing.T) {
+func TestAllQueues(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := ctxT(t)
 	a, err := c.Turn(ctx, "r", sentinel.WithNamespace("b-ns"))
@@ -49,7 +49,7 @@ func xTestAllQueues(t *testing.T) {
 	b, err := c.Turn(ctx, "r", sentinel.WithNamespace("a-ns"))
 	require.NoError(t, err)
 	defer b.Release(context.Background())
-	var qs []sentinel.QueueStatus
+	qs, err := c.AllQueues(ctx)
 	require.NoError(t, err)
 	require.Len(t, qs, 2)
 	require.Equal(t, "a-ns", qs[0].Namespace)

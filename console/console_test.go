@@ -445,3 +445,17 @@ func TestPagesNameUncertainSchemasElsewhere(t *testing.T) {
 		require.Contains(t, html.UnescapeString(body), "No uncertain keys in any namespace of schema", path)
 	}
 }
+
+// refusedOnce runs a Once of key whose fn returns (v, fnErr) after its
+// hard TTL ended its lease: the completion is refused, fn's outcome is
+// the history's evidence, and the key is uncertain.
+func refusedOnce[T any](t *testing.T, c *sentinel.Client, key string, v T, fnErr error) {
+	t.Helper()
+	_, err := sentinel.Once(ctxT(t), c, key, func(ctx context.Context) (T, error) {
+		started := time.Now()
+		<-ctx.Done() // the hard TTL ends the lease
+		time.Sleep(time.Until(started.Add(800 * time.Millisecond)))
+		return v, fnErr
+	}, sentinel.WithTTL(500*time.Millisecond), sentinel.WithHardTTL(500*time.Millisecond))
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+}

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -22,13 +21,7 @@ func TestEvidenceOfAnEarlierRunNotOffered(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := ctxT(t)
 	// Run 1: fn returns a receipt after its hard TTL: completion refused.
-	_, err := sentinel.Once(ctx, c, "charge", func(ctx context.Context) (string, error) {
-		started := time.Now()
-		<-ctx.Done()
-		time.Sleep(time.Until(started.Add(800 * time.Millisecond)))
-		return "receipt-of-run-1", nil
-	}, sentinel.WithTTL(500*time.Millisecond), sentinel.WithHardTTL(500*time.Millisecond))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	refusedOnce(t, c, "charge", "receipt-of-run-1", nil)
 	hist, err := c.History(ctx, "charge")
 	require.NoError(t, err)
 	var old int64

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,13 +27,7 @@ func TestRefusedStringResultOfferedAsString(t *testing.T) {
 	ctx := ctxT(t)
 	for _, want := range []string{"null", "42", `{"id":"ch_1"}`} {
 		key := "ref-" + want
-		_, err := sentinel.Once(ctx, c, key, func(ctx context.Context) (string, error) {
-			started := time.Now()
-			<-ctx.Done() // the hard TTL ends the lease
-			time.Sleep(time.Until(started.Add(800 * time.Millisecond)))
-			return want, nil
-		}, sentinel.WithTTL(500*time.Millisecond), sentinel.WithHardTTL(500*time.Millisecond))
-		require.ErrorIs(t, err, sentinel.ErrUncertain)
+		refusedOnce(t, c, key, want, nil)
 		ex, err := c.Reconcile(ctx, key)
 		require.NoError(t, err)
 		hist, err := c.History(ctx, key)

@@ -1,13 +1,11 @@
 package console_test
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,13 +22,7 @@ import (
 func TestKeyPageDoesNotOfferAFinalOutcomeAsTheResult(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := ctxT(t)
-	_, err := sentinel.Once(ctx, c, "charge", func(ctx context.Context) (map[string]any, error) {
-		started := time.Now()
-		<-ctx.Done() // the hard TTL ends the lease
-		time.Sleep(time.Until(started.Add(800 * time.Millisecond)))
-		return map[string]any{"id": "ch_zero"}, sentinel.Final(errors.New("card declined"))
-	}, sentinel.WithTTL(500*time.Millisecond), sentinel.WithHardTTL(500*time.Millisecond))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	refusedOnce(t, c, "charge", map[string]any{"id": "ch_zero"}, sentinel.Final(errors.New("card declined")))
 	ex, err := c.Reconcile(ctx, "charge")
 	require.NoError(t, err)
 	hist, err := c.History(ctx, "charge")

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -25,13 +24,7 @@ import (
 func TestKeyPageBoundsTheHistoryAndKeepsTheEvidence(t *testing.T) {
 	c, schema := newClient(t)
 	ctx := ctxT(t)
-	_, err := sentinel.Once(ctx, c, "charge", func(ctx context.Context) (map[string]any, error) {
-		started := time.Now()
-		<-ctx.Done() // the hard TTL ends the lease
-		time.Sleep(time.Until(started.Add(800 * time.Millisecond)))
-		return map[string]any{"id": "ch_9"}, nil
-	}, sentinel.WithTTL(500*time.Millisecond), sentinel.WithHardTTL(500*time.Millisecond))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	refusedOnce(t, c, "charge", map[string]any{"id": "ch_9"}, nil)
 	ex, err := c.Reconcile(ctx, "charge")
 	require.NoError(t, err)
 	// 300 callers turned away since (Config.RecordRejections' records).

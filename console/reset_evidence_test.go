@@ -1,16 +1,13 @@
 package console_test
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/console"
 )
 
@@ -20,13 +17,7 @@ import (
 func TestResetConfirmationWarnsOfSuccessEvidence(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := ctxT(t)
-	_, err := sentinel.Once(ctx, c, "charge", func(ctx context.Context) (string, error) {
-		started := time.Now()
-		<-ctx.Done()
-		time.Sleep(time.Until(started.Add(800 * time.Millisecond)))
-		return "ch_1", nil
-	}, sentinel.WithTTL(500*time.Millisecond), sentinel.WithHardTTL(500*time.Millisecond))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	refusedOnce(t, c, "charge", "ch_1", nil)
 	ex, err := c.Reconcile(ctx, "charge")
 	require.NoError(t, err)
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -99,13 +100,26 @@ type patroniCluster struct {
 }
 
 // freePorts returns n distinct free TCP ports on 127.0.0.1 (held open
-// until all are picked, so they differ).
+// until all are picked, so they differ). They are taken below the
+// kernel's ephemeral range when it leaves room: a port picked from that
+// range (as ":0" does) can be given to an outgoing connection (Patroni's
+// to etcd, a client's) before the server that was to listen on it
+// binds, and that server then fails to start ("Address already in use":
+// a CI run's Patroni standby did, before its scenario began).
 func freePorts(t testing.TB, n int) []int {
 	var ls []net.Listener
 	var ports []int
+	low := ephemeralLow()
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
+		var l net.Listener
+		for try := 0; l == nil && low > 20000 && try < 200; try++ {
+			l, _ = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(10000+rand.IntN(low-10000)))
+		}
+		if l == nil {
+			var err error
+			l, err = net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
@@ -113,6 +127,21 @@ func freePorts(t testing.TB, n int) []int {
 		_ = l.Close()
 	}
 	return ports
+}
+
+// ephemeralLow is the lowest port of the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), or 0 when it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	low, _ := strconv.Atoi(f[0])
+	return low
 }
 
 // patroniOptions shape a cluster beyond the two-node default.

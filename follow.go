@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // FollowFilter selects the events Client.Follow delivers. The zero value
@@ -154,19 +156,24 @@ func (c *Client) Follow(ctx context.Context, f FollowFilter, fn func(Event) erro
 }
 
 // FollowHead returns the position of the event history now, as a
-// FollowFilter.Cursor: the ID of the newest event. A Follow started later
-// from it delivers the events committed after this call (and those whose
-// transactions were under way at it), so a page read after FollowHead and
-// followed from it misses no change made in between. One statement.
+// FollowFilter.Cursor: a Follow started later from it delivers every event
+// committed after this call, those of transactions under way at it
+// included (their IDs are the cursor's gaps), so a page read after
+// FollowHead and followed from it misses no change made in between. One
+// statement, the one Follow starts with.
 func (c *Client) FollowHead(ctx context.Context) (string, error) {
 	if err := c.checkOpen(); err != nil {
 		return "", err
 	}
-	var id int64
-	if err := c.pool.QueryRow(ctx, `SELECT coalesce(pg_catalog.max(id), 0) FROM `+c.sql.schema+`.events`).Scan(&id); err != nil {
+	rows, err := c.pool.Query(ctx, followStartSQL(c.sql.schema+".events"), int64(followLookback))
+	if err != nil {
 		return "", c.wrapErr("read the events' head", err)
 	}
-	return strconv.FormatInt(id, 10), nil
+	hi, gaps, err := scanFollowStart(rows, time.Now())
+	if err != nil {
+		return "", c.wrapErr("read the events' head", err)
+	}
+	return encodeFollowCursor(hi, gaps), nil
 }
 
 // A follower reads the event table by ID. The difficulty is that IDs are
@@ -296,10 +303,7 @@ LEFT JOIN LATERAL (
         CROSS JOIN LATERAL (SELECT * FROM ` + ev + ` e WHERE e.id BETWEEN g.lo AND g.hi ORDER BY e.id LIMIT $5) e
         ORDER BY e.id LIMIT $5)
 ) r ON true`
-	fw.startSQL = `SELECT pg_catalog.pg_snapshot_xmin(s.s)::text, pg_catalog.pg_snapshot_xmax(s.s)::text, h.hi, w.id
-FROM (SELECT pg_catalog.pg_current_snapshot() AS s) s
-CROSS JOIN (SELECT coalesce(pg_catalog.max(id), 0) AS hi FROM ` + ev + `) h
-LEFT JOIN LATERAL (SELECT id FROM ` + ev + ` WHERE id > h.hi - $1 ORDER BY id) w ON true`
+	fw.startSQL = followStartSQL(ev)
 	// The same at a given position ($2, from After or a bare-ID cursor).
 	fw.resumeSQL = `SELECT pg_catalog.pg_snapshot_xmin(s.s)::text, pg_catalog.pg_snapshot_xmax(s.s)::text, $2::bigint, w.id
 FROM (SELECT pg_catalog.pg_current_snapshot() AS s) s
@@ -411,32 +415,50 @@ func (fw *follower) scan(ctx context.Context, sql string, pos ...any) error {
 	if err != nil {
 		return err
 	}
+	hi, gaps, err := scanFollowStart(rows, now)
+	if err != nil {
+		return err // the position stays: a retry resumes where it was
+	}
+	fw.cursor, fw.gaps = hi, gaps
+	return nil
+}
+
+// followStartSQL reads the newest event's ID and the IDs visible among the
+// $1 up to it, in the events table ev.
+func followStartSQL(ev string) string {
+	return `SELECT pg_catalog.pg_snapshot_xmin(s.s)::text, pg_catalog.pg_snapshot_xmax(s.s)::text, h.hi, w.id
+FROM (SELECT pg_catalog.pg_current_snapshot() AS s) s
+CROSS JOIN (SELECT coalesce(pg_catalog.max(id), 0) AS hi FROM ` + ev + `) h
+LEFT JOIN LATERAL (SELECT id FROM ` + ev + ` WHERE id > h.hi - $1 ORDER BY id) w ON true`
+}
+
+// scanFollowStart reads followStartSQL's or resumeSQL's rows: the position
+// and, as gaps, the IDs among the followLookback up to it that were not
+// visible.
+func scanFollowStart(rows pgx.Rows, now time.Time) (hi int64, gaps []gap, err error) {
 	defer rows.Close()
-	var hi int64
 	var ids []int64
 	for rows.Next() {
 		var xmin, xmax string
 		var id *int64
 		if err := rows.Scan(&xmin, &xmax, &hi, &id); err != nil {
-			return err
+			return 0, nil, err
 		}
 		if id != nil {
 			ids = append(ids, *id)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return err
+		return 0, nil, err
 	}
-	fw.cursor = hi
-	fw.gaps = nil
 	prev := max(hi-followLookback, 0)
 	for _, id := range ids {
 		if id > prev+1 {
-			fw.gaps = append(fw.gaps, gap{lo: prev + 1, hi: id - 1, seen: now})
+			gaps = append(gaps, gap{lo: prev + 1, hi: id - 1, seen: now})
 		}
 		prev = id
 	}
-	return nil
+	return hi, gaps, nil
 }
 
 type followRow struct {

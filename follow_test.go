@@ -521,3 +521,37 @@ func TestFollowAfterDeliversEventStillInFlight(t *testing.T) {
 	col.waitFor(t, "the slow event", func(evs []sentinel.Event) bool { return len(evs) == 1 })
 	require.Equal(t, slowID, col.events()[0].ID)
 }
+
+// FollowHead's cursor is exact: an event of a transaction under way when
+// it was read, with an ID below the head, that commits before the Follow
+// from that cursor starts, is delivered (the console's live view follows
+// from the head read with the page: it missed such a change). A bare head
+// ID read it as seen.
+func TestFollowHeadKeepsEventsInFlight(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	ctx := ctxT(t)
+	slow, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = slow.Rollback(ctx) }()
+	var slowID int64
+	require.NoError(t, slow.QueryRow(ctx, "INSERT INTO "+e.table("events")+
+		" (namespace, key, event, state, token, owner) VALUES ('default', 'slow', 'manual', 'completed', 1, 'test') RETURNING id").Scan(&slowID))
+	_, err = sentinel.Once(ctx, c, "a", func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+	head, err := c.FollowHead(ctx)
+	require.NoError(t, err)
+	require.NoError(t, slow.Commit(ctx)) // before the Follow starts
+	col, _, _ := follow(t, c, sentinel.FollowFilter{Cursor: head, PollInterval: 20 * time.Millisecond})
+	col.waitFor(t, "the event in flight at the head", func(evs []sentinel.Event) bool {
+		for _, ev := range evs {
+			if ev.ID == slowID {
+				return true
+			}
+		}
+		return false
+	})
+	for _, ev := range col.events() {
+		require.NotEqual(t, "a", ev.Key, "a's events were before the head: %q", head)
+	}
+}

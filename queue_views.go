@@ -48,28 +48,38 @@ type QueueStatus struct {
 	Waiting []Ticket
 }
 
-func scanTickets(rows pgx.Rows) (map[string][]Ticket, []string, error) {
+// queueKey names a queue: its namespace (empty when the statement read one
+// namespace) and its resource.
+type queueKey struct{ ns, res string }
+
+// scanTickets groups rows of live tickets by queue, in the order the rows
+// name the queues; withNS: each row starts with the ticket's namespace.
+func scanTickets(rows pgx.Rows, withNS bool) (map[queueKey][]Ticket, []queueKey, error) {
 	defer rows.Close()
-	byRes := map[string][]Ticket{}
-	var order []string
+	byQueue := map[queueKey][]Ticket{}
+	var order []queueKey
 	for rows.Next() {
 		var (
-			res    string
+			k      queueKey
 			t      Ticket
 			served *time.Time
 		)
-		if err := rows.Scan(&res, &t.Ticket, &t.Label, &t.Owner, &t.Host, &t.PID, &t.DrawnAt, &served, &t.ExpiresAt); err != nil {
+		dest := []any{&k.res, &t.Ticket, &t.Label, &t.Owner, &t.Host, &t.PID, &t.DrawnAt, &served, &t.ExpiresAt}
+		if withNS {
+			dest = append([]any{&k.ns}, dest...)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, nil, err
 		}
 		if served != nil {
 			t.ServedAt = *served
 		}
-		if _, ok := byRes[res]; !ok {
-			order = append(order, res)
+		if _, ok := byQueue[k]; !ok {
+			order = append(order, k)
 		}
-		byRes[res] = append(byRes[res], t)
+		byQueue[k] = append(byQueue[k], t)
 	}
-	return byRes, order, rows.Err()
+	return byQueue, order, rows.Err()
 }
 
 func queueStatus(ns, res string, ts []Ticket) QueueStatus {
@@ -94,11 +104,11 @@ func (c *Client) Queue(ctx context.Context, resource string, opts ...Option) (*Q
 	if err != nil {
 		return nil, c.wrapErr(fmt.Sprintf("read queue %q/%q", o.namespace, resource), err)
 	}
-	byRes, _, err := scanTickets(rows)
+	byQueue, _, err := scanTickets(rows, false)
 	if err != nil {
 		return nil, c.wrapErr(fmt.Sprintf("read queue %q/%q", o.namespace, resource), err)
 	}
-	q := queueStatus(o.namespace, resource, byRes[resource])
+	q := queueStatus(o.namespace, resource, byQueue[queueKey{res: resource}])
 	return &q, nil
 }
 
@@ -113,13 +123,13 @@ func (c *Client) Queues(ctx context.Context, opts ...Option) ([]QueueStatus, err
 	if err != nil {
 		return nil, c.wrapErr("read queues", err)
 	}
-	byRes, order, err := scanTickets(rows)
+	byQueue, order, err := scanTickets(rows, false)
 	if err != nil {
 		return nil, c.wrapErr("read queues", err)
 	}
 	out := make([]QueueStatus, 0, len(order))
-	for _, r := range order {
-		out = append(out, queueStatus(o.namespace, r, byRes[r]))
+	for _, k := range order {
+		out = append(out, queueStatus(o.namespace, k.res, byQueue[k]))
 	}
 	return out, nil
 }
@@ -135,29 +145,13 @@ func (c *Client) AllQueues(ctx context.Context) ([]QueueStatus, error) {
 	if err != nil {
 		return nil, c.wrapErr("read queues", err)
 	}
-	defer rows.Close()
-	var out []QueueStatus
-	for rows.Next() {
-		var (
-			ns, res string
-			t       Ticket
-			served  *time.Time
-		)
-		if err := rows.Scan(&ns, &res, &t.Ticket, &t.Label, &t.Owner, &t.Host, &t.PID, &t.DrawnAt, &served, &t.ExpiresAt); err != nil {
-			return nil, c.wrapErr("read queues", err)
-		}
-		if served != nil {
-			t.ServedAt = *served
-		}
-		if n := len(out); n == 0 || out[n-1].Namespace != ns || out[n-1].Resource != res {
-			h := t
-			out = append(out, QueueStatus{Namespace: ns, Resource: res, Holder: &h, Waiting: []Ticket{}})
-			continue
-		}
-		out[len(out)-1].Waiting = append(out[len(out)-1].Waiting, t)
-	}
-	if err := rows.Err(); err != nil {
+	byQueue, order, err := scanTickets(rows, true)
+	if err != nil {
 		return nil, c.wrapErr("read queues", err)
+	}
+	out := make([]QueueStatus, 0, len(order))
+	for _, k := range order {
+		out = append(out, queueStatus(k.ns, k.res, byQueue[k]))
 	}
 	return out, nil
 }

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: The coalescer: calls of one statement kind waiting together are sent as one set statement (coKindsTable: each kind's columns), one batch in flight per kind, and its rows handed back to each call (coRow, loneRow).
+
 import (
 	"context"
 	"errors"

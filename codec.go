@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Codec and JSONCodec (how results are stored), the error marks fn returns (Retryable, Final), and Client.encode.
+
 import (
 	"encoding/json"
 	"errors"

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Client.Do: run fn under a lease, renewed while it runs and released after.
+
 import (
 	"context"
 	"errors"

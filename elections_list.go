@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Client.Elections: the operator's list of election groups (ElectionFilter, Election).
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Elector.Deadline: when the current term ends unless renewed.
+
 import "time"
 
 // Deadline returns the local time (monotonic clock) until which this

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: The sentinel errors (ErrInvalid, ErrNotAcquired, ...), the typed errors that carry them (InvalidError, HeldError, LostError, ExecutionError, StaleTokenError, BusyError, FinalError), and how database errors are mapped (wrapErr, mapDBErr, transient).
+
 import (
 	"context"
 	"errors"

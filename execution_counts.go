@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Client.ExecutionCounts and UncertainCounts: executions counted by state, for status lines and alerts.
+
 import (
 	"context"
 	"time"

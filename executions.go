@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Client.Executions: the operator's paged list of executions (ExecutionFilter, its query and its cursor).
+
 import (
 	"context"
 	"encoding/base64"

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: VerifyToken and VerifyExecutionToken: the fencing checks a protected resource runs in its own transaction.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Client.Follow and FollowHead: the event stream in commit order (a cursor of the last ID and the IDs still in flight below it).
+
 import (
 	"cmp"
 	"context"

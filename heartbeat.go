@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: The heartbeater: one goroutine per Client renewing every held lease in batched statements, and what it does when a renewal fails.
+
 import (
 	"context"
 	"sync"

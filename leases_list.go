@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Client.Leases: the operator's list of held leases (LeaseFilter), and the namespace and limit checks the lists share.
+
 import (
 	"context"
 	"time"

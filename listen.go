@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: The listener: a Client's subscriptions to wake-ups (lease releases, grants, turns, terms) and their payloads; the LISTEN connection itself is the hub's (listenhub.go).
+
 import (
 	"context"
 	"slices"

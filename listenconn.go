@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: The LISTEN connection's settings and its wait for a notification (keepalive ping, idle timeout).
+
 import (
 	"context"
 	"time"

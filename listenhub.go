@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: The listen hub: one LISTEN connection per process, pool and schema, shared by every Client on them, dispatching each notification to the listener that waits for it.
+
 import (
 	"context"
 	"crypto/rand"

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Client.MigrationStatus: which migrations are applied and which are pending.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Observer: the hooks a Client calls (Once and lease outcomes, losses, heartbeats, fencing refusals, queue grants, term changes) and their event types.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: The lease statements (acquire, its waiting form, release, their set forms, the waiters' renewal and withdrawal, grants, renewal, Holder, the fencing checks) and newQueries, which fills in the schema.
+
 import (
 	"crypto/sha256"
 	"encoding/hex"

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Result types: RegisterResultType, Client.ResultType, the JSON Schema a key's result must match (reflectSchema, validate), and its shape as operators read it.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Retry, OnceRetry and ShouldRetry: retrying with backoff what may be retried (RetryOptions, RetryError).
+
 import (
 	"context"
 	"errors"

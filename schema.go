@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Migrations: Migrate, MigrateTx, Migrations and MigrationFS (the embedded SQL files, applied under an advisory lock).
+
 import (
 	"context"
 	"embed"

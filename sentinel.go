@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: Config and its defaults and checks, Client (New, Close, Owner, Pool), the call options (Option, WithTTL, WithNamespace, WithWait, ...) and their resolution (resolve, only).
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: OnceSQLTx: OnceTx for database/sql transactions (SQLBeginner).
+
 import (
 	"context"
 	"database/sql"

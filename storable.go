@@ -1,5 +1,7 @@
 package sentinel
 
+// This file: storableText and storableJSON, the text Sentinel writes but does not control made storable (invalid UTF-8, NUL, lone surrogate escapes).
+
 import (
 	"strings"
 	"unicode/utf8"

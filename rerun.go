@@ -52,10 +52,11 @@ import (
 // reference fn passes: a card charge sent with EffectKey as its
 // idempotency key is; an email or SMS sent by a plain API is not (a re-run
 // sends it again): there, leave the option off, and an uncertain key waits
-// for an operator. maxAttempts must be at least 1 (1: no re-run, the
-// default). Once only: OnceTx needs no re-run (a crash rolls fn's writes
-// back and the next caller runs it), and other calls refuse it with
-// ErrInvalid.
+// for an operator. maxAttempts must be 1 (no re-run, the default) to
+// math.MaxInt32 (the attempts a key can count). Once only (and OnceRetry,
+// which passes it to each Once): OnceTx needs no re-run (a crash rolls
+// fn's writes back and the next caller runs it), and other calls refuse
+// it with ErrInvalid.
 func WithRerun(maxAttempts int) Option {
 	return func(o *callOptions) { o.rerun, o.rerunSet = maxAttempts, true }
 }
@@ -131,7 +132,8 @@ func (o *callOptions) checkRerun(state State) (int, error) {
 	case state != StateExecuting:
 		return 0, invalid("option", "WithRerun does not apply to OnceTx: a crash rolls fn's writes back and the next caller runs it anyway")
 	case o.rerun < 1 || o.rerun > math.MaxInt32:
-		return 0, invalid("WithRerun", "maxAttempts must be at least 1 (1: no re-run), got %d", o.rerun)
+		return 0, invalid("WithRerun", "maxAttempts must be 1 to %d (1: no re-run; 3: the first run and up to 2 re-runs), got %d",
+			math.MaxInt32, o.rerun)
 	}
 	return o.rerun, nil
 }

@@ -354,6 +354,9 @@ func TestWithRerunInvalid(t *testing.T) {
 	for _, n := range []int{0, -1, 1 << 40} {
 		_, err := sentinel.Once(ctx, c, "k", fn, sentinel.WithRerun(n))
 		require.ErrorIs(t, err, sentinel.ErrInvalid, "WithRerun(%d)", n)
+		// The message names the range: a bound too large was told
+		// "must be at least 1".
+		require.Contains(t, err.Error(), "must be 1 to 2147483647", "WithRerun(%d)", n)
 	}
 	_, err := sentinel.OnceTx(ctx, c, "k", func(context.Context, pgx.Tx) (int, error) { t.Error("fn ran"); return 0, nil },
 		sentinel.WithRerun(2))

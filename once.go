@@ -56,6 +56,10 @@ type Result[T any] struct {
 // as its cause and the completion is refused by the token guard: the caller
 // gets ErrUncertain, and the history records a completion_refused event
 // carrying fn's encoded result, so an operator can ForceComplete with it.
+// Under WithRerun, when a re-run has taken the key over by the time fn
+// returns, the caller gets what a new call would instead: the re-run's
+// stored result (Cached, with its token), or its error (ErrInProgress
+// while it runs).
 // A ctx that ends before fn starts leaves the key claimable: a claim in
 // flight is let finish (for at most a second) and given back.
 //
@@ -119,6 +123,9 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		return res, fnErr
 	case fnErr != nil:
 		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateExecuting}, false, "failed", "error", errText(fnErr))
+		if ex := c.rerunSuccessor(wctx, l, fnCtx); ex != nil {
+			return replayOr[T](ex, o, c.reject(wctx, ex, o, false))
+		}
 		return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf("fn failed: %w%s", withLoss(l, fnErr), rerunNote(fnCtx)))
 	}
 
@@ -141,6 +148,9 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 			cause = errors.New("the claim is no longer current")
 		}
 		c.recordRefused(wctx, l, o, data, resultErr, finalMsg, cause)
+		if ex := c.rerunSuccessor(wctx, l, fnCtx); ex != nil {
+			return replayOr[T](ex, o, c.reject(wctx, ex, o, false))
+		}
 		if finalMsg != "" {
 			// Not a success: ForceComplete with fn's value would replay
 			// that value to every caller instead of the error.
@@ -169,6 +179,23 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 func rerunPending(fnCtx context.Context) bool {
 	ri, ok := fnCtx.Value(runKey{}).(*runInfo)
 	return ok && ri.attempt < ri.maxAttempts
+}
+
+// rerunSuccessor returns the key's row when the attempt of fnCtx (under
+// WithRerun) lost its lease and a re-run took the key over: its caller
+// then gets what a new call would (the re-run's stored result, Cached, or
+// ErrInProgress while it runs), not an uncertain key that is being, or
+// was, run again. nil otherwise, and when the row cannot be read.
+func (c *Client) rerunSuccessor(ctx context.Context, l *Lease, fnCtx context.Context) *Execution {
+	ri, _ := fnCtx.Value(runKey{}).(*runInfo)
+	if lost := l.Err(); ri == nil || ri.maxAttempts <= 1 || lost == nil || errors.Is(lost, ErrReleased) {
+		return nil
+	}
+	ex, err := c.readExecution(ctx, l.ns, l.key)
+	if err != nil || ex.Token == l.token || ex.Attempt <= ri.attempt {
+		return nil
+	}
+	return ex
 }
 
 // rerunNote tells the caller of an attempt that stopped without an outcome

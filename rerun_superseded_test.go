@@ -1,0 +1,90 @@
+package sentinel_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// An attempt under WithRerun loses its lease while its process lives (a
+// freeze, a stalled network) and a re-run takes the key over; then the
+// first attempt's fn returns. Its caller was told the key was uncertain,
+// "to be run again by the next Once call" and "Reconcile the key, then
+// ForceComplete it", while the re-run had already completed it (or was
+// running it). It now gets what a new call would: the re-run's stored
+// result, Cached, or ErrInProgress while the re-run runs.
+func TestRerunSupersededAttemptGetsTheKeysOutcome(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{SafetyMargin: 100 * time.Millisecond})
+	opts := []sentinel.Option{sentinel.WithRerun(3), sentinel.WithTTL(400 * time.Millisecond), sentinel.WithHardTTL(800 * time.Millisecond)}
+
+	for _, tc := range []struct {
+		name         string
+		fnErr        bool // attempt 1's fn returns its ctx's error, not a value
+		rerunRunning bool // attempt 1 returns while the re-run runs
+	}{
+		{"value/rerun-completed", false, false},
+		{"ctx-error/rerun-completed", true, false},
+		{"value/rerun-running", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "pay-" + tc.name
+			lost, back, rerunIn, rerunGo := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+			type outcome struct {
+				res sentinel.Result[string]
+				err error
+			}
+			first := make(chan outcome, 1)
+			go func() {
+				res, err := sentinel.Once(ctx, c, key, func(ctx context.Context) (string, error) {
+					<-ctx.Done() // the lease is lost (hard TTL)
+					close(lost)
+					<-back
+					if tc.fnErr {
+						return "", ctx.Err()
+					}
+					return "ch_1", nil
+				}, opts...)
+				first <- outcome{res, err}
+			}()
+			<-lost
+			waitLeaseExpired(t, c, key)
+			second := make(chan outcome, 1)
+			go func() {
+				res, err := sentinel.Once(ctx, c, key, func(ctx context.Context) (string, error) {
+					require.Equal(t, 2, sentinel.Attempt(ctx))
+					close(rerunIn)
+					<-rerunGo
+					return "ch_1", nil
+				}, opts...)
+				second <- outcome{res, err}
+			}()
+			<-rerunIn
+			if !tc.rerunRunning {
+				close(rerunGo)
+				require.NoError(t, (<-second).err)
+			}
+			close(back)
+			got := <-first
+			if tc.rerunRunning {
+				require.ErrorIs(t, got.err, sentinel.ErrInProgress, "the re-run holds the key: %v", got.err)
+				require.NotErrorIs(t, got.err, sentinel.ErrUncertain)
+				close(rerunGo)
+				require.NoError(t, (<-second).err)
+				return
+			}
+			require.NoError(t, got.err, "the re-run completed the key")
+			require.True(t, got.res.Cached)
+			require.Equal(t, "ch_1", got.res.Value)
+			ex, err := c.Inspect(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, sentinel.StateCompleted, ex.State)
+			require.Equal(t, ex.Token, got.res.Token, "the token of the attempt that completed it")
+		})
+	}
+}

@@ -123,12 +123,16 @@ type execView struct {
 	sentinel.Execution
 	Uncertain  bool
 	HandedBack bool // claimed with no live lease: nothing runs it, the next caller does
-	Link       string
+	// RerunPending: executing, stopped with re-runs left (WithRerun,
+	// Execution.Rerunnable): no operator is needed, the next caller with
+	// WithRerun runs it again.
+	RerunPending bool
+	Link         string
 }
 
 func (cs *Console) view(e sentinel.Execution) execView {
 	return execView{Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable(),
-		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, Link: keyLink(e.Namespace, e.Key)}
+		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, RerunPending: e.Rerunnable(), Link: keyLink(e.Namespace, e.Key)}
 }
 
 func keyLink(ns, key string) string {

@@ -1,0 +1,52 @@
+package console_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/console"
+)
+
+// A key whose executor stopped with re-runs left (WithRerun) needs no
+// operator: the next caller with WithRerun runs it again. The page showed
+// it as a plain "executing" key whose lease had expired, with no action
+// and no word of the re-run, and no page showed a key's attempt (the CLI
+// says "executing (rerun 2/3 pending)" and "attempt: 1 of at most 3").
+// Now the badge says "rerun 2/3 pending", the key page says no operator
+// is needed and shows the attempt; a key whose attempts are used up is
+// uncertain, with its attempt shown.
+func TestRerunPendingShownAsSuch(t *testing.T) {
+	c, _ := newClient(t)
+	ctx := ctxT(t)
+	fails := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
+	_, err := sentinel.Once(ctx, c, "pay-pending", fails, sentinel.WithRerun(3))
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	_, err = sentinel.Once(ctx, c, "pay-spent", fails, sentinel.WithRerun(2))
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	_, err = sentinel.Once(ctx, c, "pay-spent", fails, sentinel.WithRerun(2))
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	s := server(t, c, console.Options{OperatorToken: opToken})
+
+	code, body := get(t, s.URL+"/ops/key?"+url.Values{"ns": {"default"}, "key": {"pay-pending"}}.Encode())
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "rerun 2/3 pending")
+	require.Contains(t, body, "no operator is needed")
+	require.Regexp(t, `id="key-attempt">1 of at most 3`, body)
+	require.NotContains(t, body, "the outcome is unknown")
+
+	code, body = get(t, s.URL+"/ops/?state=executing")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "rerun 2/3 pending")
+
+	code, body = get(t, s.URL+"/ops/key?"+url.Values{"ns": {"default"}, "key": {"pay-spent"}}.Encode())
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "the outcome is unknown")
+	require.Regexp(t, `id="key-attempt">2 of at most 2`, body)
+	require.NotContains(t, body, "pending")
+}

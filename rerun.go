@@ -130,7 +130,7 @@ func (o *callOptions) checkRerun(state State) (int, error) {
 	case !o.rerunSet:
 		return 1, nil
 	case state != StateExecuting:
-		return 0, invalid("option", "WithRerun does not apply to OnceTx: a crash rolls fn's writes back and the next caller runs it anyway")
+		return 0, invalid("option", "WithRerun does not apply to OnceTx or OnceSQLTx (use Once for an effect outside the database): a crash rolls fn's writes back and the next caller runs it anyway")
 	case o.rerun < 1 || o.rerun > math.MaxInt32:
 		return 0, invalid("WithRerun", "maxAttempts must be 1 to %d (1: no re-run; 3: the first run and up to 2 re-runs), got %d",
 			math.MaxInt32, o.rerun)

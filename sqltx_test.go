@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
 )
@@ -280,4 +281,19 @@ func TestOnceTxFnSlowerThanReleaseTimeoutCommits(t *testing.T) {
 			t.Fatalf("%s: %+v, %v", key, ex, err)
 		}
 	}
+}
+
+// OnceSQLTx refuses WithRerun as OnceTx does, writing nothing, and says
+// so by its name: the message named only OnceTx, a call the caller did
+// not make.
+func TestOnceSQLTxRefusesWithRerun(t *testing.T) {
+	c, db, _ := sqlEnv(t)
+	_, err := sentinel.OnceSQLTx(ctxT(t), c, db, "order-rerun", func(context.Context, *sql.Tx) (int, error) {
+		t.Error("fn ran")
+		return 0, nil
+	}, sentinel.WithRerun(3))
+	require.ErrorIs(t, err, sentinel.ErrInvalid)
+	require.Contains(t, err.Error(), "OnceSQLTx")
+	_, err = c.Inspect(ctxT(t), "order-rerun")
+	require.ErrorIs(t, err, sentinel.ErrNotFound)
 }

@@ -108,8 +108,9 @@ type Options struct {
 	// when something in front already checks it.
 	AllowedHosts []string
 
-	// Namespace is the namespace the executions page lists when the
-	// operator names none. Default: every namespace, each row naming its
+	// Namespace is the namespace the lists (executions, leases, queues,
+	// elections) show when the operator names none; each offers every
+	// namespace with a box. Default: every namespace, each row naming its
 	// own. Whatever it is, every page shows the uncertain count of every
 	// namespace at its top.
 	Namespace string

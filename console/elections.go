@@ -10,6 +10,8 @@ import (
 
 type electionsData struct {
 	Namespace string
+	DefaultNS string // Options.Namespace: what an empty Namespace lists; "" every namespace
+	AllNS     bool   // the list is of every namespace (see leasesData)
 	Group     string
 	Groups    []electionRow // without a group: every group (of Namespace, else of every namespace)
 	Leader    *sentinel.Leader
@@ -35,15 +37,15 @@ type electionRow struct {
 	Link string
 }
 
-// elections lists the election groups (every namespace unless one is
-// asked for), each with its leader and live members; with a group, it
+// elections lists the election groups of the namespace asked for, else of
+// Options.Namespace, else of every namespace (as the start page), each with its leader and live members; with a group, it
 // shows that group's leader (read from its lease row: term, since, expiry)
 // and its members. A group typed without a namespace is that of
 // Options.Namespace, else looked for in every namespace: found in one, it
 // is shown; in several, they are listed to choose from.
 func (cs *Console) elections(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	d := electionsData{Namespace: q.Get("ns"), Group: q.Get("group")}
+	d := electionsData{Namespace: q.Get("ns"), Group: q.Get("group"), DefaultNS: cs.opts.Namespace}
 	status := http.StatusOK
 	if d.Group != "" && d.Namespace == "" {
 		d.Namespace = cs.opts.Namespace
@@ -72,8 +74,10 @@ func (cs *Console) elections(w http.ResponseWriter, r *http.Request) {
 	if d.Group == "" {
 		ctx, cancel := ctxTimeout(r)
 		defer cancel()
+		var ns string
+		ns, d.AllNS = pageNamespace(d.Namespace, cs.opts.Namespace, q.Get("all") == "1")
 		// One more than shown: whether there are more is said, not guessed.
-		es, err := cs.c.Elections(ctx, sentinel.ElectionFilter{Namespace: d.Namespace, AllNamespaces: d.Namespace == "", Limit: groupsShown + 1})
+		es, err := cs.c.Elections(ctx, sentinel.ElectionFilter{Namespace: ns, AllNamespaces: d.AllNS, Limit: groupsShown + 1})
 		if err != nil {
 			d.Error, status = err.Error(), errStatus(err)
 		}

@@ -85,3 +85,22 @@ FROM pg_catalog.generate_series(1, 1001) AS i`)
 	require.NotContains(t, body, "group-1001")
 	require.Contains(t, body, `id="groups-more"`, "the page dropped the 1001st group without saying so")
 }
+
+// Options.Namespace narrows the list of groups as it narrows the other
+// lists (leases, queues, executions); ?all=1 lists every namespace.
+func TestElectionsPageListsOptionsNamespace(t *testing.T) {
+	c, schema := newClient(t)
+	_, err := admin.Exec(ctxT(t), `INSERT INTO `+schema+`.leaders (namespace, election, owner, term, elected_at, renewed_at, expires_at)
+VALUES ('payments', 'group-pay', 'w', 1, now(), now(), now() + interval '1 hour'),
+       ('office', 'group-office', 'w', 1, now(), now(), now() + interval '1 hour')`)
+	require.NoError(t, err)
+	s := server(t, c, console.Options{ReadOnly: true, Namespace: "payments"})
+	code, body := get(t, s.URL+"/ops/elections")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "group-pay")
+	require.NotContains(t, body, "group-office", "the list ignored Options.Namespace")
+	code, body = get(t, s.URL+"/ops/elections?all=1")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "group-pay")
+	require.Contains(t, body, "group-office")
+}

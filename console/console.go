@@ -75,6 +75,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -120,10 +121,13 @@ type Options struct {
 
 	// Elsewhere, when set, returns the other schemas of the database that
 	// hold uncertain executions, which this console (of its client's
-	// schema) does not list. It is called as each page is rendered; the
-	// top of every page then names them, each with the command that lists
-	// them, so that "no uncertain keys" is not read as the whole
-	// database's. An error is shown as such. sentinel serve sets it.
+	// schema) does not list. It is called as a page is rendered, at most
+	// once in a few seconds (its answer, an error included, is kept that
+	// long for the pages rendered meanwhile: sentinel serve's looks in
+	// every schema); the top of every page then names them, each with the
+	// command that lists them, so that "no uncertain keys" is not read as
+	// the whole database's. An error is shown as such. sentinel serve sets
+	// it.
 	Elsewhere func(ctx context.Context) ([]string, error)
 
 	// Operator returns the name recorded in a key's history for an action
@@ -186,6 +190,13 @@ type Console struct {
 	mux   *http.ServeMux
 	tmpl  *template.Template
 	now   func() time.Time
+	// elsewhere is Options.Elsewhere's last answer (see elsewhereNow).
+	elsewhere struct {
+		sync.Mutex
+		at      time.Time
+		schemas []string
+		err     error
+	}
 }
 
 //go:embed templates/*.html static/*

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -458,4 +459,21 @@ func refusedOnce[T any](t *testing.T, c *sentinel.Client, key string, v T, fnErr
 		return v, fnErr
 	}, sentinel.WithTTL(500*time.Millisecond), sentinel.WithHardTTL(500*time.Millisecond))
 	require.ErrorIs(t, err, sentinel.ErrUncertain)
+}
+
+// Options.Elsewhere (sentinel serve's reads every schema) is called once
+// for a burst of pages, not once per page.
+func TestElsewhereKeptBriefly(t *testing.T) {
+	c, _ := newClient(t)
+	var calls atomic.Int32
+	s := server(t, c, console.Options{ReadOnly: true, Elsewhere: func(context.Context) ([]string, error) {
+		calls.Add(1)
+		return []string{"billing"}, nil
+	}})
+	for _, path := range []string{"/ops/", "/ops/leases", "/ops/elections", "/ops/"} {
+		code, body := get(t, s.URL+path)
+		require.Equal(t, http.StatusOK, code, body)
+		require.Contains(t, body, `id="uncertain-elsewhere"`, path)
+	}
+	require.Equal(t, int32(1), calls.Load(), "Options.Elsewhere was called for every page")
 }

@@ -81,9 +81,7 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 	}
 	p.Schema = cs.c.Config().Schema
 	if cs.opts.Elsewhere != nil {
-		ctx, cancel := ctxTimeout(r)
-		schemas, err := cs.opts.Elsewhere(ctx)
-		cancel()
+		schemas, err := cs.elsewhereNow(r)
 		if err != nil {
 			p.ElsewhereErr = err.Error()
 		}
@@ -100,6 +98,32 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// elsewhereFresh is how long an answer of Options.Elsewhere is kept:
+// every page shows it, and sentinel serve's reads every schema of the
+// database (a query or more each), so a burst of pages (or several
+// operators' tabs) would repeat it for each.
+const elsewhereFresh = 5 * time.Second
+
+// elsewhereNow is Options.Elsewhere's answer, read again once
+// elsewhereFresh has passed since the last one; pages rendered meanwhile
+// wait for the one read under way. An answer cut short by its request's
+// end (the operator left the page) is not kept.
+func (cs *Console) elsewhereNow(r *http.Request) ([]string, error) {
+	e := &cs.elsewhere
+	e.Lock()
+	defer e.Unlock()
+	if now := cs.now(); e.at.IsZero() || now.Sub(e.at) >= elsewhereFresh || now.Before(e.at) {
+		ctx, cancel := ctxTimeout(r)
+		schemas, err := cs.opts.Elsewhere(ctx)
+		cancel()
+		if r.Context().Err() != nil {
+			return schemas, err
+		}
+		e.at, e.schemas, e.err = now, schemas, err
+	}
+	return e.schemas, e.err
 }
 
 type navItem struct{ Path, Label string }

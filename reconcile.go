@@ -3,11 +3,17 @@ package sentinel
 // This file: an operator's transitions of a Once key (Reconcile, ForceComplete, ResetToClaimed, SetResult), their statements, and the checks of stored values (RegisterResultCheck).
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -157,8 +163,9 @@ func (c *Client) SetResult(ctx context.Context, key string, value any, opts ...O
 
 // operatorValue resolves an operator call that stores value, encodes
 // value with the call's codec (JSON by default), within MaxResultSize, and
-// checks it: the registered result checks, then the result type declared
-// for the key (one statement; JSON values only).
+// checks it: the registered result checks, then, for JSON values, that
+// JSON carries it (jsonCarried) and the result type declared for the key
+// (one statement).
 func (c *Client) operatorValue(ctx context.Context, call, key string, value any, opts []Option) (callOptions, []byte, error) {
 	o, err := c.resolve(key, opts)
 	if err == nil {
@@ -182,11 +189,46 @@ func (c *Client) operatorValue(ctx context.Context, call, key string, value any,
 		return o, nil, err
 	}
 	if _, isJSON := codec.(JSONCodec); isJSON {
+		if err := jsonCarried(data); err != nil {
+			return o, nil, err
+		}
 		if err := c.checkOperatorValue(ctx, o.namespace, key, data); err != nil {
 			return o, nil, err
 		}
 	}
 	return o, data, nil
+}
+
+// jsonCarried refuses (ErrInvalid) a JSON value an operator stores that
+// no caller would get back as written: text that is not UTF-8 (a
+// json.RawMessage passes its bytes through; callers would decode each bad
+// byte as U+FFFD), and a number out of float64's range, too large (1e999:
+// every caller's decode fails) or so small it decodes as 0 (1e-999: a
+// silent zero).
+func jsonCarried(data []byte) error {
+	if !utf8.Valid(data) {
+		return invalid("value", "is not valid UTF-8: JSON text is UTF-8 (give text as a JSON string of valid characters, bytes in base64)")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return invalid("value", "is not JSON: %v", err)
+		}
+		n, ok := tok.(json.Number)
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(string(n), 64)
+		mantissa, _, _ := strings.Cut(strings.ToLower(string(n)), "e")
+		if err != nil || (f == 0 && strings.Trim(mantissa, "-0.") != "") {
+			return invalid("value", "holds the number %s, beyond what a JSON number decodes to in Go (float64: about 1e-308 to 1e308 in size): a caller would get an error or 0; give it as a string", n)
+		}
+	}
 }
 
 // sqlSetResult stores an operator's result for a key that completed

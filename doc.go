@@ -61,7 +61,8 @@
 //
 // For operators:
 //   - [Client.Executions] lists executions ([ExecutionFilter]),
-//     [Client.ExecutionCounts] and [Client.UncertainCounts] count them
+//     [Client.ExecutionCounts], [Client.UncertainCounts] and
+//     [Client.AttentionCounts] count them
 //     ([StateCount]), [Client.Follow] streams events as they commit
 //     ([FollowFilter]).
 //   - [Client.Prune] deletes what is old ([PruneResult], [MinRetention]).

@@ -85,30 +85,49 @@ ORDER BY uncertain DESC, namespace, state, handed_back, rerun_pending`
 // first, in one statement over the index of open executions (completed
 // ones are not read, however many there are): cheap enough for a page
 // header that tells an operator where attention is needed. Each row has
-// State StateExecuting and Uncertain true.
+// State StateExecuting and Uncertain true. AttentionCounts also counts the
+// reconciling ones.
 func (c *Client) UncertainCounts(ctx context.Context) ([]StateCount, error) {
+	all, err := c.AttentionCounts(ctx)
+	out := all[:0]
+	for _, s := range all {
+		if s.Uncertain {
+			out = append(out, s)
+		}
+	}
+	return out, err
+}
+
+// AttentionCounts counts, per namespace, the executions that need an
+// operator: the uncertain ones (as UncertainCounts: State StateExecuting,
+// Uncertain true) and the reconciling ones (State StateReconciling: an
+// operator began and has not finished; callers get ErrReconciling
+// meanwhile), in one statement over the index of open executions. Rows
+// come uncertain first, each kind most first, then by namespace.
+func (c *Client) AttentionCounts(ctx context.Context) ([]StateCount, error) {
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
 	// state <> 'completed' lets the planner use the partial index
 	// executions_open_idx.
-	q := `SELECT t.namespace, pg_catalog.count(*), pg_catalog.min(t.updated_at)
+	q := `SELECT t.namespace, t.state, pg_catalog.count(*), pg_catalog.min(t.updated_at)
 FROM ` + c.sql.schema + `.executions t
-WHERE t.state = 'executing' AND t.state <> 'completed' AND t.lease_expires_at <= pg_catalog.clock_timestamp()
-  AND t.attempt >= t.max_attempts
-GROUP BY t.namespace
-ORDER BY pg_catalog.count(*) DESC, t.namespace`
+WHERE t.state <> 'completed' AND (t.state = 'reconciling'
+    OR (t.state = 'executing' AND t.lease_expires_at <= pg_catalog.clock_timestamp() AND t.attempt >= t.max_attempts))
+GROUP BY t.namespace, t.state
+ORDER BY t.state = 'executing' DESC, pg_catalog.count(*) DESC, t.namespace`
 	rows, err := c.pool.Query(ctx, q)
 	if err != nil {
-		return nil, c.wrapErr("count uncertain executions", err)
+		return nil, c.wrapErr("count executions needing an operator", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StateCount, error) {
-		s := StateCount{State: StateExecuting, Uncertain: true}
-		err := r.Scan(&s.Namespace, &s.Count, &s.Oldest)
+		var s StateCount
+		err := r.Scan(&s.Namespace, &s.State, &s.Count, &s.Oldest)
+		s.Uncertain = s.State == StateExecuting
 		return s, err
 	})
 	if err != nil {
-		return nil, c.wrapErr("count uncertain executions", err)
+		return nil, c.wrapErr("count executions needing an operator", err)
 	}
 	return out, nil
 }

@@ -574,6 +574,7 @@ func TestListingsAfterCloseAreErrClosed(t *testing.T) {
 	_, calls["MigrationStatus"] = c.MigrationStatus(ctx)
 	_, _, calls["Executions"] = c.Executions(ctx, sentinel.ExecutionFilter{})
 	_, calls["UncertainCounts"] = c.UncertainCounts(ctx)
+	_, calls["AttentionCounts"] = c.AttentionCounts(ctx)
 	_, calls["Queues"] = c.Queues(ctx)
 	_, calls["Leader"] = c.Leader(ctx, "g")
 	_, calls["Members"] = c.Members(ctx, "g")

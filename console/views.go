@@ -30,9 +30,11 @@ type page struct {
 	Live     string // the events URL for the live view; empty: none
 	Data     any
 	// Uncertain counts the uncertain keys of every namespace, shown at
-	// the top of every page; UncertainErr says why they could not be
-	// counted.
+	// the top of every page, and Reconciling the reconciling ones (an
+	// operator began, callers get ErrReconciling until one finishes);
+	// UncertainErr says why they could not be counted.
 	Uncertain    []nsCount
+	Reconciling  []nsCount
 	UncertainErr string
 	// ReadAt is when the page was rendered: a page without a live view
 	// says so, since what it shows goes stale.
@@ -67,17 +69,23 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 	for _, v := range views() {
 		p.Views = append(p.Views, navItem{Path: v.path, Label: v.label})
 	}
-	// Every page says where operators are needed, whatever it shows: one
-	// statement over the index of open executions.
+	// Every page says where operators are needed (uncertain and
+	// reconciling keys), whatever it shows: one statement over the index
+	// of open executions.
 	ctx, cancel := ctxTimeout(r)
-	counts, err := cs.c.UncertainCounts(ctx)
+	counts, err := cs.c.AttentionCounts(ctx)
 	cancel()
 	if err != nil {
 		p.UncertainErr = err.Error()
 	}
 	for _, c := range counts {
-		p.Uncertain = append(p.Uncertain, nsCount{Namespace: c.Namespace, Count: c.Count,
-			Link: "./?" + url.Values{"state": {"uncertain"}, "ns": {c.Namespace}}.Encode()})
+		if c.Uncertain {
+			p.Uncertain = append(p.Uncertain, nsCount{Namespace: c.Namespace, Count: c.Count,
+				Link: "./?" + url.Values{"state": {"uncertain"}, "ns": {c.Namespace}}.Encode()})
+		} else {
+			p.Reconciling = append(p.Reconciling, nsCount{Namespace: c.Namespace, Count: c.Count,
+				Link: "./?" + url.Values{"state": {"reconciling"}, "ns": {c.Namespace}}.Encode()})
+		}
 	}
 	p.Schema = cs.c.Config().Schema
 	if cs.opts.Elsewhere != nil {

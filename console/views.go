@@ -18,6 +18,7 @@ import (
 
 	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
+	"github.com/sentinel-coordination/sentinel/internal/nswalk"
 	"github.com/sentinel-coordination/sentinel/internal/shell"
 )
 
@@ -144,7 +145,14 @@ type message struct {
 	Kind    string // "ok", "refused", "error"
 	Back    string // a link back, relative
 	Exec    *execView
+	// Elsewhere: the key is in these other namespaces (notHere); More
+	// others are not linked.
+	Elsewhere []nsLink
+	More      int
 }
+
+// nsLink is a link to something in a namespace.
+type nsLink struct{ Namespace, Link string }
 
 func (cs *Console) fail(w http.ResponseWriter, r *http.Request, status int, heading, text, back string) {
 	cs.render(w, r, status, "message.html", page{Data: message{Heading: heading, Text: text, Kind: "error", Back: back}})
@@ -495,7 +503,7 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 		cs.fail(w, r, http.StatusBadRequest, "Bad key", err.Error(), "./")
 		return
 	case errors.Is(err, sentinel.ErrNotFound):
-		cs.fail(w, r, http.StatusNotFound, "No such execution", err.Error(), "./")
+		cs.notHere(ctx, w, r, ns, key, err)
 		return
 	case err != nil:
 		cs.opts.Logger.Error("console: inspect", "err", err)
@@ -548,6 +556,43 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 		cs.opts.Logger.Error("console: read the events' head", "err", herr)
 	}
 	cs.render(w, r, http.StatusOK, "key.html", page{Nav: "executions", Live: "events?" + live.Encode(), Data: d})
+}
+
+// Bounds of the namespaces notHere looks in and links to.
+const (
+	elsewhereVisited = 1000 // namespaces probed, one index probe each
+	elsewhereLinked  = 20   // namespaces linked to
+)
+
+// notHere is the key page of a key that is not in the namespace asked
+// for (the client's when none was: a link or a URL typed without one):
+// it links to the key in each namespace that has it, instead of saying
+// only that there is no such execution. notFound is Inspect's error.
+func (cs *Console) notHere(ctx context.Context, w http.ResponseWriter, r *http.Request, ns, key string, notFound error) {
+	if ns == "" {
+		ns = cs.c.Config().Namespace
+	}
+	found, capped, _, err := nswalk.Elsewhere(ctx, cs.c.Pool(), cs.c.Config().Schema, "executions", "key", key, ns, elsewhereVisited)
+	if err != nil || len(found) == 0 {
+		if err != nil {
+			cs.opts.Logger.Error("console: look for a key in other namespaces", "key", key, "err", err)
+		}
+		cs.fail(w, r, http.StatusNotFound, "No such execution", notFound.Error(), "./")
+		return
+	}
+	m := message{Heading: "Not in namespace " + strconv.Quote(ns), Kind: "error", Back: "./",
+		Text: fmt.Sprintf("Key %q has no execution in namespace %q, but has one in %d other namespace(s):", key, ns, len(found))}
+	if capped {
+		m.Text = fmt.Sprintf("Key %q has no execution in namespace %q, but has one in %d other namespace(s) of the first %d (there are more namespaces):", key, ns, len(found), elsewhereVisited)
+	}
+	for i, other := range found {
+		if i == elsewhereLinked {
+			m.More = len(found) - elsewhereLinked
+			break
+		}
+		m.Elsewhere = append(m.Elsewhere, nsLink{Namespace: other, Link: keyLink(other, key)})
+	}
+	cs.render(w, r, http.StatusNotFound, "message.html", page{Nav: "executions", Data: m})
 }
 
 func prettyResult(b []byte) (string, bool) {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/nswalk"
 )
 
 // nsLookup is where a command's first argument lives: a table whose
@@ -70,43 +71,6 @@ var keyCommands = map[string]nsLookup{
 // probes, however many rows the table holds.
 const maxNamespacesVisited = 1000
 
-// namespaceWalk is a recursive CTE named cte(namespace, n) that lists the
-// distinct namespaces of table {{schema}}.table, in order, along an index
-// that starts with its namespace (every table's primary key does): one
-// probe per namespace, the next namespace above the last one (a loose
-// index scan), so its cost grows with the namespaces, never with the
-// rows. n numbers them; with limit (an SQL expression) set, the walk stops
-// after limit namespaces. Its last row's namespace is NULL unless it
-// stopped there.
-func namespaceWalk(cte, table, limit string) string {
-	stop := ""
-	if limit != "" {
-		stop = " AND " + cte + ".n < " + limit
-	}
-	return cte + `(namespace, n) AS (
-    (SELECT x.namespace, 1 FROM {{schema}}.` + table + ` x ORDER BY x.namespace LIMIT 1)
-    UNION ALL
-    SELECT (SELECT x.namespace FROM {{schema}}.` + table + ` x WHERE x.namespace > ` + cte + `.namespace ORDER BY x.namespace LIMIT 1),
-        ` + cte + `.n + 1
-    FROM ` + cte + ` WHERE ` + cte + `.namespace IS NOT NULL` + stop + `
-)`
-}
-
-// sqlElsewhere lists the namespaces other than $2 in which {{table}} has a
-// row for $1 ({{column}}): it walks the table's namespaces
-// (namespaceWalk, at most $3 of them) and probes (namespace, $1) in each;
-// a sequential scan for the name would read every row. It returns the
-// namespaces found, in order, whether the walk stopped at $3 before the
-// last namespace, and whether $2 has a row for $1.
-var sqlElsewhere = `
-WITH RECURSIVE ` + namespaceWalk("ns", "{{table}}", "$3::int") + `
-SELECT coalesce(pg_catalog.array_agg(ns.namespace ORDER BY ns.namespace) FILTER (WHERE ns.namespace <> $2::text
-        AND EXISTS (SELECT 1 FROM {{schema}}.{{table}} e WHERE e.namespace = ns.namespace AND e.{{column}} = $1::text)),
-        '{}'::text[]),
-    coalesce(pg_catalog.bool_or(ns.n = $3::int AND ns.namespace IS NOT NULL), false),
-    EXISTS (SELECT 1 FROM {{schema}}.{{table}} h WHERE h.namespace = $2::text AND h.{{column}} = $1::text)
-FROM ns`
-
 // maxElsewhereShown bounds the commands elsewhere prints.
 const maxElsewhereShown = 5
 
@@ -129,12 +93,10 @@ func (a *app) elsewhereAs(cmd *cobra.Command, lk nsLookup, name, shown string, n
 	return &codeError{code: exitNotFound, err: errors.New(notFound.Error() + "\n" + hint)}
 }
 
-// lookElsewhere runs sqlElsewhere for lk and name.
+// lookElsewhere looks for name in lk's table beyond the command's
+// namespace (nswalk.Elsewhere), in at most maxNamespacesVisited of them.
 func (a *app) lookElsewhere(ctx context.Context, lk nsLookup, name string) (found []string, capped, here bool, err error) {
-	q := strings.NewReplacer("{{schema}}", pgx.Identifier{a.schema}.Sanitize(), "{{table}}", lk.table,
-		"{{column}}", lk.column).Replace(sqlElsewhere)
-	err = a.pool.QueryRow(ctx, q, name, a.namespace, maxNamespacesVisited).Scan(&found, &capped, &here)
-	return found, capped, here, err
+	return nswalk.Elsewhere(ctx, a.pool, a.schema, lk.table, lk.column, name, a.namespace, maxNamespacesVisited)
 }
 
 // elsewhereHint is elsewhere's text; empty when the lookup failed (it is a

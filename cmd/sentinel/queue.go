@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/nswalk"
 )
 
 func (a *app) queueCmd() *cobra.Command {
@@ -190,13 +191,13 @@ func (a *app) queueNamespaces(cmd *cobra.Command, ns *nsFlags) ([]string, error)
 
 // sqlQueueNamespaces lists the namespaces that have a queue: a ticket, a
 // queue row or a queue's history, each table walked along its primary key
-// (namespaceWalk), so the cost grows with the namespaces, not with the
+// (nswalk.Walk), so the cost grows with the namespaces, not with the
 // tickets or the history (queue_events grows by a few rows every turn;
 // reading it whole cost every such read).
 var sqlQueueNamespaces = `
-WITH RECURSIVE ` + namespaceWalk("tk", "tickets", "") + `,
-` + namespaceWalk("qu", "queues", "") + `,
-` + namespaceWalk("ev", "queue_events", "") + `
+WITH RECURSIVE ` + nswalk.Walk("tk", "tickets", "") + `,
+` + nswalk.Walk("qu", "queues", "") + `,
+` + nswalk.Walk("ev", "queue_events", "") + `
 SELECT namespace FROM tk WHERE namespace IS NOT NULL
 UNION SELECT namespace FROM qu WHERE namespace IS NOT NULL
 UNION SELECT namespace FROM ev WHERE namespace IS NOT NULL

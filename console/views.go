@@ -198,6 +198,7 @@ type listData struct {
 	DefaultNS string // Options.Namespace
 	Before    string
 	After     string
+	ZoneNotes []string // a time written without a zone, as it was read (UTC)
 	Sections  []section
 	Error     string
 }
@@ -230,8 +231,19 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 		base.Namespace = ""
 	}
 	var err error
-	if base.UpdatedBefore, err = parseTime(d.Before); err == nil {
-		base.UpdatedAfter, err = parseTime(d.After)
+	var beforeUTC, afterUTC bool
+	if base.UpdatedBefore, beforeUTC, err = parseTime(d.Before); err == nil {
+		base.UpdatedAfter, afterUTC, err = parseTime(d.After)
+	}
+	// A time written without a zone: say which one it was read in.
+	for _, t := range []struct {
+		text string
+		at   time.Time
+		utc  bool
+	}{{d.After, base.UpdatedAfter, afterUTC}, {d.Before, base.UpdatedBefore, beforeUTC}} {
+		if err == nil && t.utc {
+			d.ZoneNotes = append(d.ZoneNotes, fmt.Sprintf("%q has no zone: read as UTC, %s", t.text, t.at.Format("2006-01-02 15:04:05Z")))
+		}
 	}
 	if err != nil {
 		d.Error = err.Error()
@@ -324,18 +336,22 @@ func errStatus(err error) int {
 	return http.StatusInternalServerError
 }
 
-// parseTime accepts RFC 3339 and the browser's datetime-local format (read
-// as UTC).
-func parseTime(s string) (time.Time, error) {
+// parseTime accepts RFC 3339 and the browser's datetime-local format,
+// which has no zone: read as UTC (utc true), the zone of every time the
+// pages show.
+func parseTime(s string) (t time.Time, utc bool, err error) {
 	if s == "" {
-		return time.Time{}, nil
+		return time.Time{}, false, nil
 	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04"} {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, false, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04"} {
 		if t, err := time.Parse(layout, s); err == nil {
-			return t, nil
+			return t, true, nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("time %q: use RFC 3339 (2026-11-22T09:30:00Z) or YYYY-MM-DDTHH:MM (UTC)", s)
+	return time.Time{}, false, fmt.Errorf("time %q: use RFC 3339 (2026-11-22T09:30:00Z) or YYYY-MM-DDTHH:MM (UTC)", s)
 }
 
 type keyData struct {

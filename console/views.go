@@ -802,6 +802,10 @@ func movedText(ex *sentinel.Execution, token int64, from sentinel.State) string 
 	}
 }
 
+// maxName is the longest operator name, in characters, an action records
+// (the form's maxlength).
+const maxName = 200
+
 // maxReason is the longest reason, in characters, an action records (the
 // form's maxlength).
 const maxReason = 2000
@@ -839,8 +843,15 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		cs.fail(w, r, http.StatusBadRequest, "Bad request", "Unknown action or token.", back)
 		return
 	}
-	if name == "" || len(name) > 200 || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
-		cs.fail(w, r, http.StatusBadRequest, "Your name is needed", "Give your name (up to 200 bytes): it is recorded in the key's history with the action. Nothing was changed.", back)
+	if name == "" && auth == authApp {
+		// No field of the form can give it: the application names operators.
+		cs.fail(w, r, http.StatusBadRequest, "Refused: who you are is not known",
+			"This console names operators from the request (its Operator function), and it gave no name for yours: the header or session it reads may be missing (a proxy that did not pass it?). Nothing was changed.", back)
+		return
+	}
+	// The form's maxlength counts characters: so does this.
+	if name == "" || utf8.RuneCountInString(name) > maxName || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
+		cs.fail(w, r, http.StatusBadRequest, "Your name is needed", fmt.Sprintf("Give your name (up to %d characters): it is recorded in the key's history with the action. Nothing was changed.", maxName), back)
 		return
 	}
 	meta := map[string]any{"operator_name": name, "operator_auth": auth, "via": "console"}

@@ -226,3 +226,33 @@ func TestServeNotesDoNotReprintTheOperatorToken(t *testing.T) {
 	require.Contains(t, r.stderr, "sentinel serve --addr 127.0.0.1:0 --schema app_one", r.stderr)
 	require.NotContains(t, r.stderr, token, "the operator token reprinted")
 }
+
+// serve's pages name the other schemas they could not look in for
+// uncertain executions (an older version, no privilege): "No uncertain
+// keys" was read as the whole database's while one of them went unread.
+func TestServePageNamesSchemasItCouldNotRead(t *testing.T) {
+	ctx := ctxT(t)
+	dbu, pool := ownDatabase(t, ctx)
+	c, err := sentinel.New(pool, &sentinel.Config{Schema: "app_one"})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	require.NoError(t, c.Migrate(ctx))
+	for _, q := range []string{"CREATE SCHEMA app_old", "CREATE TABLE app_old.schema_migrations ()",
+		"CREATE TABLE app_old.executions ()", "CREATE TABLE app_old.leases ()"} {
+		_, err = pool.Exec(ctx, q)
+		require.NoError(t, err)
+	}
+	cmd, _, out, stderr := startPiped(t, []string{"DATABASE_URL=" + dbu}, "--schema", "app_one", "serve", "--addr", "127.0.0.1:0", "--read-only")
+	first, err := out.ReadString('\n')
+	require.NoError(t, err, "stderr: %s", stderr)
+	resp, err := http.Get(strings.TrimSpace(strings.TrimPrefix(first, "listening on ")))
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(page))
+	require.Contains(t, string(page), "Other schemas could not be checked for uncertain executions: schemas &#34;app_old&#34; hold Sentinel&#39;s tables but could not be read",
+		"the page did not say schema app_old went unread")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -119,9 +120,21 @@ prints the URL it listens on, and stops on SIGINT or SIGTERM.`,
 				}
 			}
 			// Every page names the other schemas with uncertain executions
-			// (the note above reaches only whoever started serve, once).
+			// (the note above reaches only whoever started serve, once),
+			// and those it could not look in: "no uncertain keys" is then
+			// not read as the whole database's.
 			opts.Elsewhere = func(ctx context.Context) ([]string, error) {
-				found, _, _ := a.uncertainInSchemas(ctx)
+				found, unread, more := a.uncertainInSchemas(ctx)
+				var why []string
+				if len(unread) > 0 {
+					why = append(why, fmt.Sprintf("schemas %s hold Sentinel's tables but could not be read (an older version, or no privilege)", quoteAll(unread)))
+				}
+				if more {
+					why = append(why, fmt.Sprintf("only the first %d other schemas holding Sentinel's tables were looked in; there are more", maxSchemasShown))
+				}
+				if len(why) > 0 {
+					return found, errors.New(strings.Join(why, "; "))
+				}
 				return found, nil
 			}
 			h, err := console.New(a.client, opts)

@@ -151,17 +151,23 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		if ex := c.rerunSuccessor(wctx, l, fnCtx); ex != nil {
 			return replayOr[T](ex, o, c.reject(wctx, ex, o, false))
 		}
+		what := "fn succeeded but its completion was refused (%w); fn's result is recorded in the key's history as a completion_refused event"
+		advice := "Reconcile the key, then ForceComplete it with that result"
+		args := []any{cause}
 		if finalMsg != "" {
 			// Not a success: ForceComplete with fn's value would replay
 			// that value to every caller instead of the error.
-			return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf("fn returned a Final outcome (%q) but its completion was refused (%w); "+
-				"it is recorded in the key's history as a completion_refused event with final_error. No operator call stores a Final outcome: "+
-				"Reconcile the key, then ForceComplete it with the value callers should get as a success, or ResetToClaimed so that the next caller runs fn again%s",
-				finalMsg, cause, rerunNote(fnCtx)))
+			what = "fn returned a Final outcome (%q) but its completion was refused (%w); it is recorded in the key's history as a completion_refused event with final_error"
+			advice = "No operator call stores a Final outcome: Reconcile the key, then ForceComplete it with the value callers should get as a success, " +
+				"or ResetToClaimed so that the next caller runs fn again"
+			args = []any{finalMsg, cause}
 		}
-		return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf("fn succeeded but its completion was refused (%w); "+
-			"fn's result is recorded in the key's history as a completion_refused event: "+
-			"Reconcile the key, then ForceComplete it with that result%s", cause, rerunNote(fnCtx)))
+		if rerunPending(fnCtx) {
+			// The next caller runs fn again: no operator's steps here,
+			// which would stop the re-run (ExecutionError.Rerun).
+			return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf(what+rerunNote(fnCtx), args...))
+		}
+		return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf(what+". "+advice, args...))
 	}
 	if fnErr != nil {
 		return res, &FinalError{Namespace: o.namespace, Key: key, Token: l.token, Message: finalMsg, Err: fnErr}

@@ -88,3 +88,39 @@ func TestRerunSupersededAttemptGetsTheKeysOutcome(t *testing.T) {
 		})
 	}
 }
+
+// The same attempt, but no re-run has come yet when fn returns success:
+// the caller gets ErrUncertain with Rerun ("no operator is needed"), and
+// the message's body said "Reconcile the key, then ForceComplete it with
+// that result", steps that would stop the re-run the headline promises.
+// It now says the next caller with WithRerun runs fn again, and gives the
+// operator's steps only when no re-run is left.
+func TestRerunPendingRefusedCompletionSendsNoOperator(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{SafetyMargin: 100 * time.Millisecond})
+	for _, tc := range []struct {
+		max   int
+		rerun bool
+	}{{3, true}, {1, false}} {
+		key := "pay-" + time.Now().Format("150405.000000")
+		_, err := sentinel.Once(ctx, c, key, func(ctx context.Context) (string, error) {
+			<-ctx.Done() // the lease is lost (hard TTL)
+			waitLeaseExpired(t, c, key)
+			return "ch_1", nil
+		}, sentinel.WithRerun(tc.max), sentinel.WithTTL(400*time.Millisecond), sentinel.WithHardTTL(800*time.Millisecond))
+		require.ErrorIs(t, err, sentinel.ErrUncertain)
+		var ee *sentinel.ExecutionError
+		require.ErrorAs(t, err, &ee)
+		require.Equal(t, tc.rerun, ee.Rerun, "%v", err)
+		require.Contains(t, err.Error(), "completion_refused")
+		if tc.rerun {
+			require.Contains(t, err.Error(), "no operator is needed")
+			require.Contains(t, err.Error(), "runs fn again, as attempt 2 of at most 3")
+			require.NotContains(t, err.Error(), "Reconcile the key", "%v", err)
+			require.NotContains(t, err.Error(), "ForceComplete", "%v", err)
+		} else {
+			require.Contains(t, err.Error(), "Reconcile the key, then ForceComplete it with that result", "%v", err)
+		}
+	}
+}

@@ -75,6 +75,12 @@ func (e *Execution) Rerunnable() bool {
 	return e.State == StateExecuting && !e.LeaseAlive && e.Attempt < e.MaxAttempts
 }
 
+// EffectKey returns the reference EffectKey gives fn for e's key (every
+// attempt of it): what fn passed to a provider that deduplicates by it,
+// for an operator who looks the charge up there (sentinel inspect prints
+// it). It depends only on e's namespace and key.
+func (e *Execution) EffectKey() string { return effectKey(e.Namespace, e.Key) }
+
 // execCols are the columns scanned by scanExecution, over alias t.
 const execCols = `t.namespace, t.key, t.state, t.owner, t.host, t.pid, t.token, t.created_at, t.updated_at,
     t.lease_expires_at, t.hard_expires_at, t.completed_at, t.result, t.result_error, t.final_error, t.result_by_operator,

@@ -37,6 +37,7 @@ type execJSON struct {
 	Attempt        int             `json:"attempt"`                 // fn's attempt under Token (re-runs: WithRerun)
 	MaxAttempts    int             `json:"max_attempts"`            // the key's bound on attempts (1: no re-run)
 	Rerunnable     bool            `json:"rerunnable"`              // stopped, and the next caller with WithRerun runs it again
+	EffectKey      string          `json:"effect_key"`              // what sentinel.EffectKey gave fn for the key
 	Result         json.RawMessage `json:"result,omitempty"`        // when the stored result is JSON
 	ResultBase64   string          `json:"result_base64,omitempty"` // when it is not (another codec)
 	ResultError    string          `json:"result_error,omitempty"`
@@ -74,6 +75,7 @@ func toExecJSON(e *sentinel.Execution) execJSON {
 		CompletedAt: tsJSON(e.CompletedAt), LeaseAlive: e.LeaseAlive, ResultError: e.ResultError, FinalError: e.FinalError,
 		ResultByOperator: e.ResultByOperator,
 		Attempt:          e.Attempt, MaxAttempts: e.MaxAttempts, Rerunnable: e.Rerunnable(),
+		EffectKey: e.EffectKey(),
 	}
 	if len(e.Result) > 0 {
 		if json.Valid(e.Result) {
@@ -178,6 +180,7 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, rt 
 	if e.MaxAttempts > 1 || e.Attempt > 1 {
 		row(w, "attempt:", fmt.Sprintf("%d of at most %d (WithRerun)", e.Attempt, e.MaxAttempts))
 	}
+	row(w, "effect key:", e.EffectKey()+"  (sentinel.EffectKey: look the effect up at the provider by it)")
 	if !e.LeaseExpiresAt.IsZero() {
 		row(w, "lease expires:", ts(e.LeaseExpiresAt)+"  ("+relative(e.LeaseExpiresAt)+")")
 	}

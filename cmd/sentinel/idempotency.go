@@ -67,6 +67,7 @@ type idemKeyJSON struct {
 	// (Options.Rerun): the client's repeat of the request runs it again.
 	RerunPending bool    `json:"rerun_pending"`
 	Token        int64   `json:"token"`
+	EffectKey    string  `json:"effect_key"` // what sentinel.EffectKey gave the handler for the key
 	Method       string  `json:"method,omitempty"`
 	Path         string  `json:"path,omitempty"`
 	UpdatedAt    *string `json:"updated_at"`
@@ -145,7 +146,7 @@ relied on that pass -n default.`,
 					continue
 				}
 				k := idemKeyJSON{Scope: scope, Key: key, Namespace: e.Namespace, State: e.State, Uncertain: uncertain(e),
-					HandedBack: handedBack(e), RerunPending: e.Rerunnable(), Token: e.Token, UpdatedAt: tsJSON(e.UpdatedAt), CreatedAt: tsJSON(e.CreatedAt)}
+					HandedBack: handedBack(e), RerunPending: e.Rerunnable(), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), CreatedAt: tsJSON(e.CreatedAt)}
 				evs, err := a.client.LastRun(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))
 				if err != nil {
 					return err
@@ -266,6 +267,7 @@ type idemRecordJSON struct {
 	Uncertain     bool              `json:"uncertain"`
 	RerunPending  bool              `json:"rerun_pending"` // stopped with re-runs left (Options.Rerun): the client's repeat runs it again
 	Token         int64             `json:"token"`
+	EffectKey     string            `json:"effect_key"` // what sentinel.EffectKey gave the handler for the key
 	UpdatedAt     *string           `json:"updated_at"`
 	Method        string            `json:"method,omitempty"`
 	Path          string            `json:"path,omitempty"`
@@ -300,7 +302,7 @@ of that scope has one, each with the same command there.`,
 			e := rec.Execution
 			if a.jsonOut {
 				return a.printJSON(idemRecordJSON{Scope: rec.Scope, Key: rec.Key, ExecutionKey: e.Key, Namespace: e.Namespace,
-					State: e.State, Uncertain: uncertain(e), RerunPending: e.Rerunnable(), Token: e.Token, UpdatedAt: tsJSON(e.UpdatedAt),
+					State: e.State, Uncertain: uncertain(e), RerunPending: e.Rerunnable(), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt),
 					Method: rec.Request.Method, Path: rec.Request.Path, Fingerprint: rec.Request.Fingerprint,
 					Response: toIdemResponseJSON(rec.Response), ResponseError: rec.ResponseError, Refused: toIdemResponseJSON(rec.Refused)})
 			}
@@ -311,6 +313,7 @@ of that scope has one, each with the same command there.`,
 			row(w, "state:", stateLabel(e))
 			row(w, "since:", ts(e.UpdatedAt)+"  ("+relative(e.UpdatedAt)+")")
 			row(w, "token:", e.Token)
+			row(w, "effect key:", e.EffectKey()+"  (sentinel.EffectKey: look the effect up at the provider by it)")
 			if rec.Request.Method != "" {
 				row(w, "request:", esc(rec.Request.Method+" "+rec.Request.Path))
 				row(w, "fingerprint:", rec.Request.Fingerprint)

@@ -20,12 +20,18 @@ import (
 // says "executing (rerun 2/3 pending)" and "attempt: 1 of at most 3").
 // Now the badge says "rerun 2/3 pending", the key page says no operator
 // is needed and shows the attempt; a key whose attempts are used up is
-// uncertain, with its attempt shown.
+// uncertain, with its attempt shown. The key page shows the effect key fn
+// got (sentinel.EffectKey), to look the effect up at the provider.
 func TestRerunPendingShownAsSuch(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := ctxT(t)
-	fails := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
+	var effect string
+	fails := func(ctx context.Context) (int, error) {
+		effect = sentinel.EffectKey(ctx)
+		return 0, errors.New("provider timed out")
+	}
 	_, err := sentinel.Once(ctx, c, "pay-pending", fails, sentinel.WithRerun(3))
+	pendingEffect := effect
 	require.ErrorIs(t, err, sentinel.ErrUncertain)
 	_, err = sentinel.Once(ctx, c, "pay-spent", fails, sentinel.WithRerun(2))
 	require.ErrorIs(t, err, sentinel.ErrUncertain)
@@ -38,6 +44,7 @@ func TestRerunPendingShownAsSuch(t *testing.T) {
 	require.Contains(t, body, "rerun 2/3 pending")
 	require.Contains(t, body, "no operator is needed")
 	require.Regexp(t, `id="key-attempt">1 of at most 3`, body)
+	require.Contains(t, body, `id="key-effect">`+pendingEffect+`<`, "the effect key fn passed the provider")
 	require.NotContains(t, body, "the outcome is unknown")
 
 	code, body = get(t, s.URL+"/ops/?state=executing")

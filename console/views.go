@@ -168,11 +168,14 @@ type execView struct {
 	// WithRerun runs it again.
 	RerunPending bool
 	Link         string
+	// Effect is the key's effect key (Execution.EffectKey), what fn got
+	// from sentinel.EffectKey to pass to a provider that deduplicates.
+	Effect string
 }
 
 func (cs *Console) view(e sentinel.Execution) execView {
 	return execView{Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable(),
-		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, RerunPending: e.Rerunnable(), Link: keyLink(e.Namespace, e.Key)}
+		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, RerunPending: e.Rerunnable(), Link: keyLink(e.Namespace, e.Key), Effect: e.EffectKey()}
 }
 
 func keyLink(ns, key string) string {

@@ -153,6 +153,11 @@ func (o RetryOptions) backoff(n int) time.Duration {
 // works), or a *RetryError wrapping the last retryable error when a bound
 // was reached. Bad opts: an *InvalidError, and fn is not called.
 func Retry(ctx context.Context, opts RetryOptions, fn func(ctx context.Context) error) error {
+	return retry(ctx, opts, fn, ShouldRetry)
+}
+
+// retry is Retry, retrying the errors should accepts.
+func retry(ctx context.Context, opts RetryOptions, fn func(ctx context.Context) error, should func(error) bool) error {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return err
@@ -163,7 +168,7 @@ func Retry(ctx context.Context, opts RetryOptions, fn func(ctx context.Context) 
 	start := o.now()
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
-		if !ShouldRetry(err) {
+		if !should(err) {
 			return err
 		}
 		giveUp := func(reason string, ctxErr error) error {
@@ -190,14 +195,39 @@ func Retry(ctx context.Context, opts RetryOptions, fn func(ctx context.Context) 
 
 // OnceRetry is Once under Retry: a Retryable outcome of fn, or a key in
 // progress elsewhere, is tried again with backoff (a retry of an in-progress
-// key usually replays the result the other worker stored). Uncertain,
-// reconciling and final outcomes are returned at once.
+// key usually replays the result the other worker stored). Under WithRerun,
+// an attempt that stopped without an outcome with attempts left (ErrUncertain
+// with ExecutionError.Rerun) is retried too: the retry is the re-run,
+// bounded by WithRerun's attempts as well as by ropts. Uncertain (with no
+// re-run left), reconciling and final outcomes are returned at once.
 func OnceRetry[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context) (T, error), ropts RetryOptions, opts ...Option) (Result[T], error) {
 	var res Result[T]
-	err := Retry(ctx, ropts, func(ctx context.Context) error {
+	should := ShouldRetry
+	if rerunRequested(opts) {
+		should = func(err error) bool { return ShouldRetry(err) || rerunPendingErr(err) }
+	}
+	err := retry(ctx, ropts, func(ctx context.Context) error {
 		var err error
 		res, err = Once(ctx, c, key, fn, opts...)
 		return err
-	})
+	}, should)
 	return res, err
+}
+
+// rerunRequested reports whether opts ask for re-runs (WithRerun above 1).
+func rerunRequested(opts []Option) bool {
+	var o callOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o.rerunSet && o.rerun > 1
+}
+
+// rerunPendingErr reports whether err says that the key's next Once call
+// with WithRerun runs fn again (ExecutionError.Rerun).
+func rerunPendingErr(err error) bool {
+	var ee *ExecutionError
+	return errors.As(err, &ee) && ee.Rerun && errors.Is(ee.Kind, ErrUncertain)
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/sentinel-coordination/sentinel"
 )
 
@@ -91,4 +93,47 @@ func TestOnceRetryStopsAtFinal(t *testing.T) {
 			t.Fatalf("call %d: %v after %d runs", i, err, calls.Load())
 		}
 	}
+}
+
+// OnceRetry under WithRerun: an attempt that stopped without an outcome
+// with attempts left (fn's error: the provider may have charged) was
+// returned at once as ErrUncertain, though the caller declared the effect
+// deduplicated and the next call would re-run it; the re-run waited for
+// whatever called OnceRetry again. It is now the retry, bounded by
+// WithRerun's attempts; without WithRerun nothing changes.
+func TestOnceRetryRunsTheRerun(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	ctx := ctxT(t)
+	ropts := sentinel.RetryOptions{MaxAttempts: 10, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
+
+	var attempts []int
+	flaky := func(ctx context.Context) (string, error) {
+		attempts = append(attempts, sentinel.Attempt(ctx))
+		if len(attempts) == 1 {
+			return "", errors.New("provider timed out")
+		}
+		return "ch_1", nil
+	}
+	res, err := sentinel.OnceRetry(ctx, c, "pay-flaky", flaky, ropts, sentinel.WithRerun(3))
+	require.NoError(t, err)
+	require.Equal(t, "ch_1", res.Value)
+	require.Equal(t, []int{1, 2}, attempts, "the retry is the re-run")
+
+	attempts = nil
+	fails := func(ctx context.Context) (string, error) {
+		attempts = append(attempts, sentinel.Attempt(ctx))
+		return "", errors.New("provider timed out")
+	}
+	_, err = sentinel.OnceRetry(ctx, c, "pay-down", fails, ropts, sentinel.WithRerun(3))
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	var ee *sentinel.ExecutionError
+	require.ErrorAs(t, err, &ee)
+	require.False(t, ee.Rerun, "no re-run left: %v", err)
+	require.Equal(t, []int{1, 2, 3}, attempts, "bounded by WithRerun")
+
+	attempts = nil
+	_, err = sentinel.OnceRetry(ctx, c, "pay-plain", fails, ropts)
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	require.Equal(t, []int{1}, attempts, "without WithRerun: returned at once")
 }

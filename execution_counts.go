@@ -30,8 +30,13 @@ type StateCount struct {
 	// nothing runs it now; the next caller with WithRerun runs it again.
 	// Counted apart from the executions in progress.
 	RerunPending bool
-	Count        int64     // executions in this state
-	Oldest       time.Time // the earliest UpdatedAt among them: the longest in this state
+	// ResultLost: State is completed, but fn's result was not stored (it
+	// could not be encoded: Execution.ResultError; not a Final outcome):
+	// every caller gets ErrResult until an operator stores the value
+	// (Client.SetResult). Counted apart from the other completed keys.
+	ResultLost bool
+	Count      int64     // executions in this state
+	Oldest     time.Time // the earliest UpdatedAt among them: the longest in this state
 }
 
 // ExecutionCounts counts executions per namespace and state in one
@@ -55,23 +60,23 @@ func (c *Client) ExecutionCounts(ctx context.Context, ns string, allNamespaces b
 			return nil, err
 		}
 	}
-	q := `SELECT namespace, state, uncertain, handed_back, rerun_pending, pg_catalog.count(*), pg_catalog.min(updated_at)
-FROM (SELECT namespace, state, updated_at,
+	q := `SELECT namespace, state, uncertain, handed_back, rerun_pending, result_lost, pg_catalog.count(*), pg_catalog.min(updated_at)
+FROM (SELECT namespace, state, updated_at, ` + resultLostSQL + ` AS result_lost,
         state = 'executing' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true)
             AND attempt >= max_attempts AS uncertain,
         state = 'claimed' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true) AS handed_back,
         state = 'executing' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true)
             AND attempt < max_attempts AS rerun_pending
-      FROM ` + c.sql.schema + `.executions WHERE $1 = '' OR namespace = $1) t
-GROUP BY namespace, state, uncertain, handed_back, rerun_pending
-ORDER BY uncertain DESC, namespace, state, handed_back, rerun_pending`
+      FROM ` + c.sql.schema + `.executions t WHERE $1 = '' OR namespace = $1) t
+GROUP BY namespace, state, uncertain, handed_back, rerun_pending, result_lost
+ORDER BY uncertain DESC, namespace, state, handed_back, rerun_pending, result_lost`
 	rows, err := c.pool.Query(ctx, q, ns)
 	if err != nil {
 		return nil, c.wrapErr("count executions", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StateCount, error) {
 		var s StateCount
-		err := r.Scan(&s.Namespace, &s.State, &s.Uncertain, &s.HandedBack, &s.RerunPending, &s.Count, &s.Oldest)
+		err := r.Scan(&s.Namespace, &s.State, &s.Uncertain, &s.HandedBack, &s.RerunPending, &s.ResultLost, &s.Count, &s.Oldest)
 		return s, err
 	})
 	if err != nil {
@@ -100,22 +105,33 @@ func (c *Client) UncertainCounts(ctx context.Context) ([]StateCount, error) {
 
 // AttentionCounts counts, per namespace, the executions that need an
 // operator: the uncertain ones (as UncertainCounts: State StateExecuting,
-// Uncertain true) and the reconciling ones (State StateReconciling: an
+// Uncertain true), the reconciling ones (State StateReconciling: an
 // operator began and has not finished; callers get ErrReconciling
-// meanwhile), in one statement over the index of open executions. Rows
-// come uncertain first, each kind most first, then by namespace.
+// meanwhile) and the completed ones whose result was not stored (State
+// StateCompleted, ResultLost true: callers get ErrResult until an operator
+// stores it), in one statement over two small partial indexes (open
+// executions, and those with a result error): completed keys are not
+// read. Rows come uncertain first, then reconciling, then result lost,
+// each kind most first, then by namespace.
 func (c *Client) AttentionCounts(ctx context.Context) ([]StateCount, error) {
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
 	// state <> 'completed' lets the planner use the partial index
-	// executions_open_idx.
-	q := `SELECT t.namespace, t.state, pg_catalog.count(*), pg_catalog.min(t.updated_at)
-FROM ` + c.sql.schema + `.executions t
-WHERE t.state <> 'completed' AND (t.state = 'reconciling'
-    OR (t.state = 'executing' AND t.lease_expires_at <= pg_catalog.clock_timestamp() AND t.attempt >= t.max_attempts))
-GROUP BY t.namespace, t.state
-ORDER BY t.state = 'executing' DESC, pg_catalog.count(*) DESC, t.namespace`
+	// executions_open_idx; result_error IS NOT NULL (in resultLostSQL)
+	// executions_result_lost_idx.
+	q := `SELECT a.namespace, a.state, a.n, a.oldest FROM (
+    SELECT t.namespace, t.state, pg_catalog.count(*) AS n, pg_catalog.min(t.updated_at) AS oldest
+    FROM ` + c.sql.schema + `.executions t
+    WHERE t.state <> 'completed' AND (t.state = 'reconciling'
+        OR (t.state = 'executing' AND t.lease_expires_at <= pg_catalog.clock_timestamp() AND t.attempt >= t.max_attempts))
+    GROUP BY t.namespace, t.state
+  UNION ALL
+    SELECT t.namespace, t.state, pg_catalog.count(*), pg_catalog.min(t.updated_at)
+    FROM ` + c.sql.schema + `.executions t
+    WHERE ` + resultLostSQL + `
+    GROUP BY t.namespace, t.state) a
+ORDER BY a.state = 'executing' DESC, a.state = 'reconciling' DESC, a.n DESC, a.namespace`
 	rows, err := c.pool.Query(ctx, q)
 	if err != nil {
 		return nil, c.wrapErr("count executions needing an operator", err)
@@ -124,6 +140,7 @@ ORDER BY t.state = 'executing' DESC, pg_catalog.count(*) DESC, t.namespace`
 		var s StateCount
 		err := r.Scan(&s.Namespace, &s.State, &s.Count, &s.Oldest)
 		s.Uncertain = s.State == StateExecuting
+		s.ResultLost = s.State == StateCompleted
 		return s, err
 	})
 	if err != nil {
@@ -131,3 +148,8 @@ ORDER BY t.state = 'executing' DESC, pg_catalog.count(*) DESC, t.namespace`
 	}
 	return out, nil
 }
+
+// resultLostSQL is true for an execution over alias t that completed
+// without its result (StateCount.ResultLost, ExecutionFilter.ResultLost):
+// its test of result_error lets the planner use executions_result_lost_idx.
+const resultLostSQL = `(t.state = 'completed' AND t.result_error IS NOT NULL AND t.final_error IS NULL)`

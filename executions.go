@@ -31,6 +31,13 @@ type ExecutionFilter struct {
 	// operator (Client.Reconcile). State may be empty or StateExecuting.
 	Uncertain bool
 
+	// ResultLost keeps only the completed executions whose result was not
+	// stored (fn's value could not be encoded: Execution.ResultError; not
+	// a Final outcome): every caller gets ErrResult until an operator
+	// stores the value (Client.SetResult). They need an operator too.
+	// State may be empty or StateCompleted; not with Uncertain.
+	ResultLost bool
+
 	// Namespace lists this namespace. Default: the client's namespace.
 	Namespace string
 
@@ -73,12 +80,13 @@ type ExecutionFilter struct {
 //
 // Executions not completed (claimed, executing, reconciling: the ones an
 // operator looks at) are served by an index of their own, however many
-// completed executions the table holds. Listing completed executions, or
+// completed executions the table holds, and so are those of ResultLost.
+// Listing completed executions, or
 // every state at once, reads the whole namespace's rows in order; prune them
 // (Client.Prune).
 //
 // A bad filter (unknown state, Uncertain with a state other than
-// executing, Namespace with AllNamespaces, an empty time range, a limit out
+// executing, ResultLost with Uncertain or a state other than completed, Namespace with AllNamespaces, an empty time range, a limit out
 // of range, a cursor that is not one) returns an error matching ErrInvalid.
 func (c *Client) Executions(ctx context.Context, f ExecutionFilter) ([]Execution, string, error) {
 	if err := c.checkOpen(); err != nil {
@@ -125,6 +133,9 @@ func (c *Client) executionsQuery(f ExecutionFilter) (string, []any, int, error) 
 	if f.Uncertain && f.State != "" && f.State != StateExecuting {
 		return "", nil, 0, invalid("Uncertain", "selects executing executions; it cannot be combined with State %q", f.State)
 	}
+	if f.ResultLost && (f.Uncertain || f.State != "" && f.State != StateCompleted) {
+		return "", nil, 0, invalid("ResultLost", "selects completed executions; it cannot be combined with Uncertain or State %q", f.State)
+	}
 	if f.AllNamespaces && f.Namespace != "" {
 		return "", nil, 0, invalid("Namespace", "must be empty with AllNamespaces, got %q", f.Namespace)
 	}
@@ -161,6 +172,10 @@ func (c *Client) executionsQuery(f ExecutionFilter) (string, []any, int, error) 
 	state := f.State
 	if f.Uncertain {
 		state = StateExecuting
+	}
+	if f.ResultLost {
+		where = append(where, resultLostSQL) // states completed
+		state = ""
 	}
 	if state != "" {
 		where = append(where, "t.state = "+arg(string(state)))

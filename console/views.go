@@ -33,9 +33,12 @@ type page struct {
 	// Uncertain counts the uncertain keys of every namespace, shown at
 	// the top of every page, and Reconciling the reconciling ones (an
 	// operator began, callers get ErrReconciling until one finishes);
-	// UncertainErr says why they could not be counted.
+	// UncertainErr says why they could not be counted. ResultLost counts
+	// the completed keys whose result was not stored (callers get
+	// ErrResult until an operator stores it).
 	Uncertain    []nsCount
 	Reconciling  []nsCount
+	ResultLost   []nsCount
 	UncertainErr string
 	// ReadAt is when the page was rendered: a page without a live view
 	// says so, since what it shows goes stale.
@@ -70,9 +73,9 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 	for _, v := range views() {
 		p.Views = append(p.Views, navItem{Path: v.path, Label: v.label})
 	}
-	// Every page says where operators are needed (uncertain and
-	// reconciling keys), whatever it shows: one statement over the index
-	// of open executions.
+	// Every page says where operators are needed (uncertain, reconciling
+	// and result-lost keys), whatever it shows: one statement over two
+	// small partial indexes.
 	ctx, cancel := ctxTimeout(r)
 	counts, err := cs.c.AttentionCounts(ctx)
 	cancel()
@@ -80,13 +83,15 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 		p.UncertainErr = err.Error()
 	}
 	for _, c := range counts {
-		if c.Uncertain {
-			p.Uncertain = append(p.Uncertain, nsCount{Namespace: c.Namespace, Count: c.Count,
-				Link: "./?" + url.Values{"state": {"uncertain"}, "ns": {c.Namespace}}.Encode()})
-		} else {
-			p.Reconciling = append(p.Reconciling, nsCount{Namespace: c.Namespace, Count: c.Count,
-				Link: "./?" + url.Values{"state": {"reconciling"}, "ns": {c.Namespace}}.Encode()})
+		to, tab := &p.Reconciling, "reconciling"
+		switch {
+		case c.Uncertain:
+			to, tab = &p.Uncertain, "uncertain"
+		case c.ResultLost:
+			to, tab = &p.ResultLost, "result-lost"
 		}
+		*to = append(*to, nsCount{Namespace: c.Namespace, Count: c.Count,
+			Link: "./?" + url.Values{"state": {tab}, "ns": {c.Namespace}}.Encode()})
 	}
 	p.Schema = cs.c.Config().Schema
 	if cs.opts.Elsewhere != nil {
@@ -167,7 +172,10 @@ type execView struct {
 	// Execution.Rerunnable): no operator is needed, the next caller with
 	// WithRerun runs it again.
 	RerunPending bool
-	Link         string
+	// ResultLost: completed, but fn's result was not stored
+	// (ExecutionFilter.ResultLost): callers get ErrResult.
+	ResultLost bool
+	Link       string
 	// Effect is the key's effect key (Execution.EffectKey), what fn got
 	// from sentinel.EffectKey to pass to a provider that deduplicates.
 	Effect string
@@ -175,7 +183,9 @@ type execView struct {
 
 func (cs *Console) view(e sentinel.Execution) execView {
 	return execView{Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable(),
-		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, RerunPending: e.Rerunnable(), Link: keyLink(e.Namespace, e.Key), Effect: e.EffectKey()}
+		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, RerunPending: e.Rerunnable(),
+		ResultLost: e.State == sentinel.StateCompleted && e.ResultError != "" && e.FinalError == "",
+		Link:       keyLink(e.Namespace, e.Key), Effect: e.EffectKey()}
 }
 
 func keyLink(ns, key string) string {
@@ -187,6 +197,7 @@ var tabs = []struct{ ID, Label string }{
 	{"attention", "Needs an operator"},
 	{"uncertain", "Uncertain"},
 	{"reconciling", "Reconciling"},
+	{"result-lost", "Result not stored"},
 	{"executing", "Executing"},
 	{"claimed", "Claimed"},
 	{"completed", "Completed"},
@@ -256,25 +267,31 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
 	type want struct {
-		heading, note string
-		f             sentinel.ExecutionFilter
+		tab, heading, note string
+		f                  sentinel.ExecutionFilter
 	}
 	var wants []want
-	uncertain, reconciling := base, base
+	uncertain, reconciling, lost := base, base, base
 	uncertain.Uncertain = true
 	reconciling.State = sentinel.StateReconciling
+	lost.ResultLost = true
+	const lostNote = "Completed: fn succeeded, but its result could not be stored (Result error), so every caller gets ErrResult. Store the value callers should get: the key's page gives the set-result command."
 	const uncNote = "Executing with an expired lease: the worker crashed, froze or failed after side effects may have happened. Sentinel will not run them again; reconcile each one."
 	switch d.Tab {
 	case "attention":
-		wants = []want{{"Uncertain", uncNote, uncertain}, {"Reconciling", "An operator started establishing the truth: force-complete (it happened) or reset to claimed (it did not).", reconciling}}
+		wants = []want{{"uncertain", "Uncertain", uncNote, uncertain},
+			{"reconciling", "Reconciling", "An operator started establishing the truth: force-complete (it happened) or reset to claimed (it did not).", reconciling},
+			{"result-lost", "Result not stored", lostNote, lost}}
 	case "uncertain":
-		wants = []want{{"Uncertain", uncNote, uncertain}}
+		wants = []want{{d.Tab, "Uncertain", uncNote, uncertain}}
+	case "result-lost":
+		wants = []want{{d.Tab, "Result not stored", lostNote, lost}}
 	case "reconciling", "executing", "claimed", "completed":
 		f := base
 		f.State = sentinel.State(d.Tab)
-		wants = []want{{strings.ToUpper(d.Tab[:1]) + d.Tab[1:], "", f}}
+		wants = []want{{d.Tab, strings.ToUpper(d.Tab[:1]) + d.Tab[1:], "", f}}
 	case "all":
-		wants = []want{{"All executions", "", base}}
+		wants = []want{{d.Tab, "All executions", "", base}}
 	default:
 		d.Error = fmt.Sprintf("unknown state %q", d.Tab)
 		cs.render(w, r, http.StatusBadRequest, "executions.html", page{Nav: "executions", Data: d})
@@ -308,7 +325,7 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 			}
 			nq.Set("cursor", next)
 			if d.Tab == "attention" { // page one section at a time
-				nq.Set("state", strings.ToLower(wt.heading))
+				nq.Set("state", wt.tab)
 			}
 			s.Next = "?" + nq.Encode()
 		}

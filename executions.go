@@ -133,8 +133,11 @@ func (c *Client) executionsQuery(f ExecutionFilter) (string, []any, int, error) 
 	if f.Uncertain && f.State != "" && f.State != StateExecuting {
 		return "", nil, 0, invalid("Uncertain", "selects executing executions; it cannot be combined with State %q", f.State)
 	}
-	if f.ResultLost && (f.Uncertain || f.State != "" && f.State != StateCompleted) {
-		return "", nil, 0, invalid("ResultLost", "selects completed executions; it cannot be combined with Uncertain or State %q", f.State)
+	if f.ResultLost && f.Uncertain {
+		return "", nil, 0, invalid("ResultLost", "selects completed executions, Uncertain executing ones: give one of them")
+	}
+	if f.ResultLost && f.State != "" && f.State != StateCompleted {
+		return "", nil, 0, invalid("ResultLost", "selects completed executions; it cannot be combined with State %q", f.State)
 	}
 	if f.AllNamespaces && f.Namespace != "" {
 		return "", nil, 0, invalid("Namespace", "must be empty with AllNamespaces, got %q", f.Namespace)

@@ -47,9 +47,12 @@ type countJSON struct {
 	Uncertain bool           `json:"uncertain"`
 	// RerunPending: executing, stopped, with attempts left (WithRerun):
 	// nothing runs it until the next caller with WithRerun.
-	RerunPending bool    `json:"rerun_pending"`
-	Count        int64   `json:"count"`
-	Oldest       *string `json:"oldest_updated_at"`
+	RerunPending bool `json:"rerun_pending"`
+	// ResultLost: completed, but fn's result was not stored: every
+	// caller gets ErrResult until an operator stores it (set-result).
+	ResultLost bool    `json:"result_lost"`
+	Count      int64   `json:"count"`
+	Oldest     *string `json:"oldest_updated_at"`
 }
 
 // statusJSON is what status prints with --json.
@@ -94,6 +97,10 @@ the caller gave up before fn ran, an operator reset them) are counted as
 and prune removes them after the retention. Keys whose executor stopped
 with re-runs left (WithRerun) are counted as "rerun pending", not in
 progress: nothing runs them until the next caller with WithRerun.
+Completed keys whose result was not stored (fn's value could not be
+encoded: every caller gets ErrResult) are counted apart as RESULT NOT
+STORED, with the command that lists them: they need an operator too
+(inspect, then set-result).
 
 With --namespace, other namespaces that have uncertain executions are
 named at the end, with the command that shows them all, so none is
@@ -177,7 +184,7 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 					UncertainOtherNamespaces: elsewhereJSON}
 				for _, c := range counts {
 					out.Counts = append(out.Counts, countJSON{Namespace: c.Namespace, State: c.State,
-						Uncertain: c.Uncertain, RerunPending: c.RerunPending, Count: c.Count, Oldest: tsJSON(c.Oldest)})
+						Uncertain: c.Uncertain, RerunPending: c.RerunPending, ResultLost: c.ResultLost, Count: c.Count, Oldest: tsJSON(c.Oldest)})
 				}
 				for i := range unc {
 					out.Uncertain = append(out.Uncertain, toExecJSON(&unc[i]))
@@ -189,6 +196,7 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 				return nil
 			}
 			w := a.table()
+			var lost int64 // completed, result not stored
 			row(w, "NAMESPACE", "STATE", "COUNT", "OLDEST")
 			for _, c := range counts {
 				state := string(c.State)
@@ -199,6 +207,9 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 					state = handedBackLabel
 				case c.RerunPending:
 					state = rerunPendingLabel
+				case c.ResultLost:
+					state = resultLostLabel
+					lost += c.Count
 				case c.State == sentinel.StateClaimed || c.State == sentinel.StateExecuting:
 					state += " (in progress)"
 				}
@@ -206,6 +217,10 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 			}
 			if err := w.Flush(); err != nil {
 				return err
+			}
+			if lost > 0 {
+				fprintf(a.stdout, "\n%d completed execution(s) whose result was not stored: every caller gets ErrResult until an operator stores it (inspect, then set-result):\n  %s\n",
+					lost, a.command(append([]string{"list", "--result-lost"}, nsArgs(namespace)...)...))
 			}
 			if len(unc) == 0 {
 				fmt.Fprintln(a.stdout)
@@ -252,6 +267,16 @@ func nsArgs(ns string) []string {
 	return []string{"-n", ns}
 }
 
+// resultLostLabel is the state of a completed key whose result was not
+// stored (ExecutionFilter.ResultLost): callers get ErrResult.
+const resultLostLabel = "completed (RESULT NOT STORED: callers get ErrResult)"
+
+// resultLost reports whether e completed without its result: fn's value
+// could not be encoded, and it was not a Final outcome.
+func resultLost(e *sentinel.Execution) bool {
+	return e.State == sentinel.StateCompleted && e.ResultError != "" && e.FinalError == ""
+}
+
 // handedBackLabel is the state of a key handed back: claimed with no live
 // lease (Retryable, NoEffect, a caller that gave up before fn ran, a
 // reset). Nothing runs it; the next caller does.
@@ -279,6 +304,8 @@ func (a *app) execTable(es []sentinel.Execution) {
 			state = fmt.Sprintf("executing (rerun %d/%d pending)", e.Attempt+1, e.MaxAttempts)
 		case e.State == sentinel.StateCompleted && e.FinalError != "":
 			state = "completed (final error)"
+		case resultLost(e):
+			state = resultLostLabel
 		}
 		row(w, e.Namespace, e.Key, state, ts(e.UpdatedAt)+" ("+relative(e.UpdatedAt)+")", e.Owner, e.Host, e.PID, e.Token)
 	}
@@ -289,7 +316,7 @@ func (a *app) listCmd() *cobra.Command {
 	var (
 		ns                    nsFlags
 		state                 string
-		unc, all              bool
+		unc, lost, all        bool
 		before, after         string
 		limit                 int
 		cursor                string
@@ -307,6 +334,9 @@ its namespace, with the filters of the library's ExecutionFilter:
                      no re-run left (WithRerun); a key that the next
                      caller re-runs is listed as "executing (rerun N/M
                      pending)" without --uncertain
+  --result-lost      completed, but fn's result was not stored (it could
+                     not be encoded): every caller gets ErrResult until
+                     an operator stores it (set-result)
   --updated-before T / --updated-after T   RFC 3339 times
   --older-than D / --newer-than D          the same, relative to now
 
@@ -323,6 +353,7 @@ relied on that pass -n default.`,
 		Example: `  sentinel list --uncertain
   sentinel list --uncertain -n payments
   sentinel list --state reconciling
+  sentinel list --result-lost
   sentinel list --state executing --older-than 10m --json
   sentinel list --state completed --updated-after 2026-11-01T00:00:00Z --all`,
 		Args: args(0, 0),
@@ -334,7 +365,13 @@ relied on that pass -n default.`,
 			if err := checkLimit(limit); err != nil {
 				return err
 			}
-			f := sentinel.ExecutionFilter{State: sentinel.State(state), Uncertain: unc,
+			switch {
+			case lost && unc:
+				return usageErr("give --result-lost (completed executions) or --uncertain (executing ones), not both")
+			case lost && state != "" && state != string(sentinel.StateCompleted):
+				return usageErr("--result-lost lists completed executions: not with --state %s", state)
+			}
+			f := sentinel.ExecutionFilter{State: sentinel.State(state), Uncertain: unc, ResultLost: lost,
 				Namespace: namespace, AllNamespaces: ns.all, Limit: limit, After: cursor}
 			if f.UpdatedBefore, err = parseTimeFlag("--updated-before", before); err != nil {
 				return err
@@ -408,6 +445,7 @@ relied on that pass -n default.`,
 	fl := cmd.Flags()
 	fl.StringVar(&state, "state", "", "only this state: claimed, executing, reconciling, completed")
 	fl.BoolVar(&unc, "uncertain", false, "only uncertain executions (executing, lease expired); other schemas of the database with some are named on stderr")
+	fl.BoolVar(&lost, "result-lost", false, "only completed executions whose result was not stored (callers get ErrResult until set-result)")
 	fl.StringVar(&before, "updated-before", "", "only state changes before this RFC 3339 time")
 	fl.StringVar(&after, "updated-after", "", "only state changes after this RFC 3339 time")
 	fl.DurationVar(&updatedBefore, "older-than", 0, "only state changes more than this long ago")

@@ -48,3 +48,17 @@ FROM pg_catalog.generate_series(1, 23) AS i`)
 	require.Equal(t, http.StatusNotFound, code, body)
 	require.Contains(t, body, "No such execution")
 }
+
+// The confirmation page of an action on a key that is not in the
+// namespace of its URL (a link edited or typed) said only "Could not read
+// the key"; it links to the key where it is, as the key page does.
+func TestConfirmPageLinksToTheKeyInOtherNamespaces(t *testing.T) {
+	c, _ := newClient(t)
+	_, err := sentinel.Once(ctxT(t), c, "pay-3", func(context.Context) (int, error) { return 3, nil }, sentinel.WithNamespace("payments"))
+	require.NoError(t, err)
+	s := server(t, c, console.Options{OperatorToken: opToken})
+	code, body := get(t, s.URL+"/ops/confirm?action=reconcile&key=pay-3&ns=default&token=1")
+	require.Equal(t, http.StatusNotFound, code, body)
+	require.NotContains(t, body, "Could not read the key")
+	require.Contains(t, body, `href="key?key=pay-3&amp;ns=payments"`)
+}

@@ -729,11 +729,13 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
 	ex, err := cs.c.Inspect(ctx, key, sentinel.WithNamespace(ns))
+	if errors.Is(err, sentinel.ErrNotFound) {
+		cs.notHere(ctx, w, r, ns, key, err) // links to the key where it is
+		return
+	}
 	if err != nil {
 		status := http.StatusInternalServerError
-		if errors.Is(err, sentinel.ErrNotFound) {
-			status = http.StatusNotFound
-		} else if errors.Is(err, sentinel.ErrInvalid) {
+		if errors.Is(err, sentinel.ErrInvalid) {
 			status = http.StatusBadRequest
 		}
 		cs.fail(w, r, status, "Could not read the key", err.Error(), "./")

@@ -1,0 +1,342 @@
+package console
+
+// This file: An operator's actions on a key: which apply in which state, their confirmation step (confirm) and the guarded action (act).
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/idempotency"
+)
+
+// actions an operator can take, by state.
+var actions = map[string]struct {
+	Label, Verb, Help string
+	From              sentinel.State
+}{
+	"reconcile":      {"Reconcile", "reconcile", "Take the key out of the worker's hands: it becomes reconciling with a new fencing token, so the old worker can no longer complete it. Then find out whether the side effect happened.", sentinel.StateExecuting},
+	"force_complete": {"Force-complete", "force-complete", "The work did happen: store this value as the key's result. Every later Once caller gets it as a cached result; fn does not run again.", sentinel.StateReconciling},
+	"resolve":        {"Resolve with a response", "resolve", "The request took effect: give the HTTP response the client's retries of this same request get (with Idempotent-Replayed: true). An uncertain key is reconciled first (a new fencing token), then completed with the response.", sentinel.StateReconciling},
+	"reset":          {"Reset to claimed", "reset to claimed", "The work did not happen: the key becomes claimed with an expired lease, so the next Once caller runs fn again.", sentinel.StateReconciling},
+}
+
+// actionsFor lists the actions for e; an HTTP key (isHTTP) is resolved with
+// a response rather than force-completed with a value.
+func actionsFor(e execView, isHTTP bool) []actionLink {
+	var out []actionLink
+	if isHTTP && resolvable(e) {
+		out = append(out, actionLink{actions["resolve"].Label, actions["resolve"].Help, confirmLink("resolve", e.Namespace, e.Key, e.Token, nil)})
+	}
+	complete := "force_complete"
+	if isHTTP {
+		complete = ""
+	}
+	switch {
+	case e.Uncertain:
+		out = append(out, actionLink{actions["reconcile"].Label, actions["reconcile"].Help, confirmLink("reconcile", e.Namespace, e.Key, e.Token, nil)})
+	case e.State == sentinel.StateReconciling:
+		for _, a := range []string{complete, "reset"} {
+			if a == "" {
+				continue
+			}
+			out = append(out, actionLink{actions[a].Label, actions[a].Help, confirmLink(a, e.Namespace, e.Key, e.Token, nil)})
+		}
+	}
+	return out
+}
+
+func confirmLink(action, ns, key string, token int64, extra url.Values) string {
+	v := url.Values{"action": {action}, "ns": {ns}, "key": {key}, "token": {strconv.FormatInt(token, 10)}}
+	for k, vs := range extra {
+		v[k] = vs
+	}
+	return "confirm?" + v.Encode()
+}
+
+type confirmData struct {
+	Action, Label, Verb, Help string
+	Exec                      execView
+	Token                     int64
+	CSRF                      string
+	Value                     string
+	FromEvidence              int64
+	NeedsName                 bool
+	Moved                     string // the key is no longer as the link said
+	Error                     string
+	HTTP                      *httpKey    // resolve: the HTTP key
+	Resolve                   resolveForm // resolve: the form's values
+	// ResultType is the type declared for the key (force-complete): the
+	// value must match it.
+	ResultType *sentinel.ResultType
+	Shape      string // ResultType's expected shape
+	SchemaText string // ResultType's schema, indented
+	// ResetEvidence (reset): the key's last run returned success, its
+	// completion refused: resetting runs fn again.
+	ResetEvidence *evidence
+}
+
+// confirm is the confirmation step of an action: it shows the key as it is
+// now and the form that does the action.
+func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
+	if cs.opts.ReadOnly {
+		cs.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: no action is possible here.", "./")
+		return
+	}
+	q := r.URL.Query()
+	action, ns, key := q.Get("action"), q.Get("ns"), q.Get("key")
+	a, ok := actions[action]
+	if !ok {
+		cs.fail(w, r, http.StatusBadRequest, "Unknown action", fmt.Sprintf("There is no action %q.", action), "./")
+		return
+	}
+	token, err := strconv.ParseInt(q.Get("token"), 10, 64)
+	if err != nil || token <= 0 {
+		cs.fail(w, r, http.StatusBadRequest, "Bad request", "The link carries no valid fencing token; open the action from the key's page.", keyLink(ns, key))
+		return
+	}
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	ex, err := cs.c.Inspect(ctx, key, sentinel.WithNamespace(ns))
+	if errors.Is(err, sentinel.ErrNotFound) {
+		cs.notHere(ctx, w, r, ns, key, err) // links to the key where it is
+		return
+	}
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, sentinel.ErrInvalid) {
+			status = http.StatusBadRequest
+		}
+		cs.fail(w, r, status, "Could not read the key", err.Error(), "./")
+		return
+	}
+	d := confirmData{Action: action, Label: a.Label, Verb: a.Verb, Help: a.Help, Exec: cs.view(*ex), Token: token,
+		CSRF: cs.csrfToken(cs.now(), action, ns, key, strconv.FormatInt(token, 10)), NeedsName: cs.opts.Operator == nil && cs.opts.OperatorToken != "",
+		Value: q.Get("value")}
+	switch {
+	case action == "resolve":
+		if d.HTTP = cs.readHTTPKey(ctx, ex); d.HTTP == nil {
+			cs.fail(w, r, http.StatusBadRequest, "Not an HTTP key", "Only keys of the idempotency middleware are resolved with a response.", keyLink(ns, key))
+			return
+		}
+		d.Resolve = d.HTTP.prefill()
+		if ex.Token != token || !resolvable(d.Exec) {
+			d.Moved = movedText(ex, token, a.From)
+		}
+	case ex.Token != token || ex.State != a.From || (action == "reconcile" && ex.LeaseAlive):
+		d.Moved = movedText(ex, token, a.From)
+	}
+	if action == "force_complete" {
+		rt, err := cs.c.ResultType(ctx, key, sentinel.WithNamespace(ns))
+		switch {
+		case err == nil:
+			d.ResultType, d.Shape = rt, rt.Shape()
+			var b bytes.Buffer
+			if json.Indent(&b, rt.Schema, "", "  ") == nil {
+				d.SchemaText = b.String()
+			}
+		case !errors.Is(err, sentinel.ErrNotFound):
+			cs.opts.Logger.Error("console: read a result type", "namespace", ns, "key", key, "err", err)
+		}
+		if d.ResultType != nil && d.Value != "" {
+			// A value sent back to the form: say at once what is wrong.
+			var te *sentinel.ResultTypeError
+			if errors.As(d.ResultType.Check(key, []byte(d.Value)), &te) {
+				d.Error = "This value does not match the result type: at " + te.Path + ": " + te.Reason + "."
+			}
+		}
+	}
+	if action == "reset" {
+		// Reset runs fn again: say so when this run's fn returned success.
+		if hist, run, err := cs.keyEvents(ctx, ns, key); err == nil {
+			for _, ev := range evidenceEvents(hist, run) {
+				if e := readEvidence(ev); !e.Final && (e.Result != "" || e.Base64 != "") {
+					d.ResetEvidence = &e
+				}
+			}
+		}
+	}
+	if evID := q.Get("evidence"); evID != "" && action == "force_complete" {
+		id, _ := strconv.ParseInt(evID, 10, 64)
+		hist, run, err := cs.keyEvents(ctx, ns, key)
+		if err == nil {
+			for _, ev := range evidenceEvents(hist, run) {
+				if ev.ID == id {
+					if e := readEvidence(ev); e.Result != "" && !e.Final {
+						d.Value, d.FromEvidence = e.Result, id
+					} else if e.Final {
+						d.FromEvidence = -1
+					}
+				}
+			}
+		}
+		switch d.FromEvidence {
+		case 0:
+			d.Error = "That completion_refused event holds no JSON result; type the value."
+		case -1:
+			d.FromEvidence = 0
+			d.Error = "That completion_refused event is a Final outcome: fn returned an error every caller was to get, and no operator action stores one. " +
+				"A value stored here reaches every caller as a success; to run the work again, reset the key instead."
+		}
+	}
+	cs.render(w, r, http.StatusOK, "confirm.html", page{Nav: "executions", Data: d})
+}
+
+func movedText(ex *sentinel.Execution, token int64, from sentinel.State) string {
+	switch {
+	case ex.Token != token:
+		return fmt.Sprintf("The key moved on: you saw fencing token %d, it is now at token %d (state %s). The action would be refused; go back to the key's page and look again.", token, ex.Token, ex.State)
+	case ex.State != from:
+		return fmt.Sprintf("The key is %s, not %s: the action would be refused.", ex.State, from)
+	default:
+		return "The worker's lease is alive again: the key is not uncertain. The action would be refused."
+	}
+}
+
+// maxName is the longest operator name, in characters, an action records
+// (the form's maxlength).
+const maxName = 200
+
+// maxReason is the longest reason, in characters, an action records (the
+// form's maxlength).
+const maxReason = 2000
+
+// act does a confirmed action.
+func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
+	if cs.opts.ReadOnly {
+		cs.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: no action is possible here.", "./")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		cs.fail(w, r, http.StatusBadRequest, "Bad request", "The form could not be read: "+err.Error(), "./")
+		return
+	}
+	f := r.PostForm
+	action, ns, key, tokStr := f.Get("action"), f.Get("ns"), f.Get("key"), f.Get("token")
+	back := keyLink(ns, key)
+	if !sameOrigin(r) {
+		cs.fail(w, r, http.StatusForbidden, "Refused", "The request came from another site.", back)
+		return
+	}
+	if err := cs.checkCSRF(f.Get("csrf"), action, ns, key, tokStr); err != nil {
+		cs.fail(w, r, http.StatusForbidden, "Refused", err.Error(), back)
+		return
+	}
+	name, auth, ok := cs.actor(r, f.Get("operator_token"), f.Get("operator"))
+	if !ok {
+		cs.fail(w, r, http.StatusForbidden, "Refused", "The operator token is missing or wrong. Nothing was changed.", back)
+		return
+	}
+	a, ok := actions[action]
+	token, err := strconv.ParseInt(tokStr, 10, 64)
+	if !ok || err != nil || token <= 0 {
+		cs.fail(w, r, http.StatusBadRequest, "Bad request", "Unknown action or token.", back)
+		return
+	}
+	if name == "" && auth == authApp {
+		// No field of the form can give it: the application names operators.
+		cs.fail(w, r, http.StatusBadRequest, "Refused: who you are is not known",
+			"This console names operators from the request (its Operator function), and it gave no name for yours: the header or session it reads may be missing (a proxy that did not pass it?). Nothing was changed.", back)
+		return
+	}
+	// The form's maxlength counts characters: so does this.
+	if name == "" || utf8.RuneCountInString(name) > maxName || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
+		cs.fail(w, r, http.StatusBadRequest, "Your name is needed", fmt.Sprintf("Give your name (up to %d characters): it is recorded in the key's history with the action. Nothing was changed.", maxName), back)
+		return
+	}
+	meta := map[string]any{"operator_name": name, "operator_auth": auth, "via": "console"}
+	if reason := strings.TrimSpace(f.Get("reason")); reason != "" {
+		// The form's maxlength: refused beyond it, never cut (a cut by
+		// bytes lost half of a reason in Cyrillic, inside a character).
+		if utf8.RuneCountInString(reason) > maxReason {
+			cs.fail(w, r, http.StatusBadRequest, "Reason too long", fmt.Sprintf("The reason is longer than %d characters: shorten it. Nothing was changed.", maxReason), back)
+			return
+		}
+		meta["reason"] = reason
+	}
+	if ev := f.Get("evidence"); ev != "" {
+		meta["from_event"] = ev
+	}
+	opts := []sentinel.Option{sentinel.WithNamespace(ns), sentinel.WithToken(token), sentinel.WithMetadata(meta)}
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	switch action {
+	case "reconcile":
+		_, err = cs.c.Reconcile(ctx, key, opts...)
+	case "reset":
+		err = cs.c.ResetToClaimed(ctx, key, opts...)
+	case "force_complete":
+		value := strings.TrimSpace(f.Get("value"))
+		if !json.Valid([]byte(value)) {
+			cs.fail(w, r, http.StatusBadRequest, "Not JSON", "The value must be valid JSON (for text, put it in double quotes). Nothing was changed.", back)
+			return
+		}
+		err = cs.c.ForceComplete(ctx, key, json.RawMessage(value), opts...)
+	case "resolve":
+		scope, ckey, ok := idempotency.ParseExecutionKey(key)
+		if !ok {
+			cs.fail(w, r, http.StatusBadRequest, "Not an HTTP key", "Only keys of the idempotency middleware are resolved with a response. Nothing was changed.", back)
+			return
+		}
+		rec, ierr := idempotency.Inspect(ctx, cs.c, scope, ckey, sentinel.WithNamespace(ns))
+		if ierr != nil {
+			err = ierr
+			break
+		}
+		resp, perr := parseResolve(f, rec.Request.Fingerprint)
+		if perr != nil {
+			cs.fail(w, r, http.StatusBadRequest, "Bad response", perr.Error()+". Nothing was changed.", back)
+			return
+		}
+		var done int64
+		if done, err = idempotency.Resolve(ctx, cs.c, scope, ckey, resp, opts...); err == nil {
+			token = done
+		}
+	}
+	ex, rerr := cs.c.Inspect(ctx, key, sentinel.WithNamespace(ns))
+	var ev *execView
+	if rerr == nil {
+		v := cs.view(*ex)
+		ev = &v
+	}
+	var ee *sentinel.ExecutionError
+	var te *sentinel.ResultTypeError
+	switch {
+	case errors.As(err, &te):
+		// Back to the form, the value as typed, the error beside it.
+		again := confirmLink(action, ns, key, token, url.Values{"value": {strings.TrimSpace(f.Get("value"))}})
+		text := fmt.Sprintf("Refused, nothing was changed: the value does not match the result type %s declared for keys starting with %q: at %s: %s.",
+			te.Type, te.Prefix, te.Path, te.Reason)
+		cs.render(w, r, http.StatusUnprocessableEntity, "message.html", page{Nav: "executions", Data: message{Kind: "refused",
+			Heading: a.Label + ": refused", Text: text, Back: again, Exec: ev}})
+	case err == nil:
+		cs.opts.Logger.Info("console: action done", "action", action, "namespace", ns, "key", key, "token", token, "operator", name)
+		cs.render(w, r, http.StatusOK, "message.html", page{Nav: "executions", Data: message{Kind: "ok", Heading: a.Label + ": done",
+			Text: fmt.Sprintf("%s %q (namespace %q) at token %d; recorded in its history as done by %s.", a.Label, key, ns, token, name), Back: back, Exec: ev}})
+	case errors.As(err, &ee) && errors.Is(err, sentinel.ErrWrongState):
+		text := "Refused, nothing was changed: " + err.Error() + "."
+		if ee.Token != token {
+			text = fmt.Sprintf("Refused, nothing was changed: the key moved on. You saw fencing token %d; it is now at token %d in state %s (owner %s). Look at the key again before acting.", token, ee.Token, ee.State, ee.Owner)
+		}
+		cs.render(w, r, http.StatusConflict, "message.html", page{Nav: "executions", Data: message{Kind: "refused", Heading: a.Label + ": refused", Text: text, Back: back, Exec: ev}})
+	case errors.Is(err, sentinel.ErrNotFound):
+		cs.fail(w, r, http.StatusNotFound, "No such execution", err.Error(), "./")
+	case errors.Is(err, sentinel.ErrInvalid):
+		if _, _, isHTTP := idempotency.ParseExecutionKey(key); isHTTP && action == "force_complete" {
+			// Its value is an HTTP response: back to the form that asks for one.
+			back = confirmLink("resolve", ns, key, token, nil)
+		}
+		cs.fail(w, r, http.StatusBadRequest, "Refused", err.Error()+". Nothing was changed.", back)
+	default:
+		cs.opts.Logger.Error("console: action", "action", action, "namespace", ns, "key", key, "err", err)
+		cs.fail(w, r, http.StatusInternalServerError, "Failed", err.Error(), back)
+	}
+}

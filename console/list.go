@@ -1,0 +1,197 @@
+package console
+
+// This file: The executions page: its tabs (Needs an operator first), filters, sections and paging.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// tabs of the executions page: what the state filter accepts.
+var tabs = []struct{ ID, Label string }{
+	{"attention", "Needs an operator"},
+	{"uncertain", "Uncertain"},
+	{"reconciling", "Reconciling"},
+	{"result-lost", "Result not stored"},
+	{"executing", "Executing"},
+	{"claimed", "Claimed"},
+	{"completed", "Completed"},
+	{"all", "All"},
+}
+
+type listData struct {
+	Tabs      []struct{ ID, Label string }
+	Tab       string
+	Namespace string
+	AllNS     bool   // every namespace: the default unless Options.Namespace is set
+	DefaultNS string // Options.Namespace
+	Before    string
+	After     string
+	ZoneNotes []string // a time written without a zone, as it was read (UTC)
+	Sections  []section
+	Error     string
+}
+
+type section struct {
+	Heading string
+	Note    string
+	Rows    []execView
+	Next    string // link to the next page; empty on the last
+}
+
+// executions is the main page: executions by state, uncertain first.
+func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := listData{Tabs: tabs, Tab: q.Get("state"), Namespace: q.Get("ns"), AllNS: q.Get("all") == "1",
+		Before: q.Get("before"), After: q.Get("after")}
+	if d.Tab == "" {
+		d.Tab = "attention"
+	}
+	d.DefaultNS = cs.opts.Namespace
+	switch {
+	case d.Namespace != "":
+		d.AllNS = false // a namespace typed wins over the box
+	case !d.AllNS:
+		// Nothing asked: Options.Namespace, else every namespace.
+		d.Namespace, d.AllNS = cs.opts.Namespace, cs.opts.Namespace == ""
+	}
+	base := sentinel.ExecutionFilter{Namespace: d.Namespace, AllNamespaces: d.AllNS, Limit: cs.opts.PageSize, After: q.Get("cursor")}
+	if d.AllNS {
+		base.Namespace = ""
+	}
+	var err error
+	var beforeUTC, afterUTC bool
+	if base.UpdatedBefore, beforeUTC, err = parseTime(d.Before); err == nil {
+		base.UpdatedAfter, afterUTC, err = parseTime(d.After)
+	}
+	// A time written without a zone: say which one it was read in.
+	for _, t := range []struct {
+		text string
+		at   time.Time
+		utc  bool
+	}{{d.After, base.UpdatedAfter, afterUTC}, {d.Before, base.UpdatedBefore, beforeUTC}} {
+		if err == nil && t.utc {
+			d.ZoneNotes = append(d.ZoneNotes, fmt.Sprintf("%q has no zone: read as UTC, %s", t.text, t.at.Format("2006-01-02 15:04:05Z")))
+		}
+	}
+	if err != nil {
+		d.Error = err.Error()
+		cs.render(w, r, http.StatusBadRequest, "executions.html", page{Nav: "executions", Data: d})
+		return
+	}
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	type want struct {
+		tab, heading, note string
+		f                  sentinel.ExecutionFilter
+	}
+	var wants []want
+	uncertain, reconciling, lost := base, base, base
+	uncertain.Uncertain = true
+	reconciling.State = sentinel.StateReconciling
+	lost.ResultLost = true
+	const lostNote = "Completed: fn succeeded, but its result could not be stored (Result error), so every caller gets ErrResult. Store the value callers should get: the key's page gives the set-result command."
+	const uncNote = "Executing with an expired lease: the worker crashed, froze or failed after side effects may have happened. Sentinel will not run them again; reconcile each one."
+	switch d.Tab {
+	case "attention":
+		wants = []want{{"uncertain", "Uncertain", uncNote, uncertain},
+			{"reconciling", "Reconciling", "An operator started establishing the truth: force-complete (it happened) or reset to claimed (it did not).", reconciling},
+			{"result-lost", "Result not stored", lostNote, lost}}
+	case "uncertain":
+		wants = []want{{d.Tab, "Uncertain", uncNote, uncertain}}
+	case "result-lost":
+		wants = []want{{d.Tab, "Result not stored", lostNote, lost}}
+	case "reconciling", "executing", "claimed", "completed":
+		f := base
+		f.State = sentinel.State(d.Tab)
+		wants = []want{{d.Tab, strings.ToUpper(d.Tab[:1]) + d.Tab[1:], "", f}}
+	case "all":
+		wants = []want{{d.Tab, "All executions", "", base}}
+	default:
+		d.Error = fmt.Sprintf("unknown state %q", d.Tab)
+		cs.render(w, r, http.StatusBadRequest, "executions.html", page{Nav: "executions", Data: d})
+		return
+	}
+	live := url.Values{}
+	if d.AllNS {
+		live.Set("all", "1")
+	} else if d.Namespace != "" {
+		live.Set("ns", d.Namespace)
+	}
+	liveAt := cs.liveURL(ctx, live) // before the rows are read
+	status := http.StatusOK
+	for _, wt := range wants {
+		rows, next, err := cs.c.Executions(ctx, wt.f)
+		if err != nil {
+			d.Error, status = err.Error(), errStatus(err)
+			if status == http.StatusInternalServerError {
+				cs.opts.Logger.Error("console: list executions", "err", err)
+			}
+			break
+		}
+		s := section{Heading: wt.heading, Note: wt.note}
+		for _, e := range rows {
+			s.Rows = append(s.Rows, cs.view(e))
+		}
+		if next != "" {
+			nq := url.Values{}
+			for k, v := range q {
+				nq[k] = v
+			}
+			nq.Set("cursor", next)
+			if d.Tab == "attention" { // page one section at a time
+				nq.Set("state", wt.tab)
+			}
+			s.Next = "?" + nq.Encode()
+		}
+		d.Sections = append(d.Sections, s)
+	}
+	cs.render(w, r, status, "executions.html", page{Nav: "executions", Live: liveAt, Data: d})
+}
+
+// liveURL is the live view's events URL for a page about to be read: it
+// follows from the event history's head now, so a change made while the
+// page is read, sent and its script connects is announced, not missed.
+// Without the head (it could not be read) it follows from when it
+// connects, as before.
+func (cs *Console) liveURL(ctx context.Context, v url.Values) string {
+	if head, err := cs.c.FollowHead(ctx); err == nil {
+		v.Set("after", head)
+	} else {
+		cs.opts.Logger.Error("console: read the events' head", "err", err)
+	}
+	return "events?" + v.Encode()
+}
+
+// errStatus is the HTTP status of a failed read: bad input or a failure.
+func errStatus(err error) int {
+	if errors.Is(err, sentinel.ErrInvalid) {
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// parseTime accepts RFC 3339 and the browser's datetime-local format,
+// which has no zone: read as UTC (utc true), the zone of every time the
+// pages show.
+func parseTime(s string) (t time.Time, utc bool, err error) {
+	if s == "" {
+		return time.Time{}, false, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, false, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, true, nil
+		}
+	}
+	return time.Time{}, false, fmt.Errorf("time %q: use RFC 3339 (2026-11-22T09:30:00Z) or YYYY-MM-DDTHH:MM (UTC)", s)
+}

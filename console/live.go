@@ -1,0 +1,87 @@
+package console
+
+// This file: The live view's event stream (server-sent events).
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// events streams execution events as server-sent events, for the live view.
+func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	q := r.URL.Query()
+	f := sentinel.FollowFilter{Namespace: q.Get("ns"), AllNamespaces: q.Get("all") == "1", PollInterval: cs.opts.PollInterval}
+	if f.AllNamespaces {
+		f.Namespace = ""
+	}
+	if k := q.Get("key"); k != "" {
+		f.Keys = []string{k}
+	}
+	// The SSE id of each event is its Follow cursor (Event.Cursor): the
+	// browser sends the last one back as Last-Event-ID when it reconnects,
+	// and the stream resumes with nothing missed. An event ID is a cursor
+	// too, so ?after=ID and older ids keep working.
+	// A reconnection's Last-Event-ID is further on than the page's ?after
+	// (the head when the page was read): it wins, so nothing is
+	// delivered twice.
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		f.Cursor = id
+	} else if after := q.Get("after"); after != "" {
+		f.Cursor = after
+	}
+	// The stream starts once Follow holds its position: a cursor (or
+	// filter) Follow refuses gets 400 instead of a stream.
+	started := false
+	f.OnStart = func() {
+		started = true
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		_, _ = fmt.Fprint(w, ": sentinel live events\nretry: 2000\n\n")
+		fl.Flush()
+	}
+	type wire struct {
+		ID        int64  `json:"id"`
+		Namespace string `json:"namespace"`
+		Key       string `json:"key"`
+		Type      string `json:"type"`
+		State     string `json:"state"`
+		Token     int64  `json:"token"`
+		Owner     string `json:"owner"`
+		At        string `json:"at"`
+		Link      string `json:"link"`
+	}
+	err := cs.c.Follow(r.Context(), f, func(ev sentinel.Event) error {
+		b, err := json.Marshal(wire{ev.ID, ev.Namespace, ev.Key, ev.Type, string(ev.State), ev.Token, ev.Owner,
+			ev.At.UTC().Format(time.RFC3339Nano), keyLink(ev.Namespace, ev.Key)})
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "id: %s\nevent: execution\ndata: %s\n\n", ev.Cursor, b); err != nil {
+			return err
+		}
+		fl.Flush()
+		return nil
+	})
+	switch {
+	case err == nil || r.Context().Err() != nil:
+	case !started && errors.Is(err, sentinel.ErrInvalid):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	case !started:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	default:
+		_, _ = fmt.Fprintf(w, "event: failure\ndata: %q\n\n", err.Error())
+		fl.Flush()
+	}
+}

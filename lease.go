@@ -510,10 +510,12 @@ func (c *Client) Holder(ctx context.Context, key string, opts ...Option) (*Holde
 const grantGrace = time.Second
 
 // graceCtx returns a context that ends grace after ctx ends, or when the
-// returned cancel is called.
+// returned cancel is called. When ctx has ended already it returns ctx: a
+// statement not yet sent grants nothing, so there is nothing to outlive,
+// and a call whose ctx ended before it began writes nothing.
 func graceCtx(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
-	if ctx.Done() == nil {
-		return ctx, func() {} // never ends: nothing to outlive, nothing allocated
+	if ctx.Done() == nil || ctx.Err() != nil {
+		return ctx, func() {} // never ends, or ended: nothing to outlive, nothing allocated
 	}
 	g, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })

@@ -40,6 +40,10 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		if err := c.checkOpen(); err != nil {
 			return nil, drawn{}, err
 		}
+		if ctx.Err() != nil {
+			// Ended before the draw was sent: nothing to give back.
+			return nil, drawn{}, fmt.Errorf("sentinel: waiting for turn on %q/%q: %w", o.namespace, resource, context.Cause(ctx))
+		}
 		var (
 			ticket, ahead      int64
 			drawnAt, expiresAt time.Time

@@ -101,9 +101,12 @@ type Turn struct {
 	drawn time.Time // local time the ticket was drawn, for the queue-wait metric
 	ahead int       // live tickets ahead when drawn, for the observer; -1 when not counted
 
-	relMu  sync.Mutex
-	left   bool // the ticket row was given up (Release or Close)
-	leftMu sync.Mutex
+	relMu sync.Mutex
+	left  bool // the ticket row was given up (Release or Close)
+	// gaveBack: the leave that gave the row up found it live (its ticket
+	// had not expired), as a Release that succeeds does.
+	gaveBack bool
+	leftMu   sync.Mutex
 }
 
 // Ticket returns the turn's ticket number. It is a fencing token from the
@@ -145,8 +148,8 @@ func (t *Turn) Context(parent context.Context) (context.Context, context.CancelF
 // idempotent and works from a defer after the work's context was cancelled
 // (a done ctx is replaced by one bounded by Config.ReleaseTimeout).
 //
-// It returns nil when it released the turn, and an error matching
-// ErrLeaseLost when the turn had been lost (its ticket expired: someone
+// It returns nil when it released the turn (or Close had given it back),
+// and an error matching ErrLeaseLost when the turn had been lost (its ticket expired: someone
 // behind may have been served), whether or not the release statement then
 // succeeded. When the statement fails the turn ends all
 // the same; the ticket then expires within its TTL, and the next ticket is
@@ -158,7 +161,12 @@ func (t *Turn) Release(ctx context.Context) error {
 	if errors.Is(prior, ErrReleased) {
 		return nil // released before: idempotent, like Lease.Release
 	}
-	if t.hasLeft() {
+	if left, gaveBack := t.hasLeft(); left {
+		if gaveBack && errors.Is(prior, ErrClosed) {
+			// Close gave the live ticket back after ending the turn: a
+			// release, as Close's release of a Lease is.
+			return nil
+		}
 		return prior
 	}
 	if ctx.Err() != nil {
@@ -191,10 +199,12 @@ func (t *Turn) Release(ctx context.Context) error {
 	return prior
 }
 
-func (t *Turn) hasLeft() bool {
+// hasLeft reports whether the ticket row was given up, and whether it was
+// live then.
+func (t *Turn) hasLeft() (left, gaveBack bool) {
 	t.leftMu.Lock()
 	defer t.leftMu.Unlock()
-	return t.left
+	return t.left, t.gaveBack
 }
 
 type leaveResult struct {
@@ -286,7 +296,7 @@ func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 		}
 		return r, t.c.wrapErr(fmt.Sprintf("leave queue %q/%q (ticket %d)", t.l.ns, t.l.key, t.l.token), err)
 	}
-	t.left = true
+	t.left, t.gaveBack = true, r.found && r.alive
 	return r, nil
 }
 

@@ -51,6 +51,12 @@ type Lease struct {
 	// so a second caller sees the first one's outcome instead of a row
 	// that is already gone.
 	relMu sync.Mutex
+	// relFailed is the error a failed release statement ended the lease
+	// with: an end, not a loss, so a later Release that frees the row
+	// still carrying the token reports success. retried: one did, and
+	// the Releases after it report success too. Both under relMu.
+	relFailed error
+	retried   bool
 }
 
 // Key returns the lease's key.
@@ -267,13 +273,15 @@ func (c *Client) newLease(kind leaseKind, ns, key string, token int64, ttl time.
 // before the reply) the lease ends all the same: it is no longer renewed,
 // Done closes, and the key is free either at once (the statement committed
 // before the reply was lost) or when the row expires, within one TTL.
+// Release may then be called again: it returns nil if it frees the row
+// while the row still carries the lease's token.
 func (l *Lease) Release(ctx context.Context) error {
 	l.relMu.Lock()
 	defer l.relMu.Unlock()
 	l.mu.Lock()
 	prior := l.err
 	l.mu.Unlock()
-	if errors.Is(prior, ErrReleased) {
+	if errors.Is(prior, ErrReleased) || l.retried {
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -289,8 +297,11 @@ func (l *Lease) Release(ctx context.Context) error {
 		// The caller is done with the lease: stop renewing it and let the
 		// row expire by itself rather than keep the key held for as long
 		// as this client lives.
-		l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "release failed; the lease is no longer renewed and expires within its TTL unless the release committed", Cause: err})
-		if prior != nil {
+		failed := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "release failed; the lease is no longer renewed and expires within its TTL unless the release committed", Cause: err}
+		if l.end(failed); prior == nil && l.Err() == failed {
+			l.relFailed = failed
+		}
+		if prior != nil && prior != l.relFailed {
 			// Lost before (a database unreachable for a TTL often fails
 			// the release too): the loss is what the caller must learn.
 			return errors.Join(prior, err)
@@ -298,8 +309,11 @@ func (l *Lease) Release(ctx context.Context) error {
 		return err
 	}
 	if n == 1 {
-		if prior == nil {
+		if prior == nil || prior == l.relFailed {
+			// Freed while the row still carried the token: nobody else
+			// held the key meanwhile, even after a failed attempt.
 			l.end(ErrReleased)
+			l.retried = prior != nil
 			return nil
 		}
 		return prior // freed early, but the lease had been lost locally

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -715,4 +716,51 @@ func TestQueueOptionsAreRefusedElsewhere(t *testing.T) {
 	fctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	require.ErrorIs(t, c.FollowQueues(fctx, nil, func(sentinel.QueueEvent) error { return nil }, sentinel.WithAfterEvent(1)), context.DeadlineExceeded)
+}
+
+// A Release whose statement failed (the database unreachable for a
+// moment) ends the lease and returns the connection error; called again
+// once the database is back, it frees the key. It returned an error
+// matching ErrLeaseLost then ("release failed"), which says the work may
+// have overlapped another holder, although the row still carried the
+// lease's token: nobody else had held the key. The same for a Turn.
+func TestReleaseRetriedAfterAFailedReleaseIsNil(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var blocked atomic.Bool
+	p := e.pool(func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["application_name"] = "retried-release-" + e.schema
+		c.BeforeConnect = func(context.Context, *pgx.ConnConfig) error {
+			if blocked.Load() {
+				// A dial error, as a real outage gives (transient).
+				return &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("network down (test)")}
+			}
+			return nil
+		}
+	})
+	victim := e.clientOn(p, &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
+	l, err := victim.Lease(ctx, "retried-release")
+	require.NoError(t, err)
+	turn, err := victim.Turn(ctx, "retried-release")
+	require.NoError(t, err)
+
+	blocked.Store(true)
+	_, err = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", "retried-release-"+e.schema)
+	require.NoError(t, err)
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	require.Error(t, l.Release(rctx), "the release statement cannot reach the database")
+	require.Error(t, turn.Release(rctx), "the leave cannot reach the database")
+	require.ErrorIs(t, l.Err(), sentinel.ErrLeaseLost, "a failed release ends the lease")
+
+	blocked.Store(false)
+	require.NoError(t, l.Release(ctx), "Lease.Release again, the database back")
+	require.NoError(t, turn.Release(ctx), "Turn.Release again, the database back")
+	require.NoError(t, l.Release(ctx), "and once more")
+	require.NoError(t, turn.Release(ctx), "and once more (Turn)")
+	other := e.client(nil)
+	l2, err := other.Lease(ctx, "retried-release")
+	require.NoError(t, err, "the key is free")
+	require.NoError(t, l2.Release(ctx))
+	require.Zero(t, e.count("tickets", ""), "the ticket is gone")
 }

@@ -102,11 +102,15 @@ type Turn struct {
 	ahead int       // live tickets ahead when drawn, for the observer; -1 when not counted
 
 	relMu sync.Mutex
-	left  bool // the ticket row was given up (Release or Close)
+	// relFailed is the error a failed leave ended the turn with (under
+	// relMu): an end, not a loss (see Lease.relFailed).
+	relFailed error
+
+	leftMu sync.Mutex
+	left   bool // the ticket row was given up (Release or Close)
 	// gaveBack: the leave that gave the row up found it live (its ticket
 	// had not expired), as a Release that succeeds does.
 	gaveBack bool
-	leftMu   sync.Mutex
 }
 
 // Ticket returns the turn's ticket number. It is a fencing token from the
@@ -149,11 +153,12 @@ func (t *Turn) Context(parent context.Context) (context.Context, context.CancelF
 // (a done ctx is replaced by one bounded by Config.ReleaseTimeout).
 //
 // It returns nil when it released the turn (or Close had given it back),
-// and an error matching ErrLeaseLost when the turn had been lost (its ticket expired: someone
-// behind may have been served), whether or not the release statement then
-// succeeded. When the statement fails the turn ends all
-// the same; the ticket then expires within its TTL, and the next ticket is
-// served at that expiry.
+// and an error matching ErrLeaseLost when the turn had been lost (its
+// ticket expired: someone behind may have been served), whether or not the
+// release statement then succeeded. When the statement fails the turn ends
+// all the same; the ticket then expires within its TTL, and the next
+// ticket is served at that expiry. Release may then be called again: it
+// returns nil if it gives the ticket up while the ticket is still live.
 func (t *Turn) Release(ctx context.Context) error {
 	t.relMu.Lock()
 	defer t.relMu.Unlock()
@@ -162,9 +167,10 @@ func (t *Turn) Release(ctx context.Context) error {
 		return nil // released before: idempotent, like Lease.Release
 	}
 	if left, gaveBack := t.hasLeft(); left {
-		if gaveBack && errors.Is(prior, ErrClosed) {
-			// Close gave the live ticket back after ending the turn: a
-			// release, as Close's release of a Lease is.
+		if gaveBack && (errors.Is(prior, ErrClosed) || prior == t.relFailed) {
+			// Close gave the live ticket back after ending the turn (a
+			// release, as Close's release of a Lease is), or a Release
+			// did after a failed attempt.
 			return nil
 		}
 		return prior
@@ -177,15 +183,20 @@ func (t *Turn) Release(ctx context.Context) error {
 	t.c.hb.remove(t.l)
 	res, err := t.leave(ctx)
 	if err != nil {
-		t.l.end(&LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token,
-			Reason: "turn release failed; the ticket is no longer renewed and expires within its TTL unless the release committed", Cause: err})
-		if prior != nil {
+		failed := &LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token,
+			Reason: "turn release failed; the ticket is no longer renewed and expires within its TTL unless the release committed", Cause: err}
+		if t.l.end(failed); prior == nil && t.l.Err() == failed {
+			t.relFailed = failed
+		}
+		if prior != nil && prior != t.relFailed {
 			return errors.Join(prior, err) // lost before: report the loss
 		}
 		return err
 	}
 	if res.found && res.alive {
-		if prior == nil {
+		if prior == nil || prior == t.relFailed {
+			// Left while its ticket was live: nobody behind was served
+			// meanwhile, even after a failed attempt.
 			t.l.end(ErrReleased)
 			return nil
 		}

@@ -32,7 +32,7 @@ type Ticket struct {
 	Host      string
 	PID       int
 	DrawnAt   time.Time // database clock
-	ServedAt  time.Time // database clock; zero until its client confirmed its turn
+	ServedAt  time.Time // database clock; zero until served (see QueueStatus.Holder), which may be before its Turn returns
 	ExpiresAt time.Time // database clock; renewed by its client's heartbeat
 }
 
@@ -41,8 +41,11 @@ type QueueStatus struct {
 	Namespace string
 	Resource  string
 	// Holder is the lowest live ticket: the one whose turn it is (derived,
-	// never stored). Its ServedAt is zero during a handover, until its
-	// client confirms. Nil when the queue is empty.
+	// never stored). It is served by its draw (nobody ahead) or by the
+	// leave of the ticket ahead, in the same statement, whether or not its
+	// client has heard yet; its ServedAt is zero only while its own serving
+	// check is due (the ticket ahead died, or its leave found this one's
+	// row busy). Nil when the queue is empty.
 	Holder *Ticket
 	// Waiting are the other live tickets, in the order they will be served.
 	Waiting []Ticket

@@ -78,6 +78,8 @@ func (l *Lease) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while the lease is held; afterwards ErrReleased, or an
 // error matching ErrLeaseLost (and ErrHardTTL when the hard TTL ended it).
+// Client.Close ends its leases as released before its release statement
+// runs; one that statement did not free reads as lost once Close returns.
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -391,13 +393,32 @@ func (l *Lease) end(err error) {
 	close(l.done)
 	l.mu.Unlock()
 	l.c.hb.remove(l)
+	l.reportEnd(err)
+	if onEnd != nil {
+		onEnd(err)
+	}
+}
+
+// reportEnd logs and observes why the lease ended; a release is not a loss.
+func (l *Lease) reportEnd(err error) {
 	if !errors.Is(err, ErrReleased) {
 		l.c.cfg.Logger.Warn("sentinel: lease ended", "namespace", l.ns, "key", l.key, "token", l.token, "err", err)
 		l.c.observer().lost(l, err)
 	}
-	if onEnd != nil {
-		onEnd(err)
+}
+
+// notReleased replaces ErrReleased, which Close ends a lease with before its
+// release statement runs, with err when that statement did not free the
+// row. Done closed already; another reason is left as it is.
+func (l *Lease) notReleased(err error) {
+	l.mu.Lock()
+	if l.err != ErrReleased {
+		l.mu.Unlock()
+		return
 	}
+	l.err = err
+	l.mu.Unlock()
+	l.reportEnd(err)
 }
 
 // checkDeadline runs when the local deadline timer fires.

@@ -441,6 +441,11 @@ func (c *Client) Close() {
 				l.relMu.Lock()
 				defer l.relMu.Unlock()
 				if l.Err() == nil {
+					// End it before the release frees the key: its
+					// holder's Done closes before anyone else can be
+					// granted it (releaseAll reports one it could not
+					// free as lost).
+					l.end(ErrReleased)
 					leases = append(leases, l)
 				}
 			} else {
@@ -453,9 +458,10 @@ func (c *Client) Close() {
 	})
 }
 
-// releaseAll releases leases in one statement. Leases whose rows were gone
-// (lost) or that could not be released (database unreachable) end as lost;
-// their rows expire by themselves.
+// releaseAll releases leases, which Close ended as released, in one
+// statement. Leases whose rows were gone (lost) or that could not be
+// released (database unreachable) are reported lost instead; their rows
+// expire by themselves.
 func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 	if len(leases) == 0 {
 		return
@@ -488,10 +494,8 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 		c.cfg.Logger.Warn("sentinel: close: releasing leases failed; they expire by themselves", "leases", len(leases), "err", err)
 	}
 	for _, l := range leases {
-		if released[[2]string{l.ns, l.key}] {
-			l.end(ErrReleased)
-		} else {
-			l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "client closed", Cause: ErrClosed})
+		if !released[[2]string{l.ns, l.key}] {
+			l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "client closed", Cause: ErrClosed})
 		}
 	}
 }

@@ -399,9 +399,11 @@ func (l *Lease) end(err error) {
 	}
 }
 
-// reportEnd logs and observes why the lease ended; a release is not a loss.
+// reportEnd logs and observes why the lease ended. A release is not a
+// loss, nor is a turn's end at Close: Close ends it before it gives the
+// ticket back (see Client.Close), as it releases a lease.
 func (l *Lease) reportEnd(err error) {
-	if !errors.Is(err, ErrReleased) {
+	if !errors.Is(err, ErrReleased) && !(l.kind == kindTicket && errors.Is(err, ErrClosed)) {
 		l.c.cfg.Logger.Warn("sentinel: lease ended", "namespace", l.ns, "key", l.key, "token", l.token, "err", err)
 		l.c.observer().lost(l, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,4 +90,34 @@ func TestObserverPartial(t *testing.T) {
 	require.Equal(t, l.Token(), losses[0].Token)
 	require.False(t, losses[0].Execution)
 	require.ErrorIs(t, losses[0].Err, sentinel.ErrLeaseLost)
+}
+
+// A client closed while it held a turn reported a lease loss to the
+// Observer (otelsentinel counted it in its lease losses) and logged a
+// warning "lease ended", although Close gave the turn back as it releases
+// a lease, for which it reports nothing: every clean shutdown of a process
+// holding a turn looked like a loss.
+func TestObserverCloseWithATurnIsNoLoss(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	var losses []sentinel.LeaseLoss
+	obs := &sentinel.Observer{LeaseLost: func(l sentinel.LeaseLoss) {
+		mu.Lock()
+		defer mu.Unlock()
+		losses = append(losses, l)
+	}}
+	var logs strings.Builder
+	c := e.client(&sentinel.Config{Observer: obs, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	_, err := c.Lease(ctx, "k")
+	require.NoError(t, err)
+	tn, err := c.Turn(ctx, "printer")
+	require.NoError(t, err)
+	c.Close()
+	require.ErrorIs(t, tn.Err(), sentinel.ErrClosed)
+	require.Zero(t, e.count("tickets", ""), "Close gave the turn back")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, losses, "a clean Close loses nothing")
+	require.NotContains(t, logs.String(), "lease ended")
 }

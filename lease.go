@@ -345,9 +345,11 @@ func (c *Client) releaseRow(ctx context.Context, ns, key, owner string, token in
 }
 
 // Heartbeat renews the lease now, in one statement, instead of waiting for
-// the background heartbeat. It returns nil only when the lease was renewed.
-// It returns an error matching ErrLeaseLost (and ErrStaleToken when the
-// lease was taken over) if the lease is gone, and a *BusyError (ErrBusy)
+// the background heartbeat. It returns nil only when the lease was renewed
+// (up to its hard TTL, past which nothing extends it). Once the lease has
+// ended it returns Err (ErrReleased after Release) and sends nothing. It
+// returns an error matching ErrLeaseLost (and ErrStaleToken when the lease
+// was taken over) if the lease is gone, and a *BusyError (ErrBusy)
 // when the lease row stayed locked by another transaction (a competing
 // statement on the same row; VerifyToken's lock does not block renewals)
 // for a whole renewal interval or until ctx ended: the lease is then still

@@ -764,3 +764,28 @@ func TestReleaseRetriedAfterAFailedReleaseIsNil(t *testing.T) {
 	require.NoError(t, l2.Release(ctx))
 	require.Zero(t, e.count("tickets", ""), "the ticket is gone")
 }
+
+// Lease.Heartbeat's godoc said it returns an error matching ErrLeaseLost
+// when the lease is gone; after Release it returns ErrReleased (the lease
+// ended, nothing lost) and sends no statement: the godoc now says so.
+func TestHeartbeatAfterReleaseReturnsErrReleased(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	l, err := c.Lease(ctx, "k")
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	e.stmts.n.Store(0)
+	err = l.Heartbeat(ctx)
+	require.ErrorIs(t, err, sentinel.ErrReleased)
+	require.NotErrorIs(t, err, sentinel.ErrLeaseLost)
+	require.Zero(t, e.stmts.n.Load(), "no statement sent")
+
+	// At its hard TTL a heartbeat still returns nil, extending nothing.
+	capped, err := c.Lease(ctx, "capped", sentinel.WithTTL(time.Second), sentinel.WithHardTTL(time.Second))
+	require.NoError(t, err)
+	exp := capped.ExpiresAt()
+	require.NoError(t, capped.Heartbeat(ctx))
+	require.WithinDuration(t, exp, capped.ExpiresAt(), 10*time.Millisecond, "not extended")
+	require.NoError(t, capped.Release(ctx))
+}

@@ -267,6 +267,13 @@ func (c *Client) newLease(kind leaseKind, ns, key string, token int64, ttl time.
 // work's context was cancelled: a done ctx is replaced by one bounded by
 // Config.ReleaseTimeout.
 //
+// Release is the holder saying its work is over: Done closes once the
+// statement returned, and another client may hold the key as soon as the
+// statement commits. End the work done under Context (goroutines it
+// started included) before Release, as a defer in the function that did
+// it does. (Client.Close, which a holder does not time, closes Done
+// before its release statement.)
+//
 // It returns nil when it released the lease or the lease had already been
 // released, and an error matching ErrLeaseLost when the lease had been lost
 // (the guarded work may have overlapped another holder), whether or not

@@ -3,6 +3,7 @@ package sentinel_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,6 +80,33 @@ func TestCallsRefuseOptionsTheyDoNotTake(t *testing.T) {
 		}
 		if err := tc.call(sentinel.WithNamespace("default")); errors.Is(err, sentinel.ErrInvalid) {
 			t.Errorf("%s refused WithNamespace: %v", tc.name, err)
+		}
+	}
+}
+
+// The queue's calls refused an option they do not take with "WithHardTTL,
+// WithWait, WithForce, WithCodec, WithMetadata, WithToken and
+// WithAfterEvent do not apply here" (or "only WithNamespace applies
+// here"), whatever was given and to whichever call; they now name the
+// option given and the call, as the other calls do.
+func TestQueueCallsNameTheOptionTheyRefuse(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := sentineltest.New(t)
+	for call, f := range map[string]func() error{
+		"Turn":        func() error { _, err := c.Turn(ctx, "r", sentinel.WithWait()); return err },
+		"TurnAll":     func() error { _, err := c.TurnAll(ctx, []string{"r"}, sentinel.WithWait()); return err },
+		"Queue":       func() error { _, err := c.Queue(ctx, "r", sentinel.WithWait()); return err },
+		"Queues":      func() error { _, err := c.Queues(ctx, sentinel.WithWait()); return err },
+		"ResetQueues": func() error { _, err := c.ResetQueues(ctx, sentinel.WithWait()); return err },
+		"FollowQueues": func() error {
+			return c.FollowQueues(ctx, nil, func(sentinel.QueueEvent) error { return nil }, sentinel.WithWait())
+		},
+	} {
+		err := f()
+		if !errors.Is(err, sentinel.ErrInvalid) || !strings.Contains(err.Error(), "WithWait: not an option of "+call) {
+			t.Errorf("%s with WithWait: %v; want ErrInvalid naming WithWait and %s", call, err, call)
 		}
 	}
 }

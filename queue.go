@@ -345,14 +345,14 @@ func (c *Client) Turn(ctx context.Context, resource string, opts ...Option) (*Tu
 	if ctx == nil {
 		return nil, invalid("ctx", "must not be nil (use context.Background())")
 	}
-	o, err := c.resolveTurn(resource, opts)
+	o, err := c.resolveTurn("Turn", resource, opts)
 	if err != nil {
 		return nil, err
 	}
 	return c.turn(ctx, resource, o)
 }
 
-func (c *Client) resolveTurn(resource string, opts []Option) (callOptions, error) {
+func (c *Client) resolveTurn(call, resource string, opts []Option) (callOptions, error) {
 	o, err := c.resolveQueue(resource, opts)
 	if err != nil {
 		var inv *InvalidError
@@ -361,8 +361,11 @@ func (c *Client) resolveTurn(resource string, opts []Option) (callOptions, error
 		}
 		return o, err
 	}
-	if o.hardSet || o.wait || o.force || o.codec != nil || o.metadata != nil || o.token != 0 || o.afterSet {
-		return o, invalid("option", "WithHardTTL, WithWait, WithForce, WithCodec, WithMetadata, WithToken and WithAfterEvent do not apply here")
+	if o.afterSet {
+		return o, invalid("option", "WithAfterEvent: not an option of %s (it applies only to FollowQueues)", call)
+	}
+	if err := o.only(call, takesTTL); err != nil {
+		return o, err
 	}
 	if o.labelSet {
 		if len(o.label) > MaxLabelLen || !validText(o.label) {

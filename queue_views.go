@@ -118,7 +118,7 @@ func (c *Client) Queue(ctx context.Context, resource string, opts ...Option) (*Q
 // Queues returns every queue of the namespace that has a live ticket,
 // sorted by resource. Options: WithNamespace.
 func (c *Client) Queues(ctx context.Context, opts ...Option) ([]QueueStatus, error) {
-	o, err := c.resolveNamespace(opts)
+	o, err := c.resolveNamespace("Queues", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -160,21 +160,21 @@ func (c *Client) AllQueues(ctx context.Context) ([]QueueStatus, error) {
 }
 
 // resolveNamespace resolves options for a call on a whole namespace.
-func (c *Client) resolveNamespace(opts []Option) (callOptions, error) {
-	o, err := c.resolveTurn("-", opts)
-	if err != nil {
+func (c *Client) resolveNamespace(call string, opts []Option) (callOptions, error) {
+	o, err := c.resolveTurn(call, "-", opts)
+	switch {
+	case err != nil:
 		return o, err
+	case o.labelSet:
+		return o, invalid("option", "WithLabel: not an option of %s (it applies only to Turn and TurnAll)", call)
 	}
-	if o.ttlSet || o.labelSet || o.afterSet {
-		return o, invalid("option", "only WithNamespace applies here")
-	}
-	return o, nil
+	return o, o.only(call, 0)
 }
 
 // resolveResource resolves options for call, which reads or tends one
 // resource's queue and takes only WithNamespace.
 func (c *Client) resolveResource(call, resource string, opts []Option) (callOptions, error) {
-	o, err := c.resolveTurn(resource, opts)
+	o, err := c.resolveTurn(call, resource, opts)
 	switch {
 	case err != nil:
 		return o, err
@@ -210,7 +210,7 @@ func (c *Client) ResetQueue(ctx context.Context, resource string, opts ...Option
 // joining a *QueueBusyError (ErrQueueBusy) for every busy queue it left
 // alone. Options: WithNamespace.
 func (c *Client) ResetQueues(ctx context.Context, opts ...Option) (map[string]int, error) {
-	o, err := c.resolveNamespace(opts)
+	o, err := c.resolveNamespace("ResetQueues", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ func (c *Client) FollowQueues(ctx context.Context, resources []string, fn func(Q
 			opt(&from)
 		}
 	}
-	o, err := c.resolveTurn("-", append(opts[:len(opts):len(opts)], func(o *callOptions) { o.afterSet = false }))
+	o, err := c.resolveTurn("FollowQueues", "-", append(opts[:len(opts):len(opts)], func(o *callOptions) { o.afterSet = false }))
 	switch {
 	case err != nil:
 		return err

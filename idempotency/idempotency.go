@@ -580,6 +580,10 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 				"Do not send it with a new key, which could perform it twice", key, Command("inspect", key, scope, ns, m.c.Config().Schema))}, 0)
 	case errors.Is(err, sentinel.ErrReconciling):
 		ee := execErr(err, onceKey)
+		if m.differs(context.WithoutCancel(ctx), ee, fp) {
+			m.reused(w, key, ee)
+			return false
+		}
 		writeProblem(w, Problem{Type: ProblemReconciling, Title: "Request being reconciled", Status: http.StatusServiceUnavailable, Key: key,
 			State: string(ee.State), Token: ee.Token,
 			Detail: "an operator is establishing the outcome of the request with this Idempotency-Key; retry later"}, 5)
@@ -646,6 +650,17 @@ func (m *middleware) reused(w http.ResponseWriter, key string, ee *sentinel.Exec
 func (m *middleware) differs(ctx context.Context, ee *sentinel.ExecutionError, fp string) bool {
 	if ee == nil {
 		return false
+	}
+	if ee.State == sentinel.StateReconciling {
+		// Reconcile minted a token of its own: the request being
+		// reconciled is the last claim of the key's run (as Resolve reads it).
+		ns := ee.Namespace
+		if ns == "" {
+			ns = m.namespace()
+		}
+		evs, err := m.c.LastRun(ctx, ee.Key, sentinel.WithNamespace(ns))
+		req, known := RequestOf(evs)
+		return err == nil && known && req.Fingerprint != "" && req.Fingerprint != fp
 	}
 	got, known, err := m.fingerprintOf(ctx, ee.Namespace, ee.Key, ee.Token)
 	return err == nil && known && got != fp

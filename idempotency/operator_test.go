@@ -330,3 +330,26 @@ func TestResolveRefusesAnOversizedResponseBeforeReconciling(t *testing.T) {
 	}
 	wantProblem(t, do(t, srv, "POST", "/charges", "pay-1", `{"amount":500}`), 500, idempotency.ProblemUncertain)
 }
+
+// While an operator reconciles a key, a request with the key but another
+// body is not a retry of the reconciled request: it gets 422, as it does
+// while the key is uncertain and after it is resolved; it was told to
+// retry later (503), and found the key reused only after the resolve.
+func TestReconcilingKeyRefusesAnotherRequest(t *testing.T) {
+	c := sentineltest.New(t)
+	ctx := ctxT(t)
+	srv := serve(t, c, idempotency.Options{Scope: accountOf}, func(w http.ResponseWriter, r *http.Request) {
+		idempotency.Uncertain(w, errors.New("the card network timed out"))
+	})
+	wantProblem(t, do(t, srv, "POST", "/charges", "k-9", `{"amount":500}`, "X-Account", "cus_42"), 500, idempotency.ProblemUncertain)
+	wantProblem(t, do(t, srv, "POST", "/charges", "k-9", `{"amount":900}`, "X-Account", "cus_42"), 422, idempotency.ProblemKeyReused)
+	if _, err := c.Reconcile(ctx, idempotency.ExecutionKey("cus_42", "k-9")); err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, do(t, srv, "POST", "/charges", "k-9", `{"amount":500}`, "X-Account", "cus_42"), 503, idempotency.ProblemReconciling)
+	r := do(t, srv, "POST", "/charges", "k-9", `{"amount":900}`, "X-Account", "cus_42")
+	wantProblem(t, r, 422, idempotency.ProblemKeyReused)
+	if r.problem.State != string(sentinel.StateReconciling) {
+		t.Fatalf("the 422 does not say the first request's outcome is still open: %+v", r.problem)
+	}
+}

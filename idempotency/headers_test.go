@@ -95,3 +95,37 @@ func TestStoredHeaderComparesNamesInAnyCase(t *testing.T) {
 		t.Fatalf("NewResponse kept %v", resp.Header)
 	}
 }
+
+// A handler's trailer fields (declared in its Trailer header, or set with
+// http.TrailerPrefix) reach the client as they do without the middleware,
+// on the first response and on every replay; they were dropped from both.
+func TestTrailersSentAndReplayed(t *testing.T) {
+	c := sentineltest.New(t)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Checksum")
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "data")
+		w.Header().Set("X-Checksum", "abc")
+		w.Header().Set(http.TrailerPrefix+"X-Late", "late")
+	})
+	for i, replayed := range []string{"", "true"} {
+		req, err := http.NewRequestWithContext(ctxT(t), "POST", srv.URL+"/upload", strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(idempotency.HeaderKey, "t-1")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 201 || string(b) != "data" || resp.Header.Get(idempotency.HeaderReplayed) != replayed {
+			t.Fatalf("response %d: %d %q %v", i, resp.StatusCode, b, resp.Header)
+		}
+		if got := resp.Trailer.Get("X-Checksum") + " " + resp.Trailer.Get("X-Late"); got != "abc late" {
+			t.Fatalf("response %d (replayed %q): trailers %v, want X-Checksum abc and X-Late late", i, replayed, resp.Trailer)
+		}
+	}
+}

@@ -5,8 +5,8 @@
 // documented behaviour where they agree:
 //
 //   - The first request with a key runs the handler once, to the end even if
-//     the client disconnects. Its status, headers and body are stored and
-//     replayed to every repeat, with Idempotent-Replayed: true. Error
+//     the client disconnects. Its status, headers, body and trailers are
+//     stored and replayed to every repeat, with Idempotent-Replayed: true. Error
 //     responses are stored too (as Stripe does), unless Options.Store says
 //     the handler changed nothing.
 //   - A repeat while the first request runs gets 409 with Retry-After, or,
@@ -97,9 +97,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"mime"
 	"net/http"
+	"net/textproto"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -833,8 +836,20 @@ func (s Response) write(w http.ResponseWriter, replayed bool) {
 	if replayed {
 		h.Set(HeaderReplayed, "true")
 	}
+	trailer := s.Trailer
+	if replayed {
+		trailer = StoredHeader(trailer)
+	}
+	// Declared before the header goes out, so that net/http sends the
+	// trailer fields set after the body.
+	for _, k := range slices.Sorted(maps.Keys(trailer)) {
+		h.Add("Trailer", k)
+	}
 	w.WriteHeader(s.Status)
 	_, _ = w.Write(s.Body)
+	for k, v := range trailer {
+		h[k] = append([]string(nil), v...)
+	}
 }
 
 // recorder buffers a handler's response, up to max body bytes.
@@ -976,7 +991,41 @@ func (rec *recorder) sentResponse() Response {
 	if h == nil {
 		h = rec.header
 	}
-	return Response{Status: rec.statusCode(), Header: withoutHop(h), Body: rec.body.Bytes()}
+	return Response{Status: rec.statusCode(), Header: withoutHop(h), Body: rec.body.Bytes(), Trailer: rec.trailer()}
+}
+
+// trailer returns the trailer fields the handler set, as net/http would
+// send them: the final values of the names its header declared in Trailer
+// when it was written, and the fields set with http.TrailerPrefix. nil
+// when there are none.
+func (rec *recorder) trailer() http.Header {
+	h := rec.sent
+	if h == nil {
+		h = rec.header
+	}
+	var out http.Header
+	add := func(name string, v []string) {
+		if name == "" || len(v) == 0 {
+			return
+		}
+		if out == nil {
+			out = make(http.Header)
+		}
+		ck := textproto.CanonicalMIMEHeaderKey(name)
+		out[ck] = append(out[ck], v...)
+	}
+	for _, decl := range h.Values("Trailer") {
+		for name := range strings.SplitSeq(decl, ",") {
+			name = textproto.TrimString(name)
+			add(name, rec.header.Values(name))
+		}
+	}
+	for k, v := range rec.header {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+			add(name, v)
+		}
+	}
+	return out
 }
 
 // encode is r as stored.
@@ -993,7 +1042,7 @@ func (rec *recorder) stored(fp string) Response {
 	if h == nil {
 		h = rec.header
 	}
-	return Response{Fingerprint: fp, Status: rec.statusCode(), Header: StoredHeader(h), Body: rec.body.Bytes()}
+	return Response{Fingerprint: fp, Status: rec.statusCode(), Header: StoredHeader(h), Body: rec.body.Bytes(), Trailer: StoredHeader(rec.trailer())}
 }
 
 // validNamespace holds for a namespace the library accepts (what

@@ -77,6 +77,10 @@ type Response struct {
 	Status      int         `json:"status"` // -1: the response was too large to store
 	Header      http.Header `json:"header,omitempty"`
 	Body        []byte      `json:"body,omitempty"` // base64 in the JSON
+	// Trailer holds the trailer fields the handler sent after the body
+	// (declared in its Trailer header, or set with http.TrailerPrefix),
+	// sent again as trailers; nil when none.
+	Trailer http.Header `json:"trailer,omitempty"`
 }
 
 // statusTooLarge marks a stored Response for a handler whose response
@@ -415,7 +419,7 @@ func Inspect(ctx context.Context, c *sentinel.Client, scope, key string, opts ..
 // (sentinel.Client.Reconcile, which mints a new token), then
 // force-completed at that token. It returns the token the key completed
 // at. A response whose fingerprint is not the claiming request's is
-// refused; credentials in resp.Header are dropped (see StoredHeader).
+// refused; credentials in resp.Header and resp.Trailer are dropped (see StoredHeader).
 //
 // Every write is guarded by a token, so that resp never completes a claim
 // other than the one it answers: with sentinel.WithToken, the token the
@@ -428,7 +432,7 @@ func Resolve(ctx context.Context, c *sentinel.Client, scope, key string, resp Re
 	if _, err := NewResponse(resp.Fingerprint, resp.Status, nil, nil); err != nil {
 		return 0, err
 	}
-	resp.Header = StoredHeader(resp.Header)
+	resp.Header, resp.Trailer = StoredHeader(resp.Header), StoredHeader(resp.Trailer)
 	execKey := ExecutionKey(scope, key)
 	// The value is checked before the first write: an uncertain key is
 	// reconciled before it is force-completed, and a value refused then

@@ -527,7 +527,8 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		m.reused(w, key, nil)
 	case err == nil && resp.Status == statusTooLarge:
 		writeProblem(w, Problem{Type: ProblemResponseTooLarge, Title: "Response too large to store", Status: http.StatusInternalServerError, Key: key,
-			Detail: fmt.Sprintf("the request was processed, but its response exceeded %d bytes and could not be stored; it will not run again with this key", m.o.MaxResponseBytes)}, 0)
+			Detail: fmt.Sprintf("the request was processed, but its response exceeded %d bytes and could not be stored; it will not run again with this key: "+
+				"ask the service's operators for its outcome, and do not repeat it with another key, which would perform it again", m.o.MaxResponseBytes)}, 0)
 	case err == nil && first != nil && !res.Cached:
 		// The first response goes out in full, credentials included; only
 		// replays go without them.

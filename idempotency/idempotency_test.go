@@ -361,8 +361,13 @@ func TestResponseTooLarge(t *testing.T) {
 	if writeErr != idempotency.ErrResponseTooLarge {
 		t.Fatalf("handler's Write returned %v", writeErr)
 	}
-	// The request was processed: repeats get the same error, no second run.
-	wantProblem(t, do(t, srv, "POST", "/report", "big", ""), 500, idempotency.ProblemResponseTooLarge)
+	// The request was processed: repeats get the same error, no second run,
+	// and are told not to send it again under a new key.
+	r := do(t, srv, "POST", "/report", "big", "")
+	wantProblem(t, r, 500, idempotency.ProblemResponseTooLarge)
+	if !strings.Contains(r.problem.Detail, "do not repeat it with another key") {
+		t.Fatalf("the detail does not say what to do next: %s", r.problem.Detail)
+	}
 	if runs.Load() != 1 {
 		t.Fatalf("handler ran %d times", runs.Load())
 	}

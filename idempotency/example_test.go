@@ -226,7 +226,7 @@ func ExampleOptions_rerun() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"charge":%q,"attempt":%d}`, id, sentinel.Attempt(r.Context()))
 	})
-	srv := httptest.NewUnstartedServer(idempotency.Middleware(client, idempotency.Options{Scope: idempotency.SingleTenant, Rerun: 3})(charge))
+	srv := httptest.NewUnstartedServer(idempotency.Middleware(client, idempotency.Options{Required: true, Scope: idempotency.SingleTenant, Rerun: 3})(charge))
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.Start()
 	defer srv.Close()

@@ -205,7 +205,10 @@ type Options struct {
 
 	// Rerun, above 1, declares that the handler's effect is deduplicated
 	// downstream: the handler passes sentinel.EffectKey(r.Context()) to the
-	// service it calls, as that service's idempotency key. A repeat of a
+	// service it calls, as that service's idempotency key. Set Required
+	// with it: a request without an Idempotency-Key passes through to the
+	// handler unprotected, where EffectKey is "", a reference every such
+	// request would share at the service. A repeat of a
 	// request whose handler stopped without a response (a crash, a panic, a
 	// lost lease) then runs the handler again, at most Rerun attempts in
 	// all (sentinel.WithRerun; sentinel.Attempt(r.Context()) tells the

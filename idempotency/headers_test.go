@@ -129,3 +129,28 @@ func TestTrailersSentAndReplayed(t *testing.T) {
 		}
 	}
 }
+
+// A status net/http sends (up to 999) is stored and replayed as the client
+// got it; a 799 was stored, then refused as unreplayable: the request that
+// ran the handler and every repeat got 500 ProblemUnreplayable. A status
+// net/http refuses (1000) panics as it does there, leaving the key
+// uncertain, instead of completing it with a response nobody can get.
+func TestUnusualStatusReplayed(t *testing.T) {
+	c := sentineltest.New(t)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, func(w http.ResponseWriter, r *http.Request) {
+		code := 799
+		if r.URL.Path == "/invalid" {
+			code = 1000
+		}
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, "odd")
+	})
+	for _, replayed := range []string{"", "true"} {
+		r := do(t, srv, "POST", "/odd", "s-1", "x")
+		if r.status != 799 || r.body != "odd" || r.header.Get(idempotency.HeaderReplayed) != replayed {
+			t.Fatalf("got %d %q (replayed %q), want 799 odd (replayed %q)", r.status, r.body, r.header.Get(idempotency.HeaderReplayed), replayed)
+		}
+	}
+	do(t, srv, "POST", "/invalid", "s-2", "x")
+	wantProblem(t, do(t, srv, "POST", "/invalid", "s-2", "x"), 500, idempotency.ProblemUncertain)
+}

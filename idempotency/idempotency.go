@@ -959,6 +959,11 @@ var ErrResponseTooLarge = errors.New("idempotency: response body exceeds MaxResp
 func (rec *recorder) Header() http.Header { return rec.header }
 
 func (rec *recorder) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		// As net/http's own writer: such a status cannot be sent, nor
+		// stored to be replayed.
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
 	if rec.status == 0 && code >= 200 {
 		rec.status = code
 		rec.sent = rec.header.Clone() // later changes are not sent, as with net/http

@@ -94,7 +94,7 @@ var ErrNotResponse = errors.New("idempotency: not a stored HTTP response the mid
 // DecodeResponse decodes the stored result of a middleware key. It fails
 // with an error matching ErrNotResponse unless data is a response the
 // middleware can replay: a JSON object with a fingerprint and a status
-// from 200 to 599 (or the too-large marker).
+// from 200 to 999, as net/http sends them (or the too-large marker).
 func DecodeResponse(data []byte) (Response, error) {
 	var r Response
 	if len(data) == 0 {
@@ -108,8 +108,10 @@ func DecodeResponse(data []byte) (Response, error) {
 	if r.Fingerprint == "" {
 		return r, fmt.Errorf("%w: it has no request fingerprint", ErrNotResponse)
 	}
-	if r.Status != statusTooLarge && (r.Status < 200 || r.Status > 599) {
-		return r, fmt.Errorf("%w: status %d is not a final HTTP status (200-599)", ErrNotResponse, r.Status)
+	// Up to 999, as net/http sends it: a handler's 799 is stored as the
+	// client got it, and must be replayed as such.
+	if r.Status != statusTooLarge && (r.Status < 200 || r.Status > 999) {
+		return r, fmt.Errorf("%w: status %d is not a final HTTP status (200-999)", ErrNotResponse, r.Status)
 	}
 	return r, nil
 }

@@ -1,10 +1,12 @@
 package idempotency_test
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sentinel-coordination/sentinel/idempotency"
 	"github.com/sentinel-coordination/sentinel/sentineltest"
@@ -153,4 +155,40 @@ func TestUnusualStatusReplayed(t *testing.T) {
 	}
 	do(t, srv, "POST", "/invalid", "s-2", "x")
 	wantProblem(t, do(t, srv, "POST", "/invalid", "s-2", "x"), 500, idempotency.ProblemUncertain)
+}
+
+// What the developer's handler does behind the middleware works as it
+// does without it: a deadline set with http.ResponseController ("feature
+// not supported" before), a body written to a 204 (refused with
+// http.ErrBodyNotAllowed, as net/http does; it was stored and shown by
+// inspect, never sent), and the request recorded with its query (the
+// fingerprint covers it; inspect showed the path alone).
+func TestHandlerSeesTheServersWriter(t *testing.T) {
+	c := sentineltest.New(t)
+	var deadlineErr, bodyErr error
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, func(w http.ResponseWriter, r *http.Request) {
+		deadlineErr = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute))
+		w.WriteHeader(http.StatusNoContent)
+		_, bodyErr = io.WriteString(w, "x")
+	})
+	r := do(t, srv, "POST", "/charges?mode=card", "k-1", "{}")
+	if r.err != nil || r.status != http.StatusNoContent {
+		t.Fatalf("first: %+v", r)
+	}
+	if deadlineErr != nil {
+		t.Errorf("SetWriteDeadline behind the middleware: %v", deadlineErr)
+	}
+	if !errors.Is(bodyErr, http.ErrBodyNotAllowed) {
+		t.Errorf("Write after 204: %v, want http.ErrBodyNotAllowed", bodyErr)
+	}
+	rec, err := idempotency.Inspect(ctxT(t), c, "", "k-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Response == nil || len(rec.Response.Body) != 0 {
+		t.Errorf("stored response %+v, want a 204 without a body", rec.Response)
+	}
+	if rec.Request.Path != "/charges?mode=card" {
+		t.Errorf("recorded path %q, want the path and query", rec.Request.Path)
+	}
 }

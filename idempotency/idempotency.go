@@ -102,6 +102,7 @@ import (
 	"mime"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -156,7 +157,10 @@ type Options struct {
 
 	// HardTTL caps how long a handler may run. When it passes, the
 	// handler's context is cancelled and its outcome is not stored (the
-	// key becomes uncertain; in transactional mode nothing is committed).
+	// key becomes uncertain; in transactional mode nothing is committed),
+	// unless the handler returns within the lease's safety margin, before
+	// the claim ended on the database clock: its response is then stored
+	// as usual.
 	// Default: the client's Config.OnceHardTTL (10 minutes unless set).
 	HardTTL time.Duration
 
@@ -427,7 +431,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		}
 	}
 	opts := []sentinel.Option{sentinel.WithMetadata(map[string]any{
-		"fingerprint": fp, "method": r.Method, "path": r.URL.Path,
+		"fingerprint": fp, "method": r.Method, "path": requestPath(r.URL),
 	})}
 	if m.o.Namespace != "" {
 		opts = append(opts, sentinel.WithNamespace(m.o.Namespace))
@@ -455,7 +459,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 	}
 
 	run := func(ctx context.Context) (*recorder, *http.Request) {
-		rec := &recorder{header: make(http.Header), max: m.o.MaxResponseBytes}
+		rec := &recorder{header: make(http.Header), max: m.o.MaxResponseBytes, under: w}
 		req := r.WithContext(ctx)
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
@@ -856,8 +860,19 @@ func (s Response) write(w http.ResponseWriter, replayed bool) {
 	}
 }
 
+// requestPath is a request's path as recorded with its claim: the path
+// (decoded) and, when there is one, the query as sent, which the
+// fingerprint covers too.
+func requestPath(u *url.URL) string {
+	if u.RawQuery == "" {
+		return u.Path
+	}
+	return u.Path + "?" + u.RawQuery
+}
+
 // recorder buffers a handler's response, up to max body bytes.
 type recorder struct {
+	under     http.ResponseWriter // the server's writer, for deadlines (SetWriteDeadline...)
 	header    http.Header
 	sent      http.Header // the header as of WriteHeader
 	status    int
@@ -972,6 +987,11 @@ func (rec *recorder) WriteHeader(code int) {
 
 func (rec *recorder) Write(p []byte) (int, error) {
 	rec.WriteHeader(http.StatusOK)
+	if rec.status == http.StatusNoContent || rec.status == http.StatusNotModified {
+		// As net/http's own writer: such a response has no body, so
+		// none is stored (it would be shown, never sent).
+		return 0, http.ErrBodyNotAllowed
+	}
 	if rec.body.Len()+len(p) > rec.max {
 		rec.overflow = true
 		return 0, ErrResponseTooLarge
@@ -985,6 +1005,25 @@ func (rec *recorder) Write(p []byte) (int, error) {
 // the client earlier. As with net/http, the header is fixed by the first
 // Flush (200 when WriteHeader was not called).
 func (rec *recorder) Flush() { rec.WriteHeader(http.StatusOK) }
+
+// SetReadDeadline, SetWriteDeadline and EnableFullDuplex are what
+// http.ResponseController asks of a writer: a handler that sets its
+// deadlines behind the middleware gets the server's (it got "feature not
+// supported"). They act on the connection, not on the response, which
+// the middleware still buffers.
+func (rec *recorder) SetReadDeadline(t time.Time) error {
+	return http.NewResponseController(rec.under).SetReadDeadline(t)
+}
+
+// SetWriteDeadline: see SetReadDeadline.
+func (rec *recorder) SetWriteDeadline(t time.Time) error {
+	return http.NewResponseController(rec.under).SetWriteDeadline(t)
+}
+
+// EnableFullDuplex: see SetReadDeadline.
+func (rec *recorder) EnableFullDuplex() error {
+	return http.NewResponseController(rec.under).EnableFullDuplex()
+}
 
 func (rec *recorder) statusCode() int {
 	if rec.status == 0 {

@@ -267,7 +267,7 @@ func TestResolveUncertainWithResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rec.Uncertain() || rec.Request.Method != "POST" || rec.Request.Path != "/charges" || rec.Request.Fingerprint == "" || rec.Response != nil {
+	if !rec.Uncertain() || rec.Request.Method != "POST" || rec.Request.Path != "/charges?x=1" || rec.Request.Fingerprint == "" || rec.Response != nil {
 		t.Fatalf("record: %+v", rec)
 	}
 	resp, err := idempotency.NewResponse(rec.Request.Fingerprint, 201,

@@ -307,7 +307,9 @@ func validHeaderValue(v string) bool {
 // Request is the request that claimed a middleware key, as recorded in the
 // key's history with its claim.
 type Request struct {
-	Method      string
+	Method string
+	// Path is the request's path and, after "?", its query as sent
+	// (records made before v0.3 hold the path alone).
 	Path        string
 	Fingerprint string
 	Token       int64     // the fencing token of that claim

@@ -37,6 +37,7 @@ type respView struct {
 	StatusText string
 	Headers    []string // "Name: value", sorted
 	Body       string   // text, or base64 when BodyBase64
+	Trailers   []string // the trailer fields sent after the body, as Headers
 	BodyBase64 bool
 	TooLarge   bool
 }
@@ -48,7 +49,7 @@ func toRespView(r *idempotency.Response) *respView {
 	if r.Status < 0 {
 		return &respView{TooLarge: true}
 	}
-	v := &respView{Status: r.Status, StatusText: http.StatusText(r.Status), Headers: headerLines(r.Header)}
+	v := &respView{Status: r.Status, StatusText: http.StatusText(r.Status), Headers: headerLines(r.Header), Trailers: headerLines(r.Trailer)}
 	if utf8.Valid(r.Body) {
 		v.Body = string(r.Body)
 	} else {

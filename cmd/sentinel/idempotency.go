@@ -241,13 +241,14 @@ type idemResponseJSON struct {
 	Header     http.Header `json:"header,omitempty"`
 	Body       *string     `json:"body,omitempty"`
 	BodyBase64 string      `json:"body_base64,omitempty"`
+	Trailer    http.Header `json:"trailer,omitempty"` // sent after the body
 }
 
 func toIdemResponseJSON(r *idempotency.Response) *idemResponseJSON {
 	if r == nil {
 		return nil
 	}
-	j := &idemResponseJSON{Status: r.Status, Header: r.Header}
+	j := &idemResponseJSON{Status: r.Status, Header: r.Header, Trailer: r.Trailer}
 	if utf8.Valid(r.Body) {
 		s := string(r.Body)
 		j.Body = &s
@@ -366,16 +367,8 @@ func (a *app) printResponse(r *idempotency.Response) {
 		return
 	}
 	fmt.Fprintf(a.stdout, "  %d %s\n", r.Status, http.StatusText(r.Status))
-	names := make([]string, 0, len(r.Header))
-	for k := range r.Header {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		for _, v := range r.Header[k] {
-			fmt.Fprintf(a.stdout, "  %s: %s\n", esc(k), esc(v))
-		}
-	}
+	a.printFields(r.Header, "")
+	defer a.printFields(r.Trailer, "trailer ")
 	switch {
 	case len(r.Body) == 0:
 		fmt.Fprintln(a.stdout, "  (no body)")
@@ -385,6 +378,21 @@ func (a *app) printResponse(r *idempotency.Response) {
 		}
 	default:
 		fmt.Fprintf(a.stdout, "  (%d bytes, not text; base64) %s\n", len(r.Body), base64.StdEncoding.EncodeToString(r.Body))
+	}
+}
+
+// printFields prints header fields, sorted by name, each line prefixed
+// (the trailer's after the body).
+func (a *app) printFields(h http.Header, prefix string) {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, v := range h[k] {
+			fmt.Fprintf(a.stdout, "  %s%s: %s\n", prefix, esc(k), esc(v))
+		}
 	}
 }
 

@@ -250,7 +250,7 @@ func newBenchAcquireProbe() *benchAcquireProbe {
 }
 
 func (p *benchAcquireProbe) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, "INSERT INTO") && strings.Contains(d.SQL, ".leases") {
+	if strings.Contains(d.SQL, "INSERT INTO") && strings.Contains(d.SQL, ".leases") || strings.Contains(d.SQL, ".lease_acquire_wait(") {
 		return context.WithValue(ctx, benchAcquireKey{}, true)
 	}
 	return ctx

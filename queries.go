@@ -156,7 +156,7 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 // a registration whose waiter already holds it.
 //
 // A statement that grants nothing commits without waiting for its WAL
-// flush (sc: synchronous_commit off for this transaction only; a grant
+// flush (synchronous_commit off for this transaction only; a grant
 // keeps the session's setting), as a campaign that reads the leader does:
 // a registration grants nothing by itself. One lost in a crash of the
 // server is found gone by the waiter's next renewal, and the waiter
@@ -194,44 +194,16 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`
 // none), $12 the channel of the caller's process (listenHub.direct; empty:
 // none, its grant's wake-up goes to the schema's channel), $13 the server's
 // epoch $11 was made under ($9 counts the caller out only under it).
-var sqlAcquireWait = strings.Replace(strings.Replace(strings.Replace(sqlAcquire, `g AS (SELECT * FROM up UNION ALL SELECT * FROM ins)
-SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining FROM g`, `g AS (SELECT * FROM up UNION ALL SELECT * FROM ins),
-hl AS (
-    SELECT t.namespace, t.key FROM {{schema}}.leases t
-    WHERE $10::bool AND NOT EXISTS (SELECT 1 FROM g) AND t.namespace = $1 AND t.key = $2
-    FOR NO KEY UPDATE SKIP LOCKED
-),
-cu AS (
-    UPDATE {{schema}}.leases t SET waiters = t.waiters + 1
-    FROM hl WHERE t.namespace = hl.namespace AND t.key = hl.key
-    RETURNING t.expires_at > pg_catalog.clock_timestamp() AS live
-),
-rg AS (
-    INSERT INTO {{schema}}.lease_waiters (namespace, key, waiter, owner, host, pid, ttl_us, hard_us, expires_at, channel)
-    SELECT $1, $2, pg_catalog.nextval({{seq}}), $3, $4, $5, $6, $7,
-        pg_catalog.clock_timestamp() + $6::bigint * interval '1 microsecond', nullif($12::text, '')
-    FROM cu
-    RETURNING waiter, expires_at - pg_catalog.clock_timestamp() AS left, expires_at AS until
-),
-dr AS (
-    DELETE FROM {{schema}}.lease_waiters x
-    WHERE $11::bigint > 0 AND EXISTS (SELECT 1 FROM g) AND x.namespace = $1 AND x.key = $2 AND x.waiter = $11
-      AND coalesce(pg_catalog.pg_stat_get_bgwriter_stat_reset_time(), pg_catalog.pg_postmaster_start_time()) = $13::timestamptz
-),
-sc AS (
-    SELECT pg_catalog.set_config('synchronous_commit',
-        CASE WHEN EXISTS (SELECT 1 FROM g) THEN pg_catalog.current_setting('synchronous_commit') ELSE 'off' END, true) AS v
-)
-SELECT true, owner, host, pid, token, acquired_at, expires_at, hard, remaining, true, 0::bigint, interval '0',
-    coalesce(pg_catalog.pg_stat_get_bgwriter_stat_reset_time(), pg_catalog.pg_postmaster_start_time()), 'epoch'::timestamptz FROM g, sc`, 1),
-	`    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp()
-FROM {{schema}}.leases t
-WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, `    nullif(t.hard_expires_at, 'infinity'), t.expires_at - pg_catalog.clock_timestamp(),
-    coalesce((SELECT cu.live FROM cu), true), coalesce((SELECT rg.waiter FROM rg), 0), coalesce((SELECT rg.left FROM rg), interval '0'),
-    coalesce(pg_catalog.pg_stat_get_bgwriter_stat_reset_time(), pg_catalog.pg_postmaster_start_time()), coalesce((SELECT rg.until FROM rg), 'epoch'::timestamptz)
-FROM {{schema}}.leases t, sc
-WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM g)`, 1), `waiters = greatest(t.waiters - $9::int, 0)`,
-	`waiters = greatest(t.waiters - CASE WHEN coalesce(pg_catalog.pg_stat_get_bgwriter_stat_reset_time(), pg_catalog.pg_postmaster_start_time()) = $13::timestamptz THEN $9::int ELSE 0 END, 0)`, 1)
+//
+// It runs as the function lease_acquire_wait (migration 17), which reads
+// the row and runs only the branch its case needs, each a plain statement
+// with a cached plan (as a statement of CTEs it set up and ran every
+// branch on each attempt: see the migration). The statement returns no row
+// when the function could not read the row (gone meanwhile).
+const sqlAcquireWait = `SELECT r.o_acquired, r.o_owner, r.o_host, r.o_pid, r.o_token, r.o_acquired_at, r.o_expires_at,
+    r.o_hard, r.o_remaining, r.o_live, r.o_waiter, r.o_left, r.o_epoch, r.o_until
+FROM {{schema}}.lease_acquire_wait($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, {{seq}}) AS r
+WHERE r.o_acquired IS NOT NULL`
 
 // grantWakeSQL follows the registration in a grant's wake-up ('w'): the
 // grant, from the lease row t the release wrote, as "/<token>/<acquired>/

@@ -31,7 +31,7 @@ func newAcquireProbe() *acquireProbe {
 }
 
 func (p *acquireProbe) onStart(sql string, args []any) any {
-	if strings.Contains(sql, "INSERT INTO") && strings.Contains(sql, ".leases") && len(args) > 1 {
+	if (strings.Contains(sql, "INSERT INTO") && strings.Contains(sql, ".leases") || strings.Contains(sql, ".lease_acquire_wait(")) && len(args) > 1 {
 		if k, ok := args[1].(string); ok {
 			return probeKey(k)
 		}

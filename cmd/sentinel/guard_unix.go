@@ -386,9 +386,15 @@ func (s *supervisor) run(ctrl *os.File, command []string) int {
 	// SIGINT comes from the terminal to sentinel as well, which asks for
 	// a termination with its grace: noted here (not ignored, so the
 	// command does not inherit an ignored SIGINT), nothing more. SIGTERM,
-	// SIGHUP, SIGQUIT are forwarded to the tree as a termination.
+	// SIGHUP, SIGQUIT are forwarded to the tree as a termination; SIGHUP
+	// only unless it is ignored (nohup): the tree inherits it ignored and
+	// outlives the terminal, as nohup asked.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT)
+	notified := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT}
+	if !signal.Ignored(syscall.SIGHUP) {
+		notified = append(notified, syscall.SIGHUP)
+	}
+	signal.Notify(sigs, notified...)
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
 

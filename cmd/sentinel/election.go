@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -223,11 +224,16 @@ func (a *app) elect(ctx context.Context, group string, command []string, opts se
 	defer stopRun()
 	result := make(chan error, 1)
 	elector := make(chan *sentinel.Elector, 1) // for OnElected, once created
+	// leading is closed once OnElected runs: from then on an interrupt is
+	// OnElected's to handle (the command gets SIGTERM and its grace).
+	leading := make(chan struct{})
+	var leadOnce sync.Once
 	opts.OnNewLeader = func(l sentinel.Leader) {
 		fprintf(a.stderr, "sentinel: following: %s/%s is led by %s (term %d)\n", l.Namespace, l.Group, l.Owner, l.Term)
 	}
 	opts.OnElected = func(tctx context.Context, term int64) {
 		defer stopRun()
+		leadOnce.Do(func() { close(leading) })
 		what := fmt.Sprintf("leadership of %s/%s (term %d)", a.namespace, group, term)
 		if len(command) == 0 {
 			result <- a.leadUntilInterrupted(ctx, tctx, group, term)
@@ -259,8 +265,19 @@ func (a *app) elect(ctx context.Context, group string, command []string, opts se
 		}
 		return err
 	case <-ctx.Done():
-		// Interrupted: while campaigning, just leave; while leading,
-		// OnElected stops the command and reports its code.
+		// Interrupted: while leading, OnElected stops the command (SIGTERM,
+		// then SIGKILL after --kill-after) and reports its code; the term
+		// ends only once it returned (ending it first would kill the tree
+		// at once, as for a lost term). While campaigning, just leave.
+		select {
+		case <-leading:
+			err := <-result
+			if rerr := <-ran; err == nil && rerr != nil {
+				err = rerr
+			}
+			return err
+		default:
+		}
 		stopRun()
 		rerr := <-ran
 		select {

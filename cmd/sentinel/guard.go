@@ -102,8 +102,9 @@ these the system allows (--contain names one and fails if it is refused):
 
 What stops CMD's tree, and when (the lock is released only after):
 
-  SIGINT/SIGTERM to sentinel   SIGTERM to the tree, SIGKILL after
-                               --kill-after or at the local deadline
+  SIGINT/SIGTERM to sentinel,  SIGTERM to the tree, SIGKILL after
+  SIGHUP (terminal closed)     --kill-after or at the local deadline
+                               (under nohup SIGHUP stays ignored)
   lease lost: taken over       SIGKILL at once (exit 137)
   lease lost: renewals late    SIGTERM min(--kill-after, TTL/4) before the
                                local deadline, SIGKILL at it (TTL/10 before

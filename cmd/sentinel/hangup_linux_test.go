@@ -33,3 +33,37 @@ func TestNohupCommandSurvivesAHangup(t *testing.T) {
 	require.Equal(t, 128+int(syscall.SIGTERM), exitCodeOf(t, first), "output: %s", out)
 	require.False(t, treeAlive(work))
 }
+
+// A hangup of the job (its terminal closed: SIGHUP to the foreground
+// process group) ends lock, elect and queue lock as SIGTERM does: the
+// command gets SIGTERM and runs its trap, sentinel exits with its code and
+// gives back what it held at once, not one TTL later.
+func TestHangupTerminatesTheCommandAndReleases(t *testing.T) {
+	for _, k := range []struct {
+		name string
+		args []string // the command up to its options
+		free []string // a command that shows the lock free
+		code int      // its exit code when it is
+	}{
+		{"lock", []string{"lock", "job"}, []string{"lock", "job", "--no-wait", "--", "true"}, 0},
+		{"elect", []string{"elect", "group"}, []string{"leader", "group"}, exitNotFound},
+		{"queue-lock", []string{"queue", "lock", "printer"}, []string{"queue", "lock", "printer", "--timeout", "2s", "--", "true"}, 0},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.migrate()
+			work := filepath.Join(sharedTempDir(t), "work")
+			first, out := startJob(t, nil, nil, []string{"DATABASE_URL=" + dbURL, "WORK=" + work},
+				append(append([]string{"--schema", e.schema}, k.args...), "--ttl", "30s", "--",
+					"sh", "-c", `trap 'touch "$WORK.term"; exit 5' TERM; `+writerScript)...)
+			waitUntil(t, 20*time.Second, "the command's writes", func() bool { return fileHasLine(work) }, out)
+
+			require.NoError(t, syscall.Kill(-first.Process.Pid, syscall.SIGHUP))
+			require.Equal(t, 5, exitCodeOf(t, first), "output: %s", out)
+			require.True(t, exists(work+".term"), "the command got no SIGTERM; output: %s", out)
+			require.False(t, treeAlive(work))
+			r := e.run(k.free...)
+			requireCode(t, r, k.code)
+		})
+	}
+}

@@ -66,10 +66,22 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == superviseArg {
 		os.Exit(supervise(os.Args[2:]))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), interruptSignals()...)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// interruptSignals end a command as Ctrl-C does (lock, elect and queue
+// lock: the command's tree gets SIGTERM and its grace, then the release):
+// SIGINT, SIGTERM, and SIGHUP (its terminal closed) unless it is ignored
+// (nohup: the command goes on, and so does sentinel).
+func interruptSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
 }
 
 // app is the state shared by every command: global flags and, once a

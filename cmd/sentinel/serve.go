@@ -51,7 +51,7 @@ characters, sequences, keyboard walks or dates, is refused at start
   $SENTINEL_OPERATOR_TOKEN   the same, from the environment
   --operator-token TOKEN     the same; visible to every user in ps: avoid
 --read-only offers no action. Tokens are compared in constant time. It
-prints the URL it listens on, and stops on SIGINT or SIGTERM.`,
+prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 		Example: `  sentinel serve --new-token > token && chmod 600 token && sentinel serve --operator-token-file token
   SENTINEL_OPERATOR_TOKEN=$(sentinel serve --new-token) sentinel serve
   sentinel serve --operators-file /etc/sentinel/operators   # lines: ada:<token>

@@ -139,8 +139,10 @@ The token (SENTINEL_LEASE_TOKEN, SENTINEL_ELECTION_TERM, the tickets of
 SENTINEL_QUEUE_TICKETS) is the one protection that survives every event:
 check it in the writes the work makes (VerifyToken, VerifyTerm,
 VerifyTurn). CMD is not in the terminal's foreground: Ctrl-C reaches it
-through sentinel (as SIGTERM), and it cannot read from the terminal (give
-it its input from a file or a pipe). SENTINEL_CONTAINMENT in its
+through sentinel (as SIGTERM), and it cannot read from the terminal: when
+sentinel's stdin is one, CMD's is /dev/null opened for writing (as nohup
+does), so a read fails at once instead of stopping CMD for good (give it
+its input from a file or a pipe). SENTINEL_CONTAINMENT in its
 environment names the containment in use.`
 
 // guardPointer is elect's and queue lock's share of containHelp.

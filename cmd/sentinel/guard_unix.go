@@ -400,6 +400,15 @@ func (s *supervisor) run(ctrl *os.File, command []string) int {
 
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if isTerminal(os.Stdin) {
+		// Out of the terminal's foreground, a read from it would stop the
+		// command (SIGTTIN) for good, the lock held: as nohup does, its
+		// stdin is /dev/null opened for writing, so a read fails at once.
+		if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+			defer func() { _ = null.Close() }()
+			cmd.Stdin = null
+		}
+	}
 	cmd.SysProcAttr = s.tree.attr()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "sentinel: start %s: %v\n", command[0], err)

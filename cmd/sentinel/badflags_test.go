@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/sentinel-coordination/sentinel"
 	"github.com/stretchr/testify/require"
@@ -64,4 +66,34 @@ func TestFollowWarnsOfAnUnknownEventType(t *testing.T) {
 	require.NotContains(t, r.stderr, `type "completed"`)
 	require.Contains(t, r.stdout, "order-1")
 	require.Contains(t, r.stdout, "completed")
+}
+
+// A "--" with nothing after it (a cron line's `-- $JOB` with JOB empty)
+// is bad input, exit 2, before anything is taken: lock, elect and queue
+// lock no longer hold until interrupted, which a cron job never is.
+func TestNothingAfterDashIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	for _, args := range [][]string{
+		{"lock", "k1", "--"},
+		{"elect", "g1", "--"},
+		{"queue", "lock", "printer", "--"},
+	} {
+		ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second) // it held until interrupted
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--schema", e.schema}, args...)...)
+		cmd.Env = append(cleanEnv(), "DATABASE_URL="+dbURL)
+		out, _ := cmd.CombinedOutput()
+		cancel()
+		require.Equal(t, exitUsage, cmd.ProcessState.ExitCode(), "%v: %s", args, out)
+		require.Contains(t, string(out), "nothing after --", "%v", args)
+	}
+	r := e.run("leases", "--expired", "-A", "--json")
+	requireCode(t, r, exitOK)
+	require.JSONEq(t, `[]`, r.stdout, "no lease row was written")
+	r = e.run("queue", "status", "-A", "--json")
+	requireCode(t, r, exitOK)
+	require.JSONEq(t, `[]`, r.stdout, "no ticket was drawn")
+	r = e.run("elections", "-A", "--json")
+	requireCode(t, r, exitOK)
+	require.JSONEq(t, `[]`, r.stdout, "no election row was written")
 }

@@ -201,6 +201,9 @@ elected, elect exits 4 (CMD did not run).` + fmt.Sprintf(guardPointer, "leadersh
 				return usageErr("elect takes one GROUP before --, got %d", d)
 			}
 			group, command := args[0], args[1:]
+			if cmd.ArgsLenAtDash() == 1 && len(command) == 0 {
+				return errNoCommand(cmd)
+			}
 			if err := o.check(); err != nil {
 				return err
 			}

@@ -75,6 +75,13 @@ func (o *cmdOpts) check() error {
 	return usageErr("--contain %q: give auto or one of %s (those this platform has)", o.contain, strings.Join(containModes, ", "))
 }
 
+// errNoCommand refuses a "--" with nothing after it (a script's `-- $CMD`
+// with CMD empty): lock, elect and queue lock would hold until
+// interrupted, which a cron job never is.
+func errNoCommand(cmd *cobra.Command) error {
+	return usageErr("nothing after --: give the command to run after it, or leave -- out to hold until interrupted (see '%s --help')", cmd.CommandPath())
+}
+
 // containHelp is the part of lock's help that says how CMD's process tree
 // is stopped; elect's and queue lock's point to it (guardPointer).
 const containHelp = `

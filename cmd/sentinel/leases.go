@@ -124,7 +124,8 @@ before the lease's local deadline, or it was taken over) CMD's process
 tree is killed (see below) and lock exits with CMD's code, or 1 if CMD
 exited 0: work guarded by a lost lease never reports success.
 
-Without CMD, lock prints the token and holds the lease until interrupted.
+Without CMD, lock prints the token and holds the lease until interrupted
+(a -- with nothing after it is refused: exit 2).
 With --no-wait, a lease held elsewhere exits 4 at once; an interrupt while
 waiting exits 4 (CMD did not run).` + containHelp,
 		Example: `  sentinel lock nightly-report -- ./report.sh --full
@@ -136,6 +137,9 @@ waiting exits 4 (CMD did not run).` + containHelp,
 				return usageErr("lock takes one KEY before --, got %d", d)
 			}
 			key, command := args[0], args[1:]
+			if cmd.ArgsLenAtDash() == 1 && len(command) == 0 {
+				return errNoCommand(cmd)
+			}
 			if err := o.check(); err != nil {
 				return err
 			}

@@ -491,6 +491,9 @@ interrupt while waiting (exit 4, CMD did not run).` + fmt.Sprintf(guardPointer, 
 			if len(resources) == 0 {
 				return usageErr("queue lock needs at least one RESOURCE before --")
 			}
+			if cmd.ArgsLenAtDash() >= 0 && len(command) == 0 {
+				return errNoCommand(cmd)
+			}
 			if err := o.check(); err != nil {
 				return err
 			}

@@ -92,3 +92,26 @@ func TestPrintedCommandsWithWordsThatReadAsFlags(t *testing.T) {
 	require.Equal(t, http.StatusCreated, hr.status, hr.body)
 	require.Equal(t, `{"charge_id":"ch_1"}`, hr.body)
 }
+
+// A lease KEY or election GROUP that reads as a flag goes after a first
+// "--", the command after a second: `lock -- -k -- CMD` runs CMD (it ran
+// "--" as the command, exit 127), and so does the command line lock
+// prints for that key in another namespace.
+func TestLockAndElectNamesThatReadAsFlagsRunTheCommand(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	l, err := e.newClient("jobs").Lease(ctxT(t), "-k")
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctxT(t)))
+
+	r := e.run("lock", "--", "-k", "--", "sh", "-c", `echo "$SENTINEL_LEASE_NAMESPACE $SENTINEL_LEASE_KEY"`)
+	requireCode(t, r, exitOK)
+	require.Equal(t, "default -k\n", r.stdout)
+	printed := runPrinted(t, findCommand(t, r.stderr, "sentinel lock"), "")
+	requireCode(t, printed, exitOK)
+	require.Contains(t, printed.stdout, "jobs -k")
+
+	r = e.run("elect", "--", "-g", "--", "sh", "-c", `echo "term $SENTINEL_ELECTION_GROUP"`)
+	requireCode(t, r, exitOK)
+	require.Equal(t, "term -g\n", r.stdout)
+}

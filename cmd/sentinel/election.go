@@ -197,12 +197,9 @@ elected, elect exits 4 (CMD did not run).` + fmt.Sprintf(guardPointer, "leadersh
   sentinel elect maintenance --json   # lead until Ctrl-C`,
 		Args: args(1, -1),
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
-			if d := cmd.ArgsLenAtDash(); d > 1 {
-				return usageErr("elect takes one GROUP before --, got %d", d)
-			}
-			group, command := args[0], args[1:]
-			if cmd.ArgsLenAtDash() == 1 && len(command) == 0 {
-				return errNoCommand(cmd)
+			group, command, err := splitNamed(cmd, args)
+			if err != nil {
+				return err
 			}
 			if err := o.check(); err != nil {
 				return err

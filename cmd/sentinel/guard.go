@@ -82,6 +82,25 @@ func errNoCommand(cmd *cobra.Command) error {
 	return usageErr("nothing after --: give the command to run after it, or leave -- out to hold until interrupted (see '%s --help')", cmd.CommandPath())
 }
 
+// splitNamed splits the arguments of lock and elect into the one name
+// (KEY, GROUP) and the command. A name that reads as a flag goes after a
+// first "--" and the command after a second one (`lock -- -k -- CMD`, as
+// the command lines sentinel prints have it).
+func splitNamed(cmd *cobra.Command, args []string) (string, []string, error) {
+	d := cmd.ArgsLenAtDash()
+	if d > 1 {
+		return "", nil, usageErr("%s takes one %s before --, got %d", cmd.Name(), strings.ToUpper(strings.Fields(cmd.Use)[1]), d)
+	}
+	name, command := args[0], args[1:]
+	if d == 0 && len(command) > 0 && command[0] == "--" {
+		command, d = command[1:], 1
+	}
+	if d == 1 && len(command) == 0 {
+		return "", nil, errNoCommand(cmd)
+	}
+	return name, command, nil
+}
+
 // containHelp is the part of lock's help that says how CMD's process tree
 // is stopped; elect's and queue lock's point to it (guardPointer).
 const containHelp = `

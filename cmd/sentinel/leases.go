@@ -133,12 +133,9 @@ waiting exits 4 (CMD did not run).` + containHelp,
   sentinel lock maintenance          # hold until Ctrl-C`,
 		Args: args(1, -1),
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
-			if d := cmd.ArgsLenAtDash(); d > 1 {
-				return usageErr("lock takes one KEY before --, got %d", d)
-			}
-			key, command := args[0], args[1:]
-			if cmd.ArgsLenAtDash() == 1 && len(command) == 0 {
-				return errNoCommand(cmd)
+			key, command, err := splitNamed(cmd, args)
+			if err != nil {
+				return err
 			}
 			if err := o.check(); err != nil {
 				return err

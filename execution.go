@@ -75,6 +75,14 @@ func (e *Execution) Rerunnable() bool {
 	return e.State == StateExecuting && !e.LeaseAlive && e.Attempt < e.MaxAttempts
 }
 
+// ResultLost reports whether e completed without its result: fn's value
+// could not be encoded (ResultError) and it was not a Final outcome, so
+// every caller gets ErrResult until an operator stores the value
+// (Client.SetResult). ExecutionFilter.ResultLost lists such executions.
+func (e *Execution) ResultLost() bool {
+	return e.State == StateCompleted && e.ResultError != "" && e.FinalError == ""
+}
+
 // EffectKey returns the reference EffectKey gives fn for e's key (every
 // attempt of it): what fn passed to a provider that deduplicates by it,
 // for an operator who looks the charge up there (sentinel inspect prints

@@ -176,7 +176,7 @@ type execView struct {
 func (cs *Console) view(e sentinel.Execution) execView {
 	return execView{Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable(),
 		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, RerunPending: e.Rerunnable(),
-		ResultLost: e.State == sentinel.StateCompleted && e.ResultError != "" && e.FinalError == "",
+		ResultLost: e.ResultLost(),
 		Link:       keyLink(e.Namespace, e.Key), Effect: e.EffectKey()}
 }
 

@@ -125,7 +125,7 @@ func stateLabel(e *sentinel.Execution) string {
 		return string(e.State) + " (in progress)"
 	case e.State == sentinel.StateCompleted && e.FinalError != "":
 		return "completed (Final outcome: every caller gets fn's error, ErrFinal)"
-	case resultLost(e):
+	case e.ResultLost():
 		return "completed (RESULT NOT STORED: every caller gets ErrResult until an operator stores it)"
 	}
 	return string(e.State)
@@ -272,7 +272,7 @@ func (a *app) nextSteps(e *sentinel.Execution, refused *sentinel.Event) {
 		}
 		fprintf(a.stdout, "\nnext: if the work happened, %s:\n  %s\n", how, complete)
 		fprintf(a.stdout, "if it did not, let the next caller run it:\n  %s\n", a.keyCommand("reset", []string{e.Key}, "-n", e.Namespace, "--token", tok))
-	case resultLost(e):
+	case e.ResultLost():
 		fprintf(a.stdout, "\nnext: fn succeeded but its result was not stored; store it (it asks for the value):\n  %s\n",
 			a.keyCommand("set-result", []string{e.Key}, "-n", e.Namespace, "--token", tok))
 	}

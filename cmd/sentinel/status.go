@@ -271,12 +271,6 @@ func nsArgs(ns string) []string {
 // stored (ExecutionFilter.ResultLost): callers get ErrResult.
 const resultLostLabel = "completed (RESULT NOT STORED: callers get ErrResult)"
 
-// resultLost reports whether e completed without its result: fn's value
-// could not be encoded, and it was not a Final outcome.
-func resultLost(e *sentinel.Execution) bool {
-	return e.State == sentinel.StateCompleted && e.ResultError != "" && e.FinalError == ""
-}
-
 // handedBackLabel is the state of a key handed back: claimed with no live
 // lease (Retryable, NoEffect, a caller that gave up before fn ran, a
 // reset). Nothing runs it; the next caller does.
@@ -304,7 +298,7 @@ func (a *app) execTable(es []sentinel.Execution) {
 			state = fmt.Sprintf("executing (rerun %d/%d pending)", e.Attempt+1, e.MaxAttempts)
 		case e.State == sentinel.StateCompleted && e.FinalError != "":
 			state = "completed (final error)"
-		case resultLost(e):
+		case e.ResultLost():
 			state = resultLostLabel
 		}
 		row(w, e.Namespace, e.Key, state, ts(e.UpdatedAt)+" ("+relative(e.UpdatedAt)+")", e.Owner, e.Host, e.PID, e.Token)

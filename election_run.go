@@ -25,15 +25,18 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 	if err := e.c.checkOpen(); err != nil {
 		return err
 	}
-	id := electorID{e.c, e.ns, e.group}
-	if _, busy := runningElectors.LoadOrStore(id, struct{}{}); busy {
-		return invalid("elector", "an elector for %q/%q is already running in this client; use one per client", e.ns, e.group)
-	}
-	defer runningElectors.Delete(id)
+	// This Elector first: a second Run of the same Elector is told so,
+	// not that some other elector of the group runs in this client.
 	if !e.running.CompareAndSwap(false, true) {
-		return invalid("elector", "Run is already running")
+		return invalid("elector", "Run of this elector for %q/%q is already running; call Run once "+
+			"(to restart it, cancel its ctx and wait for it to return first)", e.ns, e.group)
 	}
 	defer e.running.Store(false)
+	id := electorID{e.c, e.ns, e.group}
+	if _, busy := runningElectors.LoadOrStore(id, struct{}{}); busy {
+		return invalid("elector", "another elector for %q/%q is already running in this client; use one per client and group", e.ns, e.group)
+	}
+	defer runningElectors.Delete(id)
 
 	e.mu.Lock()
 	e.panicErr, e.panicked = nil, make(chan struct{})

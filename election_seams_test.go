@@ -165,3 +165,33 @@ func TestClientsSharingAnOwnerStayApart(t *testing.T) {
 	require.Greater(t, eb.Term(), term)
 	require.Zero(t, newLeader.Load(), "b never joined while a ran: no campaign, no OnNewLeader")
 }
+
+// A second Run of the same Elector was refused with "an elector for
+// "default"/"g" is already running in this client; use one per client",
+// as if some other elector of the group ran in the client: the caller who
+// called Run twice was pointed at the wrong mistake (the check for this
+// very Elector came second and never ran). Each refusal now names its own
+// cause and what to do, and neither disturbs the running elector.
+func TestElectorRunTwiceNamesTheCause(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	el, err := c.Elector("twice", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	runElector(t, el)
+	waitFor(t, 10*time.Second, "leading", el.IsLeader)
+
+	err = el.Run(ctx)
+	require.ErrorIs(t, err, sentinel.ErrInvalid)
+	require.Contains(t, err.Error(), "Run of this elector")
+	require.Contains(t, err.Error(), "call Run once")
+
+	other, err := c.Elector("twice", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	err = other.Run(ctx)
+	require.ErrorIs(t, err, sentinel.ErrInvalid)
+	require.Contains(t, err.Error(), "another elector")
+
+	require.True(t, el.IsLeader(), "the refused Runs must leave the running one alone")
+	require.Equal(t, 1, e.count("members", "election = 'twice'"))
+}

@@ -107,6 +107,11 @@ type ElectorOptions struct {
 	// renewal interval. Calls are coalesced when the previous one is still
 	// running.
 	OnPoll func()
+
+	// OnPoll, OnNewLeader and OnDemoted run in order on one goroutine of
+	// their own, never on Run's loop: one that blocks delays the others,
+	// not the election. Run waits for the calls already queued before it
+	// returns (see Elector.Run).
 }
 
 // Elector campaigns for the leadership of one group. Create it with

@@ -21,6 +21,12 @@ import (
 // and an error matching ErrNotMigrated at once, without retrying, when the
 // client's schema has no Sentinel tables (a wrong Config.Schema, or
 // Migrate never ran). One Run at a time per client, namespace and group.
+//
+// Run returns only after every callback it started has returned:
+// OnElected, and the OnPoll, OnNewLeader and OnDemoted calls already
+// queued (OnDemoted of the last term included). Those three run one at a
+// time on a goroutine of their own, so one that blocks delays the others
+// and, once ctx ended, keeps Run from returning until it returns.
 func (e *Elector) Run(ctx context.Context) (err error) {
 	if err := e.c.checkOpen(); err != nil {
 		return err

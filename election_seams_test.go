@@ -195,3 +195,48 @@ func TestElectorRunTwiceNamesTheCause(t *testing.T) {
 	require.True(t, el.IsLeader(), "the refused Runs must leave the running one alone")
 	require.Equal(t, 1, e.count("members", "election = 'twice'"))
 }
+
+// Run's documentation said it returns once ctx ended and OnElected
+// returned; it also waits for the OnPoll, OnNewLeader and OnDemoted calls
+// queued by then, so a callback that blocks keeps it from returning. The
+// documentation now says so; this checks what it says: OnDemoted of the
+// last term has run when Run returns, and a blocked OnPoll holds Run.
+func TestElectorRunWaitsForQueuedCallbacks(t *testing.T) {
+	e := newEnv(t)
+	var demoted atomic.Int64
+	release := make(chan struct{})
+	var blocking atomic.Bool
+	el, err := e.client(nil).Elector("queued", sentinel.ElectorOptions{
+		OnDemoted: func(term int64) { time.Sleep(200 * time.Millisecond); demoted.Store(term) },
+		OnPoll: func() {
+			if blocking.Load() {
+				<-release
+			}
+		},
+	})
+	require.NoError(t, err)
+	stop := runElector(t, el)
+	waitFor(t, 10*time.Second, "leading", el.IsLeader)
+	term := el.Term()
+	require.NoError(t, stop())
+	require.Equal(t, term, demoted.Load(), "OnDemoted of the last term has run when Run returns")
+
+	blocking.Store(true)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	errc := make(chan error, 1)
+	go func() { errc <- el.Run(ctx) }()
+	waitFor(t, 10*time.Second, "leading again", el.IsLeader)
+	cancel()
+	select {
+	case err := <-errc:
+		t.Fatalf("Run returned (%v) while OnPoll was blocked", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-errc:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after OnPoll returned")
+	}
+}

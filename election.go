@@ -439,7 +439,7 @@ func (c *Client) Members(ctx context.Context, group string, opts ...Option) ([]M
 //
 //	tx, _ := pool.Begin(ctx)
 //	if err := client.VerifyTerm(ctx, tx, "scheduler", term); err != nil {
-//		tx.Rollback(ctx) // a newer leader exists: write nothing
+//		tx.Rollback(ctx) // this term is over (expired, resigned or taken over): write nothing
 //		return err
 //	}
 //	tx.Exec(ctx, "INSERT INTO runs ...")

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"os"
+	"os/signal"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -39,6 +41,11 @@ func TestNohupCommandSurvivesAHangup(t *testing.T) {
 // command gets SIGTERM and runs its trap, sentinel exits with its code and
 // gives back what it held at once, not one TTL later.
 func TestHangupTerminatesTheCommandAndReleases(t *testing.T) {
+	// A test run that ignores SIGHUP (under nohup, as CI may be) would
+	// pass that to sentinel, which then rightly leaves a hangup alone:
+	// catching it here makes every command this test starts begin with
+	// SIGHUP at its default, as from a terminal.
+	defaultHangup(t)
 	for _, k := range []struct {
 		name string
 		args []string // the command up to its options
@@ -66,4 +73,14 @@ func TestHangupTerminatesTheCommandAndReleases(t *testing.T) {
 			requireCode(t, r, k.code)
 		})
 	}
+}
+
+// defaultHangup catches SIGHUP in the test process for the test's
+// duration, so that the processes it starts begin with SIGHUP at its
+// default (an exec resets a caught signal, but keeps an ignored one).
+func defaultHangup(t *testing.T) {
+	t.Helper()
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGHUP)
+	t.Cleanup(func() { signal.Stop(c) })
 }

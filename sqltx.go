@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"reflect"
 )
 
 // SQLBeginner starts database/sql transactions: *sql.DB and *sql.Conn both
@@ -38,13 +39,17 @@ type SQLBeginner interface {
 // stdlib, extended and simple protocol; the completion's parameters are
 // plain text, bytea, bigint and bool, so other PostgreSQL drivers using $n
 // placeholders should work). The claim and the history of failures go
-// through the client's pool.
+// through the client's pool. A nil db (also a nil *sql.DB or *sql.Conn)
+// is ErrInvalid, and nothing is claimed.
 func OnceSQLTx[T any](ctx context.Context, c *Client, db SQLBeginner, key string, fn func(ctx context.Context, tx *sql.Tx) (T, error), opts ...Option) (Result[T], error) {
 	if fn == nil {
 		return Result[T]{}, invalid("fn", "must not be nil")
 	}
-	if db == nil {
-		return Result[T]{}, invalid("db", "must not be nil")
+	if db == nil || isNilPointer(db) {
+		// A nil *sql.DB or *sql.Conn (a field never set) is not a nil
+		// interface: BeginTx on it panicked after the claim, leaving the
+		// key claimed until its lease expired.
+		return Result[T]{}, invalid("db", "must not be nil (got a nil %T)", db)
 	}
 	var tx *sql.Tx
 	return onceInTx(ctx, c, key, opts, "OnceSQLTx",
@@ -58,6 +63,12 @@ func OnceSQLTx[T any](ctx context.Context, c *Client, db SQLBeginner, key string
 			return sqlTxRunner{tx}, err
 		},
 		func(ctx context.Context) (T, error) { return fn(ctx, tx) })
+}
+
+// isNilPointer reports whether v holds a nil pointer.
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 type sqlTxRunner struct{ tx *sql.Tx }

@@ -297,3 +297,28 @@ func TestOnceSQLTxRefusesWithRerun(t *testing.T) {
 	_, err = c.Inspect(ctxT(t), "order-rerun")
 	require.ErrorIs(t, err, sentinel.ErrNotFound)
 }
+
+// A nil *sql.DB (a field never set) is not a nil interface: OnceSQLTx
+// refuses it with ErrInvalid before claiming, where BeginTx on it panicked
+// after the claim and left the key claimed, with a live lease, for a TTL.
+func TestOnceSQLTxNilPointerDB(t *testing.T) {
+	c, _, _ := sqlEnv(t)
+	for name, db := range map[string]sentinel.SQLBeginner{"*sql.DB": (*sql.DB)(nil), "*sql.Conn": (*sql.Conn)(nil)} {
+		key := "nil-db-" + name
+		var err error
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("%s: OnceSQLTx panicked: %v", name, p)
+				}
+			}()
+			_, err = sentinel.OnceSQLTx(ctxT(t), c, db, key, func(ctx context.Context, tx *sql.Tx) (int, error) { return 1, nil })
+		}()
+		if !errors.Is(err, sentinel.ErrInvalid) {
+			t.Fatalf("%s: got %v, want ErrInvalid", name, err)
+		}
+		if _, err := c.Inspect(ctxT(t), key); !errors.Is(err, sentinel.ErrNotFound) {
+			t.Fatalf("%s: the key was written: %v", name, err)
+		}
+	}
+}

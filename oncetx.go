@@ -127,7 +127,9 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	tx, err := begin(fnCtx)
 	if err != nil {
 		release("rolled_back", "error", err.Error())
-		return res, c.wrapErr(fmt.Sprintf("%s %q/%q: begin", what, o.namespace, key), err)
+		// withLoss: a lease lost while beginning ended the begin; the
+		// caller learns of the loss (ErrLeaseLost), as for fn's errors.
+		return res, c.wrapErr(fmt.Sprintf("%s %q/%q: begin", what, o.namespace, key), withLoss(l, err))
 	}
 
 	value, panicked, panicVal, fnErr := call(func() (T, error) { return fn(fnCtx) })

@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"reflect"
 )
 
@@ -39,7 +40,10 @@ type SQLBeginner interface {
 // stdlib, extended and simple protocol; the completion's parameters are
 // plain text, bytea, bigint and bool, so other PostgreSQL drivers using $n
 // placeholders should work). The claim and the history of failures go
-// through the client's pool. A nil db (also a nil *sql.DB or *sql.Conn)
+// through the client's pool. ctx bounds the wait for one of db's
+// connections as it bounds the claim: a call whose ctx ends (or whose
+// lease is lost) before its transaction began returns that error and
+// leaves the key claimable. A nil db (also a nil *sql.DB or *sql.Conn)
 // is ErrInvalid, and nothing is claimed.
 func OnceSQLTx[T any](ctx context.Context, c *Client, db SQLBeginner, key string, fn func(ctx context.Context, tx *sql.Tx) (T, error), opts ...Option) (Result[T], error) {
 	if fn == nil {
@@ -55,14 +59,34 @@ func OnceSQLTx[T any](ctx context.Context, c *Client, db SQLBeginner, key string
 	return onceInTx(ctx, c, key, opts, "OnceSQLTx",
 		func(ctx context.Context) (txRunner, error) {
 			var err error
-			// Not cancelled with fn's ctx: database/sql would roll back
-			// by itself on cancellation, and a closed transaction must mean
-			// that fn closed it (see onceInTx). A lost lease still cancels
-			// fn's statements, and the transaction is rolled back after fn.
-			tx, err = db.BeginTx(context.WithoutCancel(ctx), nil)
+			tx, err = beginSQL(ctx, db)
 			return sqlTxRunner{tx}, err
 		},
 		func(ctx context.Context) (T, error) { return fn(ctx, tx) })
+}
+
+// beginSQL begins fn's transaction on db. The transaction's ctx is not
+// fn's ctx (ctx): database/sql rolls a transaction back by itself when
+// that ends, and a closed transaction must mean that fn closed it (see
+// onceInTx); a lost lease still cancels fn's statements, and the
+// transaction is rolled back after fn. But the begin itself (waiting for
+// one of db's connections, BEGIN) ends with ctx: begun on a ctx that never
+// ended, a call whose db had no free connection waited past its caller's
+// deadline, and past a lost lease, for as long as the connections stayed
+// busy, with the key held by its heartbeat meanwhile.
+func beginSQL(ctx context.Context, db SQLBeginner) (*sql.Tx, error) {
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	tx, err := db.BeginTx(bctx, nil)
+	if stop() {
+		return tx, err // bctx is never cancelled: the transaction lives until committed or rolled back
+	}
+	// ctx ended while beginning: a transaction begun anyway is rolled back
+	// (database/sql does so as bctx ended; this waits for it).
+	if err == nil {
+		_ = tx.Rollback()
+	}
+	return nil, fmt.Errorf("%w (while beginning the transaction: %v)", context.Cause(ctx), err)
 }
 
 // isNilPointer reports whether v holds a nil pointer.

@@ -322,3 +322,55 @@ func TestOnceSQLTxNilPointerDB(t *testing.T) {
 		}
 	}
 }
+
+// The caller's ctx bounds the wait for one of db's connections: with
+// db's only connection busy, a call with a short deadline returns with
+// the deadline's error and hands the key back, where it waited (its key
+// held by the heartbeat) until the connection came free.
+func TestOnceSQLTxBeginHonoursCtx(t *testing.T) {
+	c, _, table := sqlEnv(t)
+	db, err := sql.Open("pgx", dbURL) // a separate *sql.DB on the same database, one connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	busy, err := db.Conn(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+
+	ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
+	defer cancel()
+	ran := false
+	done := make(chan error, 1)
+	go func() {
+		_, err := sentinel.OnceSQLTx(ctx, c, db, "busy-db", func(ctx context.Context, tx *sql.Tx) (int, error) {
+			ran = true
+			return 1, nil
+		})
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		_ = busy.Close() // let the call finish
+		t.Fatalf("OnceSQLTx still waiting for a connection 10s after its ctx ended; then: %v", <-done)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || ran {
+		t.Fatalf("got %v (fn ran: %v), want the ctx's deadline and fn not run", err, ran)
+	}
+	ex, err := c.Inspect(ctxT(t), "busy-db")
+	if err != nil || ex.State != sentinel.StateClaimed || ex.LeaseAlive {
+		t.Fatalf("the key is not handed back: %+v, %v", ex, err)
+	}
+	_ = busy.Close()
+	res, err := sentinel.OnceSQLTx(ctxT(t), c, db, "busy-db", func(ctx context.Context, tx *sql.Tx) (int, error) {
+		_, err := tx.ExecContext(ctx, "INSERT INTO "+table+" (id, amount) VALUES ('busy', 1)")
+		return 2, err
+	})
+	if err != nil || res.Value != 2 || res.Cached {
+		t.Fatalf("the next call: %+v, %v", res, err)
+	}
+}

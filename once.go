@@ -57,9 +57,9 @@ type Result[T any] struct {
 // gets ErrUncertain, and the history records a completion_refused event
 // carrying fn's encoded result, so an operator can ForceComplete with it.
 // Under WithRerun, when a re-run has taken the key over by the time fn
-// returns, the caller gets what a new call would instead: the re-run's
-// stored result (Cached, with its token), or its error (ErrInProgress
-// while it runs).
+// returns (whatever fn returned, a Retryable error too), the caller gets
+// what a new call would instead: the re-run's stored result (Cached, with
+// its token), or its error (ErrInProgress while it runs).
 // A ctx that ends before fn starts leaves the key claimable: a claim in
 // flight is let finish (for at most a second) and given back.
 //
@@ -114,6 +114,11 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 			return res, fmt.Errorf("%w (and releasing the claim failed: %v)", fnErr, ferr)
 		}
 		if !ok {
+			if ex := c.rerunSuccessor(wctx, l, fnCtx); ex != nil {
+				// Superseded by a re-run: what a new call gets, as for
+				// the other outcomes below.
+				return replayOr[T](ex, o, c.reject(wctx, ex, o, false))
+			}
 			return res, c.movedOn(wctx, l, o, fnErr)
 		}
 		if ri, _ := fnCtx.Value(runKey{}).(*runInfo); ri != nil && spentRerun(ri.attempt, ri.maxAttempts) {

@@ -2,6 +2,8 @@ package sentinel_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -122,5 +124,66 @@ func TestRerunPendingRefusedCompletionSendsNoOperator(t *testing.T) {
 		} else {
 			require.Contains(t, err.Error(), "Reconcile the key, then ForceComplete it with that result", "%v", err)
 		}
+	}
+}
+
+// The same superseded attempt, but its fn returns Retryable ("nothing
+// happened") after the re-run took the key over. Its caller got an
+// ExecutionError matching ErrWrongState, "the key moved on while fn ran
+// ... so it was not released for the next caller", the error of an
+// operator's step refused, where Once's godoc promises a superseded
+// attempt what a new call would get: the re-run's result, Cached, or
+// ErrInProgress while it runs.
+func TestRerunSupersededRetryableAttemptGetsTheKeysOutcome(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{SafetyMargin: 100 * time.Millisecond})
+	opts := []sentinel.Option{sentinel.WithRerun(3), sentinel.WithTTL(400 * time.Millisecond), sentinel.WithHardTTL(800 * time.Millisecond)}
+
+	for _, rerunRunning := range []bool{false, true} {
+		key := fmt.Sprintf("pay-retryable-%v", rerunRunning)
+		lost, back, rerunIn, rerunGo := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+		type outcome struct {
+			res sentinel.Result[string]
+			err error
+		}
+		first := make(chan outcome, 1)
+		go func() {
+			res, err := sentinel.Once(ctx, c, key, func(ctx context.Context) (string, error) {
+				<-ctx.Done() // the lease is lost (hard TTL)
+				close(lost)
+				<-back
+				return "", sentinel.Retryable(errors.New("gateway not reached"))
+			}, opts...)
+			first <- outcome{res, err}
+		}()
+		<-lost
+		waitLeaseExpired(t, c, key)
+		second := make(chan outcome, 1)
+		go func() {
+			res, err := sentinel.Once(ctx, c, key, func(ctx context.Context) (string, error) {
+				close(rerunIn)
+				<-rerunGo
+				return "ch_1", nil
+			}, opts...)
+			second <- outcome{res, err}
+		}()
+		<-rerunIn
+		if !rerunRunning {
+			close(rerunGo)
+			require.NoError(t, (<-second).err)
+		}
+		close(back)
+		got := <-first
+		require.NotErrorIs(t, got.err, sentinel.ErrWrongState, "rerun running %v: %v", rerunRunning, got.err)
+		if rerunRunning {
+			require.ErrorIs(t, got.err, sentinel.ErrInProgress, "the re-run holds the key: %v", got.err)
+			close(rerunGo)
+			require.NoError(t, (<-second).err)
+			continue
+		}
+		require.NoError(t, got.err, "the re-run completed the key")
+		require.True(t, got.res.Cached)
+		require.Equal(t, "ch_1", got.res.Value)
 	}
 }

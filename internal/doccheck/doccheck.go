@@ -3,7 +3,9 @@
 // anchor (#heading) must name a heading of its target, slugged the way
 // GitHub renders it. Its test runs over the repository in `go test ./...`
 // and in .ci/run, so a guide renamed or a heading reworded without its
-// links fails CI.
+// links fails CI. Its tests also build every complete Go program the
+// Markdown prints (a go fence starting with package main) against the
+// checkout, so a program a reader copies keeps compiling.
 package doccheck
 
 import (

@@ -1,0 +1,144 @@
+package doccheck
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Program is a complete Go program printed in a Markdown file: a ```go
+// fence whose code starts with `package main`.
+type Program struct {
+	File string // relative to the root, slash-separated
+	Line int    // of the fence's first line of code
+	Code string
+}
+
+// Programs lists the complete Go programs of files (relative to root).
+// Fragments (fences without a package clause) are not programs.
+func Programs(root string, files []string) ([]Program, error) {
+	var out []Program
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var (
+			in, isGo bool
+			indent   string
+			start    int
+			code     []string
+		)
+		for n := 1; sc.Scan(); n++ {
+			line := sc.Text()
+			trimmed := strings.TrimLeft(line, " \t")
+			if !in {
+				if strings.HasPrefix(trimmed, "```") {
+					in, isGo, indent, start, code = true, strings.TrimSpace(trimmed[3:]) == "go", line[:len(line)-len(trimmed)], n+1, nil
+				}
+				continue
+			}
+			if strings.HasPrefix(trimmed, "```") {
+				in = false
+				src := strings.Join(code, "\n") + "\n"
+				if isGo && regexp.MustCompile(`^\s*(//.*\n\s*)*package main\b`).MatchString(src) {
+					out = append(out, Program{File: f, Line: start, Code: src})
+				}
+				continue
+			}
+			code = append(code, strings.TrimPrefix(line, indent))
+		}
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// TestProgramsBuild builds every complete Go program the Markdown prints
+// (README.md's first Once, leases.md's two workers, ...) against this
+// checkout, as a reader who copies it into a module with a replace
+// directive would: a program that no longer compiles against the current
+// API fails here. Fragments are left to the Examples that go test runs.
+func TestProgramsBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds programs")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := Files(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	progs, err := Programs(root, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var readme bool
+	for _, p := range progs {
+		readme = readme || p.File == "README.md"
+	}
+	if !readme {
+		t.Fatalf("no program found in README.md among %d: is the extraction right?", len(progs))
+	}
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine := regexp.MustCompile(`(?m)^go \S+$`).Find(gomod)
+	gosum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	mod := "module example.com/docprograms\n\n" + string(goLine) + "\n\n" +
+		"require github.com/sentinel-coordination/sentinel v0.0.0-00010101000000-000000000000\n\n" +
+		"replace github.com/sentinel-coordination/sentinel => " + root + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), gosum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	where := map[string]Program{}
+	for i, p := range progs {
+		name := fmt.Sprintf("p%03d", i)
+		where[name] = p
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "main.go"), []byte(p.Code), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(goBin, "vet", "./...")
+	cmd.Dir = dir
+	// The checkout's go.sum; modules not yet in the cache come from the
+	// configured proxy (CI runs this before anything else is built).
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		msg := string(out)
+		for name, p := range where {
+			msg = strings.ReplaceAll(msg, name+"/main.go:", fmt.Sprintf("%s (program at line %d), line ", p.File, p.Line))
+		}
+		t.Fatalf("the programs of the Markdown do not build: %v\n%s", err, msg)
+	}
+	for _, p := range progs {
+		t.Logf("built the program of %s:%d", p.File, p.Line)
+	}
+}

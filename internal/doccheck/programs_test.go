@@ -64,7 +64,8 @@ func Programs(root string, files []string) ([]Program, error) {
 }
 
 // TestProgramsBuild builds every complete Go program the Markdown prints
-// (README.md's first Once, leases.md's two workers, ...) against this
+// (README.md's first Once, leases.md's two workers, testing.md's test file
+// of the README's program, vetted beside it) against this
 // checkout, as a reader who copies it into a module with a replace
 // directive would: a program that no longer compiles against the current
 // API fails here. Fragments are left to the Examples that go test runs.
@@ -114,14 +115,36 @@ func TestProgramsBuild(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "go.sum"), gosum, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A test file (package main without func main: testing.md's) goes
+	// beside the README's program, the one it tests.
 	where := map[string]Program{}
+	readmeDir := ""
 	for i, p := range progs {
+		if !hasMain(p.Code) {
+			continue
+		}
 		name := fmt.Sprintf("p%03d", i)
-		where[name] = p
+		where[name+"/main.go"] = p
+		if p.File == "README.md" && readmeDir == "" {
+			readmeDir = name
+		}
 		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, name, "main.go"), []byte(p.Code), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if readmeDir == "" {
+		t.Fatal("README.md has no program with func main")
+	}
+	for i, p := range progs {
+		if hasMain(p.Code) {
+			continue
+		}
+		name := fmt.Sprintf("%s/t%03d_test.go", readmeDir, i)
+		where[name] = p
+		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(name)), []byte(p.Code), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,11 +157,15 @@ func TestProgramsBuild(t *testing.T) {
 	if err != nil {
 		msg := string(out)
 		for name, p := range where {
-			msg = strings.ReplaceAll(msg, name+"/main.go:", fmt.Sprintf("%s (program at line %d), line ", p.File, p.Line))
+			msg = strings.ReplaceAll(msg, name+":", fmt.Sprintf("%s (program at line %d), line ", p.File, p.Line))
 		}
 		t.Fatalf("the programs of the Markdown do not build: %v\n%s", err, msg)
 	}
 	for _, p := range progs {
 		t.Logf("built the program of %s:%d", p.File, p.Line)
 	}
+}
+
+func hasMain(code string) bool {
+	return regexp.MustCompile(`(?m)^func main\(\)`).MatchString(code)
 }

@@ -238,8 +238,12 @@ func (e *Elector) Status() Member {
 // waits for the release unless ctx ends first; called with OnElected's ctx
 // (or a ctx derived from it) it only requests the handover and returns nil,
 // since the handover waits for OnElected to return. It returns nil when
-// this elector does not lead.
+// this elector does not lead. A nil ctx is refused (ErrInvalid) and the
+// term left as it was.
 func (e *Elector) Resign(ctx context.Context) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	t := e.term
 	if t != nil {

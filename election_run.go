@@ -21,6 +21,7 @@ import (
 // and an error matching ErrNotMigrated at once, without retrying, when the
 // client's schema has no Sentinel tables (a wrong Config.Schema, or
 // Migrate never ran). One Run at a time per client, namespace and group.
+// A nil ctx is refused (ErrInvalid) before Run joins the group.
 //
 // Run returns only after every callback it started has returned:
 // OnElected, and the OnPoll, OnNewLeader and OnDemoted calls already
@@ -28,6 +29,9 @@ import (
 // time on a goroutine of their own, so one that blocks delays the others
 // and, once ctx ended, keeps Run from returning until it returns.
 func (e *Elector) Run(ctx context.Context) (err error) {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	if err := e.c.checkOpen(); err != nil {
 		return err
 	}

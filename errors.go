@@ -104,6 +104,15 @@ func invalid(field, format string, args ...any) error {
 	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
+// checkCtx refuses a nil ctx, as every call that takes one does, before
+// the call writes anything.
+func checkCtx(ctx context.Context) error {
+	if ctx == nil {
+		return invalid("ctx", "must not be nil (use context.Background())")
+	}
+	return nil
+}
+
 // Holder describes who holds a lease.
 type Holder struct {
 	Namespace     string

@@ -283,8 +283,12 @@ func (c *Client) newLease(kind leaseKind, ns, key string, token int64, ttl time.
 // Done closes, and the key is free either at once (the statement committed
 // before the reply was lost) or when the row expires, within one TTL.
 // Release may then be called again: it returns nil if it frees the row
-// while the row still carries the lease's token.
+// while the row still carries the lease's token. A nil ctx is refused
+// (ErrInvalid) and the lease left as it was.
 func (l *Lease) Release(ctx context.Context) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	l.relMu.Lock()
 	defer l.relMu.Unlock()
 	l.mu.Lock()
@@ -360,8 +364,11 @@ func (c *Client) releaseRow(ctx context.Context, ns, key, owner string, token in
 // when the lease row stayed locked by another transaction (a competing
 // statement on the same row; VerifyToken's lock does not block renewals)
 // for a whole renewal interval or until ctx ended: the lease is then still
-// held but was not extended.
+// held but was not extended. A nil ctx is refused (ErrInvalid).
 func (l *Lease) Heartbeat(ctx context.Context) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	giveUp := time.Now().Add(l.renewEvery)
 	var busy error // the last ErrBusy seen, if any
 	for {

@@ -3,6 +3,7 @@ package sentinel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"strings"
@@ -788,4 +789,60 @@ func TestHeartbeatAfterReleaseReturnsErrReleased(t *testing.T) {
 	require.NoError(t, capped.Heartbeat(ctx))
 	require.WithinDuration(t, exp, capped.ExpiresAt(), 10*time.Millisecond, "not extended")
 	require.NoError(t, capped.Release(ctx))
+}
+
+// A nil ctx is refused by the calls on what a client holds, as by the
+// calls that acquire it (Lease, Turn, Once): Lease.Release,
+// Lease.Heartbeat, Turn.Release, TurnSet.Release, Elector.Run and
+// Elector.Resign panicked on it (a nil pointer dereference). Each returns an
+// error matching ErrInvalid and leaves what it was called on as it was.
+func TestHolderCallsRefuseANilContext(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	ctx := ctxT(t)
+	l, err := c.Lease(ctx, "k")
+	require.NoError(t, err)
+	turn, err := c.Turn(ctx, "printer")
+	require.NoError(t, err)
+	set, err := c.TurnAll(ctx, []string{"a", "b"})
+	require.NoError(t, err)
+	el, err := c.Elector("g", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	leader, err := e.client(nil).Elector("led", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	runElector(t, leader)
+	waitFor(t, 30*time.Second, "a leader", leader.IsLeader)
+
+	var nilCtx context.Context // a nil ctx is the point
+	for _, call := range []struct {
+		name string
+		f    func() error
+	}{
+		{"Lease.Release", func() error { return l.Release(nilCtx) }},
+		{"Lease.Heartbeat", func() error { return l.Heartbeat(nilCtx) }},
+		{"Turn.Release", func() error { return turn.Release(nilCtx) }},
+		{"TurnSet.Release", func() error { return set.Release(nilCtx) }},
+		{"Elector.Run", func() error { return el.Run(nilCtx) }},
+		{"Elector.Resign", func() error { return leader.Resign(nilCtx) }},
+	} {
+		err := func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("panicked: %v", p)
+				}
+			}()
+			return call.f()
+		}()
+		require.ErrorIs(t, err, sentinel.ErrInvalid, call.name)
+	}
+	require.NoError(t, l.Err(), "the lease is still held")
+	require.NoError(t, turn.Err(), "the turn is still held")
+	require.NoError(t, set.Err(), "the turns are still held")
+	require.True(t, leader.IsLeader(), "the leader still leads")
+	require.Equal(t, 1, e.count("leases", "key = 'k'"))
+	require.Equal(t, 3, e.count("tickets", ""))
+	require.Zero(t, e.count("members", "election = 'g'"), "Run(nil) joined the election")
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, turn.Release(ctx))
+	require.NoError(t, set.Release(ctx))
 }

@@ -159,7 +159,11 @@ func (t *Turn) Context(parent context.Context) (context.Context, context.CancelF
 // all the same; the ticket then expires within its TTL, and the next
 // ticket is served at that expiry. Release may then be called again: it
 // returns nil if it gives the ticket up while the ticket is still live.
+// A nil ctx is refused (ErrInvalid) and the turn left as it was.
 func (t *Turn) Release(ctx context.Context) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	t.relMu.Lock()
 	defer t.relMu.Unlock()
 	prior := t.l.Err()

@@ -88,8 +88,12 @@ func (s *TurnSet) Context(parent context.Context) (context.Context, context.Canc
 }
 
 // Release releases every turn, in reverse order, and returns the first
-// error (see Turn.Release).
+// error (see Turn.Release). A nil ctx is refused (ErrInvalid) and every
+// turn left as it was.
 func (s *TurnSet) Release(ctx context.Context) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	var first error
 	for i := len(s.turns) - 1; i >= 0; i-- {
 		if err := s.turns[i].Release(ctx); err != nil && first == nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -105,6 +106,11 @@ type Turn struct {
 	// relFailed is the error a failed leave ended the turn with (under
 	// relMu): an end, not a loss (see Lease.relFailed).
 	relFailed error
+
+	// taken: Turn returned the turn to its caller. A ticket given up
+	// before that, served or not (its grant came as ctx ended), is
+	// recorded `cancelled`, not `completed` (see sqlTicketLeave).
+	taken atomic.Bool
 
 	leftMu sync.Mutex
 	left   bool // the ticket row was given up (Release or Close)
@@ -275,7 +281,7 @@ func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 	b.Queue("BEGIN")
 	b.Queue(qs.leaveLockTicket, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner, t.l.acquiredAt)
 	b.Queue(qs.leaveLockQueue, t.l.ns, t.l.key)
-	b.Queue(qs.leave, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner, t.c.sql.channel, t.l.acquiredAt)
+	b.Queue(qs.leave, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner, t.c.sql.channel, t.l.acquiredAt, t.taken.Load())
 	b.Queue("COMMIT")
 	wake := !t.c.dropWakes.Load()
 	if wake {
@@ -337,7 +343,9 @@ var errTicketLost = errors.New("sentinel: waiting ticket lost")
 // ctx bounds the wait: when it ends, the ticket is cancelled (`cancelled`)
 // and the next one woken, and the error wraps ctx's cause; a draw in flight
 // when ctx ends is let finish (for at most a second) so that its ticket is
-// known and cancelled too, never left to hold the queue for a TTL. Options:
+// known and cancelled too, never left to hold the queue for a TTL. A ticket
+// granted as ctx ended is given back the same way: its history reads
+// `granted` then `cancelled`, the turn nobody took. Options:
 // WithLabel, WithTTL, WithNamespace.
 //
 // A turn is not reentrant: a second Turn on the same resource, even from
@@ -401,6 +409,7 @@ func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Tur
 			err = c.waitTurn(ctx, t, d)
 		}
 		if err == nil {
+			t.taken.Store(true)
 			if obs := c.observer(); obs != nil && obs.QueueGranted != nil {
 				obs.QueueGranted(QueueGrant{Namespace: o.namespace, Resource: resource, Ticket: t.l.token,
 					Wait: time.Since(t.drawn), Ahead: t.ahead})

@@ -25,6 +25,7 @@ import (
 //	                               served (served_at set)
 //
 //	  waiting ── left by its owner (sqlTicketLeave: Turn gave up waiting, Close) ──▶ gone [cancelled]
+//	  served  ── given back before Turn returned it (ctx ended as it was granted) ──▶ gone [cancelled]
 //	  served  ── left by its holder (sqlTicketLeave: Turn.Release, Close)        ──▶ gone [completed]
 //	  waiting ── expired, then removed                                           ──▶ gone [bumped]
 //	  served  ── expired, then removed                                           ──▶ gone [crashed]
@@ -248,7 +249,9 @@ FROM (SELECT 1) AS one
 
 // sqlTicketLeave removes ticket $3 (release by its holder, cancellation by a
 // waiter, Close), records `completed`/`cancelled` (or `crashed`/`bumped`
-// when it had expired) and, when no live ticket remains below it, hands the
+// when it had expired; `cancelled` too for a served ticket whose Turn never
+// returned it, $7 false: its grant came as the caller's ctx ended, and
+// nobody took the turn) and, when no live ticket remains below it, hands the
 // turn over in the same statement: the next live ticket (nx) is granted
 // (served_at set, `granted` recorded) and only that ticket is woken. The
 // wake-up is not sent by this statement (see wake.go): the leave's commit
@@ -289,7 +292,7 @@ FROM (SELECT 1) AS one
 // It runs after sqlLeaveLockTicket and sqlLeaveLockQueue, in the same
 // transaction (see Turn.leave for why).
 // $1 namespace, $2 resource, $3 ticket, $4 owner, $5 channel, $6 drawn_at
-// (see sqlServe).
+// (see sqlServe), $7 whether Turn returned the turn to its caller.
 var sqlTicketLeave = `
 WITH d AS (
     DELETE FROM {{schema}}.tickets t
@@ -334,7 +337,7 @@ g AS (
 ),
 ev AS (
     INSERT INTO {{schema}}.queue_events (namespace, resource, ticket, event, label, owner, by_ticket)
-    SELECT $1, $2, $3, CASE WHEN d.alive THEN CASE WHEN d.served THEN 'completed' ELSE 'cancelled' END
+    SELECT $1, $2, $3, CASE WHEN d.alive THEN CASE WHEN d.served AND $7::boolean THEN 'completed' ELSE 'cancelled' END
                             ELSE CASE WHEN d.served THEN 'crashed' ELSE 'bumped' END END, d.label, $4, NULL::bigint
     FROM d
     UNION ALL

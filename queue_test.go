@@ -1032,3 +1032,73 @@ func TestFollowQueuesWithAHugeWaitRecheckStaysRegistered(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 }
+
+// A Turn whose ctx ended at the moment its ticket was granted gives the
+// turn back: its caller gets ctx's error and never holds it. The history
+// said `granted` then `completed`, a turn taken and done, when nobody
+// took it; it says `granted` then `cancelled` now. Both ways a grant can
+// meet an ended ctx: the leave ahead grants the waiting ticket, and the
+// draw itself serves it (let finish after ctx ended, see Client.Turn).
+func TestTurnGrantedAsItsContextEndedIsRecordedCancelled(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	ctx := ctxT(t)
+	events := func(ticket int64) []string {
+		h, err := c.QueueHistory(ctx, "kiln", 0, 100)
+		require.NoError(t, err)
+		var got []string
+		for _, ev := range h {
+			if ev.Ticket == ticket {
+				got = append(got, ev.Type)
+			}
+		}
+		return got
+	}
+
+	// Granted by the leave ahead, after the waiter's ctx ended.
+	held, err := c.Turn(ctx, "kiln")
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	var waiter int64
+	sentinel.SetAfterDraw(func(ticket int64) {
+		if ticket <= held.Ticket() || waiter != 0 {
+			return
+		}
+		waiter = ticket
+		cancel()
+		require.NoError(t, held.Release(ctx)) // grants the waiter
+	})
+	defer sentinel.SetAfterDraw(nil)
+	_, err = c.Turn(wctx, "kiln", sentinel.WithLabel("late"))
+	require.ErrorIs(t, err, context.Canceled)
+	sentinel.SetAfterDraw(nil)
+	require.NotZero(t, waiter)
+	require.Equal(t, []string{sentinel.QueueAssigned, sentinel.QueueGranted, sentinel.QueueCancelled}, events(waiter))
+
+	// Served by its own draw, which waited for the queue's lock while ctx
+	// ended.
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+e.table("queues")+" WHERE resource = 'kiln' FOR UPDATE")
+	require.NoError(t, err)
+	dctx, dcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Turn(dctx, "kiln", sentinel.WithLabel("late too"))
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE wait_event_type = 'Lock'"+
+			" AND query LIKE '%INSERT INTO ' || $1 || '%'", e.table("queues")).Scan(&n)
+		return err == nil && n == 1
+	}, 30*time.Second, 5*time.Millisecond, "the draw waits for the queue's lock")
+	dcancel()
+	require.NoError(t, tx.Commit(ctx))
+	require.ErrorIs(t, <-done, context.Canceled)
+	var drawn int64
+	require.NoError(t, admin.QueryRow(ctx, "SELECT max(ticket) FROM "+e.table("queue_events")).Scan(&drawn))
+	require.Equal(t, []string{sentinel.QueueAssigned, sentinel.QueueGranted, sentinel.QueueCancelled}, events(drawn))
+	require.Zero(t, e.count("tickets", ""))
+}

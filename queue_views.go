@@ -19,7 +19,7 @@ const (
 	QueueAssigned  = "assigned"  // a ticket was drawn (with its label)
 	QueueGranted   = "granted"   // a ticket was served: its holder may work
 	QueueCompleted = "completed" // the holder released its turn
-	QueueCancelled = "cancelled" // a waiter left before being served
+	QueueCancelled = "cancelled" // a waiter left before being served, or before Turn returned (granted as its ctx ended: given back)
 	QueueCrashed   = "crashed"   // a served ticket expired (its holder died or froze) and was removed
 	QueueBumped    = "bumped"    // a waiting ticket expired and was skipped
 )

@@ -86,3 +86,23 @@ func HistorySQL(c *Client) string { return c.exe.history }
 
 // LastRunSQL is c's read of a key's last run.
 func LastRunSQL(c *Client) string { return c.exe.lastRun }
+
+// LeaseGrantsKept is how many lease grant wake-ups ('w') c's hub keeps for
+// their waiters.
+func LeaseGrantsKept(c *Client) int {
+	c.ln.mu.Lock()
+	h := c.ln.hub
+	c.ln.mu.Unlock()
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for k := range h.kept {
+		if k.kind == notifyLeaseGrant {
+			n++
+		}
+	}
+	return n
+}

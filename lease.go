@@ -148,6 +148,9 @@ func (l *Lease) Handle() LeaseHandle {
 // When ctx ends while the acquiring statement runs, the statement is let
 // finish (for at most a second): a lease it granted is released before Lease
 // returns ctx's error, rather than left held, unknown to anyone, for a TTL.
+// Likewise with WithWait, a lease a release hands to the waiter as its ctx
+// ends is released at once (handed on to the next waiter) and Lease
+// returns ctx's error.
 func (c *Client) Lease(ctx context.Context, key string, opts ...Option) (l *Lease, err error) {
 	if ctx == nil {
 		return nil, invalid("ctx", "must not be nil (use context.Background())")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -845,4 +846,68 @@ func TestHolderCallsRefuseANilContext(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 	require.NoError(t, turn.Release(ctx))
 	require.NoError(t, set.Release(ctx))
+}
+
+// stmtHook calls after(sql) when a statement of its pool ends, on the
+// goroutine that sent it.
+type stmtHook struct {
+	after atomic.Pointer[func(sql string)]
+}
+
+type stmtSQLKey struct{}
+
+func (h *stmtHook) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, stmtSQLKey{}, d.SQL)
+}
+
+func (h *stmtHook) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if f := h.after.Load(); f != nil {
+		sql, _ := ctx.Value(stmtSQLKey{}).(string)
+		(*f)(sql)
+	}
+}
+
+// A waiter (WithWait) whose ctx ended as the release ahead of it handed it
+// the lease: the wake-up carrying the grant and ctx's end were both there
+// when it next looked, and half the time it took the grant, so Lease
+// returned a lease (and no error) to a caller whose ctx had ended. It
+// returns ctx's error now, and the grant is released at once (handed on to
+// the next waiter), not left held for a TTL. The hook holds the waiter
+// right after its registration, while the holder releases and ctx ends.
+func TestLeaseWaitGrantedAsItsContextEndsIsHandedOn(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	holderC := e.client(nil)
+	hook := &stmtHook{}
+	waiter := e.clientOn(e.pool(func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = hook }), &sentinel.Config{DefaultTTL: 30 * time.Second})
+	for i := range 8 {
+		key := fmt.Sprintf("k%d", i)
+		held, err := holderC.Lease(ctx, key)
+		require.NoError(t, err)
+		wctx, cancel := context.WithCancel(ctx)
+		var once sync.Once
+		f := func(sql string) {
+			if !strings.Contains(sql, "lease_acquire_wait") {
+				return
+			}
+			once.Do(func() {
+				cancel()
+				assert.NoError(t, held.Release(ctx)) // hands the lease to the waiter
+				deadline := time.Now().Add(5 * time.Second)
+				for sentinel.LeaseGrantsKept(waiter) == 0 && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		hook.after.Store(&f)
+		l, err := waiter.Lease(wctx, key, sentinel.WithWait())
+		hook.after.Store(nil)
+		if l != nil {
+			_ = l.Release(ctx)
+		}
+		require.Nil(t, l, "a lease returned after ctx ended (try %d)", i)
+		require.ErrorIs(t, err, context.Canceled)
+		_, err = holderC.Holder(ctx, key)
+		require.ErrorIs(t, err, sentinel.ErrNotFound, "the grant was not released (try %d)", i)
+	}
 }

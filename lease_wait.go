@@ -391,9 +391,18 @@ func (c *Client) readGrant(ctx context.Context, key string, o callOptions, reg i
 
 // holdGrant makes the lease a release handed over (token), renewed from
 // now on, its deadline remaining after sent; a client closing meanwhile
-// gives it back.
+// gives it back, and so does a caller whose ctx ended: the grant and the
+// end of ctx may reach the waiter together (its wait's select then picks
+// either), and a Lease whose ctx ended returns ctx's error, never a
+// lease. The release hands the key on to the next waiter at once.
 func (c *Client) holdGrant(ctx context.Context, key string, o callOptions, token int64, acquired, sent time.Time,
 	remaining time.Duration, expires, hardAt time.Time) (*Lease, error) {
+	if ctx.Err() != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+		defer cancel()
+		_, _ = c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, token)
+		return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (handed over as it ended: released)", o.namespace, key, context.Cause(ctx))
+	}
 	l := c.newLease(kindLease, o.namespace, key, token, o.ttl)
 	l.acquiredAt = acquired
 	if !c.hb.add(l, sent, remaining, expires, hardAt) {

@@ -415,6 +415,15 @@ func (e *Elector) campaign(ctx context.Context, mayLead bool, memberToken int64)
 	r.localExpiry = r.sent.Add(r.remaining)
 	e.mu.Lock()
 	e.lastPoll = now
+	if r.acquired && l.Term <= e.led {
+		// A grant read, not written (a written one mints a newer term):
+		// a term handed to this member that it already led and gave up,
+		// whose release failed (the row still live, term_member naming
+		// it). Leading it again would report a term won twice, trusted
+		// again after OnDemoted; it is waited out like a term won by a
+		// campaign whose release failed. takeTerm applies the same floor.
+		r.acquired = false
+	}
 	e.mu.Unlock()
 	return r, nil
 }

@@ -80,6 +80,9 @@ const (
 // (term_member is its member token, see sqlResign) is reported as acquired
 // by the read: the successor only reads its grant, and its time left is
 // measured at the read, on the database clock, after the grant was made.
+// The elector takes such a read only for a term newer than the last one it
+// led (Elector.campaign): a term it led and released, whose release
+// failed, still names it there.
 //
 // A campaign that writes no grant (it reads the leader, or a grant made by
 // a resignation) commits without waiting for its WAL flush (sc:

@@ -997,3 +997,61 @@ func TestElectorStoppingSuccessorGivesAHandedTermBack(t *testing.T) {
 	runElector(t, c)
 	waitFor(t, ttl/2, "a live elector to lead", func() bool { return a.IsLeader() || c.IsLeader() })
 }
+
+// A term a resignation handed to an elector is named by term_member, and
+// a campaign that reads its own member token there reports the term as
+// won: that is how a successor reads its grant. Once the elector has led
+// that term and given it up, a release that failed (here: the group's row
+// locked past Config.ReleaseTimeout) left the row live with term_member
+// still naming it, and its next campaign reported the same term won
+// again: OnElected ran twice for one term, with OnDemoted between, and the
+// elector trusted a term it had stopped trusting. A campaign now reads a
+// handed-over grant only when it is newer than the last term the elector
+// led, as takeTerm does for the grant's wake-up: a term already led is
+// another's to wait out, as one won by a campaign always was.
+func TestElectorDoesNotLeadAHandedTermTwice(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const ttl = 3 * time.Second
+	cfg := &sentinel.Config{DefaultTTL: ttl, ReleaseTimeout: 200 * time.Millisecond}
+	a, err := e.client(cfg).Elector("twice", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	runElector(t, a)
+	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	var mu sync.Mutex
+	var elected []int64
+	b, err := e.client(cfg).Elector("twice", sentinel.ElectorOptions{OnElected: func(_ context.Context, term int64) {
+		mu.Lock()
+		elected = append(elected, term)
+		mu.Unlock()
+	}})
+	require.NoError(t, err)
+	runElector(t, b)
+	bOwner := b.Status().Owner
+	waitFor(t, 10*time.Second, "b to name itself the successor", func() bool {
+		return e.count("leaders", "election = 'twice' AND next_owner = $1", bOwner) == 1
+	})
+	require.NoError(t, a.Resign(ctx))
+	waitFor(t, ttl/2, "b to lead", b.IsLeader)
+	term := b.Term()
+	if e.count("leaders", "election = 'twice' AND term_member IS NOT NULL AND term = $1", term) != 1 {
+		t.Skip("the resignation found the row locked and handed nothing over; b won by a campaign")
+	}
+
+	// b resigns while the group's row is locked: its release fails at
+	// ReleaseTimeout, and the row stays live, term_member naming b.
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+e.table("leaders")+" WHERE election = 'twice' FOR UPDATE")
+	require.NoError(t, err)
+	require.NoError(t, b.Resign(ctx))
+	require.Never(t, func() bool { return b.Term() == term }, time.Second, 5*time.Millisecond,
+		"b leads the term it gave up again")
+	require.NoError(t, tx.Rollback(ctx))
+	mu.Lock()
+	require.Equal(t, []int64{term}, elected)
+	mu.Unlock()
+	// The term expires by itself (nobody renews it) and a new one begins.
+	waitFor(t, 2*ttl, "a new term", func() bool { return a.Term() > term || b.Term() > term })
+}

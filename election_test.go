@@ -1055,3 +1055,53 @@ func TestElectorDoesNotLeadAHandedTermTwice(t *testing.T) {
 	// The term expires by itself (nobody renews it) and a new one begins.
 	waitFor(t, 2*ttl, "a new term", func() bool { return a.Term() > term || b.Term() > term })
 }
+
+// A named successor that left is not handed the next term: its
+// registration's next_* fields still name it, but its member row is gone
+// (Run deletes it as it returns, whether its ctx ended or its client was
+// closed) and a resignation hands over only to a successor whose member
+// row is live, by owner and member token (sqlResign). The resignation ends
+// the term and wakes the followers instead, and one of them leads at once,
+// not after the gone successor's TTL.
+func TestElectorResignSkipsASuccessorThatLeft(t *testing.T) {
+	for _, how := range []string{"ctx", "close"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := ctxT(t)
+			const ttl = 5 * time.Second
+			cfg := &sentinel.Config{DefaultTTL: ttl}
+			a, err := e.client(cfg).Elector("left", sentinel.ElectorOptions{})
+			require.NoError(t, err)
+			runElector(t, a)
+			waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+			c, err := e.client(cfg).Elector("left", sentinel.ElectorOptions{})
+			require.NoError(t, err)
+			runElector(t, c)
+			cOwner := c.Status().Owner
+			waitFor(t, 10*time.Second, "c to name itself the successor", func() bool {
+				return e.count("leaders", "election = 'left' AND next_owner = $1", cOwner) == 1
+			})
+			bc := e.client(cfg)
+			b, err := bc.Elector("left", sentinel.ElectorOptions{})
+			require.NoError(t, err)
+			stopB := runElector(t, b)
+			bOwner := b.Status().Owner
+			waitFor(t, 10*time.Second, "b to name itself the successor", func() bool {
+				return e.count("leaders", "election = 'left' AND next_owner = $1", bOwner) == 1
+			})
+			if how == "close" {
+				bc.Close()
+				require.ErrorIs(t, stopB(), sentinel.ErrClosed)
+			} else {
+				require.NoError(t, stopB())
+			}
+			require.Equal(t, 1, e.count("leaders", "election = 'left' AND next_owner = $1", bOwner), "still named")
+			require.Zero(t, e.count("members", "election = 'left' AND owner = $1", bOwner))
+			begin := time.Now()
+			require.NoError(t, a.Resign(ctx))
+			waitFor(t, ttl/2, "c to lead", c.IsLeader)
+			require.Less(t, time.Since(begin), ttl/2)
+			require.Zero(t, e.count("leaders", "election = 'left' AND owner = $1", bOwner), "the term went to b, which left")
+		})
+	}
+}

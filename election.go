@@ -175,7 +175,7 @@ func (c *Client) Elector(group string, opts ElectorOptions) (*Elector, error) {
 	if opts.TTL < 0 {
 		return nil, invalid("TTL", "must be positive, got %s", opts.TTL)
 	}
-	o, err := c.resolve(group, ropts)
+	o, err := c.resolveGroup(group, ropts)
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +186,18 @@ func (c *Client) Elector(group string, opts ElectorOptions) (*Elector, error) {
 		return nil, err
 	}
 	return &Elector{c: c, group: group, ns: o.namespace, ttl: o.ttl, opts: opts, sql: c.electionSQL()}, nil
+}
+
+// resolveGroup is resolve for a group: a group is checked as a key is, and
+// an invalid one is reported as the group (InvalidError.Field "group"),
+// the name the caller gave, not as a key.
+func (c *Client) resolveGroup(group string, opts []Option) (callOptions, error) {
+	o, err := c.resolve(group, opts)
+	var inv *InvalidError
+	if errors.As(err, &inv) && inv.Field == "key" {
+		inv.Field = "group"
+	}
+	return o, err
 }
 
 // Group returns the elector's group.
@@ -389,7 +401,7 @@ func (cb *callbacks) stop() {
 // ErrNoLeader when it has none (never elected, resigned, or expired by the
 // database clock). Options: WithNamespace.
 func (c *Client) Leader(ctx context.Context, group string, opts ...Option) (*Leader, error) {
-	o, err := c.resolve(group, opts)
+	o, err := c.resolveGroup(group, opts)
 	if err == nil {
 		err = o.only("Leader", 0)
 	}
@@ -412,7 +424,7 @@ func (c *Client) Leader(ctx context.Context, group string, opts ...Option) (*Lea
 // expired by the database clock), oldest first. Leader is set on the one
 // that holds the group's unexpired leadership row. Options: WithNamespace.
 func (c *Client) Members(ctx context.Context, group string, opts ...Option) ([]Member, error) {
-	o, err := c.resolve(group, opts)
+	o, err := c.resolveGroup(group, opts)
 	if err == nil {
 		err = o.only("Members", 0)
 	}
@@ -461,7 +473,7 @@ func (c *Client) VerifyTerm(ctx context.Context, q Querier, group string, term i
 	if q == nil {
 		return invalid("querier", "must not be nil")
 	}
-	o, err := c.resolve(group, opts)
+	o, err := c.resolveGroup(group, opts)
 	if err == nil {
 		err = o.only("VerifyTerm", takesTTL)
 	}

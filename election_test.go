@@ -624,10 +624,16 @@ func TestElectorBadInput(t *testing.T) {
 		_, err := c.Elector(tc.group, tc.opts)
 		require.ErrorIs(t, err, sentinel.ErrInvalid, "group %q opts %+v", tc.group, tc.opts)
 	}
-	_, err := c.Leader(ctx, "")
-	require.ErrorIs(t, err, sentinel.ErrInvalid)
+	// A bad group is reported as the group the caller named, not as a key.
+	_, err := c.Elector("", sentinel.ElectorOptions{})
+	requireInvalidGroup(t, err)
+	_, err = c.Elector(strings.Repeat("x", sentinel.MaxKeyLen+1), sentinel.ElectorOptions{})
+	requireInvalidGroup(t, err)
+	_, err = c.Leader(ctx, "")
+	requireInvalidGroup(t, err)
 	_, err = c.Members(ctx, "")
-	require.ErrorIs(t, err, sentinel.ErrInvalid)
+	requireInvalidGroup(t, err)
+	requireInvalidGroup(t, c.VerifyTerm(ctx, c.Pool(), "", 1))
 	require.ErrorIs(t, c.VerifyTerm(ctx, c.Pool(), "g", 0), sentinel.ErrInvalid)
 
 	// One Run per client and group at a time.
@@ -640,6 +646,14 @@ func TestElectorBadInput(t *testing.T) {
 	require.ErrorIs(t, el2.Run(ctx), sentinel.ErrInvalid)
 	require.Equal(t, 1, e.count("members", ""))
 	require.Equal(t, 0, e.count("leases", ""), "elections write no lease rows")
+}
+
+func requireInvalidGroup(t *testing.T, err error) {
+	t.Helper()
+	var inv *sentinel.InvalidError
+	require.ErrorAs(t, err, &inv)
+	require.Equal(t, "group", inv.Field, "%v", err)
+	require.Contains(t, err.Error(), "invalid group")
 }
 
 // VerifyTerm bounds the guarded transaction's idle time to the TTL (unless

@@ -15,6 +15,28 @@ import (
 	"github.com/sentinel-coordination/sentinel"
 )
 
+// badGroup is err, or when err is the library's refusal of the group
+// (sentinel.InvalidError, Field "group") a usage error that names the
+// GROUP the operator typed and says what a group may be.
+func badGroup(err error, group string) error {
+	var inv *sentinel.InvalidError
+	if !errors.As(err, &inv) || inv.Field != "group" {
+		return err
+	}
+	return usageErr("invalid GROUP %s: %s (a GROUP is 1 to %d bytes of UTF-8 text without NUL bytes)",
+		argText(group), inv.Reason, sentinel.MaxKeyLen)
+}
+
+// argText quotes an argument for a message, its first 64 bytes when it is
+// longer.
+func argText(s string) string {
+	const shown = 64
+	if len(s) <= shown {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(strings.ToValidUTF8(s[:shown], "")) + "..."
+}
+
 // electorJSON identifies an elector (a leader or a member) with --json.
 type electorJSON struct {
 	Namespace  string `json:"namespace"`
@@ -62,7 +84,7 @@ group of that name, each with the same command there.`,
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
 			l, err := a.client.Leader(cmd.Context(), args[0])
 			if err != nil {
-				return err // ErrNoLeader: exit 3
+				return badGroup(err, args[0]) // ErrNoLeader: exit 3
 			}
 			if a.jsonOut {
 				return a.printJSON(toLeaderJSON(l))
@@ -95,7 +117,7 @@ expires on the database clock.`,
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
 			ms, err := a.client.Members(cmd.Context(), args[0])
 			if err != nil {
-				return err
+				return badGroup(err, args[0])
 			}
 			if a.jsonOut {
 				out := make([]memberJSON, len(ms))
@@ -248,7 +270,7 @@ func (a *app) elect(ctx context.Context, group string, command []string, opts se
 	}
 	el, err := a.client.Elector(group, opts)
 	if err != nil {
-		return err
+		return badGroup(err, group)
 	}
 	elector <- el
 	ran := make(chan error, 1)
@@ -345,7 +367,7 @@ runs until interrupted (exit 0) or until --count lines were printed. With
 				case errors.Is(err, sentinel.ErrNoLeader):
 					l = nil
 				case err != nil:
-					return err
+					return badGroup(err, group)
 				}
 				term := int64(0)
 				if l != nil {

@@ -35,3 +35,41 @@ func TestInvalidGroupIsNamedAsTheGroup(t *testing.T) {
 	require.Contains(t, r.stderr, `invalid GROUP "gggg`)
 	require.Contains(t, r.stderr, "is 1025 bytes, the limit is 1024")
 }
+
+// lock and elect run a command only after "--", as queue lock does (whose
+// words before it are all RESOURCEs): words after the KEY or GROUP without
+// "--" are refused, exit 2, with the command line that runs them, flags
+// kept before "--"; nothing is taken and nothing runs. The printed line
+// runs as printed.
+func TestCommandWithoutDashIsRefusedWithTheLineToRun(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	dir := t.TempDir()
+	ran := dir + "/ran"
+	r := e.run("lock", "-n", "jobs", "k1", "--ttl", "5s", "touch", ran)
+	requireCode(t, r, exitUsage)
+	require.Contains(t, r.stderr, "lock runs a command only after --")
+	want := "sentinel lock k1 --namespace jobs --ttl 5s --schema " + e.schema + " -- touch " + ran
+	require.Contains(t, r.stderr, "\n  "+want+"\n")
+	require.NoFileExists(t, ran, "nothing ran")
+	r = e.run("leases", "--expired", "-A", "--json")
+	requireCode(t, r, exitOK)
+	require.JSONEq(t, `[]`, r.stdout, "no lease was taken")
+
+	r = e.run("elect", "g1", "touch", ran)
+	requireCode(t, r, exitUsage)
+	require.Contains(t, r.stderr, "\n  sentinel elect g1 --schema "+e.schema+" -- touch "+ran+"\n")
+	require.NoFileExists(t, ran, "nothing ran")
+
+	// A KEY after a first "--" (one that reads as a flag): the command
+	// after a second.
+	r = e.run("lock", "--", "-k", "touch", ran)
+	requireCode(t, r, exitUsage)
+	require.Contains(t, r.stderr, "\n  sentinel lock --schema "+e.schema+" -- -k -- touch "+ran+"\n")
+	require.NoFileExists(t, ran, "nothing ran")
+
+	// The printed line, run as printed, runs the command.
+	r = runBin(t, []string{"DATABASE_URL=" + dbURL}, nil, strings.Fields(strings.TrimPrefix(want, "sentinel "))...)
+	requireCode(t, r, exitOK)
+	require.FileExists(t, ran)
+}

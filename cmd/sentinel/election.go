@@ -210,6 +210,11 @@ If leadership is lost while CMD runs (renewals could not reach the database
 before the term's local deadline), CMD's process tree is killed (see
 below) and elect exits with CMD's code, or 1 if CMD exited 0.
 
+CMD is what follows --: GROUP is the only word before it, and a command
+given without -- is refused (exit 2) with the command line that runs it
+(sentinel elect GROUP -- CMD), since its flags would be taken for elect's
+own.
+
 Without CMD, elect prints the term once elected and leads until
 interrupted (then steps down, exit 0); exit 1 if leadership is lost. While
 following it prints each new leader to stderr. Interrupted before being
@@ -219,7 +224,7 @@ elected, elect exits 4 (CMD did not run).` + fmt.Sprintf(guardPointer, "leadersh
   sentinel elect maintenance --json   # lead until Ctrl-C`,
 		Args: args(1, -1),
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
-			group, command, err := splitNamed(cmd, args)
+			group, command, err := a.splitNamed(cmd, args)
 			if err != nil {
 				return err
 			}

@@ -85,15 +85,31 @@ func errNoCommand(cmd *cobra.Command) error {
 // splitNamed splits the arguments of lock and elect into the one name
 // (KEY, GROUP) and the command. A name that reads as a flag goes after a
 // first "--" and the command after a second one (`lock -- -k -- CMD`, as
-// the command lines sentinel prints have it).
-func splitNamed(cmd *cobra.Command, args []string) (string, []string, error) {
+// the command lines sentinel prints have it). The command is only what
+// follows "--", as for queue lock (whose words before it are all
+// RESOURCEs): words after the name without "--" are refused, with the
+// command line that runs them, since a flag among them would have been
+// taken for one of sentinel's own (`lock k1 job --ttl 5s` would run job
+// without its --ttl) or refused as unknown.
+func (a *app) splitNamed(cmd *cobra.Command, args []string) (string, []string, error) {
 	d := cmd.ArgsLenAtDash()
+	what := strings.ToUpper(strings.Fields(cmd.Use)[1])
 	if d > 1 {
-		return "", nil, usageErr("%s takes one %s before --, got %d", cmd.Name(), strings.ToUpper(strings.Fields(cmd.Use)[1]), d)
+		return "", nil, usageErr("%s takes one %s before --, got %d", cmd.Name(), what, d)
 	}
 	name, command := args[0], args[1:]
 	if d == 0 && len(command) > 0 && command[0] == "--" {
 		command, d = command[1:], 1
+	}
+	if d <= 0 && len(command) > 0 {
+		// The line to run: NAME -- CMD, or -- NAME -- CMD for a name
+		// after a first "--" (one that reads as a flag).
+		line := a.againSplit(cmd, []string{name}, command, true, nil)
+		if d == 0 {
+			line = a.againSplit(cmd, nil, append([]string{name, "--"}, command...), true, nil)
+		}
+		return "", nil, usageErr("%s runs a command only after --, and takes one %s before it (got %d words); to run it:\n  %s\n(the flags before -- are %s's own)",
+			cmd.Name(), what, len(args), line, cmd.Name())
 	}
 	if d == 1 && len(command) == 0 {
 		return "", nil, errNoCommand(cmd)

@@ -124,6 +124,10 @@ before the lease's local deadline, or it was taken over) CMD's process
 tree is killed (see below) and lock exits with CMD's code, or 1 if CMD
 exited 0: work guarded by a lost lease never reports success.
 
+CMD is what follows --: KEY is the only word before it, and a command
+given without -- is refused (exit 2) with the command line that runs it
+(sentinel lock KEY -- CMD), since its flags would be taken for lock's own
+(a KEY that starts with - goes after a first --: lock -- -k -- CMD).
 Without CMD, lock prints the token and holds the lease until interrupted
 (a -- with nothing after it is refused: exit 2).
 With --no-wait, a lease held elsewhere exits 4 at once; an interrupt while
@@ -133,7 +137,7 @@ waiting exits 4 (CMD did not run).` + containHelp,
   sentinel lock maintenance          # hold until Ctrl-C`,
 		Args: args(1, -1),
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
-			key, command, err := splitNamed(cmd, args)
+			key, command, err := a.splitNamed(cmd, args)
 			if err != nil {
 				return err
 			}

@@ -416,12 +416,19 @@ func (a *app) againEvery(cmd *cobra.Command) string {
 // (--database-url) and serve's --operator-token (the printed serve then
 // takes $SENTINEL_OPERATOR_TOKEN, or says how to give a token).
 func (a *app) againWith(cmd *cobra.Command, drop []string, add ...string) string {
-	words := strings.Fields(strings.TrimPrefix(cmd.CommandPath(), "sentinel"))
 	args := cmd.Flags().Args()
 	var tail []string
-	if d := cmd.ArgsLenAtDash(); d >= 0 {
+	d := cmd.ArgsLenAtDash()
+	if d >= 0 {
 		args, tail = args[:d], args[d:]
 	}
+	return a.againSplit(cmd, args, tail, d >= 0, drop, add...)
+}
+
+// againSplit is againWith with the positional words given: args before
+// the flags, and when dash, "--" and tail after them.
+func (a *app) againSplit(cmd *cobra.Command, args, tail []string, dash bool, drop []string, add ...string) string {
+	words := strings.Fields(strings.TrimPrefix(cmd.CommandPath(), "sentinel"))
 	words = append(words, args...)
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		if f.Name == "database-url" || f.Name == "operator-token" || f.Name == "schema" || slices.Contains(drop, f.Name) {
@@ -444,7 +451,7 @@ func (a *app) againWith(cmd *cobra.Command, drop []string, add ...string) string
 		}
 	})
 	line := a.command(append(words, add...)...)
-	if cmd.ArgsLenAtDash() >= 0 {
+	if dash {
 		line += " --"
 		for _, w := range tail {
 			line += " " + shell.Quote(w)

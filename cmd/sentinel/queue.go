@@ -474,6 +474,10 @@ token, for VerifyTurn) in its environment. When CMD exits the turns are
 released (the next ticket is served at once) and queue lock exits with
 CMD's exit code.
 
+CMD is what follows --: every word before it is a RESOURCE, so
+"queue lock printer lp report.pdf" queues on three resources (lp, printer,
+report.pdf) and holds them; write "queue lock printer -- lp report.pdf".
+
 If a turn is lost while CMD runs, CMD's process tree is killed (see
 below) and queue lock exits with CMD's code, or 1 if it exited 0.
 Without CMD it prints the tickets and holds the turns until interrupted.

@@ -73,3 +73,30 @@ func TestCommandWithoutDashIsRefusedWithTheLineToRun(t *testing.T) {
 	requireCode(t, r, exitOK)
 	require.FileExists(t, ran)
 }
+
+// A queue RESOURCE that reads as a flag goes after a first "--", with the
+// other resources, and the command after a second, as lock takes such a
+// KEY: the command runs on turns of both. Given as a flag, the error says
+// how; so does the error for no RESOURCE at all.
+func TestQueueLockResourceThatReadsAsAFlag(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	r := e.run("queue", "lock", "--", "-tray2", "printer", "--", "sh", "-c", `echo "$SENTINEL_QUEUE_RESOURCES"`)
+	requireCode(t, r, exitOK)
+	require.Equal(t, "-tray2 printer\n", r.stdout)
+	evs, err := e.client.QueueHistory(ctxT(t), "-tray2", 0, 10)
+	require.NoError(t, err)
+	require.NotEmpty(t, evs, "a turn was taken on -tray2")
+
+	const hint = "a RESOURCE that starts with - goes after a first --, the command after a second: sentinel queue lock -- -r -- CMD"
+	r = e.run("queue", "lock", "-tray2", "--", "true")
+	requireCode(t, r, exitUsage)
+	require.Contains(t, r.stderr, hint)
+	r = e.run("queue", "lock", "--", "--", "true")
+	requireCode(t, r, exitUsage)
+	require.Contains(t, r.stderr, "needs at least one RESOURCE")
+	require.Contains(t, r.stderr, hint)
+	r = e.run("queue", "lock", "--", "-tray2", "--")
+	requireCode(t, r, exitUsage)
+	require.Contains(t, r.stderr, "nothing after --")
+}

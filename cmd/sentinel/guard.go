@@ -82,6 +82,21 @@ func errNoCommand(cmd *cobra.Command) error {
 	return usageErr("nothing after --: give the command to run after it, or leave -- out to hold until interrupted (see '%s --help')", cmd.CommandPath())
 }
 
+// dashNames are the commands that take a name (or names) and a command
+// after --, with the word the help calls the name.
+var dashNames = map[string]string{"sentinel lock": "KEY", "sentinel elect": "GROUP", "sentinel queue lock": "RESOURCE"}
+
+// dashNameHint says how cmd (lock, elect, queue lock) takes a name that
+// reads as a flag; "" for other commands.
+func dashNameHint(cmd *cobra.Command) string {
+	what, ok := dashNames[cmd.CommandPath()]
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("a %s that starts with - goes after a first --, the command after a second: %s -- -%s -- CMD (see '%s --help')",
+		what, cmd.CommandPath(), strings.ToLower(what[:1]), cmd.CommandPath())
+}
+
 // splitNamed splits the arguments of lock and elect into the one name
 // (KEY, GROUP) and the command. A name that reads as a flag goes after a
 // first "--" and the command after a second one (`lock -- -k -- CMD`, as

@@ -271,6 +271,10 @@ passes on (Linux: even when sentinel is SIGKILLed; see 'sentinel lock
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log the client's diagnostics to stderr")
 	pf.StringVar(&a.operator, "operator", "", "who is acting, recorded as the owner in history and lease rows as NAME/sentinel-PID (default $USER@hostname)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if h := dashNameHint(c); h != "" && strings.Contains(err.Error(), "unknown") {
+			// lock -k, queue lock -r: a name taken for a flag.
+			err = fmt.Errorf("%w; %s", err, h)
+		}
 		return &codeError{code: exitUsage, err: err}
 	})
 

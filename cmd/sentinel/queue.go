@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -477,6 +478,8 @@ CMD's exit code.
 CMD is what follows --: every word before it is a RESOURCE, so
 "queue lock printer lp report.pdf" queues on three resources (lp, printer,
 report.pdf) and holds them; write "queue lock printer -- lp report.pdf".
+RESOURCEs that start with - go after a first --, the other RESOURCEs with
+them, and CMD after a second: queue lock -- -r printer -- CMD.
 
 If a turn is lost while CMD runs, CMD's process tree is killed (see
 below) and queue lock exits with CMD's code, or 1 if it exited 0.
@@ -485,18 +488,13 @@ Without CMD it prints the tickets and holds the turns until interrupted.
 interrupt while waiting (exit 4, CMD did not run).` + fmt.Sprintf(guardPointer, "turn", "turn"),
 		Example: `  sentinel queue lock printer -- lp report.pdf
   sentinel queue lock printer scanner --label "monthly scan" -- ./scan-and-print.sh
-  sentinel queue lock printer        # hold until Ctrl-C`,
+  sentinel queue lock printer        # hold until Ctrl-C
+  sentinel queue lock -- -tray2 printer -- lp report.pdf   # a RESOURCE that starts with -`,
 		Args: args(1, -1),
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
-			resources, command := args, []string(nil)
-			if d := cmd.ArgsLenAtDash(); d >= 0 {
-				resources, command = args[:d], args[d:]
-			}
-			if len(resources) == 0 {
-				return usageErr("queue lock needs at least one RESOURCE before --")
-			}
-			if cmd.ArgsLenAtDash() >= 0 && len(command) == 0 {
-				return errNoCommand(cmd)
+			resources, command, err := splitResources(cmd, args)
+			if err != nil {
+				return err
 			}
 			if err := o.check(); err != nil {
 				return err
@@ -549,6 +547,37 @@ interrupt while waiting (exit 4, CMD did not run).` + fmt.Sprintf(guardPointer, 
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up waiting after this long (exit 4); 0 waits forever")
 	o.flags(cmd)
 	return cmd
+}
+
+// splitResources splits the arguments of queue lock into the RESOURCEs
+// and the command. Resources that read as flags go after a first "--",
+// with the others, and the command after a second one (`queue lock -- -r
+// printer -- CMD`, as lock takes such a KEY); without a second "--" they
+// are all resources.
+func splitResources(cmd *cobra.Command, args []string) (resources, command []string, err error) {
+	d := cmd.ArgsLenAtDash()
+	switch {
+	case d < 0:
+		return args, nil, nil
+	case d == 0:
+		if i := slices.Index(args, "--"); i >= 0 {
+			resources, command = args[:i], args[i+1:]
+			if len(command) == 0 {
+				return nil, nil, errNoCommand(cmd)
+			}
+		} else {
+			resources = args
+		}
+	default:
+		resources, command = args[:d], args[d:]
+		if len(command) == 0 {
+			return nil, nil, errNoCommand(cmd)
+		}
+	}
+	if len(resources) == 0 {
+		return nil, nil, usageErr("queue lock needs at least one RESOURCE before the command; %s", dashNameHint(cmd))
+	}
+	return resources, command, nil
 }
 
 func (a *app) holdTurns(ctx context.Context, set *sentinel.TurnSet) error {

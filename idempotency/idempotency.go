@@ -142,7 +142,9 @@ type Options struct {
 	// response. At most 512 bytes. Required: Middleware panics without
 	// one; a service with a single principal passes SingleTenant. A
 	// request for which Scope returns "" gets 403 (ProblemNoScope) and the
-	// handler does not run.
+	// handler does not run. Scope is called before the body is read (a
+	// request refused for want of a principal is refused unread): it must
+	// not read r.Body.
 	Scope func(r *http.Request) string
 
 	// Namespace is the Sentinel namespace the keys live in. Default: the
@@ -352,19 +354,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body, err := io.ReadAll(io.LimitReader(r.Body, m.o.MaxBodyBytes+1))
-	if err != nil {
-		writeProblem(w, Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest, Key: key,
-			Detail: "reading the request body failed: " + err.Error()}, 0)
-		return
-	}
-	if int64(len(body)) > m.o.MaxBodyBytes {
-		writeProblem(w, Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge, Key: key,
-			Detail: fmt.Sprintf("an idempotent request body may be at most %d bytes", m.o.MaxBodyBytes)}, 0)
-		return
-	}
-	fp := fingerprint(r, body, m.o.CanonicalJSON)
-
+	// The principal first: a request without one is refused without
+	// reading its body (an over-large one would get 413, not the 403 it
+	// needs).
 	var scope string
 	if !m.single {
 		scope = m.o.Scope(r)
@@ -381,6 +373,20 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Detail: fmt.Sprintf("idempotency: the server's Scope function returned %d bytes; at most %d are allowed", len(scope), maxScopeLen)}, 0)
 		return
 	}
+
+	body, err := io.ReadAll(io.LimitReader(r.Body, m.o.MaxBodyBytes+1))
+	if err != nil {
+		writeProblem(w, Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest, Key: key,
+			Detail: "reading the request body failed: " + err.Error()}, 0)
+		return
+	}
+	if int64(len(body)) > m.o.MaxBodyBytes {
+		writeProblem(w, Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge, Key: key,
+			Detail: fmt.Sprintf("an idempotent request body may be at most %d bytes", m.o.MaxBodyBytes)}, 0)
+		return
+	}
+	fp := fingerprint(r, body, m.o.CanonicalJSON)
+
 	onceKey := ExecutionKey(scope, key)
 
 	if m.attempt(w, r, scope, key, onceKey, fp, body, false) && m.o.Wait > 0 {

@@ -175,7 +175,17 @@ type LostError struct {
 
 func (e *LostError) Error() string {
 	s := fmt.Sprintf("sentinel: lease %q/%q (token %d) lost: %s", e.Namespace, e.Key, e.Token, e.Reason)
-	if e.Cause != nil && !errors.Is(e.Cause, ErrHardTTL) {
+	var stale *StaleTokenError
+	switch {
+	case e.Cause == nil || errors.Is(e.Cause, ErrHardTTL):
+	case errors.As(e.Cause, &stale) && stale.Namespace == e.Namespace && stale.Key == e.Key && stale.Token == e.Token:
+		// This lease's own token found stale: the reason says it already
+		// (the stale token's text would name the lease and say "released,
+		// expired or taken over" again); only who holds it now is news.
+		if stale.Current != 0 {
+			s += fmt.Sprintf(" (token %d holds it now)", stale.Current)
+		}
+	default:
 		s += ": " + e.Cause.Error()
 	}
 	return s

@@ -911,3 +911,19 @@ func TestLeaseWaitGrantedAsItsContextEndsIsHandedOn(t *testing.T) {
 		require.ErrorIs(t, err, sentinel.ErrNotFound, "the grant was not released (try %d)", i)
 	}
 }
+
+// A LostError whose cause is its own token found stale says what happened
+// once: the stale token's text would name the lease again and repeat the
+// reason ("released, expired or taken over").
+func TestLostErrorSaysTheCauseOnce(t *testing.T) {
+	stale := &sentinel.StaleTokenError{Namespace: "ns", Key: "k", Token: 3}
+	err := &sentinel.LostError{Namespace: "ns", Key: "k", Token: 3, Reason: "taken over, released or expired", Cause: stale}
+	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired`, err.Error())
+	require.ErrorIs(t, err, sentinel.ErrLeaseLost)
+	require.ErrorIs(t, err, sentinel.ErrStaleToken)
+	stale.Current = 4
+	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired (token 4 holds it now)`, err.Error())
+	// Another cause is news: it is kept.
+	err.Cause = errors.New("connection refused")
+	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired: connection refused`, err.Error())
+}

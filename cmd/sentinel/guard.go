@@ -289,7 +289,7 @@ wait:
 			g.kill()
 			if ctx.Err() == nil && lost == nil { // not an interrupt that ended h as well
 				lost = h.Err()
-				fprintf(a.stderr, "sentinel: %s lost (%v); killed %s and everything it started\n", what, lost, command[0])
+				fprintf(a.stderr, "sentinel: %s lost (%s); killed %s and everything it started\n", what, lossText(lost), command[0])
 			}
 		case <-interrupted:
 			interrupted = nil
@@ -346,7 +346,7 @@ wait:
 		select {
 		case <-done:
 			lost = h.Err()
-			fprintf(a.stderr, "sentinel: %s lost (%v) as %s ended\n", what, lost, command[0])
+			fprintf(a.stderr, "sentinel: %s lost (%s) as %s ended\n", what, lossText(lost), command[0])
 		default:
 		}
 	}
@@ -364,13 +364,35 @@ wait:
 		if code == 0 {
 			code = exitError
 		}
-		return &codeError{code: code, err: fmt.Errorf("%s was lost while %s ran: %w", what, command[0], lost)}
+		return &codeError{code: code, err: &lossError{msg: fmt.Sprintf("%s was lost while %s ran (%s)", what, command[0], lossText(lost)), err: lost}}
 	}
 	if code != 0 {
 		return &codeError{code: code}
 	}
 	return nil
 }
+
+// lossText is what a loss says after what names what was lost ("lease
+// NS/KEY"): a lease's LostError without the lease it names again, else
+// the error without the package prefix.
+func lossText(err error) string {
+	if le, ok := err.(*sentinel.LostError); ok {
+		prefix := fmt.Sprintf("sentinel: lease %q/%q (token %d) lost: ", le.Namespace, le.Key, le.Token)
+		if rest, ok := strings.CutPrefix(le.Error(), prefix); ok {
+			return fmt.Sprintf("token %d: %s", le.Token, rest)
+		}
+	}
+	return strings.TrimPrefix(err.Error(), "sentinel: ")
+}
+
+// lossError is a loss as reported: msg, matching err (errors.Is).
+type lossError struct {
+	msg string
+	err error
+}
+
+func (e *lossError) Error() string { return e.msg }
+func (e *lossError) Unwrap() error { return e.err }
 
 // errDeadlinePassed is the loss the supervisor reports when the local
 // deadline passed: nothing renewed what the command ran under in time.

@@ -245,16 +245,18 @@ func (a *app) schemasElsewhere(ctx context.Context, cmd *cobra.Command) string {
 // index of open executions, through a client of that schema on the same
 // pool. It returns the schemas that have some, those it could not read
 // (an older schema version, no privilege), and whether there were more
-// schemas than it looked at. Nothing when the catalog cannot be read.
-func (a *app) uncertainInSchemas(ctx context.Context) (found, unread []string, more bool) {
+// schemas than it looked at; or, when the catalog cannot be read, an
+// error saying so (errSchemasUnread): no schema was looked in, which the
+// caller says, lest "none found" read as "none there".
+func (a *app) uncertainInSchemas(ctx context.Context) (found, unread []string, more bool, err error) {
 	if a.pool == nil {
-		return nil, nil, false
+		return nil, nil, false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	schemas, more, err := a.sentinelSchemas(ctx)
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, false, fmt.Errorf("%w: %v", errSchemasUnread, err)
 	}
 	for _, s := range schemas {
 		c, err := sentinel.New(a.pool, &sentinel.Config{Schema: s, Owner: a.operator + "/sentinel-status"})
@@ -271,7 +273,19 @@ func (a *app) uncertainInSchemas(ctx context.Context) (found, unread []string, m
 			found = append(found, s)
 		}
 	}
-	return found, unread, more
+	return found, unread, more, nil
+}
+
+// errSchemasUnread is uncertainInSchemas's error: the catalog could not
+// be read, so the other schemas were not looked in.
+var errSchemasUnread = errors.New("the other schemas of this database could not be looked in for uncertain executions (reading the catalog failed)")
+
+// noteSchemasUnread says on stderr that the other schemas were not looked
+// in, when err says so.
+func (a *app) noteSchemasUnread(err error) {
+	if err != nil {
+		fprintf(a.stderr, "sentinel: note: %v\n", err)
+	}
 }
 
 // schemaCommands is a line per schema: cmd as given (less the flags

@@ -110,7 +110,8 @@ relied on that pass -n default.`,
 			// middleware's client sets a Config.Schema of its own): named on
 			// stderr, as list --uncertain does; stdout unchanged.
 			defer func() {
-				found, _, _ := a.uncertainInSchemas(cmd.Context())
+				found, _, _, err := a.uncertainInSchemas(cmd.Context())
+				a.noteSchemasUnread(err)
 				if len(found) == 0 {
 					return
 				}

@@ -113,7 +113,11 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 				fprintf(stderr, "warning: schema %q lacks %d migration(s) this build knows (the newest is %d): what needs them fails until %s\n",
 					a.schema, len(st.Pending), st.Pending[len(st.Pending)-1].Version, a.command("migrate"))
 			}
-			if found, _, _ := a.uncertainInSchemas(cmd.Context()); len(found) > 0 {
+			found, _, _, err := a.uncertainInSchemas(cmd.Context())
+			if err != nil {
+				fprintf(stderr, "sentinel: note: %v\n", err)
+			}
+			if len(found) > 0 {
 				fprintf(stderr, "sentinel: note: uncertain executions in other schemas of this database too: %s; this page shows only schema %q; the page for every namespace there:\n", quoteAll(found), a.schema)
 				for _, line := range strings.Split(strings.TrimPrefix(a.schemaCommands(cmd, found, "namespace"), "\n"), "\n") {
 					fprintln(stderr, line)
@@ -124,7 +128,10 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 			// and those it could not look in: "no uncertain keys" is then
 			// not read as the whole database's.
 			opts.Elsewhere = func(ctx context.Context) ([]string, error) {
-				found, unread, more := a.uncertainInSchemas(ctx)
+				found, unread, more, err := a.uncertainInSchemas(ctx)
+				if err != nil {
+					return nil, err
+				}
 				var why []string
 				if len(unread) > 0 {
 					why = append(why, fmt.Sprintf("schemas %s hold Sentinel's tables but could not be read (an older version, or no privilege)", quoteAll(unread)))

@@ -65,6 +65,10 @@ type statusJSON struct {
 	// uncertain executions (of the first five that hold Sentinel's
 	// tables, in name order).
 	UncertainElsewhere []string `json:"uncertain_in_other_schemas,omitempty"`
+	// OtherSchemasUnread says why the other schemas could not be looked
+	// in (the catalog could not be read): uncertain_in_other_schemas is
+	// then not known, not empty.
+	OtherSchemasUnread string `json:"other_schemas_unread,omitempty"`
 	// UncertainOtherNamespaces, with --namespace: the other namespaces
 	// with uncertain executions, and how many each has.
 	UncertainOtherNamespaces []nsCountJSON `json:"uncertain_in_other_namespaces,omitempty"`
@@ -145,6 +149,7 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 			// gave no --schema.
 			var schemas, unread []string
 			var moreSchemas bool
+			var schemasErr error
 			if !a.jsonOut {
 				defer func() {
 					if len(schemas) > 0 {
@@ -155,6 +160,7 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 							fprintln(a.stdout, line)
 						}
 					}
+					a.noteSchemasUnread(schemasErr)
 					if len(unread) > 0 {
 						fprintf(a.stderr, "sentinel: note: schemas %s of this database hold Sentinel's tables but could not be read for uncertain executions (an older version, or no privilege)\n", quoteAll(unread))
 					}
@@ -169,7 +175,7 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 						strings.Join(elsewhere, ", "), a.command("status"))
 				}
 			}()
-			schemas, unread, moreSchemas = a.uncertainInSchemas(ctx)
+			schemas, unread, moreSchemas, schemasErr = a.uncertainInSchemas(ctx)
 			counts, err := a.client.ExecutionCounts(ctx, namespace, ns.all)
 			if err != nil {
 				return err
@@ -182,6 +188,9 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 			if a.jsonOut {
 				out := statusJSON{Counts: []countJSON{}, Uncertain: []execJSON{}, More: next != "", UncertainElsewhere: schemas,
 					UncertainOtherNamespaces: elsewhereJSON}
+				if schemasErr != nil {
+					out.OtherSchemasUnread = schemasErr.Error()
+				}
 				for _, c := range counts {
 					out.Counts = append(out.Counts, countJSON{Namespace: c.Namespace, State: c.State,
 						Uncertain: c.Uncertain, RerunPending: c.RerunPending, ResultLost: c.ResultLost, Count: c.Count, Oldest: tsJSON(c.Oldest)})
@@ -390,7 +399,8 @@ relied on that pass -n default.`,
 				// Uncertain work of other schemas (an application with a
 				// Config.Schema of its own): named on stderr, stdout unchanged.
 				defer func() {
-					found, _, _ := a.uncertainInSchemas(cmd.Context())
+					found, _, _, err := a.uncertainInSchemas(cmd.Context())
+					a.noteSchemasUnread(err)
 					if len(found) == 0 {
 						return
 					}

@@ -179,7 +179,7 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 	if ns != "" {
 		opts = append(opts, sentinel.WithNamespace(ns))
 	}
-	head, herr := cs.c.FollowHead(ctx) // before the key is read: see liveURL
+	head := cs.liveHead(ctx) // before the key is read: see liveURL
 	ex, err := cs.c.Inspect(ctx, key, opts...)
 	switch {
 	case errors.Is(err, sentinel.ErrInvalid):
@@ -233,12 +233,7 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	live := url.Values{"ns": {ex.Namespace}, "key": {ex.Key}}
-	if herr == nil {
-		live.Set("after", head)
-	} else {
-		cs.opts.Logger.Error("console: read the events' head", "err", herr)
-	}
-	cs.render(w, r, http.StatusOK, "key.html", page{Nav: "executions", Live: "events?" + live.Encode(), Data: d})
+	cs.render(w, r, http.StatusOK, "key.html", page{Nav: "executions", Live: cs.liveURL(ctx, live, head), Data: d})
 }
 
 // Bounds of the namespaces notHere looks in and links to.

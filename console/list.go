@@ -125,7 +125,7 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 	} else if d.Namespace != "" {
 		live.Set("ns", d.Namespace)
 	}
-	liveAt := cs.liveURL(ctx, live) // before the rows are read
+	head := cs.liveHead(ctx) // before the rows are read: see liveURL
 	status := http.StatusOK
 	for _, wt := range wants {
 		rows, next, err := cs.c.Executions(ctx, wt.f)
@@ -153,19 +153,35 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Sections = append(d.Sections, s)
 	}
-	cs.render(w, r, status, "executions.html", page{Nav: "executions", Live: liveAt, Data: d})
+	cs.render(w, r, status, "executions.html", page{Nav: "executions", Live: cs.liveURL(ctx, live, head), Data: d})
 }
 
-// liveURL is the live view's events URL for a page about to be read: it
-// follows from the event history's head now, so a change made while the
-// page is read, sent and its script connects is announced, not missed.
-// Without the head (it could not be read) it follows from when it
-// connects, as before.
-func (cs *Console) liveURL(ctx context.Context, v url.Values) string {
-	if head, err := cs.c.FollowHead(ctx); err == nil {
-		v.Set("after", head)
-	} else {
+// liveHead is the event history's head before a page is read (see
+// liveURL), "" when it could not be read.
+func (cs *Console) liveHead(ctx context.Context) string {
+	head, err := cs.c.FollowHead(ctx)
+	if err != nil {
 		cs.opts.Logger.Error("console: read the events' head", "err", err)
+		return ""
+	}
+	return head
+}
+
+// liveURL is the live view's events URL for a page just read, head being
+// the history's head read before it (liveHead): it follows from there, so
+// a change made while the page is read, sent and its script connects is
+// announced, not missed. The head is read again now, after the page, as
+// "read": the events between the two heads were made while the page was
+// read, and it may show them already, so the stream marks them
+// (while_read) and the banner does not count them as changes since the
+// page was loaded. Without the head (it could not be read) it follows
+// from when it connects, as before.
+func (cs *Console) liveURL(ctx context.Context, v url.Values, head string) string {
+	if head != "" {
+		v.Set("after", head)
+		if end := cs.liveHead(ctx); end != "" && end != head {
+			v.Set("read", end)
+		}
 	}
 	return "events?" + v.Encode()
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -39,6 +41,16 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 	} else if after := q.Get("after"); after != "" {
 		f.Cursor = after
 	}
+	// ?read is the head read after the page (see liveURL): an event it
+	// covers was made while the page was read, and may be on it.
+	var whileRead func(id int64) bool
+	if rd := q.Get("read"); rd != "" {
+		var err error
+		if whileRead, err = cursorCovers(rd); err != nil {
+			http.Error(w, "read: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
 	// The stream starts once Follow holds its position: a cursor (or
 	// filter) Follow refuses gets 400 instead of a stream.
 	started := false
@@ -61,10 +73,13 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 		Owner     string `json:"owner"`
 		At        string `json:"at"`
 		Link      string `json:"link"`
+		// WhileRead: made while the page was read (?read covers it), so
+		// the page may show it already.
+		WhileRead bool `json:"while_read,omitempty"`
 	}
 	err := cs.c.Follow(r.Context(), f, func(ev sentinel.Event) error {
 		b, err := json.Marshal(wire{ev.ID, ev.Namespace, ev.Key, ev.Type, string(ev.State), ev.Token, ev.Owner,
-			ev.At.UTC().Format(time.RFC3339Nano), keyLink(ev.Namespace, ev.Key)})
+			ev.At.UTC().Format(time.RFC3339Nano), keyLink(ev.Namespace, ev.Key), whileRead != nil && whileRead(ev.ID)})
 		if err != nil {
 			return err
 		}
@@ -84,4 +99,49 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 		_, _ = fmt.Fprintf(w, "event: failure\ndata: %q\n\n", err.Error())
 		fl.Flush()
 	}
+}
+
+// cursorCovers reads a head (Client.FollowHead, in the form of
+// Event.Cursor: "ID" or "ID:GAPS", GAPS being comma-separated IDs and
+// LO-HI ranges not committed yet when it was read) and returns whether an
+// event ID was committed before it: at most ID and in no gap.
+func cursorCovers(cursor string) (func(id int64) bool, error) {
+	bad := fmt.Errorf("not a cursor of the events' head: %.64q", cursor)
+	if len(cursor) > 1<<16 {
+		return nil, bad
+	}
+	head, tail, _ := strings.Cut(cursor, ":")
+	hi, err := strconv.ParseInt(head, 10, 64)
+	if err != nil || hi < 0 {
+		return nil, bad
+	}
+	type span struct{ lo, hi int64 }
+	var gaps []span
+	if tail != "" {
+		for _, part := range strings.Split(tail, ",") {
+			los, his, isRange := strings.Cut(part, "-")
+			lo, err := strconv.ParseInt(los, 10, 64)
+			if err != nil {
+				return nil, bad
+			}
+			g := span{lo, lo}
+			if isRange {
+				if g.hi, err = strconv.ParseInt(his, 10, 64); err != nil || g.hi < lo {
+					return nil, bad
+				}
+			}
+			gaps = append(gaps, g)
+		}
+	}
+	return func(id int64) bool {
+		if id > hi {
+			return false
+		}
+		for _, g := range gaps {
+			if id >= g.lo && id <= g.hi {
+				return false
+			}
+		}
+		return true
+	}, nil
 }

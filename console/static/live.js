@@ -9,7 +9,11 @@
   var banner = document.getElementById("live-banner");
   var log = document.getElementById("live");
   var list = document.getElementById("live-events");
-  var changed = 0;
+  // changed counts the changes made after the page was read; whileRead
+  // those made while it was read (the server marks them while_read: the
+  // page may show them already), which are not counted as changes since
+  // it was loaded.
+  var changed = 0, whileRead = 0;
   var es = new EventSource(src);
   es.onopen = function () { status.hidden = false; status.textContent = "● live"; };
   es.onerror = function () { status.hidden = false; status.textContent = "○ reconnecting"; };
@@ -29,10 +33,17 @@
     li.appendChild(document.createTextNode("  (" + ev.namespace + ", token " + ev.token + ")"));
     list.insertBefore(li, list.firstChild);
     while (list.children.length > 100) { list.removeChild(list.lastChild); }
-    changed++;
+    if (ev.while_read) { whileRead++; } else { changed++; }
+    var text = "";
+    if (changed > 0) {
+      text += changed + " change" + (changed === 1 ? "" : "s") + " since this page was loaded. ";
+    }
+    if (whileRead > 0) {
+      text += whileRead + " change" + (whileRead === 1 ? " was" : "s were") + " made while it was read, and may not be shown. ";
+    }
     banner.hidden = false;
     banner.textContent = "";
-    banner.appendChild(document.createTextNode(changed + " change" + (changed === 1 ? "" : "s") + " since this page was loaded. "));
+    banner.appendChild(document.createTextNode(text));
     var r = document.createElement("a");
     r.href = window.location.href;
     r.textContent = "Reload";

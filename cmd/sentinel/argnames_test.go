@@ -68,6 +68,12 @@ func TestCommandWithoutDashIsRefusedWithTheLineToRun(t *testing.T) {
 	require.Contains(t, r.stderr, "\n  sentinel lock --schema "+e.schema+" -- -k -- touch "+ran+"\n")
 	require.NoFileExists(t, ran, "nothing ran")
 
+	// A command with a flag, given without --: the flag is refused as
+	// lock's, and the error says where a command goes.
+	r = e.run("lock", "k1", "ls", "-l")
+	requireCode(t, r, exitUsage)
+	require.Contains(t, r.stderr, "a command to run goes after --: sentinel lock KEY -- CMD [ARGS...]")
+
 	// The printed line, run as printed, runs the command.
 	r = runBin(t, []string{"DATABASE_URL=" + dbURL}, nil, strings.Fields(strings.TrimPrefix(want, "sentinel "))...)
 	requireCode(t, r, exitOK)

@@ -272,8 +272,13 @@ passes on (Linux: even when sentinel is SIGKILLed; see 'sentinel lock
 	pf.StringVar(&a.operator, "operator", "", "who is acting, recorded as the owner in history and lease rows as NAME/sentinel-PID (default $USER@hostname)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		if h := dashNameHint(c); h != "" && strings.Contains(err.Error(), "unknown") {
-			// lock -k, queue lock -r: a name taken for a flag.
-			err = fmt.Errorf("%w; %s", err, h)
+			// lock k1 ls -l: a command's flag, the command given without
+			// --; lock -k, queue lock -r: a name taken for a flag.
+			names := dashNames[c.CommandPath()]
+			if names == "RESOURCE" {
+				names += "..."
+			}
+			err = fmt.Errorf("%w; a command to run goes after --: %s %s -- CMD [ARGS...]; %s", err, c.CommandPath(), names, h)
 		}
 		return &codeError{code: exitUsage, err: err}
 	})

@@ -2,7 +2,11 @@ package sentinel
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // WithFollowStarted returns a ctx for Follow or FollowQueues that calls f
@@ -105,4 +109,38 @@ func LeaseGrantsKept(c *Client) int {
 		}
 	}
 	return n
+}
+
+// OnceTxCommitReplyLost is OnceTx whose commit's reply is lost while the
+// commit is in flight: the commit is sent after delay, in the background,
+// and the call is told at once that it failed, as when the connection
+// drops while the commit waits (for a synchronous standby, say). done is
+// closed once the commit ended.
+func OnceTxCommitReplyLost[T any](ctx context.Context, c *Client, key string, delay time.Duration,
+	fn func(ctx context.Context, tx pgx.Tx) (T, error)) (res Result[T], done <-chan struct{}, err error) {
+	var tx pgx.Tx
+	ended := make(chan struct{})
+	res, err = onceInTx(ctx, c, key, nil, "OnceTx",
+		func(ctx context.Context) (txRunner, error) {
+			var err error
+			tx, err = c.pool.Begin(ctx)
+			return lostReplyRunner{pgxTxRunner{tx}, delay, ended}, err
+		},
+		func(ctx context.Context) (T, error) { return fn(ctx, tx) })
+	return res, ended, err
+}
+
+type lostReplyRunner struct {
+	pgxTxRunner
+	delay time.Duration
+	ended chan struct{}
+}
+
+func (r lostReplyRunner) commit(context.Context) error {
+	go func() {
+		defer close(r.ended)
+		time.Sleep(r.delay)
+		_ = r.tx.Commit(context.Background())
+	}()
+	return errors.New("commit's reply lost (connection reset)")
 }

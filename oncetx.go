@@ -214,7 +214,30 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		case committed:
 			return done()
 		}
-		release("rolled_back", "error", cerr.Error())
+		// Read as claimed, the commit may still be in flight (its reply
+		// lost while it waited, say, for a synchronous standby): it holds
+		// the row until it ends, so the give-back waits for it, and finds
+		// the key completed when it landed. Only a give-back that applied
+		// proves that nothing was committed.
+		gave, ferr := c.finish(wctx(), l, o, StateClaimed, nil, "", "", []State{StateClaimed}, false,
+			"rolled_back", "error", cerr.Error())
+		if ferr != nil || !gave {
+			// The give-back waited for the commit (and a give-back that did
+			// not apply ran after it): the row now tells, unless the
+			// give-back failed, when the commit may still be in flight.
+			committed, rerr := c.committed(ctx, o.namespace, key, l.token)
+			switch {
+			case rerr == nil && committed:
+				return done()
+			case ferr != nil || rerr != nil:
+				if ferr == nil {
+					ferr = rerr
+				}
+				return res, c.uncertain(l, o, fmt.Errorf("commit failed (%v) and neither giving the key back nor reading it "+
+					"settled whether it landed (%w): the key is either completed (fn's writes committed) or still held by this "+
+					"attempt (nothing committed); Inspect it", cerr, ferr))
+			}
+		}
 		return res, fmt.Errorf("sentinel: %s %q/%q: commit failed, nothing was committed: %w", what, o.namespace, key, cerr)
 	}
 	return done()

@@ -33,10 +33,27 @@ func Retryable(err error) error {
 	return &retryableError{err: err}
 }
 
-// IsRetryable reports whether err was marked with Retryable.
+// IsRetryable reports whether err was marked with Retryable and a retry
+// can still help: it is false when err also says that the key's outcome is
+// one no retry changes, matching ErrUncertain (fn's Retryable error in a
+// re-run's last attempt, or from an OnceTx fn that closed its transaction),
+// ErrReconciling (the key moved to reconciling while fn ran) or ErrFinal,
+// even though such an error wraps fn's Retryable error: errors.Is and
+// errors.As still reach fn's error. A Retryable fn whose key moved on to
+// another state (ErrWrongState) is retryable: a retry gets what the key
+// holds now. It agrees with ShouldRetry, which also retries ErrInProgress,
+// so it may be asked first, as in the HTTP example of docs/once.md.
 func IsRetryable(err error) bool {
 	var r *retryableError
-	return errors.As(err, &r)
+	if !errors.As(err, &r) || IsFinal(err) {
+		return false
+	}
+	for _, never := range neverRetried {
+		if errors.Is(err, never) {
+			return false
+		}
+	}
+	return true
 }
 
 type retryableError struct{ err error }

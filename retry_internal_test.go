@@ -131,6 +131,31 @@ func TestRetryNeverRetriesFinalOutcomes(t *testing.T) {
 	}
 }
 
+// IsRetryable agrees with ShouldRetry on an error that is both fn's
+// Retryable error and an uncertain, reconciling or final outcome (a
+// Retryable fn whose key moved to reconciling, an OnceTx fn that closed
+// its transaction, a re-run's last attempt): it said true, and code that
+// asked it first (the HTTP recipe of docs/once.md) said "try again" for a
+// key under review. fn's error stays reachable with errors.Is.
+func TestIsRetryableFalseWhenARetryCannotHelp(t *testing.T) {
+	fnErr := errors.New("gateway timeout before sending")
+	for _, err := range []error{
+		&ExecutionError{Kind: ErrUncertain, Key: "k", Cause: fmt.Errorf("last attempt: %w", Retryable(fnErr))},
+		&ExecutionError{Kind: ErrReconciling, Key: "k", Cause: Retryable(fnErr)},
+		Final(Retryable(fnErr)),
+	} {
+		if IsRetryable(err) || ShouldRetry(err) || !errors.Is(err, fnErr) {
+			t.Fatalf("%v: IsRetryable %v, ShouldRetry %v, errors.Is(fn's error) %v", err, IsRetryable(err), ShouldRetry(err), errors.Is(err, fnErr))
+		}
+	}
+	// The key moved on to another state (ErrWrongState): a retry replays
+	// what it holds now, so it is retryable, as ShouldRetry says.
+	moved := &ExecutionError{Kind: ErrWrongState, Key: "k", Cause: Retryable(fnErr)}
+	if !IsRetryable(moved) || !ShouldRetry(moved) {
+		t.Fatalf("%v: IsRetryable %v, ShouldRetry %v", moved, IsRetryable(moved), ShouldRetry(moved))
+	}
+}
+
 func TestRetryBadOptions(t *testing.T) {
 	for _, o := range []RetryOptions{
 		{MaxAttempts: -1},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // OnceTx is Once for work that lives in the same PostgreSQL database: fn
@@ -28,6 +29,15 @@ import (
 // completion, so the key is left uncertain (ErrUncertain) for an operator.
 // When the commit's reply is lost, the row is read again to tell a commit
 // from a rollback; if even that fails the error matches ErrUncertain.
+//
+// A statement of fn that fails aborts tx (PostgreSQL then refuses every
+// statement until the rollback, SQLSTATE 25P02): if fn goes on and returns
+// a value or Final(err), that outcome cannot be recorded in tx. The
+// transaction is rolled back, nothing is committed, the key is freed for
+// the next caller, and the error says so and wraps the database's error
+// and fn's error; it does not match ErrFinal, since no outcome was stored
+// (a later caller runs fn again rather than replaying it). Return the
+// failed statement's error instead.
 func OnceTx[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context, tx pgx.Tx) (T, error), opts ...Option) (Result[T], error) {
 	if fn == nil {
 		return Result[T]{}, invalid("fn", "must not be nil")
@@ -187,6 +197,26 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 			err = &LostError{Namespace: o.namespace, Key: key, Token: l.token, Reason: "claim expired or taken over before commit"}
 		}
 	}
+	if err != nil && txAborted(err) {
+		// A statement of fn failed and fn went on: the transaction
+		// can only roll back, so fn's outcome cannot be recorded in it.
+		// Not a lost lease, and not ErrFinal: nothing was stored, and
+		// the next caller runs fn again.
+		tx.rollback(wctx())
+		outcome, cause := "its value", error(nil)
+		if fnErr != nil {
+			var f *finalMark
+			errors.As(fnErr, &f)
+			outcome, cause = fmt.Sprintf("a Final outcome (%q)", storableText(errText(fnErr))), f.err
+		}
+		msg := fmt.Sprintf("fn returned %s, but fn's transaction had been aborted by a failed statement, so the outcome "+
+			"could not be recorded in it: rolled back, nothing was committed, the key is free (the next caller runs fn again)", outcome)
+		release("rolled_back", "error", msg+": "+err.Error())
+		if cause != nil {
+			return res, fmt.Errorf("sentinel: %s %q/%q: %s: %w (fn's error: %w)", what, o.namespace, key, msg, err, cause)
+		}
+		return res, fmt.Errorf("sentinel: %s %q/%q: %s: %w", what, o.namespace, key, msg, err)
+	}
 	if err != nil {
 		tx.rollback(wctx())
 		release("rolled_back", "error", err.Error())
@@ -241,4 +271,11 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		return res, fmt.Errorf("sentinel: %s %q/%q: commit failed, nothing was committed: %w", what, o.namespace, key, cerr)
 	}
 	return done()
+}
+
+// txAborted reports whether err says that the transaction was aborted by
+// an earlier failed statement (SQLSTATE 25P02, in_failed_sql_transaction).
+func txAborted(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "25P02"
 }

@@ -48,9 +48,17 @@ type Result[T any] struct {
 // caller runs it, and is returned (in a re-run, WithRerun, the key stays
 // for the next re-run instead; in the last attempt the bound allows, that
 // leaves it uncertain, and the call returns ErrUncertain wrapping the
-// error). Any other error, a panic, or a cancelled
-// ctx ends the lease but leaves the key executing: the call returns an error
-// matching ErrUncertain that wraps fn's error (a panic is re-raised after
+// error). If handing the key back fails (Config.ReleaseTimeout runs out
+// while another transaction holds the key's row, or the database cannot
+// be reached) the row is read back: when the key is still this attempt's,
+// it stays executing until its lease expires, and is then uncertain for
+// later callers (unless the hand-back, still waiting, lands first), so the
+// call returns ErrUncertain wrapping the error and saying so, not the
+// Retryable error alone, and the history records fn's error; when the
+// row cannot be read either, the same, saying that the hand-back may have
+// landed. Any other error, a panic, or a cancelled ctx ends the lease but
+// leaves the key executing: the call returns an error matching
+// ErrUncertain that wraps fn's error (a panic is re-raised after
 // recording). If the lease is lost while fn runs (heartbeats cannot reach
 // the database, or the hard TTL passes), fn's ctx is cancelled with the loss
 // as its cause and the completion is refused by the token guard: the caller
@@ -111,7 +119,10 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	case fnErr != nil && IsRetryable(fnErr):
 		ok, ferr := c.finish(wctx, l, o, handBack(Attempt(fnCtx)), nil, "", "", []State{StateExecuting}, false, "retryable", "error", errText(fnErr))
 		if ferr != nil {
-			return res, fmt.Errorf("%w (and releasing the claim failed: %v)", fnErr, ferr)
+			var herr error
+			if ok, herr = c.handBackFailed(ctx, l, o, fnCtx, fnErr, ferr); herr != nil {
+				return res, herr
+			}
 		}
 		if !ok {
 			if ex := c.rerunSuccessor(wctx, l, fnCtx); ex != nil {
@@ -287,6 +298,74 @@ func (c *Client) recordRefused(ctx context.Context, l *Lease, o callOptions, dat
 	}
 	c.cfg.Logger.Warn("sentinel: completion refused; the key is uncertain",
 		"namespace", l.ns, "key", l.key, "token", l.token, "cause", cause)
+}
+
+// handBackFailed establishes, on a fresh context bounded by ReleaseTimeout,
+// what a failed hand-back of a Retryable outcome (ferr: ReleaseTimeout ran
+// out while another transaction held the row, the database unreachable)
+// left. landed: the key is as the hand-back leaves it (it landed before
+// its reply was lost; or, in a re-run, the key is still this attempt's,
+// executing, and its lease ends at its expiry instead of now, which
+// leaves it for the next re-run all the same), and the caller goes on as
+// if it had succeeded. Neither landed nor err: the key moved on (the
+// caller explains it as for a refused hand-back). Otherwise err: the key
+// is still executing under this attempt's lease, or it could not be read;
+// the heartbeat stopped, so the lease expires and the key is then
+// uncertain for every later caller (a WithRerun caller re-runs it when
+// attempts are left), unless the hand-back, if its statement is still
+// waiting for the row, lands first. A Retryable error would tell the
+// caller to retry now, where a retry gets ErrInProgress and then
+// ErrUncertain: err matches ErrUncertain, wraps fn's error, says when the
+// lease expires and what later callers get, and the history records fn's
+// error in a retryable event, for the operator who finds the key
+// uncertain.
+func (c *Client) handBackFailed(ctx context.Context, l *Lease, o callOptions, fnCtx context.Context, fnErr, ferr error) (landed bool, err error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+	defer cancel()
+	ex, rerr := c.readExecution(rctx, l.ns, l.key)
+	if rerr == nil && (ex.Token != l.token || ex.Owner != l.owner) {
+		return false, nil // moved on
+	}
+	if rerr == nil {
+		switch attempt := Attempt(fnCtx); {
+		case ex.State == StateClaimed && attempt <= 1 && !ex.LeaseAlive:
+			c.wake("", payload(notifyExecution, l.ns, l.key)) // landed: its waiters may not have been woken
+			return true, nil
+		case ex.State == StateExecuting && attempt > 1:
+			return true, nil
+		case ex.State != StateExecuting:
+			return false, nil
+		}
+	}
+	meta, merr := metadataJSON(o.metadata, "error", errText(fnErr), "handback_error", ferr.Error())
+	if merr != nil {
+		meta, _ = metadataJSON(nil, "error", errText(fnErr))
+	}
+	if _, eerr := c.pool.Exec(rctx, c.exe.insertEvent, l.ns, l.key, "retryable", string(StateExecuting), l.token, l.owner, meta); eerr != nil {
+		c.cfg.Logger.Error("sentinel: could not record fn's retryable error after its hand-back failed",
+			"namespace", l.ns, "key", l.key, "token", l.token, "err", eerr)
+	}
+	after := "then every later caller gets ErrUncertain until an operator resets it (Reconcile, then ResetToClaimed: fn reported no effect)"
+	if rerunPending(fnCtx) {
+		after = "then the next Once call with WithRerun runs it again, and any other caller gets ErrUncertain"
+	}
+	var cause error
+	if rerr != nil {
+		cause = fmt.Errorf("fn reported that nothing happened (%w), but handing the key back failed (%v) and reading it back failed too (%v): "+
+			"either the hand-back landed, and the next caller runs fn, or the key is still executing, held by this attempt until its lease expires "+
+			"(by %s; later callers get ErrInProgress until then), and %s",
+			fnErr, ferr, rerr, l.Deadline().UTC().Format(time.RFC3339Nano), after)
+	} else {
+		cause = fmt.Errorf("fn reported that nothing happened (%w), but handing the key back failed (%v): the key is still executing, "+
+			"held by this attempt until its lease expires (later callers get ErrInProgress until then), and %s, "+
+			"unless the hand-back, if still waiting for the key's row, lands first and frees the key for the next caller",
+			fnErr, ferr, after)
+	}
+	err = c.uncertainRun(l, o, fnCtx, cause)
+	if ee, ok := err.(*ExecutionError); ok && rerr == nil {
+		ee.LeaseExpiresAt, ee.Since = ex.LeaseExpiresAt, ex.UpdatedAt
+	}
+	return false, err
 }
 
 // movedOn explains a Retryable outcome that could not put the key back:

@@ -219,7 +219,8 @@ const grantWakeSQL = ` || '/' || t.token::text
 // caller waits for the key (registered in lease_waiters, see
 // sqlAcquireWait), hands the lease to the oldest live registration in the
 // same statement. It calls lease_release_to (migration 14: migration 11's
-// lease_release, returning also the channel of the waiter's process), which
+// lease_release, returning also the channel of the waiter's process; its
+// hand-over as plain statements since migration 18), which
 // runs only the write the case needs: one UPDATE when nobody waits (the
 // common case); otherwise it locks the row FOR UPDATE, SKIP LOCKED (the
 // lock that conflicts with VerifyToken's FOR KEY SHARE, as an acquirer's

@@ -552,8 +552,8 @@ interrupt while waiting (exit 4, CMD did not run).` + fmt.Sprintf(guardPointer, 
 // splitResources splits the arguments of queue lock into the RESOURCEs
 // and the command. Resources that read as flags go after a first "--",
 // with the others, and the command after a second one (`queue lock -- -r
-// printer -- CMD`, as lock takes such a KEY); without a second "--" they
-// are all resources.
+// printer -- CMD`, as lock takes such a KEY); without a second "--",
+// what follows the one "--" is the command, and no RESOURCE was given.
 func splitResources(cmd *cobra.Command, args []string) (resources, command []string, err error) {
 	d := cmd.ArgsLenAtDash()
 	switch {
@@ -566,7 +566,10 @@ func splitResources(cmd *cobra.Command, args []string) (resources, command []str
 				return nil, nil, errNoCommand(cmd)
 			}
 		} else {
-			resources = args
+			// One "--" with nothing before it: what follows is CMD
+			// (queue lock -- make deploy forgot its RESOURCE), not
+			// resources to hold until interrupted.
+			command = args
 		}
 	default:
 		resources, command = args[:d], args[d:]

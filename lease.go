@@ -419,10 +419,15 @@ func (l *Lease) end(err error) {
 }
 
 // reportEnd logs and observes why the lease ended. A release is not a
-// loss, nor is a turn's end at Close: Close ends it before it gives the
-// ticket back (see Client.Close), as it releases a lease.
+// loss, nor is the end at Close of a turn (Close ends it before it gives
+// the ticket back, see Client.Close), of a term or of an elector's member
+// row (the elector's Run sees Done, resigns the term and removes its row,
+// and returns ErrClosed): they are given back as a lease is released. The
+// execution lease of a running Once is the one Close does lose: fn's ctx
+// is cancelled and its outcome may be unknown.
 func (l *Lease) reportEnd(err error) {
-	if !errors.Is(err, ErrReleased) && !(l.kind == kindTicket && errors.Is(err, ErrClosed)) {
+	closed := errors.Is(err, ErrClosed) && (l.kind == kindTicket || l.kind == kindLeader || l.kind == kindMember)
+	if !errors.Is(err, ErrReleased) && !closed {
 		l.c.cfg.Logger.Warn("sentinel: lease ended", "namespace", l.ns, "key", l.key, "token", l.token, "err", err)
 		l.c.observer().lost(l, err)
 	}

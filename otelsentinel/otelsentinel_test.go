@@ -316,3 +316,28 @@ func TestExecutionLeaseLoss(t *testing.T) {
 	require.Equal(t, map[string]int64{"hard_ttl": 1}, sumBy(t, m["sentinel.lease.losses"], otelsentinel.AttrReason))
 	require.Equal(t, map[string]int64{"uncertain": 1}, sumBy(t, m["sentinel.once.calls"], otelsentinel.AttrOutcome))
 }
+
+// Closing a client whose elector leads gives the term back and removes the
+// member row, as a Run whose ctx ended does: the SRE's alert on
+// sentinel.lease.losses must not fire at every rolling deploy. Before, the
+// leader and member leases that Close ended counted as two losses.
+func TestCloseWhileLeadingIsNoLoss(t *testing.T) {
+	w := newWorld(t)
+	ctx := ctxT(t)
+	c := w.client(nil)
+	el, err := c.Elector("scheduler", sentinel.ElectorOptions{TTL: time.Second})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- el.Run(ctx) }()
+	require.Eventually(t, el.IsLeader, 10*time.Second, 10*time.Millisecond)
+	c.Close()
+	require.ErrorIs(t, <-done, sentinel.ErrClosed)
+
+	var live int
+	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{w.schema, "leaders"}.Sanitize()+
+		" WHERE expires_at > now()").Scan(&live))
+	require.Zero(t, live, "the term was given back")
+	m := w.metrics()
+	require.Equal(t, map[string]int64{"elected": 1, "demoted": 1}, sumBy(t, m["sentinel.election.term_changes"], otelsentinel.AttrRole))
+	require.Nil(t, m["sentinel.lease.losses"], "a clean Close loses nothing")
+}

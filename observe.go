@@ -122,10 +122,38 @@ type LeaseEvent struct {
 // LeaseLoss describes a lost lease.
 type LeaseLoss struct {
 	Namespace string
-	Key       string
-	Token     int64
-	Execution bool  // the execution lease of a running Once
+	Key       string // the lease's key; the group for a term or member row, the resource for a ticket
+	Token     int64  // the token; the term for a term, the ticket for a ticket
+	Execution bool   // the execution lease of a running Once (Kind is LossExecution)
+	Kind      LossKind
 	Err       error // matches ErrLeaseLost; ErrHardTTL when that was the reason
+}
+
+// LossKind names what a lost lease held.
+type LossKind string
+
+// Lease loss kinds.
+const (
+	LossLease     LossKind = "lease"     // a lease from Client.Lease (or Do)
+	LossExecution LossKind = "execution" // the execution lease of a running Once
+	LossLeader    LossKind = "leader"    // an elector's term: it is demoted
+	LossMember    LossKind = "member"    // an elector's member row
+	LossTicket    LossKind = "ticket"    // a queue ticket (Client.Turn), waiting or granted
+)
+
+// lossKind returns what l holds, for LeaseLoss.Kind.
+func (l *Lease) lossKind() LossKind {
+	switch l.kind {
+	case kindExecution:
+		return LossExecution
+	case kindLeader:
+		return LossLeader
+	case kindMember:
+		return LossMember
+	case kindTicket:
+		return LossTicket
+	}
+	return LossLease
 }
 
 // HeartbeatEvent describes one renewal statement.
@@ -235,7 +263,8 @@ func (o *Observer) lost(l *Lease, err error) {
 	if o == nil || o.LeaseLost == nil || errors.Is(err, ErrReleased) {
 		return
 	}
-	o.LeaseLost(LeaseLoss{Namespace: l.ns, Key: l.key, Token: l.token, Execution: l.kind == kindExecution, Err: err})
+	o.LeaseLost(LeaseLoss{Namespace: l.ns, Key: l.key, Token: l.token, Execution: l.kind == kindExecution,
+		Kind: l.lossKind(), Err: err})
 }
 
 // heartbeat reports one renewal statement.

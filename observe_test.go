@@ -89,6 +89,7 @@ func TestObserverPartial(t *testing.T) {
 	require.Equal(t, "lease", losses[0].Key)
 	require.Equal(t, l.Token(), losses[0].Token)
 	require.False(t, losses[0].Execution)
+	require.Equal(t, sentinel.LossLease, losses[0].Kind)
 	require.ErrorIs(t, losses[0].Err, sentinel.ErrLeaseLost)
 }
 

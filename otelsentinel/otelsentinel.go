@@ -18,7 +18,9 @@
 //	sentinel.lease.wait.duration   histogram  seconds a WithWait acquisition waited,
 //	                                          by sentinel.namespace
 //	sentinel.lease.losses          counter    leases lost, by sentinel.lease.kind (lease,
-//	                                          execution), sentinel.reason (lost, hard_ttl)
+//	                                          execution, leader: an elector's term, member:
+//	                                          an elector's member row, ticket: a queue
+//	                                          ticket), sentinel.reason (lost, hard_ttl)
 //	                                          and sentinel.namespace
 //	sentinel.heartbeat.duration    histogram  seconds per renewal statement, by error.type
 //	sentinel.heartbeat.batch_size  histogram  rows renewed per statement
@@ -250,14 +252,17 @@ func (o *observer) leaseEnd(ctx context.Context, e sentinel.LeaseEvent) {
 }
 
 func (o *observer) leaseLost(e sentinel.LeaseLoss) {
-	kind, reason := "lease", "lost"
-	if e.Execution {
-		kind = "execution"
+	kind, reason := e.Kind, "lost"
+	if kind == "" { // an event built without Kind
+		kind = sentinel.LossLease
+		if e.Execution {
+			kind = sentinel.LossExecution
+		}
 	}
 	if errors.Is(e.Err, sentinel.ErrHardTTL) {
 		reason = "hard_ttl"
 	}
-	o.leaseLosses.Add(context.Background(), 1, metric.WithAttributes(AttrLeaseKind.String(kind),
+	o.leaseLosses.Add(context.Background(), 1, metric.WithAttributes(AttrLeaseKind.String(string(kind)),
 		AttrReason.String(reason), AttrNamespace.String(e.Namespace)))
 }
 

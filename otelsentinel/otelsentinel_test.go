@@ -341,3 +341,44 @@ func TestCloseWhileLeadingIsNoLoss(t *testing.T) {
 	require.Equal(t, map[string]int64{"elected": 1, "demoted": 1}, sumBy(t, m["sentinel.election.term_changes"], otelsentinel.AttrRole))
 	require.Nil(t, m["sentinel.lease.losses"], "a clean Close loses nothing")
 }
+
+// A lost term and a lost queue ticket are counted under their own
+// sentinel.lease.kind. Before, both counted as kind "lease", keyed by the
+// group or resource: the SRE paged on a lost lease looked for a lease
+// named "scheduler" or "printer" that never existed.
+func TestLeaseLossKinds(t *testing.T) {
+	w := newWorld(t)
+	ctx := ctxT(t)
+	c := w.client(nil)
+	table := func(name string) string { return pgx.Identifier{w.schema, name}.Sanitize() }
+
+	el, err := c.Elector("scheduler", sentinel.ElectorOptions{TTL: time.Second})
+	require.NoError(t, err)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- el.Run(rctx) }()
+	require.Eventually(t, el.IsLeader, 10*time.Second, 10*time.Millisecond)
+	// Another term takes the row: the leader's next renewal loses it.
+	_, err = admin.Exec(ctx, "UPDATE "+table("leaders")+" SET term = term + 1000, owner = 'intruder'")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !el.IsLeader() }, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+
+	tn, err := c.Turn(ctx, "printer", sentinel.WithTTL(time.Second))
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "DELETE FROM "+table("tickets"))
+	require.NoError(t, err)
+	select {
+	case <-tn.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the ticket's loss was not noticed")
+	}
+
+	require.Eventually(t, func() bool {
+		m := w.metrics()["sentinel.lease.losses"]
+		return m != nil && sumBy(t, m, otelsentinel.AttrLeaseKind)["ticket"] == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, map[string]int64{"leader": 1, "ticket": 1},
+		sumBy(t, w.metrics()["sentinel.lease.losses"], otelsentinel.AttrLeaseKind))
+}

@@ -18,8 +18,11 @@ import (
 // guard its writes with l.Token(), see VerifyToken). A failed release is
 // reported only when fn succeeded. When the lease cannot be acquired, fn
 // does not run and Do returns Lease's error (ErrNotAcquired without
-// WithWait).
+// WithWait). A nil ctx is refused (ErrInvalid).
 func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, l *Lease) error, opts ...Option) (err error) {
+	if err := checkCtx("Client.Do", ctx); err != nil {
+		return err
+	}
 	if fn == nil {
 		return invalid("fn", "must not be nil")
 	}

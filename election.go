@@ -253,7 +253,7 @@ func (e *Elector) Status() Member {
 // this elector does not lead. A nil ctx is refused (ErrInvalid) and the
 // term left as it was.
 func (e *Elector) Resign(ctx context.Context) error {
-	if err := checkCtx(ctx); err != nil {
+	if err := checkCtx("Elector.Resign", ctx); err != nil {
 		return err
 	}
 	e.mu.Lock()
@@ -399,8 +399,11 @@ func (cb *callbacks) stop() {
 
 // Leader returns the current leader of group, or an error matching
 // ErrNoLeader when it has none (never elected, resigned, or expired by the
-// database clock). Options: WithNamespace.
+// database clock). Options: WithNamespace. A nil ctx is refused (ErrInvalid).
 func (c *Client) Leader(ctx context.Context, group string, opts ...Option) (*Leader, error) {
+	if err := checkCtx("Client.Leader", ctx); err != nil {
+		return nil, err
+	}
 	o, err := c.resolveGroup(group, opts)
 	if err == nil {
 		err = o.only("Leader", 0)
@@ -423,7 +426,11 @@ func (c *Client) Leader(ctx context.Context, group string, opts ...Option) (*Lea
 // Members returns the live electors of group (their member rows have not
 // expired by the database clock), oldest first. Leader is set on the one
 // that holds the group's unexpired leadership row. Options: WithNamespace.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) Members(ctx context.Context, group string, opts ...Option) ([]Member, error) {
+	if err := checkCtx("Client.Members", ctx); err != nil {
+		return nil, err
+	}
 	o, err := c.resolveGroup(group, opts)
 	if err == nil {
 		err = o.only("Members", 0)
@@ -469,7 +476,11 @@ func (c *Client) Members(ctx context.Context, group string, opts ...Option) ([]M
 // election for longer (PostgreSQL caps that setting at about 24.8 days,
 // 2^31-1 ms: a longer TTL bounds it to that). Options: WithNamespace,
 // WithTTL (the election's TTL; default Config.DefaultTTL).
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) VerifyTerm(ctx context.Context, q Querier, group string, term int64, opts ...Option) error {
+	if err := checkCtx("Client.VerifyTerm", ctx); err != nil {
+		return err
+	}
 	if q == nil {
 		return invalid("querier", "must not be nil")
 	}

@@ -29,7 +29,7 @@ import (
 // time on a goroutine of their own, so one that blocks delays the others
 // and, once ctx ended, keeps Run from returning until it returns.
 func (e *Elector) Run(ctx context.Context) (err error) {
-	if err := checkCtx(ctx); err != nil {
+	if err := checkCtx("Elector.Run", ctx); err != nil {
 		return err
 	}
 	if err := e.c.checkOpen(); err != nil {

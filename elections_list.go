@@ -39,7 +39,11 @@ type Election struct {
 // expired for longer than the retention and an hour) or a
 // live elector. Leadership and liveness are decided by the database clock.
 // Bad filter values return an error matching ErrInvalid.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) Elections(ctx context.Context, f ElectionFilter) ([]Election, error) {
+	if err := checkCtx("Client.Elections", ctx); err != nil {
+		return nil, err
+	}
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}

@@ -104,13 +104,27 @@ func invalid(field, format string, args ...any) error {
 	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// checkCtx refuses a nil ctx, as every call that takes one does, before
-// the call writes anything.
-func checkCtx(ctx context.Context) error {
+// checkCtx refuses a nil ctx given to call (its name as a reader writes
+// it: "Client.Holder", "Once"), as every exported call that takes a ctx and
+// returns an error does, first, before it sends a statement, runs fn or
+// changes what the client holds. TestNilContextRefusedByEveryCall calls
+// each with a nil ctx, and TestNilContextTableIsComplete finds a new one
+// missing from its table.
+func checkCtx(call string, ctx context.Context) error {
 	if ctx == nil {
-		return invalid("ctx", "must not be nil (use context.Background())")
+		return invalid("ctx", "must not be nil in %s (use context.Background())", call)
 	}
 	return nil
+}
+
+// nilParent is what the Context methods return for a nil parent: a ctx
+// already ended, the refusal of the nil parent its cause, so that work
+// under it stops at once and context.Cause says why (they return no error;
+// context.WithCancel panics on a nil parent).
+func nilParent(call string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(checkCtx(call, nil))
+	return ctx, func() {}
 }
 
 // Holder describes who holds a lease.

@@ -386,7 +386,11 @@ func metadataJSON(base map[string]any, extra ...any) (any, error) {
 // ErrNotFound. Options: WithNamespace; WithToken and WithMetadata, which
 // guard and annotate an operator's writes, are taken and have no effect,
 // so that one set of options serves the read and the writes after it.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*Execution, error) {
+	if err := checkCtx("Client.Inspect", ctx); err != nil {
+		return nil, err
+	}
 	o, err := c.resolve(key, opts)
 	if err == nil {
 		err = o.only("Inspect", takesMetadata|takesToken)
@@ -433,7 +437,11 @@ func (c *Client) committed(ctx context.Context, ns, key string, token int64) (bo
 // (a run per Retryable attempt, an event per caller turned away with
 // Config.RecordRejections), and without WithLimit all of it is read. For
 // what the history says about the key's current state, LastRun reads less.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) History(ctx context.Context, key string, opts ...Option) ([]Event, error) {
+	if err := checkCtx("Client.History", ctx); err != nil {
+		return nil, err
+	}
 	o, err := c.resolveCall(key, opts)
 	switch {
 	case err != nil:
@@ -476,8 +484,11 @@ func WithLimit(n int) Option { return func(o *callOptions) { o.limit, o.limitSet
 // latest run's events (its rejection records are passed over on the
 // server, not sent), not the key's earlier runs (see History).
 // Options: WithNamespace; WithToken and WithMetadata are taken and have no
-// effect, as for Inspect.
+// effect, as for Inspect. A nil ctx is refused (ErrInvalid).
 func (c *Client) LastRun(ctx context.Context, key string, opts ...Option) ([]Event, error) {
+	if err := checkCtx("Client.LastRun", ctx); err != nil {
+		return nil, err
+	}
 	o, err := c.resolve(key, opts)
 	if err == nil {
 		err = o.only("LastRun", takesMetadata|takesToken)
@@ -566,7 +577,11 @@ const MinRetention = time.Hour
 //
 // Prune acts on the client's namespace, or the one given by WithNamespace;
 // every namespace only with WithAllNamespaces.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) Prune(ctx context.Context, olderThan time.Duration, opts ...Option) (PruneResult, error) {
+	if err := checkCtx("Client.Prune", ctx); err != nil {
+		return PruneResult{}, err
+	}
 	var res PruneResult
 	if err := c.checkOpen(); err != nil {
 		return res, err

@@ -44,7 +44,11 @@ type StateCount struct {
 // namespace when allNamespaces; prune completed ones to keep it cheap).
 // Rows come uncertain first, then by namespace and state. ns "" means the
 // client's namespace; it must be "" when allNamespaces.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) ExecutionCounts(ctx context.Context, ns string, allNamespaces bool) ([]StateCount, error) {
+	if err := checkCtx("Client.ExecutionCounts", ctx); err != nil {
+		return nil, err
+	}
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -91,8 +95,11 @@ ORDER BY uncertain DESC, namespace, state, handed_back, rerun_pending, result_lo
 // ones are not read, however many there are): cheap enough for a page
 // header that tells an operator where attention is needed. Each row has
 // State StateExecuting and Uncertain true. AttentionCounts also counts the
-// reconciling ones.
+// reconciling ones. A nil ctx is refused (ErrInvalid).
 func (c *Client) UncertainCounts(ctx context.Context) ([]StateCount, error) {
+	if err := checkCtx("Client.UncertainCounts", ctx); err != nil {
+		return nil, err
+	}
 	all, err := c.AttentionCounts(ctx)
 	out := all[:0]
 	for _, s := range all {
@@ -112,8 +119,11 @@ func (c *Client) UncertainCounts(ctx context.Context) ([]StateCount, error) {
 // stores it), in one statement over two small partial indexes (open
 // executions, and those with a result error): completed keys are not
 // read. Rows come uncertain first, then reconciling, then result lost,
-// each kind most first, then by namespace.
+// each kind most first, then by namespace. A nil ctx is refused (ErrInvalid).
 func (c *Client) AttentionCounts(ctx context.Context) ([]StateCount, error) {
+	if err := checkCtx("Client.AttentionCounts", ctx); err != nil {
+		return nil, err
+	}
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}

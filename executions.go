@@ -88,7 +88,11 @@ type ExecutionFilter struct {
 // A bad filter (unknown state, Uncertain with a state other than
 // executing, ResultLost with Uncertain or a state other than completed, Namespace with AllNamespaces, an empty time range, a limit out
 // of range, a cursor that is not one) returns an error matching ErrInvalid.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) Executions(ctx context.Context, f ExecutionFilter) ([]Execution, string, error) {
+	if err := checkCtx("Client.Executions", ctx); err != nil {
+		return nil, "", err
+	}
 	if err := c.checkOpen(); err != nil {
 		return nil, "", err
 	}

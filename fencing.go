@@ -27,14 +27,21 @@ import (
 //
 // q is usually a pgx.Tx; on a pool or bare connection the lock is released
 // as soon as the check returns. Options: WithNamespace.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) VerifyToken(ctx context.Context, q Querier, key string, token int64, opts ...Option) error {
+	if err := checkCtx("Client.VerifyToken", ctx); err != nil {
+		return err
+	}
 	return c.verify(ctx, q, "VerifyToken", c.sql.verify, key, token, opts)
 }
 
 // VerifyExecutionToken is VerifyToken for the token of a running Once (see
 // TokenFromContext): it checks that the execution is still claimed or
-// executing under token with a live lease.
+// executing under token with a live lease. A nil ctx is refused (ErrInvalid).
 func (c *Client) VerifyExecutionToken(ctx context.Context, q Querier, key string, token int64, opts ...Option) error {
+	if err := checkCtx("Client.VerifyExecutionToken", ctx); err != nil {
+		return err
+	}
 	return c.verify(ctx, q, "VerifyExecutionToken", c.sql.verifyExe, key, token, opts)
 }
 

@@ -140,12 +140,13 @@ const (
 // statement per read, no connection held between reads). It adds nothing
 // to the statements Once and the reconciliation steps send: no NOTIFY,
 // which would serialise every committing transaction of the database.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) Follow(ctx context.Context, f FollowFilter, fn func(Event) error) error {
-	if err := c.checkOpen(); err != nil {
+	if err := checkCtx("Client.Follow", ctx); err != nil {
 		return err
 	}
-	if ctx == nil {
-		return invalid("ctx", "must not be nil")
+	if err := c.checkOpen(); err != nil {
+		return err
 	}
 	if fn == nil {
 		return invalid("fn", "must not be nil")
@@ -162,8 +163,11 @@ func (c *Client) Follow(ctx context.Context, f FollowFilter, fn func(Event) erro
 // committed after this call, those of transactions under way at it
 // included (their IDs are the cursor's gaps), so a page read after
 // FollowHead and followed from it misses no change made in between. One
-// statement, the one Follow starts with.
+// statement, the one Follow starts with. A nil ctx is refused (ErrInvalid).
 func (c *Client) FollowHead(ctx context.Context) (string, error) {
+	if err := checkCtx("Client.FollowHead", ctx); err != nil {
+		return "", err
+	}
 	if err := c.checkOpen(); err != nil {
 		return "", err
 	}

@@ -105,7 +105,12 @@ func (l *Lease) Deadline() time.Time {
 
 // Context returns a copy of parent that is cancelled, with the loss as its
 // cause, when the lease ends.
+// A nil parent is refused: the ctx returned is already cancelled, its
+// cause an error matching ErrInvalid.
 func (l *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		return nilParent("Lease.Context")
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	go func() {
 		select {
@@ -150,10 +155,10 @@ func (l *Lease) Handle() LeaseHandle {
 // returns ctx's error, rather than left held, unknown to anyone, for a TTL.
 // Likewise with WithWait, a lease a release hands to the waiter as its ctx
 // ends is released at once (handed on to the next waiter) and Lease
-// returns ctx's error.
+// returns ctx's error. A nil ctx is refused (ErrInvalid).
 func (c *Client) Lease(ctx context.Context, key string, opts ...Option) (l *Lease, err error) {
-	if ctx == nil {
-		return nil, invalid("ctx", "must not be nil (use context.Background())")
+	if err := checkCtx("Client.Lease", ctx); err != nil {
+		return nil, err
 	}
 	if obs := c.observer(); obs != nil { // metrics and tracing (observe.go)
 		ctx = obs.leaseStart(ctx, c, key, opts)
@@ -289,7 +294,7 @@ func (c *Client) newLease(kind leaseKind, ns, key string, token int64, ttl time.
 // while the row still carries the lease's token. A nil ctx is refused
 // (ErrInvalid) and the lease left as it was.
 func (l *Lease) Release(ctx context.Context) error {
-	if err := checkCtx(ctx); err != nil {
+	if err := checkCtx("Lease.Release", ctx); err != nil {
 		return err
 	}
 	l.relMu.Lock()
@@ -369,7 +374,7 @@ func (c *Client) releaseRow(ctx context.Context, ns, key, owner string, token in
 // for a whole renewal interval or until ctx ended: the lease is then still
 // held but was not extended. A nil ctx is refused (ErrInvalid).
 func (l *Lease) Heartbeat(ctx context.Context) error {
-	if err := checkCtx(ctx); err != nil {
+	if err := checkCtx("Lease.Heartbeat", ctx); err != nil {
 		return err
 	}
 	giveUp := time.Now().Add(l.renewEvery)
@@ -473,7 +478,11 @@ func (l *Lease) checkDeadline() {
 // current grant. ttl must be at least MinTTL. A renewal never moves the
 // expiry earlier than the one already granted: renewing with a TTL shorter
 // than the holder's cannot cut the lease its holder is trusting.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) RenewHandle(ctx context.Context, h LeaseHandle, ttl time.Duration) (time.Time, error) {
+	if err := checkCtx("Client.RenewHandle", ctx); err != nil {
+		return time.Time{}, err
+	}
 	if err := c.checkOpen(); err != nil {
 		return time.Time{}, err
 	}
@@ -504,7 +513,11 @@ func (c *Client) RenewHandle(ctx context.Context, h LeaseHandle, ttl time.Durati
 // ReleaseHandle releases a lease by its plain values. It returns an error
 // matching ErrStaleToken when the handle is no longer the current grant
 // (already released, or taken over after expiry).
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) ReleaseHandle(ctx context.Context, h LeaseHandle) error {
+	if err := checkCtx("Client.ReleaseHandle", ctx); err != nil {
+		return err
+	}
 	if err := c.checkHandle(h); err != nil {
 		return err
 	}
@@ -539,7 +552,11 @@ func (c *Client) checkHandle(h LeaseHandle) error {
 
 // Holder returns the current holder of key's lease, or an error matching
 // ErrNotFound when nobody holds it (free or expired). Options: WithNamespace.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) Holder(ctx context.Context, key string, opts ...Option) (*Holder, error) {
+	if err := checkCtx("Client.Holder", ctx); err != nil {
+		return nil, err
+	}
 	o, err := c.resolve(key, opts)
 	if err == nil {
 		err = o.only("Holder", 0)

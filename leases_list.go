@@ -28,7 +28,11 @@ type LeaseFilter struct {
 // Leases lists lease holders ordered by namespace and key, read in one
 // statement. Liveness is decided by the database clock: without
 // IncludeExpired only leases whose expiry is in the future are listed.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) Leases(ctx context.Context, f LeaseFilter) ([]Holder, error) {
+	if err := checkCtx("Client.Leases", ctx); err != nil {
+		return nil, err
+	}
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}

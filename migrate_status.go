@@ -34,7 +34,11 @@ func (s MigrationState) UpToDate() bool { return len(s.Pending) == 0 }
 // migrations, without changing anything. A schema that does not exist yet has
 // every migration pending. Deploy scripts use it (through `sentinel migrate
 // status`) to refuse to start on an unmigrated database.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) MigrationStatus(ctx context.Context) (MigrationState, error) {
+	if err := checkCtx("Client.MigrationStatus", ctx); err != nil {
+		return MigrationState{}, err
+	}
 	if err := c.checkOpen(); err != nil {
 		return MigrationState{}, err
 	}

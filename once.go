@@ -81,7 +81,11 @@ type Result[T any] struct {
 // costs one statement that only reads: a primary-key read of the row when
 // this client has seen the key completed (it completed it, or replayed it
 // before), else the same claim statement (replayhint.go).
+// A nil ctx is refused (ErrInvalid).
 func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context) (T, error), opts ...Option) (res Result[T], err error) {
+	if err := checkCtx("Once", ctx); err != nil {
+		return res, err
+	}
 	if obs := c.observer(); obs != nil { // metrics and tracing (observe.go)
 		ctx = obs.onceStart(ctx, c, key, opts)
 		defer obs.onceEnd(ctx, c, key, opts, time.Now(), &res.Cached, &res.Token, &err)
@@ -403,9 +407,6 @@ func (c *Client) start(ctx context.Context, key string, opts []Option, state Sta
 	o callOptions, ex *Execution, l *Lease, fnCtx context.Context, cleanup func(), err error) {
 	if c == nil {
 		return o, nil, nil, nil, nil, invalid("client", "must not be nil")
-	}
-	if ctx == nil {
-		return o, nil, nil, nil, nil, invalid("ctx", "must not be nil (use context.Background())")
 	}
 	if o, err = c.onceOptions(key, opts, state); err != nil {
 		return o, nil, nil, nil, nil, err

@@ -37,8 +37,11 @@ import (
 // the next caller, and the error says so and wraps the database's error
 // and fn's error; it does not match ErrFinal, since no outcome was stored
 // (a later caller runs fn again rather than replaying it). Return the
-// failed statement's error instead.
+// failed statement's error instead. A nil ctx is refused (ErrInvalid).
 func OnceTx[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context, tx pgx.Tx) (T, error), opts ...Option) (Result[T], error) {
+	if err := checkCtx("OnceTx", ctx); err != nil {
+		return Result[T]{}, err
+	}
 	if fn == nil {
 		return Result[T]{}, invalid("fn", "must not be nil")
 	}

@@ -149,7 +149,12 @@ func (t *Turn) Deadline() time.Time { return t.l.Deadline() }
 
 // Context returns a copy of parent that is cancelled, with the reason as
 // its cause, when the turn ends.
+// A nil parent is refused: the ctx returned is already cancelled, its
+// cause an error matching ErrInvalid.
 func (t *Turn) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		return nilParent("Turn.Context")
+	}
 	return t.l.Context(parent)
 }
 
@@ -167,7 +172,7 @@ func (t *Turn) Context(parent context.Context) (context.Context, context.CancelF
 // returns nil if it gives the ticket up while the ticket is still live.
 // A nil ctx is refused (ErrInvalid) and the turn left as it was.
 func (t *Turn) Release(ctx context.Context) error {
-	if err := checkCtx(ctx); err != nil {
+	if err := checkCtx("Turn.Release", ctx); err != nil {
 		return err
 	}
 	t.relMu.Lock()
@@ -353,9 +358,10 @@ var errTicketLost = errors.New("sentinel: waiting ticket lost")
 // a VerifyTurn transaction keeps its ticket row locked, and nobody behind
 // it is served until that transaction ends; set
 // idle_in_transaction_session_timeout on the server.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) Turn(ctx context.Context, resource string, opts ...Option) (*Turn, error) {
-	if ctx == nil {
-		return nil, invalid("ctx", "must not be nil (use context.Background())")
+	if err := checkCtx("Client.Turn", ctx); err != nil {
+		return nil, err
 	}
 	o, err := c.resolveTurn("Turn", resource, opts)
 	if err != nil {
@@ -461,8 +467,11 @@ func (c *Client) abandon(ctx context.Context, t *Turn, why error) {
 //	tx.Exec(ctx, "UPDATE ...")
 //	tx.Commit(ctx)
 //
-// Options: WithNamespace.
+// Options: WithNamespace. A nil ctx is refused (ErrInvalid).
 func (c *Client) VerifyTurn(ctx context.Context, q Querier, resource string, ticket int64, opts ...Option) error {
+	if err := checkCtx("Client.VerifyTurn", ctx); err != nil {
+		return err
+	}
 	if q == nil {
 		return invalid("querier", "must not be nil")
 	}

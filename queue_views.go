@@ -97,8 +97,11 @@ func queueStatus(ns, res string, ts []Ticket) QueueStatus {
 
 // Queue returns a snapshot of resource's queue: its holder (the lowest live
 // ticket) and its waiters, with labels. An empty queue has a nil Holder.
-// Options: WithNamespace.
+// Options: WithNamespace. A nil ctx is refused (ErrInvalid).
 func (c *Client) Queue(ctx context.Context, resource string, opts ...Option) (*QueueStatus, error) {
+	if err := checkCtx("Client.Queue", ctx); err != nil {
+		return nil, err
+	}
 	o, err := c.resolveResource("Queue", resource, opts)
 	if err != nil {
 		return nil, err
@@ -117,7 +120,11 @@ func (c *Client) Queue(ctx context.Context, resource string, opts ...Option) (*Q
 
 // Queues returns every queue of the namespace that has a live ticket,
 // sorted by resource. Options: WithNamespace.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) Queues(ctx context.Context, opts ...Option) ([]QueueStatus, error) {
+	if err := checkCtx("Client.Queues", ctx); err != nil {
+		return nil, err
+	}
 	o, err := c.resolveNamespace("Queues", opts)
 	if err != nil {
 		return nil, err
@@ -139,8 +146,11 @@ func (c *Client) Queues(ctx context.Context, opts ...Option) ([]QueueStatus, err
 
 // AllQueues returns every queue of every namespace that has a live ticket,
 // sorted by namespace and resource, each naming its namespace: what an
-// operator who names no namespace looks at.
+// operator who names no namespace looks at. A nil ctx is refused (ErrInvalid).
 func (c *Client) AllQueues(ctx context.Context) ([]QueueStatus, error) {
+	if err := checkCtx("Client.AllQueues", ctx); err != nil {
+		return nil, err
+	}
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -188,8 +198,11 @@ func (c *Client) resolveResource(call, resource string, opts []Option) (callOpti
 // clock, not yet skipped) and returns how many it removed, recording each
 // as `crashed` or `bumped`. A queue with a live holder or waiter is not
 // touched: it returns a *QueueBusyError (ErrQueueBusy) and removes nothing.
-// Options: WithNamespace.
+// Options: WithNamespace. A nil ctx is refused (ErrInvalid).
 func (c *Client) ResetQueue(ctx context.Context, resource string, opts ...Option) (int, error) {
+	if err := checkCtx("Client.ResetQueue", ctx); err != nil {
+		return 0, err
+	}
 	o, err := c.resolveResource("ResetQueue", resource, opts)
 	if err != nil {
 		return 0, err
@@ -208,8 +221,11 @@ func (c *Client) ResetQueue(ctx context.Context, resource string, opts ...Option
 // a ticket, live or dead (turn's `reset` without resource names). It
 // returns how many dead tickets it removed per resource, and an error
 // joining a *QueueBusyError (ErrQueueBusy) for every busy queue it left
-// alone. Options: WithNamespace.
+// alone. Options: WithNamespace. A nil ctx is refused (ErrInvalid).
 func (c *Client) ResetQueues(ctx context.Context, opts ...Option) (map[string]int, error) {
+	if err := checkCtx("Client.ResetQueues", ctx); err != nil {
+		return nil, err
+	}
 	o, err := c.resolveNamespace("ResetQueues", opts)
 	if err != nil {
 		return nil, err
@@ -303,8 +319,11 @@ func (c *Client) queueEvents(ctx context.Context, ns string, resources []string,
 
 // QueueHistory returns the recorded events of resource's queue, oldest
 // first, at most limit of them after event id after (0: from the start).
-// Options: WithNamespace.
+// Options: WithNamespace. A nil ctx is refused (ErrInvalid).
 func (c *Client) QueueHistory(ctx context.Context, resource string, after int64, limit int, opts ...Option) ([]QueueEvent, error) {
+	if err := checkCtx("Client.QueueHistory", ctx); err != nil {
+		return nil, err
+	}
 	o, err := c.resolveResource("QueueHistory", resource, opts)
 	if err != nil {
 		return nil, err
@@ -353,8 +372,11 @@ func (c *Client) queueFollowJoin(ctx context.Context, ns string, d time.Duration
 // Queue events send a NOTIFY only while some follower of the namespace is
 // registered (migration 7); a follower registers itself while it follows,
 // and a registration left by one that died expires within
-// max(30s, 4 × WaitRecheck).
+// max(30s, 4 × WaitRecheck). A nil ctx is refused (ErrInvalid).
 func (c *Client) FollowQueues(ctx context.Context, resources []string, fn func(QueueEvent) error, opts ...Option) error {
+	if err := checkCtx("Client.FollowQueues", ctx); err != nil {
+		return err
+	}
 	if fn == nil {
 		return invalid("fn", "must not be nil")
 	}

@@ -29,7 +29,11 @@ import (
 // has no execution). Options: WithNamespace, WithMetadata (recorded in the
 // history, e.g. who reconciled and why), WithToken (act only if the key is
 // still at that token, e.g. the one Inspect showed).
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) Reconcile(ctx context.Context, key string, opts ...Option) (*Execution, error) {
+	if err := checkCtx("Client.Reconcile", ctx); err != nil {
+		return nil, err
+	}
 	return c.operate(ctx, key, opts, StateExecuting, StateReconciling, true, nil, "reconciling")
 }
 
@@ -48,7 +52,11 @@ func (c *Client) Reconcile(ctx context.Context, key string, opts ...Option) (*Ex
 // ErrInvalid. Without a declared type, a value that does not fit the
 // callers' type is stored, and each caller gets an error matching
 // ErrResult instead of it (see Once), never a zero value.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) ForceComplete(ctx context.Context, key string, value any, opts ...Option) error {
+	if err := checkCtx("Client.ForceComplete", ctx); err != nil {
+		return err
+	}
 	_, data, err := c.operatorValue(ctx, "ForceComplete", key, value, opts)
 	if err != nil {
 		return err
@@ -60,8 +68,11 @@ func (c *Client) ForceComplete(ctx context.Context, key string, value any, opts 
 // ResetToClaimed resolves a reconciling key as not done: it becomes claimed
 // with an expired lease, so the next Once caller runs fn (with a new
 // token). Only allowed from reconciling; WithToken guards it as for
-// ForceComplete.
+// ForceComplete. A nil ctx is refused (ErrInvalid).
 func (c *Client) ResetToClaimed(ctx context.Context, key string, opts ...Option) error {
+	if err := checkCtx("Client.ResetToClaimed", ctx); err != nil {
+		return err
+	}
 	_, err := c.operate(ctx, key, opts, StateReconciling, StateClaimed, false, nil, "reset")
 	return err
 }
@@ -130,7 +141,11 @@ var operatorMethods = map[string]string{
 // with WithCodec (JSON by default) and checked as by ForceComplete.
 // WithToken pins it to the execution the operator inspected; WithMetadata
 // is recorded in the history (event result_set).
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) SetResult(ctx context.Context, key string, value any, opts ...Option) error {
+	if err := checkCtx("Client.SetResult", ctx); err != nil {
+		return err
+	}
 	o, data, err := c.operatorValue(ctx, "SetResult", key, value, opts)
 	if err != nil {
 		return err

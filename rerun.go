@@ -71,11 +71,21 @@ type runInfo struct {
 
 type runKey struct{}
 
+// runOf returns what ctx carries about fn's run; a nil ctx carries nothing.
+func runOf(ctx context.Context) (*runInfo, bool) {
+	if ctx == nil {
+		return nil, false
+	}
+	ri, ok := ctx.Value(runKey{}).(*runInfo)
+	return ri, ok
+}
+
 // TokenFromContext returns the fencing token of the Once execution running
 // fn, from the ctx passed to fn. Guard fn's own writes with it (see
 // VerifyExecutionToken). Each attempt of a key (WithRerun) has its own.
+// Outside fn, a nil ctx included, it returns 0, false.
 func TokenFromContext(ctx context.Context) (int64, bool) {
-	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
+	if ri, ok := runOf(ctx); ok {
 		return ri.token, true
 	}
 	return 0, false
@@ -84,9 +94,9 @@ func TokenFromContext(ctx context.Context) (int64, bool) {
 // Attempt returns fn's attempt from the ctx passed to fn by Once: 1 for the
 // first run of a key, 2 for its first re-run after a crash (WithRerun), and
 // so on. A run after a first attempt handed the key back with Retryable is
-// attempt 1 again. 0 outside fn.
+// attempt 1 again. 0 outside fn (a nil ctx included).
 func Attempt(ctx context.Context) int {
-	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
+	if ri, ok := runOf(ctx); ok {
 		return ri.attempt
 	}
 	return 0
@@ -94,7 +104,8 @@ func Attempt(ctx context.Context) int {
 
 // EffectKey returns the reference fn passes downstream so that the
 // provider deduplicates fn's effect (a card network's idempotency key),
-// from the ctx passed to fn by Once or OnceTx; "" outside fn.
+// from the ctx passed to fn by Once or OnceTx; "" outside fn (a nil ctx
+// included).
 //
 // It is the same on every attempt of a key, and differs between keys and
 // namespaces (and, behind package idempotency, between scopes, which are
@@ -106,7 +117,7 @@ func Attempt(ctx context.Context) int {
 // different namespaces. 36 ASCII letters, digits and a dash: within the
 // length and alphabet of common providers' idempotency keys.
 func EffectKey(ctx context.Context) string {
-	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
+	if ri, ok := runOf(ctx); ok {
 		return effectKey(ri.ns, ri.key)
 	}
 	return ""

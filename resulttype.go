@@ -114,7 +114,11 @@ const httpKeyPrefix = "idempotency:"
 // ("idempotency:...") hold HTTP responses checked by that package, and a
 // prefix covering them is refused (ErrInvalid). A type the reflection
 // cannot describe (a channel, a function) is refused too.
+// A nil ctx is refused (ErrInvalid).
 func RegisterResultType[T any](ctx context.Context, c *Client, prefix string, opts ...Option) error {
+	if err := checkCtx("RegisterResultType", ctx); err != nil {
+		return err
+	}
 	if c == nil {
 		return invalid("client", "must not be nil")
 	}
@@ -152,7 +156,11 @@ func RegisterResultType[T any](ctx context.Context, c *Client, prefix string, op
 // ResultType returns the result type declared for key (the declaration
 // with the longest prefix of key; see RegisterResultType), or an error
 // matching ErrNotFound when none is. Options: WithNamespace.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) ResultType(ctx context.Context, key string, opts ...Option) (*ResultType, error) {
+	if err := checkCtx("Client.ResultType", ctx); err != nil {
+		return nil, err
+	}
 	o, err := c.resolve(key, opts)
 	if err == nil {
 		err = o.only("ResultType", 0)

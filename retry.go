@@ -152,7 +152,11 @@ func (o RetryOptions) backoff(n int) time.Duration {
 // error when it is not retryable (unchanged, so errors.Is(err, ErrUncertain)
 // works), or a *RetryError wrapping the last retryable error when a bound
 // was reached. Bad opts: an *InvalidError, and fn is not called.
+// A nil ctx is refused (ErrInvalid).
 func Retry(ctx context.Context, opts RetryOptions, fn func(ctx context.Context) error) error {
+	if err := checkCtx("Retry", ctx); err != nil {
+		return err
+	}
 	return retry(ctx, opts, fn, ShouldRetry)
 }
 
@@ -200,7 +204,11 @@ func retry(ctx context.Context, opts RetryOptions, fn func(ctx context.Context) 
 // with ExecutionError.Rerun) is retried too: the retry is the re-run,
 // bounded by WithRerun's attempts as well as by ropts. Uncertain (with no
 // re-run left), reconciling and final outcomes are returned at once.
+// A nil ctx is refused (ErrInvalid).
 func OnceRetry[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context) (T, error), ropts RetryOptions, opts ...Option) (Result[T], error) {
+	if err := checkCtx("OnceRetry", ctx); err != nil {
+		return Result[T]{}, err
+	}
 	var res Result[T]
 	should := ShouldRetry
 	if rerunRequested(opts) {

@@ -91,7 +91,11 @@ const migrateLockID = 0x53454e54494e454c // "SENTINEL"
 // when many processes call it at once: callers serialize on an advisory
 // transaction lock, every pending migration runs in one transaction, and
 // applied versions are recorded in <schema>.schema_migrations.
+// A nil ctx is refused (ErrInvalid).
 func (c *Client) Migrate(ctx context.Context) error {
+	if err := checkCtx("Client.Migrate", ctx); err != nil {
+		return err
+	}
 	if err := c.checkOpen(); err != nil {
 		return err
 	}
@@ -115,8 +119,11 @@ func (c *Client) Migrate(ctx context.Context) error {
 // When nothing is pending it only reads the applied version, so a role
 // limited to reading and writing Sentinel's tables (docs/operating.md, "Database roles")
 // can call it on every start-up; schema changes need a role that may create
-// in the database.
+// in the database. A nil ctx is refused (ErrInvalid).
 func MigrateTx(ctx context.Context, tx pgx.Tx, schema string) error {
+	if err := checkCtx("MigrateTx", ctx); err != nil {
+		return err
+	}
 	if tx == nil {
 		return invalid("tx", "must not be nil")
 	}

@@ -44,8 +44,11 @@ type SQLBeginner interface {
 // connections as it bounds the claim: a call whose ctx ends (or whose
 // lease is lost) before its transaction began returns that error and
 // leaves the key claimable. A nil db (also a nil *sql.DB or *sql.Conn)
-// is ErrInvalid, and nothing is claimed.
+// is ErrInvalid, and nothing is claimed. A nil ctx is refused (ErrInvalid).
 func OnceSQLTx[T any](ctx context.Context, c *Client, db SQLBeginner, key string, fn func(ctx context.Context, tx *sql.Tx) (T, error), opts ...Option) (Result[T], error) {
+	if err := checkCtx("OnceSQLTx", ctx); err != nil {
+		return Result[T]{}, err
+	}
 	if fn == nil {
 		return Result[T]{}, invalid("fn", "must not be nil")
 	}

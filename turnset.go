@@ -21,10 +21,10 @@ type TurnSet struct {
 // on overlapping sets never deadlock. If any Turn fails (ctx ends, bad
 // input, client closed) every turn already taken is released and the error
 // returned. It is the console's `lock`. Options: as for Turn; they apply to
-// every ticket.
+// every ticket. A nil ctx is refused (ErrInvalid).
 func (c *Client) TurnAll(ctx context.Context, resources []string, opts ...Option) (*TurnSet, error) {
-	if ctx == nil {
-		return nil, invalid("ctx", "must not be nil (use context.Background())")
+	if err := checkCtx("Client.TurnAll", ctx); err != nil {
+		return nil, err
 	}
 	if len(resources) == 0 {
 		return nil, invalid("resources", "must not be empty")
@@ -75,7 +75,12 @@ func (s *TurnSet) Err() error {
 }
 
 // Context returns a copy of parent cancelled when any of the turns ends.
+// A nil parent is refused: the ctx returned is already cancelled, its
+// cause an error matching ErrInvalid.
 func (s *TurnSet) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		return nilParent("TurnSet.Context")
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	go func() {
 		select {
@@ -91,7 +96,7 @@ func (s *TurnSet) Context(parent context.Context) (context.Context, context.Canc
 // error (see Turn.Release). A nil ctx is refused (ErrInvalid) and every
 // turn left as it was.
 func (s *TurnSet) Release(ctx context.Context) error {
-	if err := checkCtx(ctx); err != nil {
+	if err := checkCtx("TurnSet.Release", ctx); err != nil {
 		return err
 	}
 	var first error

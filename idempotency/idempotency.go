@@ -242,8 +242,12 @@ type txKey struct{}
 // Tx returns the transaction of a request handled in transactional mode,
 // from the handler's r.Context(); nil otherwise. Do the request's database
 // writes in it: they commit together with the stored response. Do not
-// commit or roll it back yourself.
+// commit or roll it back yourself. A nil ctx carries no transaction: Tx
+// returns nil.
 func Tx(ctx context.Context) pgx.Tx {
+	if ctx == nil {
+		return nil
+	}
 	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
 	return tx
 }

@@ -386,10 +386,23 @@ func (r *Record) Uncertain() bool {
 	return r.Execution.State == sentinel.StateExecuting && !r.Execution.LeaseAlive
 }
 
+// checkCtx refuses a nil ctx given to call, as the sentinel package's calls
+// do: first, before anything is read or written.
+func checkCtx(call string, ctx context.Context) error {
+	if ctx == nil {
+		return &sentinel.InvalidError{Field: "ctx", Reason: "must not be nil in " + call + " (use context.Background())"}
+	}
+	return nil
+}
+
 // Inspect reads the record of the client's key in scope, in the namespace
 // given by opts (sentinel.WithNamespace; default the client's). A key with
 // no execution returns an error matching sentinel.ErrNotFound.
+// A nil ctx is refused (sentinel.ErrInvalid).
 func Inspect(ctx context.Context, c *sentinel.Client, scope, key string, opts ...sentinel.Option) (*Record, error) {
+	if err := checkCtx("idempotency.Inspect", ctx); err != nil {
+		return nil, err
+	}
 	execKey := ExecutionKey(scope, key)
 	ex, err := c.Inspect(ctx, execKey, opts...)
 	if err != nil {
@@ -432,7 +445,11 @@ func Inspect(ctx context.Context, c *sentinel.Client, scope, key string, opts ..
 // fingerprint. If the key moved on meanwhile (another operator reset it
 // and a newer request claimed it), the write is refused with an error
 // matching sentinel.ErrWrongState and nothing changes.
+// A nil ctx is refused (sentinel.ErrInvalid).
 func Resolve(ctx context.Context, c *sentinel.Client, scope, key string, resp Response, opts ...sentinel.Option) (int64, error) {
+	if err := checkCtx("idempotency.Resolve", ctx); err != nil {
+		return 0, err
+	}
 	if _, err := NewResponse(resp.Fingerprint, resp.Status, nil, nil); err != nil {
 		return 0, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/modules/postgres"
 
+	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/sentineltest"
 )
 
@@ -42,8 +43,12 @@ func init() {
 // Start starts PostgreSQL in a container with testcontainers-go and returns
 // its URL and a function that terminates the container. When no Docker
 // engine is reachable it returns, quickly, an error matching
-// sentineltest.ErrNoContainerEngine.
+// sentineltest.ErrNoContainerEngine. A nil ctx is refused
+// (sentinel.ErrInvalid) before the engine is looked for.
 func Start(ctx context.Context, logf func(format string, args ...any)) (url string, stop func(), err error) {
+	if ctx == nil {
+		return "", nil, &sentinel.InvalidError{Field: "ctx", Reason: "must not be nil in containers.Start (use context.Background())"}
+	}
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}

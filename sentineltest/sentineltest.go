@@ -80,6 +80,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,6 +114,9 @@ var server struct {
 	// pool; dropped and closed when the server is released.
 	shared     string
 	sharedPool *pgxpool.Pool
+	// sharedDelete deletes one namespace's rows ($1) from every table of
+	// the shared schema that has a namespace column.
+	sharedDelete string
 
 	// owner names this binary's schemas and holds the lock that marks
 	// them live (see stale.go).
@@ -173,7 +177,7 @@ func stopLocked() {
 		_, _ = server.sharedPool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{server.shared}.Sanitize()+" CASCADE")
 		cancel()
 		server.sharedPool.Close()
-		server.shared, server.sharedPool = "", nil
+		server.shared, server.sharedPool, server.sharedDelete = "", nil, ""
 	}
 	server.owner.close()
 	if server.stop != nil {
@@ -256,7 +260,8 @@ type options struct {
 // schema: the client lives in one schema migrated once for the whole test
 // binary, with a Config.Namespace of the test's own (the configured
 // namespace, if any, plus a random suffix), and its rows are deleted when
-// the test ends. It costs no DDL per test: a few milliseconds
+// the test ends, from every table that has a namespace (executions,
+// events, leases, queues, elections, result types, waiters). It costs no DDL per test: a few milliseconds
 // (BenchmarkNewShared) instead of the tens a migrated schema takes.
 // Calls that name another namespace (WithNamespace) leave the test's
 // isolation, and so does reading Sentinel's tables directly; use the
@@ -413,8 +418,9 @@ func New(t testing.TB, opts ...Option) *sentinel.Client {
 	var p *pgxpool.Pool
 	cfg := o.cfg
 	if o.shared {
-		p, cfg.Schema = sharedSchema(t)
-		cfg.Namespace = testNamespace(t, p, cfg.Schema, cfg.Namespace) // its cleanup runs after the client's Close
+		var deleteNamespace string
+		p, cfg.Schema, deleteNamespace = sharedSchema(t)
+		cfg.Namespace = testNamespace(t, p, deleteNamespace, cfg.Namespace) // its cleanup runs after the client's Close
 	} else {
 		p = pool(t, o)
 		cfg.Schema = Schema(t)
@@ -434,13 +440,13 @@ func New(t testing.TB, opts ...Option) *sentinel.Client {
 
 // sharedSchema returns the binary's shared pool and schema, migrating it on
 // first use, and holds a reference to the server until t ends.
-func sharedSchema(t testing.TB) (*pgxpool.Pool, string) {
+func sharedSchema(t testing.TB) (p *pgxpool.Pool, schema, deleteNamespace string) {
 	t.Helper()
 	u := url(t)
 	server.mu.Lock()
 	defer server.mu.Unlock()
 	if server.sharedPool != nil {
-		return server.sharedPool, server.shared
+		return server.sharedPool, server.shared, server.sharedDelete
 	}
 	cfg, err := pgxpool.ParseConfig(u)
 	if err != nil {
@@ -449,27 +455,63 @@ func sharedSchema(t testing.TB) (*pgxpool.Pool, string) {
 	cfg.MaxConns = 16
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	p, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("sentineltest: open pool: %v", err)
 	}
-	schema := server.owner.schemaName("sentineltest_shared_")
+	schema = server.owner.schemaName("sentineltest_shared_")
 	c, err := sentinel.New(p, &sentinel.Config{Schema: schema})
 	if err == nil {
 		err = c.Migrate(ctx)
 		c.Close()
 	}
+	if err == nil {
+		deleteNamespace, err = namespaceDelete(ctx, p, schema)
+	}
 	if err != nil {
 		p.Close()
 		t.Fatalf("sentineltest: %v", err)
 	}
-	server.shared, server.sharedPool = schema, p
-	return p, schema
+	server.shared, server.sharedPool, server.sharedDelete = schema, p, deleteNamespace
+	return p, schema, deleteNamespace
 }
 
-// testNamespace returns a namespace of t's own, deleted from the shared
-// schema when t ends.
-func testNamespace(t testing.TB, p *pgxpool.Pool, schema, base string) string {
+// namespaceDelete returns one statement that deletes the rows of namespace
+// $1 from every table of schema with a namespace column (executions,
+// leases, queues, elections, result types, waiters...), found in the
+// catalog so that a table a later migration adds is not forgotten.
+func namespaceDelete(ctx context.Context, p *pgxpool.Pool, schema string) (string, error) {
+	rows, err := p.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND a.attname = 'namespace' AND NOT a.attisdropped
+		ORDER BY 1`, schema)
+	if err != nil {
+		return "", fmt.Errorf("list the shared schema's tables: %w", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("list the shared schema's tables: %w", err)
+	}
+	if len(tables) == 0 {
+		return "", fmt.Errorf("the shared schema %s has no table with a namespace column", schema)
+	}
+	var q strings.Builder
+	for i, table := range tables[:len(tables)-1] {
+		if i == 0 {
+			q.WriteString("WITH ")
+		} else {
+			q.WriteString(", ")
+		}
+		fmt.Fprintf(&q, "d%d AS (DELETE FROM %s WHERE namespace = $1)", i, pgx.Identifier{schema, table}.Sanitize())
+	}
+	fmt.Fprintf(&q, " DELETE FROM %s WHERE namespace = $1", pgx.Identifier{schema, tables[len(tables)-1]}.Sanitize())
+	return q.String(), nil
+}
+
+// testNamespace returns a namespace of t's own, whose rows deleteNamespace
+// deletes from the shared schema when t ends.
+func testNamespace(t testing.TB, p *pgxpool.Pool, deleteNamespace, base string) string {
 	if base == "" {
 		base = "test"
 	}
@@ -477,13 +519,10 @@ func testNamespace(t testing.TB, p *pgxpool.Pool, schema, base string) string {
 		base = base[:sentinel.MaxNamespaceLen-13]
 	}
 	ns := base + "-" + randomHex()
-	q := pgx.Identifier{schema}.Sanitize()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
-		_, err := p.Exec(ctx, `WITH e AS (DELETE FROM `+q+`.executions WHERE namespace = $1),
-			v AS (DELETE FROM `+q+`.events WHERE namespace = $1)
-			DELETE FROM `+q+`.leases WHERE namespace = $1`, ns)
+		_, err := p.Exec(ctx, deleteNamespace, ns)
 		if err != nil {
 			t.Errorf("sentineltest: delete namespace %s: %v", ns, err)
 		}

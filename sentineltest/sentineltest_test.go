@@ -293,3 +293,67 @@ func TestRegisteredContainerStarterIsUsed(t *testing.T) {
 		t.Fatalf("the CLI should be back: %v", err)
 	}
 }
+
+// A SharedSchema test's rows are deleted when it ends from every table of
+// the shared schema that has a namespace, not only the executions, events
+// and leases: a queue it drew a turn on, a result type it registered and
+// an election it ran leave nothing behind.
+func TestSharedSchemaDeletesEveryNamespacedRow(t *testing.T) {
+	var schema, ns string
+	t.Run("user", func(t *testing.T) {
+		c := New(t, SharedSchema())
+		schema, ns = c.Config().Schema, c.Config().Namespace
+		ctx := ctxT(t)
+		turn, err := c.Turn(ctx, "printer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := turn.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := sentinel.RegisterResultType[int](ctx, c, "invoice-"); err != nil {
+			t.Fatal(err)
+		}
+		elected := make(chan struct{})
+		e, err := c.Elector("billing", sentinel.ElectorOptions{
+			OnElected: func(ctx context.Context, term int64) { close(elected); <-ctx.Done() },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- e.Run(rctx) }()
+		select {
+		case <-elected:
+		case <-ctx.Done():
+			t.Fatal("never elected")
+		}
+		stop()
+		<-done
+	})
+	conn, err := pgx.Connect(ctxT(t), DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctxT(t), `SELECT table_name FROM information_schema.columns
+		WHERE table_schema = $1 AND column_name = 'namespace' ORDER BY 1`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(tables) == 0 {
+		t.Fatalf("namespaced tables of %s: %v, %v", schema, tables, err)
+	}
+	for _, table := range tables {
+		var n int
+		q := "SELECT count(*) FROM " + pgx.Identifier{schema, table}.Sanitize() + " WHERE namespace = $1"
+		if err := conn.QueryRow(ctxT(t), q, ns).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%d rows of the finished test's namespace %s remain in %s", n, ns, table)
+		}
+	}
+}

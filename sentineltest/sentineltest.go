@@ -134,22 +134,7 @@ func url(t testing.TB) string {
 	}
 	if server.stop == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		u, stop, err := testdb.URL(ctx, logf)
-		var o *owner
-		if err == nil {
-			if o, err = newOwner(ctx, u); err != nil {
-				stop()
-			}
-		}
-		if err == nil {
-			dropped, serr := sweepStale(ctx, o.conn, o.id, staleAfter)
-			for _, d := range dropped {
-				logf("sentineltest: dropped schema %s, left by a test binary that is gone", d)
-			}
-			if serr != nil {
-				logf("sentineltest: removing stale schemas: %v", serr)
-			}
-		}
+		u, stop, o, err := start(ctx)
 		cancel()
 		if err != nil {
 			server.err = err
@@ -160,6 +145,33 @@ func url(t testing.TB) string {
 	server.refs++
 	t.Cleanup(release)
 	return server.url
+}
+
+// start finds or starts the server, becomes an owner in it and drops the
+// schemas that binaries now gone left there.
+func start(ctx context.Context) (u string, stop func(), o *owner, err error) {
+	u, stop, err = testdb.URL(ctx, logf)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if o, err = newOwner(ctx, u); err != nil {
+		stop()
+		if os.Getenv(EnvURL) != "" {
+			// The developer may not know the variable is set (a shell
+			// profile, a CI setting): name it, and the way out.
+			err = fmt.Errorf("the database $%s names cannot be used (correct it, or unset it to have a "+
+				"throwaway cluster started from local PostgreSQL binaries): %w", EnvURL, err)
+		}
+		return "", nil, nil, err
+	}
+	dropped, serr := sweepStale(ctx, o.conn, o.id, staleAfter)
+	for _, d := range dropped {
+		logf("sentineltest: dropped schema %s, left by a test binary that is gone", d)
+	}
+	if serr != nil {
+		logf("sentineltest: removing stale schemas: %v", serr)
+	}
+	return u, stop, o, nil
 }
 
 func release() {

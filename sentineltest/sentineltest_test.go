@@ -357,3 +357,20 @@ func TestSharedSchemaDeletesEveryNamespacedRow(t *testing.T) {
 		}
 	}
 }
+
+// A $SENTINEL_TEST_DATABASE_URL that names no usable database fails the
+// test with a message that names the variable, not only pgx's connection
+// error: the developer may not know it is set.
+func TestUnusableEnvURLIsNamed(t *testing.T) {
+	for _, u := range []string{"postgres://postgres@127.0.0.1:1/sentinel?connect_timeout=5", "127.0.0.1:5432"} {
+		t.Setenv(EnvURL, u)
+		_, _, o, err := start(ctxT(t))
+		if err == nil {
+			o.close()
+			t.Fatalf("%s: started", u)
+		}
+		if !strings.Contains(err.Error(), "$"+EnvURL) || !strings.Contains(err.Error(), "unset it") {
+			t.Errorf("%s: the error does not name $%s and the way out: %v", u, EnvURL, err)
+		}
+	}
+}

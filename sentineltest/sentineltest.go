@@ -84,6 +84,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -527,8 +528,13 @@ func testNamespace(t testing.TB, p *pgxpool.Pool, deleteNamespace, base string) 
 	if base == "" {
 		base = "test"
 	}
-	if len(base) > sentinel.MaxNamespaceLen-13 {
-		base = base[:sentinel.MaxNamespaceLen-13]
+	if n := sentinel.MaxNamespaceLen - 13; len(base) > n {
+		// Cut at a character boundary: half a character is not UTF-8,
+		// and New would refuse the namespace.
+		for n > 0 && !utf8.RuneStart(base[n]) {
+			n--
+		}
+		base = base[:n]
 	}
 	ns := base + "-" + randomHex()
 	t.Cleanup(func() {

@@ -374,3 +374,15 @@ func TestUnusableEnvURLIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// SharedSchema shortens a long configured namespace to make room for its
+// suffix at a character boundary: a namespace valid in production (at most
+// MaxNamespaceLen bytes of UTF-8) stays valid in the test.
+func TestSharedSchemaLongUTF8Namespace(t *testing.T) {
+	base := strings.Repeat("é", sentinel.MaxNamespaceLen/2) // 128 bytes, two per rune
+	c := New(t, SharedSchema(), WithConfig(sentinel.Config{Namespace: base}))
+	ns := c.Config().Namespace
+	if len(ns) > sentinel.MaxNamespaceLen || !strings.HasPrefix(base, ns[:strings.LastIndexByte(ns, '-')]) {
+		t.Fatalf("namespace %q (%d bytes)", ns, len(ns))
+	}
+}

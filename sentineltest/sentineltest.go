@@ -63,6 +63,8 @@
 // a new connection and takes its lock again, so its schemas are never
 // dropped under it. Schemas named sentineltest_<12 hex> by versions before
 // 0.3 are never dropped automatically: drop them by hand when no test runs.
+// A private cluster (step 2) dies with the binary; the temporary directory
+// it leaves is removed by the next private cluster started on the host.
 //
 // # Lifetime of a started server
 //

@@ -347,6 +347,19 @@ func TestServerDiesWithParent(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+
+	// The next Start removes the directory the dead binary left.
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the killed helper's directory: %v", err)
+	}
+	c, err := Start(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s, left by a killed test binary, is still there after the next Start (%v)", dir, err)
+	}
 }
 
 // alive reports whether pid exists and is not a zombie.

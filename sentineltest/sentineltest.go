@@ -84,6 +84,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -300,6 +301,7 @@ type env struct {
 	schema string
 	url    string
 	pool   *pgxpool.Pool
+	leaked atomic.Bool // a WithPoolConfig pool was left with a connection in use
 }
 
 var envs struct {
@@ -352,10 +354,18 @@ func getEnv(t testing.TB) *env {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
-		if _, err := p.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{e.schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("sentineltest: drop schema %s: %v", e.schema, err)
+		free := closePool(t, p)
+		if free && !e.leaked.Load() {
+			if _, err := p.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{e.schema}.Sanitize()+" CASCADE"); err != nil {
+				t.Errorf("sentineltest: drop schema %s: %v", e.schema, err)
+			}
+			p.Close()
+		} else {
+			e.dropAfterLeak(ctx, t)
+			if free {
+				p.Close()
+			}
 		}
-		p.Close()
 		envs.mu.Lock()
 		delete(envs.m, t)
 		envs.mu.Unlock()
@@ -363,6 +373,48 @@ func getEnv(t testing.TB) *env {
 	ent.env = e
 	return e
 }
+
+// closePool reports whether p can be closed at once: no connection of it
+// is still acquired when t ends. Otherwise (a transaction neither
+// committed nor rolled back, an Acquire without Release) pgxpool's Close
+// would wait for it forever, and the test binary would hang until go
+// test's timeout with a stack trace that does not say why: closePool fails
+// the test saying so and starts the Close on a goroutine of its own, which
+// ends once the connection is released.
+func closePool(t testing.TB, p *pgxpool.Pool) bool {
+	held := p.Stat().AcquiredConns()
+	if held == 0 {
+		return true
+	}
+	t.Errorf("sentineltest: %d connection(s) of the test's pool still in use when the test ended "+
+		"(a transaction neither committed nor rolled back, or an Acquire without Release): "+
+		"they are terminated so that the test's schema can be dropped", held)
+	go p.Close()
+	return false
+}
+
+// dropAfterLeak drops e's schema when a connection of the test was left
+// in use: it terminates the test's connections still open (whose locks
+// would block the drop) and drops the schema on a connection of its own.
+func (e *env) dropAfterLeak(ctx context.Context, t testing.TB) {
+	conn, err := pgx.Connect(ctx, e.url)
+	if err != nil {
+		t.Errorf("sentineltest: drop schema %s: %v", e.schema, err)
+		return
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity
+		WHERE application_name = $1 AND pid <> pg_catalog.pg_backend_pid()`, e.appName()); err != nil {
+		t.Errorf("sentineltest: terminate the test's connections: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{e.schema}.Sanitize()+" CASCADE"); err != nil {
+		t.Errorf("sentineltest: drop schema %s: %v", e.schema, err)
+	}
+}
+
+// appName is the application_name of the test's connections, by which a
+// cleanup finds those a test left in use.
+func (e *env) appName() string { return "sentineltest " + e.schema }
 
 // newPool opens a pool on e's database whose search_path is e's schema
 // first, so unqualified tables a test creates land in it.
@@ -372,6 +424,7 @@ func newPool(e *env, mods []func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("parse database URL: %w", err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{e.schema}.Sanitize() + ", public"
+	cfg.ConnConfig.RuntimeParams["application_name"] = e.appName()
 	cfg.MaxConns = 4 // hundreds of parallel tests must fit in max_connections
 	for _, m := range mods {
 		m(cfg)
@@ -397,6 +450,9 @@ func Schema(t testing.TB) string {
 // own schema. The schema and everything in it are dropped, and the pool
 // closed, when t ends. With WithPoolConfig a new pool is made for this call
 // (closed when t ends too); otherwise every call in t returns the same pool.
+// A connection still in use when t ends (a transaction neither committed
+// nor rolled back) fails t saying so, and is terminated so that the schema
+// is dropped all the same.
 func Pool(t testing.TB, opts ...Option) *pgxpool.Pool {
 	t.Helper()
 	var o options
@@ -416,7 +472,13 @@ func pool(t testing.TB, o options) *pgxpool.Pool {
 	if err != nil {
 		t.Fatalf("sentineltest: %v", err)
 	}
-	t.Cleanup(p.Close) // runs before the schema is dropped
+	t.Cleanup(func() { // runs before the schema is dropped
+		if closePool(t, p) {
+			p.Close()
+		} else {
+			e.leaked.Store(true)
+		}
+	})
 	return p
 }
 

@@ -386,3 +386,63 @@ func TestSharedSchemaLongUTF8Namespace(t *testing.T) {
 		t.Fatalf("namespace %q (%d bytes)", ns, len(ns))
 	}
 }
+
+// errTB records Errorf instead of failing the test, and runs cleanups on
+// demand.
+type errTB struct {
+	fakeTB
+	mu     sync.Mutex
+	errors []string
+}
+
+func (f *errTB) Errorf(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.errors = append(f.errors, fmt.Sprintf(format, args...))
+}
+
+// A test that ends with a transaction of its pool still open (t.Fatal
+// before Rollback, a missing defer) is told so, and its schema is still
+// dropped: the cleanup neither waits for the transaction's locks nor hangs
+// in the pool's Close until go test's timeout.
+func TestCleanupWithATransactionLeftOpen(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		f := &errTB{fakeTB: fakeTB{TB: t}}
+		var opts []Option
+		if own {
+			opts = append(opts, WithPoolConfig(func(*pgxpool.Config) {}))
+		}
+		p := Pool(f, opts...)
+		schema := Schema(f)
+		ctx := ctxT(t)
+		if _, err := p.Exec(ctx, "CREATE TABLE orders (id text PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := p.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES ('o-1')"); err != nil {
+			t.Fatal(err)
+		}
+		ended := make(chan struct{})
+		go func() { f.end(); close(ended) }()
+		select {
+		case <-ended:
+		case <-time.After(20 * time.Second):
+			_ = tx.Rollback(context.Background()) // let the cleanup finish
+			<-ended
+			t.Fatalf("own pool %v: the cleanup hung with a transaction left open", own)
+		}
+		_ = tx.Rollback(context.Background()) // its connection was terminated
+		f.mu.Lock()
+		errs := strings.Join(f.errors, "\n")
+		f.mu.Unlock()
+		if !strings.Contains(errs, "still in use") {
+			t.Errorf("own pool %v: the test was not told of the open transaction: %q", own, errs)
+		}
+		if schemaExists(t, schema) {
+			t.Errorf("own pool %v: schema %s left behind", own, schema)
+		}
+	}
+}

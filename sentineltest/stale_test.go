@@ -46,7 +46,25 @@ func startStaleChild(t *testing.T, url, mode string) (*exec.Cmd, string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var schema string // the child's, dropped once it is killed: its cleanups never run
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if schema == "" {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("drop the child's schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop the child's schema %s: %v", schema, err)
+		}
+	})
 	line := make(chan string, 1)
 	go func() {
 		s := bufio.NewScanner(out)
@@ -63,6 +81,7 @@ func startStaleChild(t *testing.T, url, mode string) (*exec.Cmd, string) {
 		if !ok {
 			t.Fatal("the child ended without naming its schema")
 		}
+		schema = name
 		return cmd, name
 	case <-time.After(60 * time.Second):
 		t.Fatal("the child did not name its schema in 60s")
@@ -77,6 +96,27 @@ func startStaleChild(t *testing.T, url, mode string) (*exec.Cmd, string) {
 func TestStaleSchemasRemoved(t *testing.T) {
 	url := DatabaseURL(t)
 	mine := Schema(t)
+	var children []string
+	t.Cleanup(func() { // runs last: the killed children left nothing on the server
+		conn, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var left []string
+		for _, s := range children {
+			var ok bool
+			if err := conn.QueryRow(context.Background(), "SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = $1)", s).Scan(&ok); err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				left = append(left, s)
+			}
+		}
+		if len(left) > 0 {
+			t.Errorf("the killed children's schemas %v are left on the server", left)
+		}
+	})
 
 	dead, deadSchema := startStaleChild(t, url, "wait")
 	_, liveSchema := startStaleChild(t, url, "wait")
@@ -105,6 +145,7 @@ func TestStaleSchemasRemoved(t *testing.T) {
 	// A new binary (age limit 0) removes it as it starts; the schemas of
 	// live owners stay.
 	_, newSchema := startStaleChild(t, url, "sweep-now")
+	children = append(children, deadSchema, liveSchema, newSchema)
 	if schemaExists(t, deadSchema) {
 		t.Fatalf("schema %s of a killed binary survived the next binary's start", deadSchema)
 	}

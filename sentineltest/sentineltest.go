@@ -282,7 +282,10 @@ type options struct {
 // Calls that name another namespace (WithNamespace) leave the test's
 // isolation, and so does reading Sentinel's tables directly; use the
 // default schema isolation for those.
-// WithPoolConfig does not apply: the clients share one pool.
+// WithPoolConfig does not apply: the clients share one pool, whose
+// search_path is the shared schema, so a table the test creates through
+// Pool (in its own schema) is not found by unqualified names in OnceTx's
+// fn; qualify it with Schema(t), or use the default isolation.
 func SharedSchema() Option { return func(o *options) { o.shared = true } }
 
 // WithConfig sets the client's configuration. Its Schema is ignored: the
@@ -439,7 +442,8 @@ func newPool(e *env, mods []func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 }
 
 // Schema returns the name of t's own schema, creating it on first use. New's
-// clients keep their tables there, and Pool's connections create unqualified
+// clients keep their tables there (not with SharedSchema, whose clients use
+// the binary's shared schema), and Pool's connections create unqualified
 // tables there.
 func Schema(t testing.TB) string {
 	t.Helper()

@@ -24,6 +24,13 @@
 //     (image postgres:16-alpine, or $SENTINEL_TEST_POSTGRES_IMAGE);
 //  4. else the test fails with a message saying how to provide one.
 //
+// A search that fails (no source works, initdb fails, the database
+// $SENTINEL_TEST_DATABASE_URL names is down) fails the test that made it,
+// and the next test that asks searches afresh: a transient failure costs
+// one test, not the binary. After 3 tests in a row failed so, later tests
+// fail at once, with a message naming the first error and the last, so
+// that a permanent cause does not cost every test another attempt.
+//
 // Step 3 uses testcontainers-go's postgres module when the test binary
 // imports the separate module
 // github.com/sentinel-coordination/sentinel/sentineltest/containers:
@@ -107,12 +114,22 @@ const opTimeout = 30 * time.Second
 
 // server is the database shared by every test of the binary.
 var server struct {
-	mu     sync.Mutex
-	url    string
-	stop   func() // nil when nothing is running
-	err    error  // a failed start, reported to every later test
-	refs   int    // tests currently using the server
-	inMain bool   // Main is running: keep the server until it returns
+	mu sync.Mutex
+	serverState
+}
+
+// serverState is what server's mutex guards.
+type serverState struct {
+	url  string
+	stop func() // nil when nothing is running
+	// Failed starts since the last successful one: the first error and
+	// the last, and how many. A later test tries again until
+	// maxStartAttempts have failed in a row.
+	startFailures int
+	firstErr      error
+	lastErr       error
+	refs          int  // tests currently using the server
+	inMain        bool // Main is running: keep the server until it returns
 
 	// The schema shared by SharedSchema clients, migrated once, and its
 	// pool; dropped and closed when the server is released.
@@ -127,28 +144,62 @@ var server struct {
 	owner *owner
 }
 
+// maxStartAttempts is how many tests of a binary in a row may try to find
+// or start a server and fail before later tests are failed at once: a
+// transient failure (a port taken, a loaded machine's timeout, a Docker
+// engine starting) gets fresh attempts, a permanent one does not cost every
+// test of the binary a start that fails the same way.
+const maxStartAttempts = 3
+
 // url returns the shared database URL, starting a server when needed, and
 // holds a reference to it until t ends.
 func url(t testing.TB) string {
 	t.Helper()
 	server.mu.Lock()
 	defer server.mu.Unlock()
-	if server.err != nil {
-		t.Fatalf("sentineltest: %v", server.err)
-	}
 	if server.stop == nil {
+		if server.startFailures >= maxStartAttempts {
+			t.Fatalf("sentineltest: no test database, and no new attempt: %s", startFailuresLocked(false))
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 		u, stop, o, err := start(ctx)
 		cancel()
 		if err != nil {
-			server.err = err
-			t.Fatalf("sentineltest: %v", err)
+			server.startFailures++
+			if server.firstErr == nil {
+				server.firstErr = err
+			}
+			server.lastErr = err
+			t.Fatalf("sentineltest: %s", startFailuresLocked(true))
 		}
 		server.url, server.stop, server.owner = u, stop, o
+		server.startFailures, server.firstErr, server.lastErr = 0, nil, nil
 	}
 	server.refs++
 	t.Cleanup(release)
 	return server.url
+}
+
+// startFailuresLocked describes the failed starts: how many, whether a
+// later test tries again, and the errors (the last only, when this test's
+// own attempt just failed; else the first and the last).
+func startFailuresLocked(attempted bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "finding or starting the test database failed in %d test(s) of this binary in a row", server.startFailures)
+	if server.startFailures >= maxStartAttempts {
+		b.WriteString("; no later test of this binary tries again (fix the cause below and run the tests again)")
+	} else {
+		b.WriteString("; a later test of this binary tries again")
+	}
+	switch {
+	case attempted:
+		fmt.Fprintf(&b, ":\n%v", server.lastErr)
+	case server.lastErr.Error() == server.firstErr.Error():
+		fmt.Fprintf(&b, "; each time:\n%v", server.firstErr)
+	default:
+		fmt.Fprintf(&b, ".\nThe first error:\n%v\nThe last:\n%v", server.firstErr, server.lastErr)
+	}
+	return b.String()
 }
 
 // start finds or starts the server, becomes an owner in it and drops the

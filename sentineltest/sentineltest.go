@@ -73,6 +73,20 @@
 // A private cluster (step 2) dies with the binary; the temporary directory
 // it leaves is removed by the next private cluster started on the host.
 //
+// # Goroutines
+//
+// New, Pool, Schema and DatabaseURL may be called from any goroutine while
+// the test runs, at once too (workers a test starts share its schema). On
+// failure they call t.Fatalf. On the test's goroutine that ends the test;
+// on another goroutine, as testing documents for FailNow, it marks the test
+// failed and ends that goroutine only (runtime.Goexit: its deferred calls
+// run), while the test's goroutine goes on. A worker should therefore
+// signal its end in a defer (defer wg.Done()), or the test may wait for it
+// until go test's timeout, which does not print the failure. Simplest: call
+// them on the test's goroutine and hand the clients to the workers. Never
+// call them once the test has ended (from a goroutine that outlived it):
+// what they create then is not cleaned up.
+//
 // # Lifetime of a started server
 //
 // With Main in TestMain, a started server lives until the last test of the
@@ -309,6 +323,9 @@ func RegisterContainerStarter(f ContainerStarter) {
 // DatabaseURL returns the URL of the test database, shared by every test of
 // the binary. Isolate what you create in it (a schema or database of your
 // own) or use Pool, which does.
+//
+// On failure it calls t.Fatalf, which ends the test only when called on
+// the test's goroutine: see Goroutines in the package documentation.
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
 	return url(t)
@@ -496,6 +513,9 @@ func newPool(e *env, mods []func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 // clients keep their tables there (not with SharedSchema, whose clients use
 // the binary's shared schema), and Pool's connections create unqualified
 // tables there.
+//
+// On failure it calls t.Fatalf, which ends the test only when called on
+// the test's goroutine: see Goroutines in the package documentation.
 func Schema(t testing.TB) string {
 	t.Helper()
 	return getEnv(t).schema
@@ -508,6 +528,9 @@ func Schema(t testing.TB) string {
 // A connection still in use when t ends (a transaction neither committed
 // nor rolled back) fails t saying so, and is terminated so that the schema
 // is dropped all the same.
+//
+// On failure it calls t.Fatalf, which ends the test only when called on
+// the test's goroutine: see Goroutines in the package documentation.
 func Pool(t testing.TB, opts ...Option) *pgxpool.Pool {
 	t.Helper()
 	var o options
@@ -541,6 +564,9 @@ func pool(t testing.TB, o options) *pgxpool.Pool {
 // on a pool of its own with WithPoolConfig). It is closed when t ends, before
 // the schema is dropped. Several calls in one test give several clients
 // (distinct owners, as competing workers would be) sharing the schema.
+//
+// On failure it calls t.Fatalf, which ends the test only when called on
+// the test's goroutine: see Goroutines in the package documentation.
 func New(t testing.TB, opts ...Option) *sentinel.Client {
 	t.Helper()
 	var o options

@@ -9,6 +9,15 @@ import (
 	"github.com/sentinel-coordination/sentinel/sentineltest"
 )
 
+// These examples have no "// Output:" comment, so go test compiles them
+// but does not run them: the code they show is a TestMain or a test, which
+// needs the *testing.M or *testing.T of a running test binary, and an
+// example gets neither (testing.TB cannot be implemented outside package
+// testing). The tests they show are run instead from copies in
+// example_run_test.go (TestExamplesRun), which TestExamplesMatchTheirCopies
+// keeps identical to them; ExampleMain's one call is run by this package's
+// own TestMain (Run).
+
 // In your package's main_test.go: one server for the whole test binary,
 // stopped and deleted after the last test.
 func ExampleMain() {

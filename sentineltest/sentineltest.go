@@ -383,29 +383,63 @@ var envs struct {
 // envEntry serializes the creation of one test's env, so that goroutines
 // of one test calling New at once share it.
 type envEntry struct {
-	mu  sync.Mutex
-	env *env
+	mu        sync.Mutex
+	env       *env
+	abandoned bool // its creation failed, and it left envs
 }
 
 // getEnv returns t's environment, creating its schema on first use.
 func getEnv(t testing.TB) *env {
 	t.Helper()
-	envs.mu.Lock()
-	if envs.m == nil {
-		envs.m = make(map[testing.TB]*envEntry)
+	for {
+		envs.mu.Lock()
+		if envs.m == nil {
+			envs.m = make(map[testing.TB]*envEntry)
+		}
+		ent := envs.m[t]
+		if ent == nil {
+			ent = &envEntry{}
+			envs.m[t] = ent
+		}
+		envs.mu.Unlock()
+		if e, ok := ent.get(t); ok {
+			return e
+		}
 	}
-	ent := envs.m[t]
-	if ent == nil {
-		ent = &envEntry{}
-		envs.m[t] = ent
-	}
-	envs.mu.Unlock()
+}
+
+// get returns ent's env, creating it when it has none. When the creation
+// fails (t.Fatalf), ent leaves envs: a failed test is not kept for the
+// life of the binary, and a later call (another goroutine of t) makes a
+// fresh attempt; get reports false to a caller that waited for such an
+// entry, which then takes a new one.
+func (ent *envEntry) get(t testing.TB) (*env, bool) {
+	t.Helper()
 	ent.mu.Lock()
 	defer ent.mu.Unlock()
 	if ent.env != nil {
-		return ent.env
+		return ent.env, true
 	}
+	if ent.abandoned {
+		return nil, false
+	}
+	defer func() {
+		if ent.env == nil {
+			ent.abandoned = true
+			envs.mu.Lock()
+			if envs.m[t] == ent {
+				delete(envs.m, t)
+			}
+			envs.mu.Unlock()
+		}
+	}()
+	ent.env = newEnv(t)
+	return ent.env, true
+}
 
+// newEnv creates t's schema and its pool.
+func newEnv(t testing.TB) *env {
+	t.Helper()
 	u := url(t) // its release is registered first, so it runs last
 	server.mu.Lock()
 	e := &env{schema: server.owner.schemaName("sentineltest_"), url: u}
@@ -441,7 +475,6 @@ func getEnv(t testing.TB) *env {
 		delete(envs.m, t)
 		envs.mu.Unlock()
 	})
-	ent.env = e
 	return e
 }
 

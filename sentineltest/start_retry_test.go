@@ -175,3 +175,21 @@ func TestFailedStartsStopAfterMaxAttempts(t *testing.T) {
 		}
 	}
 }
+
+// A test whose schema could not be made leaves no entry behind in envs
+// (which would keep the test, and its logs, for the life of the binary).
+func TestFailedEnvLeavesNoEntry(t *testing.T) {
+	isolateServer(t)
+	t.Setenv(EnvURL, "postgres://postgres@127.0.0.1:1/none?connect_timeout=5")
+	f := &fatalTB{fakeTB: fakeTB{TB: t}}
+	defer f.end()
+	if f.call(func() { Pool(f) }) {
+		t.Fatal("Pool returned with no usable database")
+	}
+	envs.mu.Lock()
+	_, kept := envs.m[f]
+	envs.mu.Unlock()
+	if kept {
+		t.Fatal("a failed Pool left its test's entry in envs")
+	}
+}

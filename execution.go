@@ -172,9 +172,9 @@ type Event struct {
 }
 
 type execSQL struct {
-	read, claim, finish, finishTx, operator, insertEvent, history, lastRun, prune, watch, setResult string
-	claimSet, finishSet, readSet                                                                    string
-	pruneQueuesLock, pruneQueues                                                                    string
+	read, claim, finish, finishTx, operator, insertEvent, history, lastRun, prune, watch, unwatch, setResult string
+	claimSet, finishSet, readSet                                                                             string
+	pruneQueuesLock, pruneQueues                                                                             string
 }
 
 func newExecSQL(schema string) *execSQL {
@@ -195,6 +195,7 @@ func newExecSQL(schema string) *execSQL {
 		prune:           r.Replace(sqlPrune),
 		pruneQueuesLock: r.Replace(sqlPruneQueuesLock), pruneQueues: r.Replace(sqlPruneQueues),
 		watch:     r.Replace(sqlWatch),
+		unwatch:   r.Replace(sqlUnwatch),
 		setResult: r.Replace(sqlSetResult),
 	}
 }

@@ -456,7 +456,11 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 	var (
 		wake      chan struct{}
 		listening bool
-		watched   bool
+		// watched: the token of the claim this call counted itself in as
+		// a waiter of (0: none). A claim that takes the key over starts
+		// its count again (migration 19), so a call that goes on waiting
+		// on another claim counts itself in again, on that claim.
+		watched int64
 		// rerunToken: the token of the stopped attempt the rerun guard
 		// approved re-running after (0: none yet; without a guard, any).
 		rerunToken int64
@@ -473,6 +477,16 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
+	defer func() {
+		// Counted in and leaving without the outcome it waited for (its
+		// ctx ended, an error): count out, so that the outcome wakes
+		// nobody for this call. Not after a claim of its own (which
+		// started the count again), nor once the key moved on past the
+		// claim it counted in on (a completed key, or another claim).
+		if watched != 0 && l == nil && (ex == nil || ex.Token == watched && ex.State != StateCompleted) {
+			c.unwatch(ctx, o.namespace, key, watched)
+		}
+	}()
 	for races := 0; ; {
 		// With a rerun guard, a key is re-run only after the guard
 		// approved the stopped attempt, and only that attempt (its token;
@@ -540,8 +554,10 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		if !o.wait || kind != ErrInProgress {
 			return ex, nil, nil, nil, c.reject(ctx, ex, o, locked)
 		}
-		if !watched {
-			// Count in as a waiter, so the outcome notifies us.
+		if ex.Token != watched {
+			// Count in as a waiter of the claim in progress, so that its
+			// outcome notifies us: once per claim, since a claim that
+			// takes the key over starts the count again.
 			var w *Execution
 			w, err = scanExecution(c.queryRow(ctx, c.exe.watch, o.namespace, key))
 			switch {
@@ -550,7 +566,7 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 			case err != nil:
 				return nil, nil, nil, nil, c.wrapErr(fmt.Sprintf("wait for %q/%q", o.namespace, key), err)
 			}
-			watched, ex = true, w
+			watched, ex = w.Token, w
 			if claimable(ex, rerun, only) || rejection(ex, false) != ErrInProgress {
 				continue
 			}
@@ -663,13 +679,41 @@ func (k *claimCols) dest() []any {
 		&k.hard, &k.done, &k.result, &k.resErr, &k.finalErr, &k.byOperator, &k.alive, &k.left, &k.attempt, &k.maxAttempts}
 }
 
-// sqlWatch counts a caller in as waiting for an in-progress key's outcome
-// (see sqlFinish) and returns the row; no row when the key is not in
-// progress any more.
+// sqlWatch counts a caller in as waiting for the outcome of an
+// in-progress key's current claim (see sqlFinish) and returns the row; no
+// row when the key is not in progress any more. The count is the claim's:
+// a claim that takes the key over sets it to 0 (once_claim, migration 19;
+// sqlClaimSet), and a caller that goes on waiting on the new claim counts
+// itself in again (Client.begin). A caller that leaves without the outcome
+// counts itself out (sqlUnwatch).
 const sqlWatch = `
 UPDATE {{schema}}.executions t SET waiters = t.waiters + 1
 WHERE t.namespace = $1 AND t.key = $2 AND t.state IN ('claimed', 'executing')
 RETURNING {{cols}}`
+
+// sqlUnwatch counts out a caller that waited for the outcome of the claim
+// at token $3 and leaves without it (its ctx ended): best effort, a row
+// locked by another transaction (a claim, a finish, a renewal) is skipped,
+// and a count left high costs a NOTIFY. Only a waiter pays for it, never
+// a Once that nobody waits for. $1 namespace, $2 key, $3 token.
+const sqlUnwatch = `
+WITH lk AS (
+    SELECT t.namespace, t.key FROM {{schema}}.executions t
+    WHERE t.namespace = $1 AND t.key = $2 AND t.token = $3 AND t.waiters > 0
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+UPDATE {{schema}}.executions t SET waiters = t.waiters - 1
+FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key`
+
+// unwatch runs sqlUnwatch on a fresh context bounded by ReleaseTimeout
+// (the caller's ctx has usually ended).
+func (c *Client) unwatch(ctx context.Context, ns, key string, token int64) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+	defer cancel()
+	if _, err := c.pool.Exec(uctx, c.exe.unwatch, ns, key, token); err != nil {
+		c.cfg.Logger.Debug("sentinel: counting a waiter out failed; the outcome wakes nobody for it", "namespace", ns, "key", key, "err", err)
+	}
+}
 
 // claimed sets up the run of fn on the execution this call just claimed
 // (ex): its lease, renewed by the heartbeat, and fn's context, cancelled

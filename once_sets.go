@@ -5,7 +5,8 @@ package sentinel
 // sqlClaimSet is sqlClaim for many calls in one statement, for the
 // coalescer (coalesce.go): parameter $k is the array of sqlClaim's $k over
 // the batch's calls. Each call is decided exactly as sqlClaim and
-// once_claim (migration 9) decide it, in the same steps written over the
+// once_claim (migration 9; since migration 19 a takeover starts the key's
+// count of waiters again) decide it, in the same steps written over the
 // batch's rows (a batch pays for setting up its writes once, for up to 32
 // calls), and gets its own row in sqlClaim's layout (scanClaim): the row it
 // claimed packed as once_claim_packed packs it, or NULL and the key's row
@@ -71,7 +72,8 @@ up AS (
         completed_at = NULL, result = NULL, result_error = NULL, final_error = NULL, result_by_operator = false,
         attempt = CASE WHEN lk.state = 'executing' THEN lk.attempt + 1 ELSE 1 END,
         max_attempts = CASE WHEN lk.state = 'executing' THEN least(lk.max_attempts, ($10::bigint[])[lk.ord])::int
-            ELSE (($10::bigint[])[lk.ord])::int END
+            ELSE (($10::bigint[])[lk.ord])::int END,
+        waiters = 0
     FROM lk
     WHERE t.namespace = lk.namespace AND t.key = lk.key
     RETURNING lk.ord, {{cols}}, lk.state AS prev_state, lk.token AS prev_token, lk.owner AS prev_owner

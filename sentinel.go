@@ -579,7 +579,12 @@ func WithAllNamespaces() Option { return func(o *callOptions) { o.allNamespaces 
 // waits for its outcome (woken by the statement that ends it, re-checking
 // at the holder's expiry) and returns the result, Cached; a key that is or
 // becomes uncertain or reconciling returns at once, and a key given back
-// (Retryable, expired claim) is run by the waiter.
+// (Retryable, expired claim) is run by the waiter. The waiter counts itself
+// in on the claim it waits for (one statement; the outcome notifies only
+// while someone is counted in), again on each new claim it goes on waiting
+// for, and out when ctx ends first; a claim that takes the key over
+// (after a hand-back, a re-run) starts the count again, so later outcomes
+// of a key once waited for notify nobody (schema version 19).
 func WithWait() Option { return func(o *callOptions) { o.wait = true } }
 
 // WithForce makes Lease take the lease even when another owner holds it.

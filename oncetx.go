@@ -238,8 +238,17 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	}
 	if cerr := tx.commit(wctx()); cerr != nil {
 		// The commit's outcome is unknown: the row tells, since the
-		// completion and fn's writes commit or vanish together.
-		committed, rerr := c.committed(ctx, o.namespace, key, l.token)
+		// completion and fn's writes commit or vanish together. Each
+		// statement that settles it gets a bound of its own: a commit
+		// that never answered spent wctx's, and the caller's ctx may have
+		// ended, and either would leave uncertain a key that a give-back
+		// can prove untouched.
+		settle := func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+		}
+		sctx, scancel := settle()
+		committed, rerr := c.committed(sctx, o.namespace, key, l.token)
+		scancel()
 		switch {
 		case rerr != nil:
 			return res, c.uncertain(l, o, fmt.Errorf("commit failed (%v) and reading the key back failed too (%w): "+
@@ -252,13 +261,17 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		// the row until it ends, so the give-back waits for it, and finds
 		// the key completed when it landed. Only a give-back that applied
 		// proves that nothing was committed.
-		gave, ferr := c.finish(wctx(), l, o, StateClaimed, nil, "", "", []State{StateClaimed}, false,
+		sctx, scancel = settle()
+		gave, ferr := c.finish(sctx, l, o, StateClaimed, nil, "", "", []State{StateClaimed}, false,
 			"rolled_back", "error", cerr.Error())
+		scancel()
 		if ferr != nil || !gave {
 			// The give-back waited for the commit (and a give-back that did
 			// not apply ran after it): the row now tells, unless the
 			// give-back failed, when the commit may still be in flight.
-			committed, rerr := c.committed(ctx, o.namespace, key, l.token)
+			sctx, scancel := settle()
+			committed, rerr := c.committed(sctx, o.namespace, key, l.token)
+			scancel()
 			switch {
 			case rerr == nil && committed:
 				return done()

@@ -31,6 +31,10 @@ type stopDialer struct {
 	mu    sync.Mutex
 	conns []*stopConn
 	at    atomic.Pointer[[]byte]
+	// closeAfter, when set, closes a connection that stopped answering
+	// that long after it did, as a path that comes back with a reset
+	// would: the server then rolls back the transaction left open.
+	closeAfter time.Duration
 }
 
 type stopConn struct {
@@ -50,8 +54,8 @@ func (c *stopConn) Read(b []byte) (int, error) {
 }
 
 func (c *stopConn) Write(b []byte) (int, error) {
-	if at := c.d.at.Load(); at != nil && bytes.Contains(b, *at) {
-		c.hole.Store(true)
+	if at := c.d.at.Load(); at != nil && bytes.Contains(b, *at) && !c.hole.Swap(true) && c.d.closeAfter > 0 {
+		time.AfterFunc(c.d.closeAfter, func() { _ = c.Conn.Close() })
 	}
 	if c.hole.Load() {
 		return len(b), nil
@@ -94,11 +98,18 @@ func (d *stopDialer) closeAll() {
 // connection is closed, nothing of fn's was committed.
 func TestOnceSQLTxCommitThatNeverAnswersIsBounded(t *testing.T) {
 	for _, tc := range []struct {
-		name, at string
-		fnErr    error
+		name, at   string
+		fnErr      error
+		closeAfter time.Duration
 	}{
-		{"commit", "commit", nil},
-		{"rollback", "rollback", errors.New("declined")},
+		{"commit", "commit", nil, 0},
+		{"rollback", "rollback", errors.New("declined"), 0},
+		// The connection is reset while the give-back waits for the row
+		// the open transaction holds: the server rolls it back, and the
+		// give-back that then applies proves that nothing was committed.
+		// (The give-back ran on the commit's spent bound and failed at
+		// once: ErrUncertain, for a payment nobody made.)
+		{"commit, then the connection reset", "commit", nil, 1500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -106,7 +117,7 @@ func TestOnceSQLTxCommitThatNeverAnswersIsBounded(t *testing.T) {
 			table := e.table("ledger")
 			_, err := admin.Exec(ctx, "CREATE TABLE "+table+" (key text NOT NULL)")
 			require.NoError(t, err)
-			d := &stopDialer{}
+			d := &stopDialer{closeAfter: tc.closeAfter}
 			cfg, err := pgx.ParseConfig(dbURL)
 			require.NoError(t, err)
 			cfg.DialFunc = d.dial
@@ -134,10 +145,15 @@ func TestOnceSQLTxCommitThatNeverAnswersIsBounded(t *testing.T) {
 				took := time.Since(start)
 				t.Logf("returned after %s: %v", took, err)
 				require.Less(t, took, 8*release, "bounded by ReleaseTimeout")
-				if tc.fnErr != nil {
+				switch {
+				case tc.fnErr != nil:
 					require.ErrorIs(t, err, tc.fnErr)
 					require.NotErrorIs(t, err, sentinel.ErrUncertain)
-				} else {
+				case tc.closeAfter > 0:
+					require.Error(t, err)
+					require.NotErrorIs(t, err, sentinel.ErrUncertain, "the give-back applied: nothing was committed")
+					require.Contains(t, err.Error(), "nothing was committed")
+				default:
 					require.ErrorIs(t, err, sentinel.ErrUncertain, "a commit whose reply never came")
 				}
 			case <-time.After(30 * time.Second):

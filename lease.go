@@ -319,7 +319,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		// row expire by itself rather than keep the key held for as long
 		// as this client lives.
 		failed := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "release failed; the lease is no longer renewed and expires within its TTL unless the release committed", Cause: err}
-		if l.end(failed); prior == nil && l.Err() == failed {
+		if l.endAs(failed, true); prior == nil && l.Err() == failed {
 			l.relFailed = failed
 		}
 		if prior != nil && prior != l.relFailed {
@@ -403,7 +403,12 @@ func (l *Lease) Heartbeat(ctx context.Context) error {
 
 // end marks the lease ended with err (first reason wins), closes Done and
 // removes it from the heartbeater.
-func (l *Lease) end(err error) {
+func (l *Lease) end(err error) { l.endAs(err, false) }
+
+// endAs is end; releaseFailed says err is a failed release (or give-back)
+// statement's: the holder was done with the lease, so it is reported to
+// Observer.ReleaseFailed, not as a loss.
+func (l *Lease) endAs(err error, releaseFailed bool) {
 	l.mu.Lock()
 	if l.err != nil {
 		l.mu.Unlock()
@@ -417,7 +422,7 @@ func (l *Lease) end(err error) {
 	close(l.done)
 	l.mu.Unlock()
 	l.c.hb.remove(l)
-	l.reportEnd(err)
+	l.reportEnd(err, releaseFailed)
 	if onEnd != nil {
 		onEnd(err)
 	}
@@ -429,10 +434,19 @@ func (l *Lease) end(err error) {
 // row (the elector's Run sees Done, resigns the term and removes its row,
 // and returns ErrClosed): they are given back as a lease is released. The
 // execution lease of a running Once is the one Close does lose: fn's ctx
-// is cancelled and its outcome may be unknown.
-func (l *Lease) reportEnd(err error) {
+// is cancelled and its outcome may be unknown. Nor is a failed release
+// (releaseFailed) a loss: the holder was done with the lease, which
+// nobody else held meanwhile; the row expires within its TTL. It is
+// reported to Observer.ReleaseFailed.
+func (l *Lease) reportEnd(err error, releaseFailed bool) {
 	closed := errors.Is(err, ErrClosed) && (l.kind == kindTicket || l.kind == kindLeader || l.kind == kindMember)
-	if !errors.Is(err, ErrReleased) && !closed {
+	switch {
+	case errors.Is(err, ErrReleased) || closed:
+	case releaseFailed:
+		l.c.cfg.Logger.Warn("sentinel: lease release failed; it expires within its TTL", "namespace", l.ns, "key", l.key,
+			"token", l.token, "err", err)
+		l.c.observer().releaseFailed(l, err)
+	default:
 		l.c.cfg.Logger.Warn("sentinel: lease ended", "namespace", l.ns, "key", l.key, "token", l.token, "err", err)
 		l.c.observer().lost(l, err)
 	}
@@ -440,8 +454,9 @@ func (l *Lease) reportEnd(err error) {
 
 // notReleased replaces ErrReleased, which Close ends a lease with before its
 // release statement runs, with err when that statement did not free the
-// row. Done closed already; another reason is left as it is.
-func (l *Lease) notReleased(err error) {
+// row: releaseFailed when the statement failed, not when it found the row
+// gone. Done closed already; another reason is left as it is.
+func (l *Lease) notReleased(err error, releaseFailed bool) {
 	l.mu.Lock()
 	if l.err != ErrReleased {
 		l.mu.Unlock()
@@ -449,7 +464,7 @@ func (l *Lease) notReleased(err error) {
 	}
 	l.err = err
 	l.mu.Unlock()
-	l.reportEnd(err)
+	l.reportEnd(err, releaseFailed)
 }
 
 // checkDeadline runs when the local deadline timer fires.

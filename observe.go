@@ -35,8 +35,18 @@ type Observer struct {
 
 	// LeaseLost is called when a held lease or a running Once's execution
 	// lease is lost (renewal deadline passed, taken over, hard TTL), not
-	// when it is released.
+	// when it is released, nor when its release failed (ReleaseFailed).
 	LeaseLost func(e LeaseLoss)
+
+	// ReleaseFailed is called when a release statement failed (database
+	// unreachable, statement cancelled), ending a lease or turn its holder
+	// was done with: Lease.Release, Turn.Release, Client.Close's release,
+	// or a waiting ticket given up. It is no loss: the row still carried
+	// the holder's token, and the key frees when the row expires, within
+	// one TTL (at once if the statement committed before its reply was
+	// lost). A lease lost before its release is reported once, to
+	// LeaseLost.
+	ReleaseFailed func(e ReleaseFailure)
 
 	// Heartbeat is called after each renewal statement.
 	Heartbeat func(e HeartbeatEvent)
@@ -127,6 +137,16 @@ type LeaseLoss struct {
 	Execution bool   // the execution lease of a running Once (Kind is LossExecution)
 	Kind      LossKind
 	Err       error // matches ErrLeaseLost; ErrHardTTL when that was the reason
+}
+
+// ReleaseFailure describes a release statement that failed, ending a lease
+// its holder was done with (Observer.ReleaseFailed).
+type ReleaseFailure struct {
+	Namespace string
+	Key       string // as in LeaseLoss
+	Token     int64  // as in LeaseLoss
+	Kind      LossKind
+	Err       error // what the lease's Err returns: matches ErrLeaseLost, its cause the statement's error (ErrClosed from Client.Close)
 }
 
 // LossKind names what a lost lease held.
@@ -265,6 +285,14 @@ func (o *Observer) lost(l *Lease, err error) {
 	}
 	o.LeaseLost(LeaseLoss{Namespace: l.ns, Key: l.key, Token: l.token, Execution: l.kind == kindExecution,
 		Kind: l.lossKind(), Err: err})
+}
+
+// releaseFailed reports a failed release statement.
+func (o *Observer) releaseFailed(l *Lease, err error) {
+	if o == nil || o.ReleaseFailed == nil {
+		return
+	}
+	o.ReleaseFailed(ReleaseFailure{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Err: err})
 }
 
 // heartbeat reports one renewal statement.

@@ -200,7 +200,7 @@ func (t *Turn) Release(ctx context.Context) error {
 	if err != nil {
 		failed := &LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token,
 			Reason: "turn release failed; the ticket is no longer renewed and expires within its TTL unless the release committed", Cause: err}
-		if t.l.end(failed); prior == nil && t.l.Err() == failed {
+		if t.l.endAs(failed, true); prior == nil && t.l.Err() == failed {
 			t.relFailed = failed
 		}
 		if prior != nil && prior != t.relFailed {
@@ -447,7 +447,10 @@ func (c *Client) abandon(ctx context.Context, t *Turn, why error) {
 	if _, err := t.leave(rctx); err != nil {
 		c.cfg.Logger.Warn("sentinel: giving up a ticket failed; it expires within its TTL", "namespace", t.l.ns,
 			"resource", t.l.key, "ticket", t.l.token, "err", err)
-		t.l.end(&LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Reason: "ticket given up", Cause: why})
+		// A ticket its caller gave up is no loss when the statement
+		// fails; one that died while it waited (why is ErrLeaseLost) is.
+		t.l.endAs(&LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Reason: "ticket given up", Cause: why},
+			!errors.Is(why, ErrLeaseLost))
 		return
 	}
 	t.l.end(ErrReleased) // its row is gone

@@ -443,7 +443,7 @@ func (c *Client) Close() {
 				if l.Err() == nil {
 					// End it before the release frees the key: its
 					// holder's Done closes before anyone else can be
-					// granted it (releaseAll reports one it could not
+					// granted it (releaseAll reports one it did not
 					// free as lost).
 					l.end(ErrReleased)
 					leases = append(leases, l)
@@ -459,9 +459,9 @@ func (c *Client) Close() {
 }
 
 // releaseAll releases leases, which Close ended as released, in one
-// statement. Leases whose rows were gone (lost) or that could not be
-// released (database unreachable) are reported lost instead; their rows
-// expire by themselves.
+// statement. Leases whose rows were gone are reported lost instead, and
+// those it could not release (database unreachable) as failed releases
+// (Observer.ReleaseFailed); their rows expire by themselves.
 func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 	if len(leases) == 0 {
 		return
@@ -495,7 +495,7 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 	}
 	for _, l := range leases {
 		if !released[[2]string{l.ns, l.key}] {
-			l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "client closed", Cause: ErrClosed})
+			l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "client closed", Cause: ErrClosed}, err != nil)
 		}
 	}
 }

@@ -7,33 +7,40 @@
 //
 // Instruments, all named after the package ("sentinel."):
 //
-//	sentinel.once.calls            counter    Once/OnceTx calls, by sentinel.outcome
-//	                                          (ran, cached, final, in_progress, uncertain,
-//	                                          reconciling, retryable, error, rerun_pending)
-//	                                          and sentinel.namespace
-//	sentinel.once.duration         histogram  seconds per call, same attributes
-//	sentinel.lease.acquisitions    counter    Client.Lease calls, by sentinel.result
-//	                                          (acquired, held, error), sentinel.wait
-//	                                          and sentinel.namespace
-//	sentinel.lease.wait.duration   histogram  seconds a WithWait acquisition waited,
-//	                                          by sentinel.namespace
-//	sentinel.lease.losses          counter    leases lost, by sentinel.lease.kind (lease,
-//	                                          execution, leader: an elector's term, member:
-//	                                          an elector's member row, ticket: a queue
-//	                                          ticket), sentinel.reason (lost, hard_ttl)
-//	                                          and sentinel.namespace
-//	sentinel.heartbeat.duration    histogram  seconds per renewal statement, by error.type
-//	sentinel.heartbeat.batch_size  histogram  rows renewed per statement
-//	sentinel.queue.wait.duration   histogram  seconds from drawing a ticket to its grant,
-//	                                          by sentinel.namespace
-//	sentinel.queue.depth           histogram  live tickets ahead of a ticket when drawn,
-//	                                          by sentinel.namespace
-//	sentinel.election.term_changes counter    terms seen, by sentinel.group, sentinel.role
-//	                                          (elected, demoted, follower) and
-//	                                          sentinel.namespace
-//	sentinel.fencing.refusals      counter    stale tokens, terms and tickets refused by
-//	                                          VerifyToken, VerifyExecutionToken, VerifyTerm
-//	                                          and VerifyTurn, by sentinel.namespace
+//	sentinel.once.calls             counter    Once/OnceTx calls, by sentinel.outcome
+//	                                           (ran, cached, final, in_progress, uncertain,
+//	                                           reconciling, retryable, error, rerun_pending)
+//	                                           and sentinel.namespace
+//	sentinel.once.duration          histogram  seconds per call, same attributes
+//	sentinel.lease.acquisitions     counter    Client.Lease calls, by sentinel.result
+//	                                           (acquired, held, error), sentinel.wait
+//	                                           and sentinel.namespace
+//	sentinel.lease.wait.duration    histogram  seconds a WithWait acquisition waited,
+//	                                           by sentinel.namespace
+//	sentinel.lease.losses           counter    leases lost, by sentinel.lease.kind (lease,
+//	                                           execution, leader: an elector's term, member:
+//	                                           an elector's member row, ticket: a queue
+//	                                           ticket), sentinel.reason (lost, hard_ttl)
+//	                                           and sentinel.namespace; a failed release is
+//	                                           not a loss (see release_failures)
+//	sentinel.lease.release_failures counter    release statements that failed (database
+//	                                           unreachable, cancelled) for a lease or turn
+//	                                           its holder was done with: Lease.Release,
+//	                                           Turn.Release, Client.Close. No loss: the row
+//	                                           expires within its TTL. By sentinel.lease.kind
+//	                                           and sentinel.namespace
+//	sentinel.heartbeat.duration     histogram  seconds per renewal statement, by error.type
+//	sentinel.heartbeat.batch_size   histogram  rows renewed per statement
+//	sentinel.queue.wait.duration    histogram  seconds from drawing a ticket to its grant,
+//	                                           by sentinel.namespace
+//	sentinel.queue.depth            histogram  live tickets ahead of a ticket when drawn,
+//	                                           by sentinel.namespace
+//	sentinel.election.term_changes  counter    terms seen, by sentinel.group, sentinel.role
+//	                                           (elected, demoted, follower) and
+//	                                           sentinel.namespace
+//	sentinel.fencing.refusals       counter    stale tokens, terms and tickets refused by
+//	                                           VerifyToken, VerifyExecutionToken, VerifyTerm
+//	                                           and VerifyTurn, by sentinel.namespace
 //
 // Keys never become metric attributes (unbounded cardinality); they are on
 // the spans: one span per Once call ("sentinel.Once": sentinel.key,
@@ -94,9 +101,9 @@ type observer struct {
 	tracer trace.Tracer
 	attrs  sync.Map // attrKey -> metric.MeasurementOption, built once per combination
 
-	onceCalls, leaseAcq, leaseLosses, termChanges, fencing metric.Int64Counter
-	onceDur, leaseWait, hbDur, queueWait                   metric.Float64Histogram
-	hbBatch, queueDepth                                    metric.Int64Histogram
+	onceCalls, leaseAcq, leaseLosses, relFailures, termChanges, fencing metric.Int64Counter
+	onceDur, leaseWait, hbDur, queueWait                                metric.Float64Histogram
+	hbBatch, queueDepth                                                 metric.Int64Histogram
 }
 
 // NewObserver returns a sentinel.Observer that records metrics and spans.
@@ -139,7 +146,9 @@ func NewObserver(opts ...Option) (*sentinel.Observer, error) {
 	o.onceDur = seconds("sentinel.once.duration", "Duration of Once and OnceTx calls")
 	o.leaseAcq = counter("sentinel.lease.acquisitions", "{call}", "Lease calls by result")
 	o.leaseWait = seconds("sentinel.lease.wait.duration", "Time a waiting Lease call took to acquire")
-	o.leaseLosses = counter("sentinel.lease.losses", "{lease}", "Leases and execution leases lost")
+	o.leaseLosses = counter("sentinel.lease.losses", "{lease}", "Leases, execution leases, terms, member rows and tickets lost")
+	o.relFailures = counter("sentinel.lease.release_failures", "{lease}",
+		"Release statements that failed for a lease or turn its holder was done with (not a loss)")
 	o.hbDur = seconds("sentinel.heartbeat.duration", "Latency of heartbeat renewal statements")
 	o.hbBatch = count("sentinel.heartbeat.batch_size", "{row}", "Rows renewed per heartbeat statement")
 	o.queueWait = seconds("sentinel.queue.wait.duration", "Time from drawing a queue ticket to its grant")
@@ -155,6 +164,7 @@ func NewObserver(opts ...Option) (*sentinel.Observer, error) {
 		LeaseStart:     o.leaseStart,
 		LeaseEnd:       o.leaseEnd,
 		LeaseLost:      o.leaseLost,
+		ReleaseFailed:  o.releaseFailed,
 		Heartbeat:      o.heartbeat,
 		FencingRefused: o.fencingRefused,
 		QueueGranted:   o.queueGranted,
@@ -264,6 +274,15 @@ func (o *observer) leaseLost(e sentinel.LeaseLoss) {
 	}
 	o.leaseLosses.Add(context.Background(), 1, metric.WithAttributes(AttrLeaseKind.String(string(kind)),
 		AttrReason.String(reason), AttrNamespace.String(e.Namespace)))
+}
+
+func (o *observer) releaseFailed(e sentinel.ReleaseFailure) {
+	kind := e.Kind
+	if kind == "" {
+		kind = sentinel.LossLease
+	}
+	o.relFailures.Add(context.Background(), 1, metric.WithAttributes(AttrLeaseKind.String(string(kind)),
+		AttrNamespace.String(e.Namespace)))
 }
 
 func (o *observer) heartbeat(e sentinel.HeartbeatEvent) {

@@ -72,7 +72,7 @@
 // Errors match with [errors.Is]: [ErrInvalid], [ErrNotAcquired],
 // [ErrLeaseLost], [ErrStaleToken], [ErrInProgress], [ErrUncertain],
 // [ErrReconciling], [ErrFinal], [ErrWrongState], [ErrNotFound],
-// [ErrNoLeader], [ErrNotMigrated], [ErrResult], [ErrClosed]; their struct
+// [ErrNoLeader], [ErrNotMigrated], [ErrResult] ([ErrResultLost]), [ErrClosed]; their struct
 // forms carry the details for [errors.As] ([HeldError], [ExecutionError],
 // [FinalError], [StaleTokenError], [InvalidError]).
 //

@@ -85,6 +85,14 @@ var (
 	// stored. When encoding fails after fn succeeded the key is still
 	// recorded as completed (without a result).
 	ErrResult = errors.New("sentinel: result codec failed")
+
+	// ErrResultLost reports that a key completed without its result: fn
+	// succeeded, but its value could not be encoded, so it was not
+	// stored (Execution.ResultLost). The call that ran fn and every
+	// replay of the key return it until an operator stores the value
+	// (Client.SetResult). It matches ErrResult too; the Observer counts
+	// such a call as OutcomeResultLost.
+	ErrResultLost = fmt.Errorf("%w: result lost", ErrResult)
 )
 
 // InvalidError describes bad input. It matches ErrInvalid.

@@ -75,7 +75,12 @@ const (
 	OutcomeUncertain   OnceOutcome = "uncertain"   // the outcome is unknown: reconcile the key
 	OutcomeReconciling OnceOutcome = "reconciling" // an operator is reconciling the key
 	OutcomeRetryable   OnceOutcome = "retryable"   // fn said nothing happened; the key is free again
-	OutcomeError       OnceOutcome = "error"       // bad input, a database error, a result codec failure
+	OutcomeError       OnceOutcome = "error"       // bad input, a database error, a result codec failure (but see OutcomeResultLost)
+	// OutcomeResultLost: fn succeeded and the key completed, but its value
+	// could not be stored (ErrResultLost): this call and every replay of
+	// the key fail with ErrResult until an operator stores the value
+	// (Client.SetResult). Alert on it: it needs a person.
+	OutcomeResultLost OnceOutcome = "result_lost"
 	// OutcomeRerunPending: the outcome is unknown (ErrUncertain), but the
 	// key was started with WithRerun and attempts remain, so the next Once
 	// call for it with WithRerun runs fn again: no operator is needed yet
@@ -104,6 +109,8 @@ func OnceOutcomeOf(cached bool, err error) OnceOutcome {
 		return OutcomeReconciling
 	case IsRetryable(err):
 		return OutcomeRetryable
+	case errors.Is(err, ErrResultLost):
+		return OutcomeResultLost
 	}
 	return OutcomeError
 }

@@ -30,6 +30,8 @@ func TestOnceOutcomeOf(t *testing.T) {
 		{false, &sentinel.ExecutionError{Kind: sentinel.ErrReconciling}, sentinel.OutcomeReconciling},
 		{false, sentinel.Retryable(errors.New("busy")), sentinel.OutcomeRetryable},
 		{false, fmt.Errorf("db: %w", errors.New("down")), sentinel.OutcomeError},
+		{false, fmt.Errorf("%w: key completed, its result not stored", sentinel.ErrResultLost), sentinel.OutcomeResultLost},
+		{true, fmt.Errorf("%w: decode", sentinel.ErrResult), sentinel.OutcomeError},
 	} {
 		require.Equal(t, tc.want, sentinel.OnceOutcomeOf(tc.cached, tc.err), "%v", tc.err)
 	}

@@ -194,7 +194,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	}
 	if encErr != nil {
 		return res, fmt.Errorf("%w: key %q/%q is completed but its result was not stored (%w); "+
-			"an operator can store it with SetResult", ErrResult, o.namespace, key, encErr)
+			"an operator can store it with SetResult", ErrResultLost, o.namespace, key, encErr)
 	}
 	return res, nil
 }
@@ -902,7 +902,7 @@ func replayOr[T any](ex *Execution, o callOptions, err error) (Result[T], error)
 	}
 	if ex.ResultError != "" {
 		return res, fmt.Errorf("%w: key %q/%q completed but its result was not stored: %s (an operator can store it with SetResult)",
-			ErrResult, ex.Namespace, ex.Key, ex.ResultError)
+			ErrResultLost, ex.Namespace, ex.Key, ex.ResultError)
 	}
 	if ex.Result != nil {
 		if _, isJSON := o.codec.(JSONCodec); isJSON && ex.ResultByOperator {

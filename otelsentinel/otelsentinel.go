@@ -9,7 +9,9 @@
 //
 //	sentinel.once.calls             counter    Once/OnceTx calls, by sentinel.outcome
 //	                                           (ran, cached, final, in_progress, uncertain,
-//	                                           reconciling, retryable, error, rerun_pending)
+//	                                           reconciling, retryable, error, rerun_pending,
+//	                                           result_lost: fn succeeded but its value was
+//	                                           not stored, replays too; needs SetResult)
 //	                                           and sentinel.namespace
 //	sentinel.once.duration          histogram  seconds per call, same attributes
 //	sentinel.lease.acquisitions     counter    Client.Lease calls, by sentinel.result

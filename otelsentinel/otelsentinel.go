@@ -67,7 +67,8 @@ import (
 	"github.com/sentinel-coordination/sentinel"
 )
 
-// ScopeName is the instrumentation scope of the meter and tracer.
+// ScopeName is the instrumentation scope of the meter and tracer. Their
+// scope's version is sentinel.Version.
 const ScopeName = "github.com/sentinel-coordination/sentinel/otelsentinel"
 
 // Attribute keys.
@@ -124,8 +125,8 @@ func NewObserver(opts ...Option) (*sentinel.Observer, error) {
 	if cfg.tp == nil {
 		cfg.tp = otel.GetTracerProvider()
 	}
-	m := cfg.mp.Meter(ScopeName)
-	o := &observer{tracer: cfg.tp.Tracer(ScopeName)}
+	m := cfg.mp.Meter(ScopeName, metric.WithInstrumentationVersion(sentinel.Version))
+	o := &observer{tracer: cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(sentinel.Version))}
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))

@@ -32,7 +32,9 @@
 //	                                           expires within its TTL. By sentinel.lease.kind
 //	                                           and sentinel.namespace
 //	sentinel.heartbeat.duration     histogram  seconds per renewal statement, by error.type
-//	sentinel.heartbeat.batch_size   histogram  rows renewed per statement
+//	sentinel.heartbeat.batch_size   histogram  rows sent for renewal per statement that
+//	                                           succeeded (some may have come back busy
+//	                                           or lost: those are in lease.losses)
 //	sentinel.queue.wait.duration    histogram  seconds from drawing a ticket to its grant,
 //	                                           by sentinel.namespace
 //	sentinel.queue.depth            histogram  live tickets ahead of a ticket when drawn,
@@ -153,7 +155,7 @@ func NewObserver(opts ...Option) (*sentinel.Observer, error) {
 	o.relFailures = counter("sentinel.lease.release_failures", "{lease}",
 		"Release statements that failed for a lease or turn its holder was done with (not a loss)")
 	o.hbDur = seconds("sentinel.heartbeat.duration", "Latency of heartbeat renewal statements")
-	o.hbBatch = count("sentinel.heartbeat.batch_size", "{row}", "Rows renewed per heartbeat statement")
+	o.hbBatch = count("sentinel.heartbeat.batch_size", "{row}", "Rows sent for renewal per successful heartbeat statement")
 	o.queueWait = seconds("sentinel.queue.wait.duration", "Time from drawing a queue ticket to its grant")
 	o.queueDepth = count("sentinel.queue.depth", "{ticket}", "Live tickets ahead of a queue ticket when it was drawn")
 	o.termChanges = counter("sentinel.election.term_changes", "{term}", "Leadership terms seen by electors")

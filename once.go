@@ -1050,9 +1050,16 @@ const (
 // ErrUncertain, with the command that shows the key) and in a warning, an
 // execution whose outcome is unknown: a person has to reconcile it.
 func (c *Client) uncertain(l *Lease, o callOptions, cause error) error {
+	return c.uncertainIn(l, o, StateExecuting, cause)
+}
+
+// uncertainIn is uncertain for a key left in state st: an OnceTx whose
+// commit's outcome could not be established leaves its key claimed (or
+// completed, if the commit landed), never executing.
+func (c *Client) uncertainIn(l *Lease, o callOptions, st State, cause error) error {
 	c.cfg.Logger.Warn("sentinel: execution outcome uncertain; reconcile it", "namespace", o.namespace, "key", l.key,
 		"token", l.token, "cause", cause, "inspect", c.inspectCommand(o.namespace, l.key))
-	return &ExecutionError{Kind: ErrUncertain, Namespace: o.namespace, Key: l.key, State: StateExecuting,
+	return &ExecutionError{Kind: ErrUncertain, Namespace: o.namespace, Key: l.key, State: st,
 		Owner: l.owner, Token: l.token, Cause: cause, look: c.inspectCommand(o.namespace, l.key)}
 }
 

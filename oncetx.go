@@ -251,7 +251,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		scancel()
 		switch {
 		case rerr != nil:
-			return res, c.uncertain(l, o, fmt.Errorf("commit failed (%v) and reading the key back failed too (%w): "+
+			return res, c.uncertainIn(l, o, StateClaimed, fmt.Errorf("commit failed (%v) and reading the key back failed too (%w): "+
 				"the key is either completed (fn's writes committed) or claimed (nothing committed); Inspect it", cerr, rerr))
 		case committed:
 			return done()
@@ -279,7 +279,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 				if ferr == nil {
 					ferr = rerr
 				}
-				return res, c.uncertain(l, o, fmt.Errorf("commit failed (%v) and neither giving the key back nor reading it "+
+				return res, c.uncertainIn(l, o, StateClaimed, fmt.Errorf("commit failed (%v) and neither giving the key back nor reading it "+
 					"settled whether it landed (%w): the key is either completed (fn's writes committed) or still held by this "+
 					"attempt (nothing committed); Inspect it", cerr, ferr))
 			}

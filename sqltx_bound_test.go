@@ -155,6 +155,11 @@ func TestOnceSQLTxCommitThatNeverAnswersIsBounded(t *testing.T) {
 					require.Contains(t, err.Error(), "nothing was committed")
 				default:
 					require.ErrorIs(t, err, sentinel.ErrUncertain, "a commit whose reply never came")
+					// The key is claimed (or completed, had the commit
+					// landed): never executing, as the error said.
+					var ee *sentinel.ExecutionError
+					require.ErrorAs(t, err, &ee)
+					require.Equal(t, sentinel.StateClaimed, ee.State, "%v", err)
 				}
 			case <-time.After(30 * time.Second):
 				t.Fatalf("OnceSQLTx still waits for a %s that never answers, 30s on (ReleaseTimeout %s)", tc.at, release)

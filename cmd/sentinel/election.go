@@ -195,6 +195,8 @@ func (a *app) electCmd() *cobra.Command {
 		ttl        time.Duration
 		appVersion string
 		o          cmdOpts
+		group      string
+		command    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "elect GROUP [-- CMD [ARGS...]]",
@@ -223,14 +225,16 @@ elected, elect exits 4 (CMD did not run).` + fmt.Sprintf(guardPointer, "leadersh
   sentinel elect scheduler --ttl 5s -- sh -c 'exec scheduler --term "$SENTINEL_ELECTION_TERM"'
   sentinel elect maintenance --json   # lead until Ctrl-C`,
 		Args: args(1, -1),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
-			group, command, err := a.splitNamed(cmd, args)
-			if err != nil {
+		RunE: a.runEChecked(func(cmd *cobra.Command, args []string) error {
+			var err error
+			if group, command, err = a.splitNamed(cmd, args); err != nil {
 				return err
 			}
 			if err := o.check(); err != nil {
 				return err
 			}
+			return checkTTL(ttl, true)
+		}, func(cmd *cobra.Command, args []string) error {
 			a.warnElsewhere(cmd, electionLookup, group)
 			return a.elect(cmd.Context(), group, command, sentinel.ElectorOptions{TTL: ttl, AppVersion: appVersion}, o)
 		}),

@@ -75,6 +75,18 @@ func (o *cmdOpts) check() error {
 	return usageErr("--contain %q: give auto or one of %s (those this platform has)", o.contain, strings.Join(containModes, ", "))
 }
 
+// checkTTL refuses a --ttl the library would refuse (below MinTTL), before
+// the connection; with zeroDefault (elect) 0 is the library's default TTL.
+func checkTTL(ttl time.Duration, zeroDefault bool) error {
+	if ttl == 0 && zeroDefault {
+		return nil
+	}
+	if ttl < sentinel.MinTTL {
+		return usageErr("invalid TTL: --ttl must be at least MinTTL (%s), got %s", sentinel.MinTTL, ttl)
+	}
+	return nil
+}
+
 // errNoCommand refuses a "--" with nothing after it (a script's `-- $CMD`
 // with CMD empty): lock, elect and queue lock would hold until
 // interrupted, which a cron job never is.

@@ -109,6 +109,8 @@ func (a *app) lockCmd() *cobra.Command {
 		noWait  bool
 		timeout time.Duration
 		o       cmdOpts
+		key     string
+		command []string
 	)
 	cmd := &cobra.Command{
 		Use:   "lock KEY [-- CMD [ARGS...]]",
@@ -129,16 +131,17 @@ given without -- is refused (exit 2) with the command line that runs it
 (sentinel lock KEY -- CMD), since its flags would be taken for lock's own
 (a KEY that starts with - goes after a first --: lock -- -k -- CMD).
 Without CMD, lock prints the token and holds the lease until interrupted
-(a -- with nothing after it is refused: exit 2).
+(a -- with nothing after it is refused: exit 2). A bad command line is
+refused before lock connects, so even with the database down.
 With --no-wait, a lease held elsewhere exits 4 at once; an interrupt while
 waiting exits 4 (CMD did not run).` + containHelp,
 		Example: `  sentinel lock nightly-report -- ./report.sh --full
   sentinel lock -n jobs reindex --ttl 10s -- sh -c 'reindex --fence "$SENTINEL_LEASE_TOKEN"'
   sentinel lock maintenance          # hold until Ctrl-C`,
 		Args: args(1, -1),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
-			key, command, err := a.splitNamed(cmd, args)
-			if err != nil {
+		RunE: a.runEChecked(func(cmd *cobra.Command, args []string) error {
+			var err error
+			if key, command, err = a.splitNamed(cmd, args); err != nil {
 				return err
 			}
 			if err := o.check(); err != nil {
@@ -147,6 +150,8 @@ waiting exits 4 (CMD did not run).` + containHelp,
 			if timeout < 0 {
 				return usageErr("--timeout %s: give a duration of 0 (wait forever) or more", timeout)
 			}
+			return checkTTL(ttl, false)
+		}, func(cmd *cobra.Command, args []string) error {
 			a.warnElsewhere(cmd, leaseLookup, key)
 			ctx := cmd.Context()
 			opts := []sentinel.Option{sentinel.WithTTL(ttl)}

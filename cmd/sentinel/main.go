@@ -312,10 +312,23 @@ passes on (Linux: even when sentinel is SIGKILLed; see 'sentinel lock
 // runE wraps a command body: it marks that arguments parsed, and connects
 // first unless the command connects itself.
 func (a *app) runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return a.runEChecked(nil, fn)
+}
+
+// runEChecked is runE with check run first, before the connection: a
+// command line check refuses is refused with the database down or its
+// settings broken, at once, and nothing names a database the command
+// never acted on.
+func (a *app) runEChecked(check, fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		a.ran = true
 		if err := a.checkSelectors(cmd); err != nil {
 			return err
+		}
+		if check != nil {
+			if err := check(cmd, args); err != nil {
+				return err
+			}
 		}
 		if err := a.connect(cmd.Context()); err != nil {
 			return err

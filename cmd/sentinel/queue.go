@@ -459,10 +459,12 @@ const (
 
 func (a *app) queueLockCmd() *cobra.Command {
 	var (
-		label   string
-		ttl     time.Duration
-		timeout time.Duration
-		o       cmdOpts
+		label     string
+		ttl       time.Duration
+		timeout   time.Duration
+		o         cmdOpts
+		resources []string
+		command   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "lock RESOURCE... [-- CMD [ARGS...]]",
@@ -491,9 +493,9 @@ interrupt while waiting (exit 4, CMD did not run).` + fmt.Sprintf(guardPointer, 
   sentinel queue lock printer        # hold until Ctrl-C
   sentinel queue lock -- -tray2 printer -- lp report.pdf   # a RESOURCE that starts with -`,
 		Args: args(1, -1),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
-			resources, command, err := splitResources(cmd, args)
-			if err != nil {
+		RunE: a.runEChecked(func(cmd *cobra.Command, args []string) error {
+			var err error
+			if resources, command, err = splitResources(cmd, args); err != nil {
 				return err
 			}
 			if err := o.check(); err != nil {
@@ -502,6 +504,8 @@ interrupt while waiting (exit 4, CMD did not run).` + fmt.Sprintf(guardPointer, 
 			if timeout < 0 {
 				return usageErr("--timeout %s: give a duration of 0 (wait forever) or more", timeout)
 			}
+			return checkTTL(ttl, false)
+		}, func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("label") {
 				label = "sentinel queue lock by " + a.operator
 			}

@@ -341,7 +341,8 @@ its namespace, with the filters of the library's ExecutionFilter:
                      not be encoded): every caller gets ErrResult until
                      an operator stores it (set-result)
   --updated-before T / --updated-after T   RFC 3339 times
-  --older-than D / --newer-than D          the same, relative to now
+  --older-than D / --newer-than D          the same, relative to now (D
+                                           more than 0: 0 or less exits 2)
 
 It prints --limit rows and, when there are more, the command that lists the
 next page (--after CURSOR); --all follows every page. With --json it prints
@@ -360,7 +361,15 @@ relied on that pass -n default.`,
   sentinel list --state executing --older-than 10m --json
   sentinel list --state completed --updated-after 2026-11-01T00:00:00Z --all`,
 		Args: args(0, 0),
-		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: a.runEChecked(func(cmd *cobra.Command, _ []string) error {
+			// 0 leaves a filter out: given, it would be dropped in silence.
+			for name, d := range map[string]time.Duration{"older-than": updatedBefore, "newer-than": within} {
+				if cmd.Flags().Changed(name) && d <= 0 {
+					return usageErr("--%s %s: give a duration of more than 0 (such as 10m), or leave --%s out", name, d, name)
+				}
+			}
+			return nil
+		}, func(cmd *cobra.Command, _ []string) error {
 			namespace, err := ns.listing(cmd, a)
 			if err != nil {
 				return err

@@ -360,10 +360,12 @@ runs until interrupted (exit 0) or until --count lines were printed. With
 		Example: `  sentinel observe scheduler -n billing
   sentinel observe scheduler --json --interval 200ms`,
 		Args: args(1, 1),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+		RunE: a.runEChecked(func(*cobra.Command, []string) error {
 			if interval < 10*time.Millisecond {
 				return usageErr("--interval must be at least 10ms")
 			}
+			return checkCount(count)
+		}, func(cmd *cobra.Command, args []string) error {
 			ctx, group := cmd.Context(), args[0]
 			a.warnElsewhere(cmd, electionWatchLookup, group)
 			lines := lineCounter{max: count}
@@ -400,7 +402,7 @@ runs until interrupted (exit 0) or until --count lines were printed. With
 		}),
 	}
 	cmd.Flags().DurationVar(&interval, "interval", 500*time.Millisecond, "how often to read the leadership")
-	cmd.Flags().IntVar(&count, "count", 0, "exit after printing this many changes (0: until interrupted)")
+	cmd.Flags().IntVar(&count, "count", 0, "exit after printing this many changes (0: until interrupted; less than 0 exits 2)")
 	return cmd
 }
 

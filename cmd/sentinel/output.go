@@ -181,6 +181,15 @@ func oneMore(limit int) (ask, shown int) {
 	return limit + 1, limit
 }
 
+// checkCount refuses a negative --count (follow, observe, queue follow),
+// which would otherwise follow until interrupted, as 0 does.
+func checkCount(count int) error {
+	if count < 0 {
+		return usageErr("--count %d: give 0 (until interrupted) or more", count)
+	}
+	return nil
+}
+
 // leftOut says on stderr (with --json too: the array alone cannot say it)
 // that a listing printed only its first shown rows of what, and how to
 // see the others.

@@ -263,7 +263,7 @@ With --json it prints one JSON object per line, with the event's id.`,
 		Example: `  sentinel queue follow printer
   sentinel queue follow -n office --json
   sentinel queue follow printer --after 1234   # resume after event 1234`,
-		RunE: a.runE(func(cmd *cobra.Command, resources []string) error {
+		RunE: a.runEChecked(func(*cobra.Command, []string) error { return checkCount(count) }, func(cmd *cobra.Command, resources []string) error {
 			var opts []sentinel.Option
 			if cmd.Flags().Changed("after") {
 				opts = append(opts, sentinel.WithAfterEvent(after))
@@ -323,7 +323,7 @@ With --json it prints one JSON object per line, with the event's id.`,
 		}
 		return lines.printed()
 	}
-	cmd.Flags().IntVar(&count, "count", 0, "exit after printing this many messages (0: until interrupted)")
+	cmd.Flags().IntVar(&count, "count", 0, "exit after printing this many messages (0: until interrupted; less than 0 exits 2)")
 	cmd.Flags().Int64Var(&after, "after", 0, "start after this event ID (the \"id\" of --json), replaying what was recorded since; 0 replays the whole history")
 	return cmd
 }

@@ -508,7 +508,7 @@ until interrupted (exit 0), or until --count events were printed. With
   sentinel follow --all-namespaces --type completion_refused --type reconciling
   sentinel follow order-1 order-2 -n payments --json
   sentinel follow -n payments --after 41872     # resume from the cursor follow printed`,
-		RunE: a.runE(func(cmd *cobra.Command, keys []string) error {
+		RunE: a.runEChecked(func(*cobra.Command, []string) error { return checkCount(count) }, func(cmd *cobra.Command, keys []string) error {
 			namespace, err := ns.resolve(cmd, a)
 			if err != nil {
 				return err
@@ -560,6 +560,6 @@ until interrupted (exit 0), or until --count events were printed. With
 	ns.add(cmd)
 	cmd.Flags().StringArrayVar(&types, "type", nil, "only events of this type (repeatable)")
 	cmd.Flags().StringVar(&after, "after", "", "resume from this cursor (printed when follow ends; an event ID is accepted too)")
-	cmd.Flags().IntVar(&count, "count", 0, "exit after printing this many events (0: until interrupted)")
+	cmd.Flags().IntVar(&count, "count", 0, "exit after printing this many events (0: until interrupted; less than 0 exits 2)")
 	return cmd
 }

@@ -54,9 +54,12 @@ stderr says so.`,
 			} else {
 				f.Namespace = a.namespace
 			}
+			// One more row than shown, to tell that some were left out; on
+			// a copy: --limit is reprinted as typed in the hints.
+			q := f
 			var shown int
-			f.Limit, shown = oneMore(f.Limit)
-			hs, err := a.client.Leases(cmd.Context(), f)
+			q.Limit, shown = oneMore(f.Limit)
+			hs, err := a.client.Leases(cmd.Context(), q)
 			if err != nil {
 				return err
 			}

@@ -437,6 +437,14 @@ func (a *app) storeValue(f *operatorFlags, question string,
 				return err
 			}
 		}
+		notJSON := func() error {
+			return usageErr("VALUE must be a JSON document (quote strings: '\"text\"'), got %q", value)
+		}
+		// A value given is checked before the database is read: a typo
+		// exits 2 even when the database does not answer.
+		if value != "" && !json.Valid([]byte(value)) {
+			return notJSON()
+		}
 		rt, err := a.resultType(cmd.Context(), a.namespace, key)
 		if err != nil {
 			return err
@@ -447,7 +455,7 @@ func (a *app) storeValue(f *operatorFlags, question string,
 			}
 		}
 		if !json.Valid([]byte(value)) {
-			return usageErr("VALUE must be a JSON document (quote strings: '\"text\"'), got %q", value)
+			return notJSON()
 		}
 		if err := idempotency.CheckResult(key, []byte(value)); err != nil {
 			scope, ckey, _ := idempotency.ParseExecutionKey(key)

@@ -268,7 +268,7 @@ passes on (Linux: even when sentinel is SIGKILLed; see 'sentinel lock
 	pf.StringVarP(&a.namespace, "namespace", "n", "default", "namespace of the keys (status, list and idempotency list cover every namespace unless it is given)")
 	pf.StringVar(&a.schema, "schema", "sentinel", "PostgreSQL schema holding Sentinel's tables")
 	pf.BoolVar(&a.jsonOut, "json", false, "print JSON instead of tables (read commands; reconcile, force-complete, set-result and reset print the execution after the change)")
-	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log the client's diagnostics to stderr")
+	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log the client's diagnostics to stderr (without it, only that it is retrying while the database is unreachable)")
 	pf.StringVar(&a.operator, "operator", "", "who is acting, recorded as the owner in history and lease rows as NAME/sentinel-PID (default $USER@hostname)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		if h := dashNameHint(c); h != "" && strings.Contains(err.Error(), "unknown") {
@@ -581,7 +581,7 @@ func (a *app) connect(ctx context.Context) error {
 	if a.operator == "" {
 		a.operator = defaultOperator()
 	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(newRetryNotes(a.stderr))
 	if a.verbose {
 		logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

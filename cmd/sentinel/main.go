@@ -185,7 +185,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 					fprintln(stderr, line)
 				}
 			}
-			fmt.Fprintf(stderr, "Check --schema (it is %q); if it is right, create the tables:\n  %s\n", a.schema, a.command("migrate"))
+			if elsewhere != "" {
+				// The tables are elsewhere: the schema named is far more
+				// likely a slip than a new installation, and migrating it
+				// at 3 a.m. makes an empty one beside the real one.
+				fmt.Fprintf(stderr, "Only if schema %q is meant to be a new, empty installation beside those, create its tables "+
+					"(nothing moves from the others):\n  %s\n", a.schema, a.command("migrate"))
+			} else {
+				fmt.Fprintf(stderr, "Check --schema (it is %q); if it is right, create the tables:\n  %s\n", a.schema, a.command("migrate"))
+			}
 		}
 	}
 	return code

@@ -77,6 +77,9 @@ func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
 	requireCode(t, r, exitError)
 	require.Contains(t, r.stderr, `Sentinel's tables are in schema "app_one" of this database; the same command there:`)
 	require.Contains(t, r.stderr, "sentinel migrate", "the default schema may still be the one meant")
+	// ... but not as the likely fix: the tables are elsewhere.
+	require.Contains(t, r.stderr, `Only if schema "sentinel" is meant to be a new, empty installation beside those`)
+	require.NotContains(t, r.stderr, "if it is right, create the tables")
 	line := printed(r)
 	require.Equal(t, "sentinel inspect pay-1 --namespace billing --schema app_one", line)
 	r = run(strings.Fields(line)[1:]...)

@@ -251,14 +251,16 @@ func TestVerifyTokenHoldsOffTakeoverUntilCommit(t *testing.T) {
 func TestHeartbeatKeepsLeasesAlive(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	c := e.client(&sentinel.Config{DefaultTTL: 300 * time.Millisecond})
+	// 600 ms, not less: with 300 ms a renewal delayed by a loaded machine
+	// (CI beside other work) missed its deadline.
+	c := e.client(&sentinel.Config{DefaultTTL: 600 * time.Millisecond})
 	var ls []*sentinel.Lease
 	for i := range 50 {
 		l, err := c.Lease(ctx, "hb-"+string(rune('A'+i)))
 		require.NoError(t, err)
 		ls = append(ls, l)
 	}
-	time.Sleep(time.Second) // > 3 TTLs
+	time.Sleep(2 * time.Second) // > 3 TTLs
 	for _, l := range ls {
 		require.Nil(t, l.Err())
 	}

@@ -145,7 +145,9 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 		case !errors.Is(err, sentinel.ErrNotFound):
 			cs.opts.Logger.Error("console: read a result type", "namespace", ns, "key", key, "err", err)
 		}
-		if d.ResultType != nil && d.Value != "" {
+		if problem := notJSON(d.Value); d.Value != "" && problem != "" {
+			d.Error = problem
+		} else if d.ResultType != nil && d.Value != "" {
 			// A value sent back to the form: say at once what is wrong.
 			var te *sentinel.ResultTypeError
 			if errors.As(d.ResultType.Check(key, []byte(d.Value)), &te) {
@@ -275,8 +277,11 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		err = cs.c.ResetToClaimed(ctx, key, opts...)
 	case "force_complete":
 		value := strings.TrimSpace(f.Get("value"))
-		if !json.Valid([]byte(value)) {
-			cs.fail(w, r, http.StatusBadRequest, "Not JSON", "The value must be valid JSON (for text, put it in double quotes). Nothing was changed.", back)
+		if problem := notJSON(value); problem != "" {
+			// Back to the form, the value as typed, where it is wrong.
+			again := confirmLink(action, ns, key, token, url.Values{"value": {value}})
+			cs.render(w, r, http.StatusBadRequest, "message.html", page{Nav: "executions", Data: message{Kind: "refused",
+				Heading: a.Label + ": refused", Text: problem + " Nothing was changed.", Back: again}})
 			return
 		}
 		err = cs.c.ForceComplete(ctx, key, json.RawMessage(value), opts...)
@@ -333,10 +338,42 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		if _, _, isHTTP := idempotency.ParseExecutionKey(key); isHTTP && action == "force_complete" {
 			// Its value is an HTTP response: back to the form that asks for one.
 			back = confirmLink("resolve", ns, key, token, nil)
+		} else if action == "force_complete" {
+			// A value JSON does not carry (1e999): back to the form with it.
+			back = confirmLink(action, ns, key, token, url.Values{"value": {strings.TrimSpace(f.Get("value"))}})
 		}
 		cs.fail(w, r, http.StatusBadRequest, "Refused", err.Error()+". Nothing was changed.", back)
 	default:
 		cs.opts.Logger.Error("console: action", "action", action, "namespace", ns, "key", key, "err", err)
 		cs.fail(w, r, http.StatusInternalServerError, "Failed", err.Error(), back)
 	}
+}
+
+// notJSON says what is wrong with a force-complete value that is not JSON,
+// and where (line and column, as an editor counts them), with what to do;
+// "" when it is JSON.
+func notJSON(value string) string {
+	var v json.RawMessage // syntax only: a number beyond float64 is ForceComplete's to refuse
+	err := json.Unmarshal([]byte(value), &v)
+	if err == nil {
+		return ""
+	}
+	const how = " Correct it (text goes in double quotes: \"sent\"; no comma after the last member) and confirm again."
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return "The value is not valid JSON: " + err.Error() + "." + how
+	}
+	at := int(se.Offset)
+	if at > len(value) {
+		at = len(value)
+	}
+	if at >= len(value) && strings.Contains(se.Error(), "end of JSON input") {
+		return "The value is not valid JSON: it ends too early (a closing brace, bracket or quote is missing)." + how
+	}
+	if at > 0 {
+		at-- // Offset is after the byte that was wrong
+	}
+	line := 1 + strings.Count(value[:at], "\n")
+	col := 1 + utf8.RuneCountInString(value[strings.LastIndex(value[:at], "\n")+1:at])
+	return fmt.Sprintf("The value is not valid JSON: %s, at line %d, column %d.%s", se.Error(), line, col, how)
 }

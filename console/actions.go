@@ -344,8 +344,14 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		}
 		cs.fail(w, r, http.StatusBadRequest, "Refused", err.Error()+". Nothing was changed.", back)
 	default:
+		// The database failed or could not be reached: the action may have
+		// been done (a reply lost) or not. Say so, and what to do.
 		cs.opts.Logger.Error("console: action", "action", action, "namespace", ns, "key", key, "err", err)
-		cs.fail(w, r, http.StatusInternalServerError, "Failed", err.Error(), back)
+		text := fmt.Sprintf("%s failed: %s. The action may or may not have been done. "+
+			"When the database answers again, open the key's page (← Back): its state and history say whether it was. "+
+			"Doing it again is safe: it is guarded by the fencing token you saw (%d) and is refused if the key moved on.", a.Label, err, token)
+		cs.render(w, r, http.StatusServiceUnavailable, "message.html", page{Nav: "executions", Data: message{Kind: "error",
+			Heading: a.Label + ": failed, outcome not known", Text: text, Back: back, Exec: ev}})
 	}
 }
 

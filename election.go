@@ -92,11 +92,14 @@ type ElectorOptions struct {
 	// can be elected), on Resign, or when Run's ctx ends; it must return
 	// promptly then: Run waits for it before giving leadership up, so a
 	// graceful handover never overlaps. Returning early does not end the
-	// term.
+	// term. It starts only after OnDemoted of this elector's previous term
+	// returned; a term that ends before that (OnDemoted still running) gets
+	// neither OnElected nor OnDemoted.
 	OnElected func(ctx context.Context, term int64)
 
 	// OnDemoted is called when a term of this elector ended, after
-	// OnElected returned. Never called for an elector that did not lead.
+	// OnElected returned, and before OnElected of its next term starts.
+	// Never called for an elector that did not lead.
 	OnDemoted func(term int64)
 
 	// OnNewLeader is called once per term led by another elector, when this
@@ -298,9 +301,12 @@ type callbacks struct {
 	mu         sync.Mutex
 	queue      []func()
 	pollQueued bool // an OnPoll is queued
-	wake       chan struct{}
-	quit       chan struct{}
-	done       chan struct{}
+	// lastDemoted is closed once the last OnDemoted queued returned (nil:
+	// none queued); the next OnElected waits for it. Run's goroutine only.
+	lastDemoted chan struct{}
+	wake        chan struct{}
+	quit        chan struct{}
+	done        chan struct{}
 }
 
 func newCallbacks(e *Elector) *callbacks {
@@ -346,12 +352,19 @@ func (cb *callbacks) newLeader(l Leader) {
 	}
 }
 
-func (cb *callbacks) demoted(term int64) {
+// demoted reports the end of term; call is false for a term whose
+// OnElected never started (see Elector.lead): it gets no OnDemoted either.
+func (cb *callbacks) demoted(term int64, call bool) {
 	if o := cb.e.c.observer(); o != nil && o.TermChanged != nil {
 		o.TermChanged(TermChange{Namespace: cb.e.ns, Group: cb.e.group, Term: term, Leader: cb.e.c.cfg.Owner, Self: true, Demoted: true})
 	}
-	if f := cb.e.opts.OnDemoted; f != nil {
-		cb.push(func() { cb.call("OnDemoted", func() { f(term) }) }, false)
+	if f := cb.e.opts.OnDemoted; f != nil && call {
+		done := make(chan struct{})
+		cb.lastDemoted = done
+		cb.push(func() {
+			defer close(done)
+			cb.call("OnDemoted", func() { f(term) })
+		}, false)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -562,9 +563,28 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 	lctx, lcancel := context.WithCancelCause(context.WithValue(ctx, electedKey{}, e))
 	defer lcancel(nil)
 	done := make(chan struct{})
+	var skipped atomic.Bool // OnElected never started: no OnDemoted either
 	if e.opts.OnElected != nil {
+		prev := cb.lastDemoted
 		go func() {
 			defer close(done)
+			// The callbacks of successive terms come in order: OnDemoted
+			// of the previous term (a term lost, then won again at once)
+			// returns before this OnElected starts. A term that ends
+			// first is skipped rather than waited on: that OnDemoted may
+			// be the one that called Resign.
+			if prev != nil {
+				select {
+				case <-prev:
+				case <-lctx.Done():
+					select {
+					case <-prev:
+					default:
+						skipped.Store(true)
+						return
+					}
+				}
+			}
 			defer func() {
 				if v := recover(); v != nil {
 					e.recordPanic("OnElected", v)
@@ -623,7 +643,7 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 	close(tm.ended)
 	e.bg.Wait() // a member rewrite started while leading (bounded by the TTL)
 	e.c.cfg.Logger.Info("sentinel: demoted", "namespace", e.ns, "group", e.group, "term", l.token, "cause", cause)
-	cb.demoted(l.token)
+	cb.demoted(l.token, !skipped.Load())
 	if errors.Is(cause, errCallbackPanicked) {
 		e.mu.Lock()
 		p := e.panicErr

@@ -2,6 +2,8 @@ package sentinel_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -239,4 +241,89 @@ func TestElectorRunWaitsForQueuedCallbacks(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after OnPoll returned")
 	}
+}
+
+// OnElected of a term started while OnDemoted of the elector's previous
+// term was still queued or running: a term lost (its row expired under it)
+// and won again at once by the same elector had its OnElected run before
+// the OnDemoted of the term before it, so a service that sets a flag in
+// OnElected and clears it in OnDemoted read "not leading" while it led.
+// The callbacks of one elector's terms come in order: OnDemoted(T) returns
+// before OnElected(T') starts.
+func TestElectorCallbacksOfSuccessiveTermsInOrder(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var events []string
+	record := func(s string) {
+		mu.Lock()
+		events = append(events, s)
+		mu.Unlock()
+	}
+	el, err := e.client(&sentinel.Config{DefaultTTL: time.Second}).Elector("inorder", sentinel.ElectorOptions{
+		OnElected: func(ctx context.Context, term int64) {
+			record(fmt.Sprintf("elected %d", term))
+			<-ctx.Done()
+		},
+		OnDemoted: func(term int64) {
+			time.Sleep(300 * time.Millisecond) // a demotion that flushes something
+			record(fmt.Sprintf("demoted %d", term))
+		},
+	})
+	require.NoError(t, err)
+	runElector(t, el)
+	waitFor(t, 10*time.Second, "leading", el.IsLeader)
+	first := el.Term()
+	// The term's row expires under it: its next renewal finds it lost, and
+	// its next campaign wins the expired row at once.
+	_, err = admin.Exec(ctxT(t), "UPDATE "+e.table("leaders")+" SET expires_at = clock_timestamp() WHERE election = 'inorder'")
+	require.NoError(t, err)
+	waitFor(t, 10*time.Second, "a second term", func() bool { return el.Term() > first })
+	second := el.Term()
+	waitFor(t, 5*time.Second, "both callbacks of the first term", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(events) >= 3
+	})
+	mu.Lock()
+	got := append([]string(nil), events[:3]...)
+	mu.Unlock()
+	require.Equal(t, []string{fmt.Sprintf("elected %d", first), fmt.Sprintf("demoted %d", first), fmt.Sprintf("elected %d", second)}, got)
+}
+
+// The order above does not deadlock an OnDemoted that resigns the term won
+// meanwhile: that term's OnElected, waiting for it, is skipped (and so is
+// its OnDemoted), and Resign returns once the term was released.
+func TestElectorOnDemotedMayResignTheNextTerm(t *testing.T) {
+	e := newEnv(t)
+	var el *sentinel.Elector
+	var elected, demoted atomic.Int64
+	resigned := make(chan error, 1)
+	el, err := e.client(&sentinel.Config{DefaultTTL: time.Second}).Elector("resignnext", sentinel.ElectorOptions{
+		OnElected: func(ctx context.Context, term int64) { elected.Add(1); <-ctx.Done() },
+		OnDemoted: func(term int64) {
+			demoted.Add(1)
+			if demoted.Load() == 1 {
+				time.Sleep(300 * time.Millisecond) // the next term is won meanwhile
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				resigned <- el.Resign(ctx)
+			}
+		},
+	})
+	require.NoError(t, err)
+	stop := runElector(t, el)
+	waitFor(t, 10*time.Second, "leading", el.IsLeader)
+	first := el.Term()
+	_, err = admin.Exec(ctxT(t), "UPDATE "+e.table("leaders")+" SET expires_at = clock_timestamp() WHERE election = 'resignnext'")
+	require.NoError(t, err)
+	waitFor(t, 10*time.Second, "a second term", func() bool { return el.Term() > first })
+	select {
+	case err := <-resigned:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Resign from OnDemoted did not return")
+	}
+	require.NoError(t, stop())
+	require.Equal(t, int64(1), elected.Load(), "the resigned term's OnElected was skipped")
+	require.Equal(t, int64(1), demoted.Load(), "and so was its OnDemoted")
 }

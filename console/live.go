@@ -3,12 +3,14 @@ package console
 // This file: The live view's event stream (server-sent events).
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -52,9 +54,16 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// The stream starts once Follow holds its position: a cursor (or
-	// filter) Follow refuses gets 400 instead of a stream.
-	started := false
-	f.OnStart = func() {
+	// filter) Follow refuses gets 400 instead of a stream. It starts
+	// earlier when the database does not answer meanwhile (watchDatabase),
+	// to say so. mu serialises the writes of Follow's goroutine and of the
+	// watcher, and guards started, following and paused.
+	var mu sync.Mutex
+	started, following, paused := false, false, false
+	start := func() {
+		if started {
+			return
+		}
 		started = true
 		h := w.Header()
 		h.Set("Content-Type", "text/event-stream")
@@ -63,6 +72,46 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 		_, _ = fmt.Fprint(w, ": sentinel live events\nretry: 2000\n\n")
 		fl.Flush()
 	}
+	// status tells the page whether it follows the events now (see
+	// live.js): live false while the database does not answer.
+	status := func(live bool, detail string) {
+		b, _ := json.Marshal(struct {
+			Live   bool   `json:"live"`
+			Detail string `json:"detail,omitempty"`
+		}{live, detail})
+		_, _ = fmt.Fprintf(w, "event: status\ndata: %s\n\n", b)
+		fl.Flush()
+	}
+	f.OnStart = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		following = true
+		if !started {
+			start()
+		} else if !paused {
+			status(true, "") // started paused; the database answered since
+		}
+	}
+	wctx, stopWatch := context.WithCancel(r.Context())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		cs.watchDatabase(wctx, func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil && !paused:
+				paused = true
+				start()
+				status(false, err.Error())
+			case err == nil && paused:
+				paused = false
+				if following { // else OnStart says so
+					status(true, "")
+				}
+			}
+		})
+	}()
 	type wire struct {
 		ID        int64  `json:"id"`
 		Namespace string `json:"namespace"`
@@ -78,6 +127,8 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 		WhileRead bool `json:"while_read,omitempty"`
 	}
 	err := cs.c.Follow(r.Context(), f, func(ev sentinel.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
 		b, err := json.Marshal(wire{ev.ID, ev.Namespace, ev.Key, ev.Type, string(ev.State), ev.Token, ev.Owner,
 			ev.At.UTC().Format(time.RFC3339Nano), keyLink(ev.Namespace, ev.Key), whileRead != nil && whileRead(ev.ID)})
 		if err != nil {
@@ -89,6 +140,8 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 		fl.Flush()
 		return nil
 	})
+	stopWatch()
+	<-watched
 	switch {
 	case err == nil || r.Context().Err() != nil:
 	case !started && errors.Is(err, sentinel.ErrInvalid):
@@ -98,6 +151,39 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 	default:
 		_, _ = fmt.Fprintf(w, "event: failure\ndata: %q\n\n", err.Error())
 		fl.Flush()
+	}
+}
+
+// A live stream asks the database whether it answers every liveCheckEvery,
+// waiting liveCheckWait for the answer: Follow retries a lost connection
+// quietly (and misses nothing), and the page must say meanwhile that it is
+// not following.
+const (
+	liveCheckEvery = time.Second
+	liveCheckWait  = 2 * time.Second
+)
+
+// watchDatabase pings the client's pool every liveCheckEvery until ctx
+// ends, and calls report with each answer (nil: the database answered).
+func (cs *Console) watchDatabase(ctx context.Context, report func(error)) {
+	t := time.NewTicker(liveCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, liveCheckWait)
+		err := cs.c.Pool().Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %s", liveCheckWait)
+		}
+		report(err)
 	}
 }
 

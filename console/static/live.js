@@ -15,8 +15,27 @@
   // it was loaded.
   var changed = 0, whileRead = 0;
   var es = new EventSource(src);
-  es.onopen = function () { status.hidden = false; status.textContent = "● live"; };
-  es.onerror = function () { status.hidden = false; status.textContent = "○ reconnecting"; };
+  // say sets the status: what the page does now, never more.
+  function say(text, kind, title) {
+    status.hidden = false;
+    status.className = "live" + (kind ? " " + kind : "");
+    status.textContent = text;
+    status.title = title || "";
+  }
+  es.onopen = function () { say("● live"); };
+  es.onerror = function () { say("○ reconnecting", "paused"); };
+  // The server says whether it follows the events now: while the database
+  // does not answer it retries, and catches up once it does.
+  es.addEventListener("status", function (m) {
+    var s;
+    try { s = JSON.parse(m.data); } catch (e) { return; }
+    if (s.live) {
+      say("● live");
+    } else {
+      say("○ live view paused: the database does not answer. It resumes by itself, with nothing missed.",
+        "paused", s.detail ? "The database: " + s.detail : "");
+    }
+  });
   es.addEventListener("execution", function (m) {
     var ev;
     try { ev = JSON.parse(m.data); } catch (e) { return; }

@@ -149,7 +149,8 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 	case !started:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	default:
-		_, _ = fmt.Fprintf(w, "event: failure\ndata: %q\n\n", err.Error())
+		b, _ := json.Marshal(err.Error()) // a JSON string: live.js reads it
+		_, _ = fmt.Fprintf(w, "event: failure\ndata: %s\n\n", b)
 		fl.Flush()
 	}
 }

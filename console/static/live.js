@@ -22,8 +22,26 @@
     status.textContent = text;
     status.title = title || "";
   }
+  // stopped: the browser will not reconnect. The page no longer updates:
+  // say so, why, and offer to reload it.
+  function stopped(why) {
+    es.close();
+    say("× live view stopped" + (why ? ": " + why : "") + ". This page no longer updates: reload it. ", "stopped");
+    var r = document.createElement("a");
+    r.href = window.location.href;
+    r.textContent = "Reload";
+    status.appendChild(r);
+  }
   es.onopen = function () { say("● live"); };
-  es.onerror = function () { say("○ reconnecting", "paused"); };
+  es.onerror = function () {
+    // CLOSED: the server answered a reconnection with an error (not a
+    // stream); the browser does not try again.
+    if (es.readyState === EventSource.CLOSED) {
+      stopped("the server did not take the stream back");
+      return;
+    }
+    say("○ reconnecting", "paused");
+  };
   // The server says whether it follows the events now: while the database
   // does not answer it retries, and catches up once it does.
   es.addEventListener("status", function (m) {
@@ -69,7 +87,8 @@
     banner.appendChild(r);
   });
   es.addEventListener("failure", function (m) {
-    status.textContent = "live view stopped";
-    es.close();
+    var why;
+    try { why = JSON.parse(m.data); } catch (e) { why = m.data; }
+    stopped(typeof why === "string" ? why : "");
   });
 })();

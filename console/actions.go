@@ -114,7 +114,7 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, sentinel.ErrInvalid) {
 			status = http.StatusBadRequest
 		}
-		cs.fail(w, r, status, "Could not read the key", err.Error(), "./")
+		cs.failRead(w, r, status, "Could not read the key", err, "./")
 		return
 	}
 	d := confirmData{Action: action, Label: a.Label, Verb: a.Verb, Help: a.Help, Exec: cs.view(*ex), Token: token,

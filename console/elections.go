@@ -18,6 +18,7 @@ type electionsData struct {
 	NoLeader  bool
 	Members   []sentinel.Member
 	Error     string
+	Down      bool // Error is the database not answering (unreachable)
 	// Choose: the group typed without a namespace exists in several;
 	// Groups lists them.
 	Choose bool
@@ -55,7 +56,7 @@ func (cs *Console) elections(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		es, err := cs.c.Elections(ctx, sentinel.ElectionFilter{AllNamespaces: true, Limit: 100000})
 		if err != nil {
-			d.Error, status = err.Error(), errStatus(err)
+			d.Error, d.Down, status = err.Error(), unreachable(err), errStatus(err)
 		}
 		for _, e := range es {
 			if e.Group == d.Group {
@@ -79,7 +80,7 @@ func (cs *Console) elections(w http.ResponseWriter, r *http.Request) {
 		// One more than shown: whether there are more is said, not guessed.
 		es, err := cs.c.Elections(ctx, sentinel.ElectionFilter{Namespace: ns, AllNamespaces: d.AllNS, Limit: groupsShown + 1})
 		if err != nil {
-			d.Error, status = err.Error(), errStatus(err)
+			d.Error, d.Down, status = err.Error(), unreachable(err), errStatus(err)
 		}
 		if len(es) > groupsShown {
 			es, d.More, d.Shown = es[:groupsShown], true, groupsShown
@@ -100,14 +101,14 @@ func (cs *Console) elections(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, sentinel.ErrNoLeader):
 			d.NoLeader = true
 		case err != nil:
-			d.Error, status = err.Error(), errStatus(err)
+			d.Error, d.Down, status = err.Error(), unreachable(err), errStatus(err)
 		default:
 			d.Leader = l
 		}
 		if err == nil || d.NoLeader {
 			ms, err := cs.c.Members(ctx, d.Group, opts...)
 			if err != nil {
-				d.Error, status = err.Error(), errStatus(err)
+				d.Error, d.Down, status = err.Error(), unreachable(err), errStatus(err)
 			}
 			d.Members = ms
 		}

@@ -190,12 +190,12 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		cs.opts.Logger.Error("console: inspect", "err", err)
-		cs.fail(w, r, http.StatusInternalServerError, "Could not read the key", err.Error(), "./")
+		cs.failRead(w, r, http.StatusInternalServerError, "Could not read the key", err, "./")
 		return
 	}
 	hist, run, err := cs.keyEvents(ctx, ex.Namespace, key)
 	if err != nil {
-		cs.fail(w, r, http.StatusInternalServerError, "Could not read the history", err.Error(), "./")
+		cs.failRead(w, r, http.StatusInternalServerError, "Could not read the history", err, "./")
 		return
 	}
 	d := keyData{Exec: cs.view(*ex), HTTP: cs.readHTTPKey(ctx, ex)}

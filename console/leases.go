@@ -15,6 +15,7 @@ type leasesData struct {
 	More      bool // more live leases than leasesShown match: Leases are the first
 	Shown     int  // leasesShown
 	Error     string
+	Down      bool // Error is the database not answering (unreachable)
 }
 
 // leasesShown is how many leases the page lists at most.
@@ -35,7 +36,7 @@ func (cs *Console) leases(w http.ResponseWriter, r *http.Request) {
 	f := sentinel.LeaseFilter{Namespace: ns, AllNamespaces: d.AllNS, Prefix: d.Prefix, Limit: leasesShown + 1}
 	ls, err := cs.c.Leases(ctx, f)
 	if err != nil {
-		d.Error, status = err.Error(), errStatus(err)
+		d.Error, d.Down, status = err.Error(), unreachable(err), errStatus(err)
 	}
 	if len(ls) > leasesShown {
 		ls, d.More = ls[:leasesShown], true
@@ -50,6 +51,7 @@ type queuesData struct {
 	AllNS     bool   // every namespace (see leasesData)
 	Queues    []sentinel.QueueStatus
 	Error     string
+	Down      bool // Error is the database not answering (unreachable)
 }
 
 // queues lists every resource with a live ticket: its holder (the lowest
@@ -72,7 +74,7 @@ func (cs *Console) queues(w http.ResponseWriter, r *http.Request) {
 		qs, err = cs.c.Queues(ctx, sentinel.WithNamespace(ns))
 	}
 	if err != nil {
-		d.Error, status = err.Error(), errStatus(err)
+		d.Error, d.Down, status = err.Error(), unreachable(err), errStatus(err)
 	}
 	d.Queues = qs
 	cs.render(w, r, status, "queues.html", page{Nav: "queues", Data: d})

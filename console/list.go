@@ -37,6 +37,7 @@ type listData struct {
 	ZoneNotes []string // a time written without a zone, as it was read (UTC)
 	Sections  []section
 	Error     string
+	Down      bool // Error is the database not answering (unreachable)
 }
 
 type section struct {
@@ -130,8 +131,8 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 	for _, wt := range wants {
 		rows, next, err := cs.c.Executions(ctx, wt.f)
 		if err != nil {
-			d.Error, status = err.Error(), errStatus(err)
-			if status == http.StatusInternalServerError {
+			d.Error, d.Down, status = err.Error(), unreachable(err), errStatus(err)
+			if status >= http.StatusInternalServerError {
 				cs.opts.Logger.Error("console: list executions", "err", err)
 			}
 			break
@@ -186,10 +187,14 @@ func (cs *Console) liveURL(ctx context.Context, v url.Values, head string) strin
 	return "events?" + v.Encode()
 }
 
-// errStatus is the HTTP status of a failed read: bad input or a failure.
+// errStatus is the HTTP status of a failed read: bad input, the database
+// not answering (unreachable: 503) or a failure.
 func errStatus(err error) int {
-	if errors.Is(err, sentinel.ErrInvalid) {
+	switch {
+	case errors.Is(err, sentinel.ErrInvalid):
 		return http.StatusBadRequest
+	case unreachable(err):
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }

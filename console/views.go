@@ -4,11 +4,18 @@ package console
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"html/template"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/internal/shell"
@@ -32,15 +39,19 @@ type page struct {
 	Reconciling  []nsCount
 	ResultLost   []nsCount
 	UncertainErr string
+	// UncertainDown: UncertainErr is the database not answering
+	// (unreachable): the page says so, and to reload it once it answers.
+	UncertainDown bool
 	// ReadAt is when the page was rendered: a page without a live view
 	// says so, since what it shows goes stale.
 	ReadAt time.Time
 	// Schema is the client's schema; Elsewhere the other schemas with
 	// uncertain executions (Options.Elsewhere), each with the command
 	// that lists them; ElsewhereErr says why they could not be read.
-	Schema       string
-	Elsewhere    []schemaNote
-	ElsewhereErr string
+	Schema        string
+	Elsewhere     []schemaNote
+	ElsewhereErr  string
+	ElsewhereDown bool // ElsewhereErr is the database not answering
 }
 
 // schemaNote is another schema with uncertain executions.
@@ -72,7 +83,7 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 	counts, err := cs.c.AttentionCounts(ctx)
 	cancel()
 	if err != nil {
-		p.UncertainErr = err.Error()
+		p.UncertainErr, p.UncertainDown = err.Error(), unreachable(err)
 	}
 	for _, c := range counts {
 		to, tab := &p.Reconciling, "reconciling"
@@ -89,7 +100,7 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 	if cs.opts.Elsewhere != nil {
 		schemas, err := cs.elsewhereNow(r)
 		if err != nil {
-			p.ElsewhereErr = err.Error()
+			p.ElsewhereErr, p.ElsewhereDown = err.Error(), unreachable(err)
 		}
 		for _, s := range schemas {
 			p.Elsewhere = append(p.Elsewhere, schemaNote{Schema: s, Command: "sentinel list --uncertain --schema " + shell.Quote(s)})
@@ -141,7 +152,11 @@ type message struct {
 	Text    string
 	Kind    string // "ok", "refused", "error"
 	Back    string // a link back, relative
-	Exec    *execView
+	// Down: the database did not answer a read (unreachable): the page
+	// says so and offers to reload it (a GET page); Text is the driver's
+	// error, shown as a detail.
+	Down bool
+	Exec *execView
 	// Elsewhere: the key is in these other namespaces (notHere); More
 	// others are not linked.
 	Elsewhere []nsLink
@@ -153,6 +168,42 @@ type nsLink struct{ Namespace, Link string }
 
 func (cs *Console) fail(w http.ResponseWriter, r *http.Request, status int, heading, text, back string) {
 	cs.render(w, r, status, "message.html", page{Data: message{Heading: heading, Text: text, Kind: "error", Back: back}})
+}
+
+// failRead renders a read of a GET page that failed: when the database
+// did not answer (unreachable), the page says so plainly, with the
+// driver's text as a detail, and offers to reload it (503); otherwise
+// heading and the error's text (status).
+func (cs *Console) failRead(w http.ResponseWriter, r *http.Request, status int, heading string, err error, back string) {
+	if unreachable(err) {
+		cs.render(w, r, http.StatusServiceUnavailable, "message.html", page{Data: message{Heading: heading + ": the database does not answer",
+			Text: err.Error(), Kind: "error", Back: back, Down: true}})
+		return
+	}
+	cs.fail(w, r, status, heading, err.Error(), back)
+}
+
+// unreachable reports whether err is the database not answering: it
+// cannot be reached, the connection was lost, it is starting or shutting
+// down, or it did not answer in time (a page's ctxTimeout). Sentinel
+// retries these where it waits (a lease, a follower); a page says so, and
+// to reload it once the database answers.
+func unreachable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "08") || // connection exception
+			pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03" // shutdown, crash, cannot connect now
+	}
+	var netErr net.Error
+	var connErr *pgconn.ConnectError
+	return pgconn.SafeToRetry(err) || errors.As(err, &netErr) || errors.As(err, &connErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
 // execView is an execution as the pages show it.

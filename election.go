@@ -89,7 +89,9 @@ type ElectorOptions struct {
 	// OnElected runs on its own goroutine when this elector becomes leader,
 	// with the term (a fencing token: guard writes with VerifyTerm). Its ctx
 	// is cancelled at the leader's local deadline (before any other elector
-	// can be elected), on Resign, or when Run's ctx ends; it must return
+	// can be elected), on Resign, when Run's ctx ends, when the client
+	// closes (Client.Close), or when a callback panics (Run then returns a
+	// *CallbackPanicError); it must return
 	// promptly then: Run waits for it before giving leadership up, so a
 	// graceful handover never overlaps. Returning early does not end the
 	// term. It starts only after OnDemoted of this elector's previous term

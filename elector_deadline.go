@@ -16,5 +16,12 @@ func (e *Elector) Deadline() time.Time {
 	if t == nil || t.stepping.Load() || t.lease.Err() != nil {
 		return time.Time{}
 	}
-	return t.lease.Deadline()
+	// Past the deadline the term is not to be trusted, though the timer
+	// that ends the lease may not have fired yet: IsLeader is false then,
+	// and Deadline agrees with it.
+	d := t.lease.Deadline()
+	if !time.Now().Before(d) {
+		return time.Time{}
+	}
+	return d
 }

@@ -193,10 +193,27 @@ type LostError struct {
 	// failed; ..." (Cause is the release statement's error).
 	Reason string
 	Cause  error
+	// Kind says what was held: a lease (LossLease, or "" in a LostError
+	// made by hand), a Once's execution lease, an elector's term (Key is
+	// the group, Token the term), its member row (Key is the group), or a
+	// queue ticket (Key is the resource, Token the ticket). The message
+	// names it so: "leadership of group ... (term N) lost".
+	Kind LossKind
 }
 
 func (e *LostError) Error() string {
-	s := fmt.Sprintf("sentinel: lease %q/%q (token %d) lost: %s", e.Namespace, e.Key, e.Token, e.Reason)
+	var what string
+	switch e.Kind {
+	case LossLeader:
+		what = fmt.Sprintf("leadership of group %q/%q (term %d)", e.Namespace, e.Key, e.Token)
+	case LossMember:
+		what = fmt.Sprintf("membership of group %q/%q (member token %d)", e.Namespace, e.Key, e.Token)
+	case LossTicket:
+		what = fmt.Sprintf("turn on %q/%q (ticket %d)", e.Namespace, e.Key, e.Token)
+	default:
+		what = fmt.Sprintf("lease %q/%q (token %d)", e.Namespace, e.Key, e.Token)
+	}
+	s := "sentinel: " + what + " lost: " + e.Reason
 	var stale *StaleTokenError
 	switch {
 	case e.Cause == nil || errors.Is(e.Cause, ErrHardTTL):
@@ -205,7 +222,11 @@ func (e *LostError) Error() string {
 		// (the stale token's text would name the lease and say "released,
 		// expired or taken over" again); only who holds it now is news.
 		if stale.Current != 0 {
-			s += fmt.Sprintf(" (token %d holds it now)", stale.Current)
+			if e.Kind == LossLeader {
+				s += fmt.Sprintf(" (term %d holds it now)", stale.Current)
+			} else {
+				s += fmt.Sprintf(" (token %d holds it now)", stale.Current)
+			}
 		}
 	default:
 		s += ": " + e.Cause.Error()

@@ -387,7 +387,7 @@ func (h *heartbeater) renewBatch(ctx context.Context, ls []*Lease, strict bool) 
 			if !h.registered(l) {
 				continue // being released or finished: not a loss
 			}
-			lost := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "taken over, released or expired",
+			lost := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "taken over, released or expired",
 				Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}
 			l.mu.Lock()
 			if l.capped || (!l.hardAt.IsZero() && !time.Now().Before(l.deadline)) {

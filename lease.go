@@ -318,7 +318,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		// The caller is done with the lease: stop renewing it and let the
 		// row expire by itself rather than keep the key held for as long
 		// as this client lives.
-		failed := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "release failed; the lease is no longer renewed and expires within its TTL unless the release committed", Cause: err}
+		failed := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "release failed; the lease is no longer renewed and expires within its TTL unless the release committed", Cause: err}
 		if l.endAs(failed, true); prior == nil && l.Err() == failed {
 			l.relFailed = failed
 		}
@@ -340,7 +340,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return prior // freed early, but the lease had been lost locally
 	}
 	if prior == nil {
-		prior = &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "expired or taken over before release",
+		prior = &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "expired or taken over before release",
 			Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}
 		l.end(prior)
 	}
@@ -479,7 +479,7 @@ func (l *Lease) checkDeadline() {
 		l.mu.Unlock()
 		return
 	}
-	lost := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "renewal deadline passed", Cause: l.lastErr}
+	lost := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "renewal deadline passed", Cause: l.lastErr}
 	if l.capped {
 		lost.Reason, lost.Cause = "hard TTL reached", ErrHardTTL
 	}

@@ -929,3 +929,47 @@ func TestLostErrorSaysTheCauseOnce(t *testing.T) {
 	err.Cause = errors.New("connection refused")
 	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired: connection refused`, err.Error())
 }
+
+// A lost term, member row or ticket is named as what it is: an elector's
+// lost term read `lease "default"/"scheduler" (token 5) lost`, its term
+// called a token, in the term ctx's cause and the logs.
+func TestLostErrorNamesWhatWasHeld(t *testing.T) {
+	for _, tc := range []struct {
+		kind sentinel.LossKind
+		want string
+	}{
+		{"", `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed`},
+		{sentinel.LossLease, `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed`},
+		{sentinel.LossExecution, `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed`},
+		{sentinel.LossLeader, `sentinel: leadership of group "ns"/"k" (term 3) lost: renewal deadline passed`},
+		{sentinel.LossMember, `sentinel: membership of group "ns"/"k" (member token 3) lost: renewal deadline passed`},
+		{sentinel.LossTicket, `sentinel: turn on "ns"/"k" (ticket 3) lost: renewal deadline passed`},
+	} {
+		err := &sentinel.LostError{Namespace: "ns", Key: "k", Token: 3, Reason: "renewal deadline passed", Kind: tc.kind}
+		require.Equal(t, tc.want, err.Error())
+	}
+	stale := &sentinel.StaleTokenError{Namespace: "ns", Key: "k", Token: 3, Current: 4}
+	err := &sentinel.LostError{Namespace: "ns", Key: "k", Token: 3, Reason: "taken over, released or expired", Cause: stale, Kind: sentinel.LossLeader}
+	require.Equal(t, `sentinel: leadership of group "ns"/"k" (term 3) lost: taken over, released or expired (term 4 holds it now)`, err.Error())
+
+	// The library's own: a term lost to the client's Close.
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	var cause error
+	done := make(chan struct{})
+	el, err2 := c.Elector("scheduler", sentinel.ElectorOptions{OnElected: func(ctx context.Context, term int64) {
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		close(done)
+	}})
+	require.NoError(t, err2)
+	go func() { _ = el.Run(ctx) }()
+	waitFor(t, 10*time.Second, "elected", el.IsLeader)
+	c.Close()
+	<-done
+	var lost *sentinel.LostError
+	require.ErrorAs(t, cause, &lost, "%v", cause)
+	require.Equal(t, sentinel.LossLeader, lost.Kind)
+	require.Contains(t, cause.Error(), `leadership of group "default"/"scheduler" (term `)
+}

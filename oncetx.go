@@ -197,7 +197,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	if err == nil && n == 0 {
 		err = l.Err()
 		if err == nil {
-			err = &LostError{Namespace: o.namespace, Key: key, Token: l.token, Reason: "claim expired or taken over before commit"}
+			err = &LostError{Namespace: o.namespace, Key: key, Token: l.token, Kind: l.lossKind(), Reason: "claim expired or taken over before commit"}
 		}
 	}
 	if err != nil && txAborted(err) {

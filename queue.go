@@ -198,7 +198,7 @@ func (t *Turn) Release(ctx context.Context) error {
 	t.c.hb.remove(t.l)
 	res, err := t.leave(ctx)
 	if err != nil {
-		failed := &LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token,
+		failed := &LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Kind: t.l.lossKind(),
 			Reason: "turn release failed; the ticket is no longer renewed and expires within its TTL unless the release committed", Cause: err}
 		if t.l.endAs(failed, true); prior == nil && t.l.Err() == failed {
 			t.relFailed = failed
@@ -218,7 +218,7 @@ func (t *Turn) Release(ctx context.Context) error {
 		return prior
 	}
 	if prior == nil {
-		prior = &LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Reason: "turn's ticket expired before release",
+		prior = &LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Kind: t.l.lossKind(), Reason: "turn's ticket expired before release",
 			Cause: &StaleTokenError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token}}
 		t.l.end(prior)
 	}
@@ -449,7 +449,7 @@ func (c *Client) abandon(ctx context.Context, t *Turn, why error) {
 			"resource", t.l.key, "ticket", t.l.token, "err", err)
 		// A ticket its caller gave up is no loss when the statement
 		// fails; one that died while it waited (why is ErrLeaseLost) is.
-		t.l.endAs(&LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Reason: "ticket given up", Cause: why},
+		t.l.endAs(&LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Kind: t.l.lossKind(), Reason: "ticket given up", Cause: why},
 			!errors.Is(why, ErrLeaseLost))
 		return
 	}

@@ -449,7 +449,7 @@ func (c *Client) Close() {
 					leases = append(leases, l)
 				}
 			} else {
-				l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "client closed", Cause: ErrClosed})
+				l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed})
 			}
 		}
 		c.releaseAll(ctx, leases)
@@ -495,7 +495,7 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 	}
 	for _, l := range leases {
 		if !released[[2]string{l.ns, l.key}] {
-			l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Reason: "client closed", Cause: ErrClosed}, err != nil)
+			l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed}, err != nil)
 		}
 	}
 }

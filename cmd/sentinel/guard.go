@@ -389,9 +389,17 @@ wait:
 // the error without the package prefix.
 func lossText(err error) string {
 	if le, ok := err.(*sentinel.LostError); ok {
-		prefix := fmt.Sprintf("sentinel: lease %q/%q (token %d) lost: ", le.Namespace, le.Key, le.Token)
-		if rest, ok := strings.CutPrefix(le.Error(), prefix); ok {
-			return fmt.Sprintf("token %d: %s", le.Token, rest)
+		// "sentinel: lease|leadership of group|turn on NS/KEY (... N) lost: REST"
+		msg := le.Error()
+		if i := strings.Index(msg, ") lost: "); i >= 0 {
+			label := "token"
+			switch le.Kind {
+			case sentinel.LossLeader:
+				label = "term"
+			case sentinel.LossTicket:
+				label = "ticket"
+			}
+			return fmt.Sprintf("%s %d: %s", label, le.Token, msg[i+len(") lost: "):])
 		}
 	}
 	return strings.TrimPrefix(err.Error(), "sentinel: ")

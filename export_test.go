@@ -144,3 +144,24 @@ func (r lostReplyRunner) commit(context.Context) error {
 	}()
 	return errors.New("commit's reply lost (connection reset)")
 }
+
+// StallTicket makes the live ticket of c on ns/res numbered ticket look as
+// it does in a process that was frozen (SIGSTOP, a paused VM) past its
+// local deadline and has just resumed: no longer renewed, its deadline
+// passed, and its deadline timer not fired yet. It reports whether it found
+// the ticket.
+func StallTicket(c *Client, ns, res string, ticket int64) bool {
+	v, ok := localTickets.Load(ticketKey{c: c, ns: ns, res: res, ticket: ticket})
+	if !ok {
+		return false
+	}
+	l := v.(*Lease)
+	c.hb.remove(l)
+	l.mu.Lock()
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.deadline = time.Now().Add(-time.Millisecond)
+	l.mu.Unlock()
+	return true
+}

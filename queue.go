@@ -140,8 +140,25 @@ func (t *Turn) Namespace() string { return t.l.ns }
 func (t *Turn) Done() <-chan struct{} { return t.l.done }
 
 // Err returns nil while the turn is held; afterwards ErrReleased, or an
-// error matching ErrLeaseLost.
-func (t *Turn) Err() error { return t.l.Err() }
+// error matching ErrLeaseLost. A turn whose local deadline (Deadline) has
+// passed is lost even when its deadline timer has not fired yet (the
+// process was frozen, by SIGSTOP or a paused VM, and has just resumed):
+// Err then ends it (Done closes) and reports the loss, so a holder that
+// checks Err before each step of its work never takes one past the
+// deadline.
+func (t *Turn) Err() error { return t.held() }
+
+// held returns t's error, ending the turn as lost first when its local
+// deadline has passed but its deadline timer has not fired yet: after a
+// freeze, the timer and the holder's own goroutines resume in no
+// particular order.
+func (t *Turn) held() error {
+	if err := t.l.Err(); err != nil || time.Now().Before(t.l.Deadline()) {
+		return err
+	}
+	t.l.checkDeadline()
+	return t.l.Err()
+}
 
 // Deadline returns the local time (monotonic clock) until which the holder
 // may trust its turn; it moves forward with every renewal.
@@ -413,6 +430,13 @@ func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Tur
 			}
 		} else {
 			err = c.waitTurn(ctx, t, d)
+		}
+		if err == nil && t.held() != nil {
+			// Served, but its local deadline passed before Turn could
+			// return it (the process was frozen meanwhile): its row may
+			// have expired and the ticket behind been served. Queue
+			// again, as for a ticket that died while waiting.
+			err = errTicketLost
 		}
 		if err == nil {
 			t.taken.Store(true)

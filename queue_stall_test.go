@@ -1,0 +1,77 @@
+package sentinel_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// A holder frozen past its local deadline (SIGSTOP, a paused VM) resumes
+// with its deadline timer not fired yet: Turn.Err returned nil, although
+// the turn could no longer be trusted (someone behind may hold it), so a
+// program that checks Err before each step did one more step unguarded.
+func TestTurnErrAfterItsDeadlinePassedIsALoss(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: 2 * time.Second})
+	tn, err := c.Turn(ctx, "press")
+	require.NoError(t, err)
+	require.True(t, sentinel.StallTicket(c, "default", "press", tn.Ticket()))
+	require.ErrorIs(t, tn.Err(), sentinel.ErrLeaseLost, "Err of a turn past its deadline")
+	select {
+	case <-tn.Done():
+	default:
+		t.Fatal("Done still open after Err reported the loss")
+	}
+	require.ErrorIs(t, tn.Release(ctx), sentinel.ErrLeaseLost)
+}
+
+// A waiter frozen past its local deadline, granted by the leave ahead
+// while frozen, resumes with the grant's wake-up ('s') and its deadline
+// timer not fired yet: Turn returned that ticket as the caller's turn,
+// although its local deadline had passed (its row may have expired and
+// the ticket behind been served). It must give the ticket up and queue
+// again instead.
+func TestTurnGrantedPastItsDeadlineIsNotReturned(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	holder := e.client(&sentinel.Config{DefaultTTL: 2 * time.Second})
+	c := e.client(&sentinel.Config{DefaultTTL: 2 * time.Second})
+	h, err := holder.Turn(ctx, "press")
+	require.NoError(t, err)
+
+	var stalled atomic.Int64
+	sentinel.SetAfterDraw(func(ticket int64) {
+		if stalled.CompareAndSwap(0, ticket) {
+			require.True(t, sentinel.StallTicket(c, "default", "press", ticket))
+		}
+	})
+	t.Cleanup(func() { sentinel.SetAfterDraw(nil) })
+	got := make(chan *sentinel.Turn, 1)
+	errs := make(chan error, 1)
+	go func() {
+		tn, err := c.Turn(ctx, "press", sentinel.WithLabel("frozen"))
+		if err != nil {
+			errs <- err
+			return
+		}
+		got <- tn
+	}()
+	waitWaiting(t, holder, "press", 1)
+	require.NoError(t, h.Release(ctx))
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	case tn := <-got:
+		require.NotEqual(t, stalled.Load(), tn.Ticket(), "Turn returned the ticket whose deadline had passed")
+		require.NoError(t, tn.Err())
+		require.True(t, time.Now().Before(tn.Deadline()))
+		require.NoError(t, tn.Release(ctx))
+	case <-time.After(30 * time.Second):
+		t.Fatal("Turn did not return")
+	}
+}

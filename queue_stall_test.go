@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -74,4 +75,47 @@ func TestTurnGrantedPastItsDeadlineIsNotReturned(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Turn did not return")
 	}
+}
+
+// A turn TurnAll had taken was lost while it waited for the next resource
+// (its ticket removed, its renewals refused): TurnAll returned the set all
+// the same, one of its turns already over, and a caller that did not look
+// at Done first worked on a resource it did not hold.
+func TestTurnAllWithATurnLostWhileWaitingReturnsTheLoss(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	other := e.client(&sentinel.Config{DefaultTTL: time.Second})
+	c := e.client(&sentinel.Config{DefaultTTL: time.Second})
+	b, err := other.Turn(ctx, "b")
+	require.NoError(t, err)
+	type result struct {
+		set *sentinel.TurnSet
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		s, err := c.TurnAll(ctx, []string{"b", "a"}, sentinel.WithLabel("both"))
+		got <- result{s, err}
+	}()
+	waitWaiting(t, other, "b", 1)
+	// The ticket on a goes (as an operator deleting it, or its expiry
+	// while the database was out of reach would): its next renewal fails.
+	_, err = admin.Exec(ctx, "DELETE FROM "+pgx.Identifier{e.schema}.Sanitize()+".tickets WHERE resource = 'a'")
+	require.NoError(t, err)
+	time.Sleep(1500 * time.Millisecond) // more than a TTL: the loss is known
+	require.NoError(t, b.Release(ctx))
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("TurnAll did not return")
+	}
+	if r.err == nil {
+		t.Fatalf("TurnAll returned a set whose turn is over: %v", r.set.Err())
+	}
+	require.ErrorIs(t, r.err, sentinel.ErrLeaseLost)
+	// Nothing is held: b was given back.
+	q, err := other.Queue(ctx, "b")
+	require.NoError(t, err)
+	require.Nil(t, q.Holder)
 }

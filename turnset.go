@@ -4,6 +4,7 @@ package sentinel
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 )
@@ -19,8 +20,9 @@ type TurnSet struct {
 // TurnAll takes a turn on every resource (duplicates are taken once), one
 // after the other in sorted (byte) order, so that callers that use TurnAll
 // on overlapping sets never deadlock. If any Turn fails (ctx ends, bad
-// input, client closed) every turn already taken is released and the error
-// returned. It is the console's `lock`. Options: as for Turn; they apply to
+// input, client closed), or a turn taken first was lost while a later one
+// was waited for (an error matching ErrLeaseLost), every turn already
+// taken is released and the error returned. It is the console's `lock`. Options: as for Turn; they apply to
 // every ticket. A nil ctx is refused (ErrInvalid).
 func (c *Client) TurnAll(ctx context.Context, resources []string, opts ...Option) (*TurnSet, error) {
 	if err := checkCtx("Client.TurnAll", ctx); err != nil {
@@ -47,6 +49,15 @@ func (c *Client) TurnAll(ctx context.Context, resources []string, opts ...Option
 			return nil, err
 		}
 		s.turns = append(s.turns, t)
+	}
+	// A turn taken first may have been lost while a later one was
+	// waited for (its renewals failed for a TTL): the set is not whole.
+	for _, t := range s.turns[:len(s.turns)-1] {
+		if err := t.Err(); err != nil {
+			_ = s.Release(ctx)
+			return nil, fmt.Errorf("sentinel: turn on %q/%q lost while waiting for the next resource; every turn of the set released, take them again with TurnAll: %w",
+				t.Namespace(), t.Resource(), err)
+		}
 	}
 	for _, t := range s.turns {
 		go func() {

@@ -68,6 +68,8 @@ type QueueBusyError struct {
 	Live      int // live tickets (holder and waiters) at the time of the call
 }
 
+// Error says how many live tickets the queue had and what to do: wait for
+// them to finish.
 func (e *QueueBusyError) Error() string {
 	return fmt.Sprintf("sentinel: queue %q/%q busy: %d live ticket(s); nothing removed. Reset only clears dead tickets: "+
 		"wait for the holder and waiters to finish (see Client.Queue)", e.Namespace, e.Resource, e.Live)
@@ -403,15 +405,14 @@ func (c *Client) resolveTurn(call, resource string, opts []Option) (callOptions,
 		return o, err
 	}
 	if o.labelSet {
-		if len(o.label) > MaxLabelLen || !validText(o.label) {
+		if len(o.label) > MaxLabelLen {
 			return o, invalid("label", "must be at most %d bytes of UTF-8 without NUL, got %d bytes", MaxLabelLen, len(o.label))
+		}
+		if err := checkText("label", o.label); err != nil {
+			return o, err // invalid UTF-8 or NUL: said so, not "at most N bytes" of a short label
 		}
 	}
 	return o, nil
-}
-
-func validText(s string) bool {
-	return checkName("text", "x"+s, len(s)+1) == nil
 }
 
 func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Turn, error) {

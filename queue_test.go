@@ -718,6 +718,11 @@ func TestTurnInvalidInput(t *testing.T) {
 		err := call()
 		require.ErrorIs(t, err, sentinel.ErrInvalid, name)
 	}
+	// A short label that is not UTF-8 is refused for that, not as too
+	// long ("must be at most 256 bytes ..., got 1 bytes").
+	_, err := c.Turn(ctx, "r", sentinel.WithLabel("\xff"))
+	require.ErrorContains(t, err, "UTF-8")
+	require.NotContains(t, err.Error(), "got 1 bytes")
 	require.Zero(t, e.count("tickets", ""))
 	require.Zero(t, e.count("queue_events", ""))
 }

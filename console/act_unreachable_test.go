@@ -1,13 +1,8 @@
 package console_test
 
 import (
-	"context"
-	"errors"
-	"net"
-	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -22,23 +17,7 @@ import (
 // look at the key's page once the database answers, and that doing it
 // again is safe (guarded by the token seen).
 func TestActDatabaseUnreachableSaysWhatToDo(t *testing.T) {
-	_, schema := newClient(t)
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	require.NoError(t, err)
-	var down atomic.Bool
-	dial := cfg.ConnConfig.DialFunc
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if down.Load() {
-			return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("connection refused")}
-		}
-		return dial(ctx, network, addr)
-	}
-	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(p.Close)
-	c, err := sentinel.New(p, &sentinel.Config{Schema: schema, Namespace: "payments"})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
+	c, p, down := downableClient(t, "payments")
 	uncertain(t, c, "pay-1")
 	ex, err := c.Inspect(ctxT(t), "pay-1")
 	require.NoError(t, err)

@@ -1,17 +1,11 @@
 package console_test
 
 import (
-	"context"
-	"errors"
-	"net"
 	"net/http"
-	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/console"
 )
 
@@ -21,23 +15,7 @@ import (
 // what to do. They now say so plainly, with a link that reloads, the
 // driver's text kept as a detail, and answer 503.
 func TestPagesSayDatabaseDoesNotAnswer(t *testing.T) {
-	_, schema := newClient(t)
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	require.NoError(t, err)
-	var down atomic.Bool
-	dial := cfg.ConnConfig.DialFunc
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if down.Load() {
-			return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("connection refused")}
-		}
-		return dial(ctx, network, addr)
-	}
-	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(p.Close)
-	c, err := sentinel.New(p, &sentinel.Config{Schema: schema})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
+	c, p, down := downableClient(t, "")
 	uncertain(t, c, "pay-1")
 	ex, err := c.Inspect(ctxT(t), "pay-1")
 	require.NoError(t, err)

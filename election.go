@@ -221,7 +221,7 @@ func (e *Elector) Term() int64 {
 	if t == nil || t.stepping.Load() {
 		return 0
 	}
-	if t.lease.Err() != nil || !time.Now().Before(t.lease.Deadline()) {
+	if t.lease.ended() != nil || !time.Now().Before(t.lease.Deadline()) {
 		return 0
 	}
 	return t.lease.token
@@ -237,7 +237,7 @@ func (e *Elector) Status() Member {
 	}
 	member := e.member
 	e.mu.Unlock()
-	if member != nil && member.Err() == nil {
+	if member != nil && member.ended() == nil {
 		m.ExpiresAt = member.ExpiresAt()
 		if seen := m.ExpiresAt.Add(-e.ttl); seen.After(m.LastPoll) {
 			m.LastPoll = seen

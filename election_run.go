@@ -374,7 +374,7 @@ func (e *Elector) sleep(ctx context.Context, wake <-chan struct{}, d time.Durati
 	e.mu.Lock()
 	panicked := e.panicked
 	var memberDone <-chan struct{}
-	if e.member != nil && e.member.Err() == nil { // a dead one would wake us at once, forever
+	if e.member != nil && e.member.ended() == nil { // a dead one would wake us at once, forever
 		memberDone = e.member.Done()
 	}
 	e.mu.Unlock()
@@ -434,7 +434,7 @@ func (e *Elector) ensureMember(ctx context.Context) error {
 	e.mu.Lock()
 	m := e.member
 	e.mu.Unlock()
-	if m != nil && m.Err() == nil {
+	if m != nil && m.ended() == nil {
 		return nil
 	}
 	var prev int64
@@ -482,7 +482,7 @@ func (e *Elector) rejoinAsync(ctx context.Context) {
 	e.mu.Lock()
 	m := e.member
 	busy := e.rejoining
-	if busy || (m != nil && m.Err() == nil) {
+	if busy || (m != nil && m.ended() == nil) {
 		e.mu.Unlock()
 		return
 	}
@@ -602,7 +602,7 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 	for cause == nil {
 		select {
 		case <-l.Done():
-			cause = l.Err()
+			cause = l.ended()
 		case <-tm.resign:
 			cause = errResigned
 		case <-ctx.Done():
@@ -624,9 +624,9 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 	// released early, but trying past the row's expiry is pointless.
 	e.c.hb.remove(l)
 	var stale *StaleTokenError
-	if !errors.As(l.Err(), &stale) {
+	if !errors.As(l.ended(), &stale) {
 		until := time.Now().Add(e.c.cfg.ReleaseTimeout)
-		if l.Err() != nil {
+		if l.ended() != nil {
 			until = l.Deadline().Add(l.margin)
 		}
 		rctx, cancel := context.WithDeadline(context.Background(), until)

@@ -13,7 +13,7 @@ func (e *Elector) Deadline() time.Time {
 	e.mu.Lock()
 	t := e.term
 	e.mu.Unlock()
-	if t == nil || t.stepping.Load() || t.lease.Err() != nil {
+	if t == nil || t.stepping.Load() || t.lease.ended() != nil {
 		return time.Time{}
 	}
 	// Past the deadline the term is not to be trusted, though the timer

@@ -155,13 +155,19 @@ func StallTicket(c *Client, ns, res string, ticket int64) bool {
 	if !ok {
 		return false
 	}
-	l := v.(*Lease)
-	c.hb.remove(l)
+	StallLease(v.(*Lease))
+	return true
+}
+
+// StallLease makes l look as it does in a process that was frozen (SIGSTOP,
+// a paused VM) past its local deadline and has just resumed: no longer
+// renewed, its deadline passed, and its deadline timer not fired yet.
+func StallLease(l *Lease) {
+	l.c.hb.remove(l)
 	l.mu.Lock()
 	if l.timer != nil {
 		l.timer.Stop()
 	}
 	l.deadline = time.Now().Add(-time.Millisecond)
 	l.mu.Unlock()
-	return true
 }

@@ -80,7 +80,24 @@ func (l *Lease) Done() <-chan struct{} { return l.done }
 // error matching ErrLeaseLost (and ErrHardTTL when the hard TTL ended it).
 // Client.Close ends its leases as released before its release statement
 // runs; one that statement did not free reads as lost once Close returns.
+//
+// A lease whose local deadline (Deadline) has passed is lost even when its
+// deadline timer has not fired yet (the process was frozen, by SIGSTOP or
+// a paused VM, and has just resumed): Err then ends it (Done closes) and
+// reports the loss, so a holder that checks Err before each step of its
+// work never takes one past the deadline.
 func (l *Lease) Err() error {
+	if err := l.ended(); err != nil || time.Now().Before(l.Deadline()) {
+		return err
+	}
+	l.checkDeadline()
+	return l.ended()
+}
+
+// ended returns why the lease ended, nil while it has not, without
+// checking the deadline (Err does): for the library's own paths, which
+// must not end a lease as a side effect of reading it.
+func (l *Lease) ended() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
@@ -115,7 +132,7 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 	go func() {
 		select {
 		case <-l.done:
-			cancel(l.Err())
+			cancel(l.ended())
 		case <-ctx.Done():
 		}
 	}()
@@ -319,7 +336,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		// row expire by itself rather than keep the key held for as long
 		// as this client lives.
 		failed := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "release failed; the lease is no longer renewed and expires within its TTL unless the release committed", Cause: err}
-		if l.endAs(failed, true); prior == nil && l.Err() == failed {
+		if l.endAs(failed, true); prior == nil && l.ended() == failed {
 			l.relFailed = failed
 		}
 		if prior != nil && prior != l.relFailed {
@@ -380,7 +397,7 @@ func (l *Lease) Heartbeat(ctx context.Context) error {
 	giveUp := time.Now().Add(l.renewEvery)
 	var busy error // the last ErrBusy seen, if any
 	for {
-		if err := l.Err(); err != nil {
+		if err := l.ended(); err != nil {
 			return err
 		}
 		err := l.c.hb.renew(ctx, []*Lease{l})
@@ -475,7 +492,9 @@ func (l *Lease) checkDeadline() {
 		return
 	}
 	if left := time.Until(l.deadline); left > 0 { // renewed meanwhile
-		l.timer.Reset(left)
+		if l.timer != nil { // nil only until the heartbeater arms it
+			l.timer.Reset(left)
+		}
 		l.mu.Unlock()
 		return
 	}

@@ -160,7 +160,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	}
 	ok, err := c.finish(wctx, l, o, StateCompleted, data, resultErr, finalMsg, []State{StateExecuting}, true, "completed")
 	if err != nil || !ok {
-		cause := l.Err()
+		cause := l.ended()
 		if err != nil {
 			cause = err
 		}
@@ -214,7 +214,7 @@ func rerunPending(fnCtx context.Context) bool {
 // was, run again. nil otherwise, and when the row cannot be read.
 func (c *Client) rerunSuccessor(ctx context.Context, l *Lease, fnCtx context.Context) *Execution {
 	ri, _ := fnCtx.Value(runKey{}).(*runInfo)
-	if lost := l.Err(); ri == nil || ri.maxAttempts <= 1 || lost == nil || errors.Is(lost, ErrReleased) {
+	if lost := l.ended(); ri == nil || ri.maxAttempts <= 1 || lost == nil || errors.Is(lost, ErrReleased) {
 		return nil
 	}
 	ex, err := c.readExecution(ctx, l.ns, l.key)
@@ -241,7 +241,7 @@ func rerunNote(fnCtx context.Context) string {
 // why; with the loss the caller's error matches ErrLeaseLost (and
 // ErrHardTTL) and says what happened.
 func withLoss(l *Lease, fnErr error) error {
-	if lost := l.Err(); lost != nil && !errors.Is(lost, ErrReleased) && !errors.Is(fnErr, lost) {
+	if lost := l.ended(); lost != nil && !errors.Is(lost, ErrReleased) && !errors.Is(fnErr, lost) {
 		return fmt.Errorf("%w (fn's lease was lost: %w)", fnErr, lost)
 	}
 	return fnErr

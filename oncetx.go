@@ -195,7 +195,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		return res, fnClosedTx(fnErr)
 	}
 	if err == nil && n == 0 {
-		err = l.Err()
+		err = l.ended()
 		if err == nil {
 			err = &LostError{Namespace: o.namespace, Key: key, Token: l.token, Kind: l.lossKind(), Reason: "claim expired or taken over before commit"}
 		}

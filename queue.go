@@ -153,14 +153,8 @@ func (t *Turn) Err() error { return t.held() }
 // held returns t's error, ending the turn as lost first when its local
 // deadline has passed but its deadline timer has not fired yet: after a
 // freeze, the timer and the holder's own goroutines resume in no
-// particular order.
-func (t *Turn) held() error {
-	if err := t.l.Err(); err != nil || time.Now().Before(t.l.Deadline()) {
-		return err
-	}
-	t.l.checkDeadline()
-	return t.l.Err()
-}
+// particular order (Lease.Err).
+func (t *Turn) held() error { return t.l.Err() }
 
 // Deadline returns the local time (monotonic clock) until which the holder
 // may trust its turn; it moves forward with every renewal.
@@ -196,7 +190,7 @@ func (t *Turn) Release(ctx context.Context) error {
 	}
 	t.relMu.Lock()
 	defer t.relMu.Unlock()
-	prior := t.l.Err()
+	prior := t.l.ended()
 	if errors.Is(prior, ErrReleased) {
 		return nil // released before: idempotent, like Lease.Release
 	}
@@ -219,7 +213,7 @@ func (t *Turn) Release(ctx context.Context) error {
 	if err != nil {
 		failed := &LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Kind: t.l.lossKind(),
 			Reason: "turn release failed; the ticket is no longer renewed and expires within its TTL unless the release committed", Cause: err}
-		if t.l.endAs(failed, true); prior == nil && t.l.Err() == failed {
+		if t.l.endAs(failed, true); prior == nil && t.l.ended() == failed {
 			t.relFailed = failed
 		}
 		if prior != nil && prior != t.relFailed {

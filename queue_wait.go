@@ -181,7 +181,7 @@ func (c *Client) waitTurn(ctx context.Context, t *Turn, d drawn) error {
 		return fmt.Errorf("sentinel: waiting for turn on %q/%q (ticket %d): %w", t.l.ns, t.l.key, t.l.token, context.Cause(ctx))
 	}
 	for {
-		if err := t.l.Err(); err != nil {
+		if err := t.l.ended(); err != nil {
 			if errors.Is(err, ErrClosed) {
 				return ErrClosed
 			}
@@ -192,7 +192,7 @@ func (c *Client) waitTurn(ctx context.Context, t *Turn, d drawn) error {
 		}
 		if granted || isServed() {
 			if c.ln.gen() == d.gen {
-				return nil // granted by the leave ahead (t.l.Err() checked above)
+				return nil // granted by the leave ahead (t.l.ended() checked above)
 			}
 			// Heard on a connection made since the draw: the server may
 			// have restarted and the 's' be for another ticket with the
@@ -224,7 +224,7 @@ func (c *Client) waitTurn(ctx context.Context, t *Turn, d drawn) error {
 		case !s.alive:
 			return errTicketLost
 		case s.served:
-			if t.l.Err() != nil {
+			if t.l.ended() != nil {
 				return errTicketLost // served, but no longer trusted locally
 			}
 			return nil
@@ -297,7 +297,7 @@ func (c *Client) watchLocal(t *Turn, pred int64, predOwner string, wake chan str
 	*watching = k
 	// Registered first, checked second: an end between the two still
 	// finds the registration.
-	if v, ok := localTickets.Load(k); ok && v.(*Lease).Err() == nil {
+	if v, ok := localTickets.Load(k); ok && v.(*Lease).ended() == nil {
 		return true
 	}
 	unwatch(watching, wake)

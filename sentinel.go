@@ -440,7 +440,7 @@ func (c *Client) Close() {
 				// while holding their release locks.
 				l.relMu.Lock()
 				defer l.relMu.Unlock()
-				if l.Err() == nil {
+				if l.ended() == nil {
 					// End it before the release frees the key: its
 					// holder's Done closes before anyone else can be
 					// granted it (releaseAll reports one it did not

@@ -486,11 +486,13 @@ func (c *Client) Members(ctx context.Context, group string, opts ...Option) ([]M
 // A guarded transaction holds off the next election for as long as it is
 // open, so keep it short. Unless the session sets
 // idle_in_transaction_session_timeout itself,
-// VerifyTerm bounds the transaction's idle time to the TTL (SET LOCAL), so
-// a leader frozen or cut off in the middle of it cannot block the next
-// election for longer (PostgreSQL caps that setting at about 24.8 days,
-// 2^31-1 ms: a longer TTL bounds it to that). Options: WithNamespace,
-// WithTTL (the election's TTL; default Config.DefaultTTL).
+// VerifyTerm bounds the transaction's idle time to the term's TTL (SET
+// LOCAL), so a leader frozen or cut off in the middle of it cannot block
+// the next election for longer (PostgreSQL caps that setting at about 24.8
+// days, 2^31-1 ms: a longer TTL bounds it to that). The TTL is the one the
+// term was last renewed with, read from its row, so an Elector's own TTL
+// applies without repeating it here. Options: WithNamespace, WithTTL (a
+// bound of the caller's choosing instead).
 // A nil ctx is refused (ErrInvalid).
 func (c *Client) VerifyTerm(ctx context.Context, q Querier, group string, term int64, opts ...Option) error {
 	if err := checkCtx("Client.VerifyTerm", ctx); err != nil {
@@ -512,8 +514,11 @@ func (c *Client) VerifyTerm(ctx context.Context, q Querier, group string, term i
 	var current int64
 	var alive bool
 	var set *string
-	idle := min(max(o.ttl.Milliseconds(), 1), maxIdleTimeoutMs)
-	err = q.QueryRow(ctx, c.electionSQL().verifyTm, o.namespace, group, fmt.Sprintf("%dms", idle)).
+	bound := "" // the term's own TTL, read from its row
+	if o.ttlSet {
+		bound = fmt.Sprintf("%dms", min(max(o.ttl.Milliseconds(), 1), maxIdleTimeoutMs))
+	}
+	err = q.QueryRow(ctx, c.electionSQL().verifyTm, o.namespace, group, bound).
 		Scan(&current, &alive, &set)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c.fencingRefused(ctx, &StaleTokenError{Namespace: o.namespace, Key: group, Token: term})

@@ -327,3 +327,38 @@ func TestElectorOnDemotedMayResignTheNextTerm(t *testing.T) {
 	require.Equal(t, int64(1), elected.Load(), "the resigned term's OnElected was skipped")
 	require.Equal(t, int64(1), demoted.Load(), "and so was its OnDemoted")
 }
+
+// VerifyTerm without WithTTL bounded the guarded transaction's idle time
+// by Config.DefaultTTL, not by the election's TTL: an Elector with a 3 s
+// TTL on a client whose default is 20 s let a leader frozen inside its
+// guarded transaction hold off the next election for 20 s. The bound is
+// now the term's own TTL, read from its row (and still capped at
+// PostgreSQL's maximum).
+func TestVerifyTermBoundsByTheTermsOwnTTL(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: 20 * time.Second})
+	for _, tc := range []struct {
+		group string
+		ttl   time.Duration
+		want  []string
+	}{
+		{"short", 3 * time.Second, []string{"3s", "3001ms"}},
+		{"monthly", 30 * 24 * time.Hour, []string{"2147483647ms"}},
+	} {
+		el, err := c.Elector(tc.group, sentinel.ElectorOptions{TTL: tc.ttl})
+		require.NoError(t, err)
+		runElector(t, el)
+		waitFor(t, 10*time.Second, "leading", el.IsLeader)
+		tx, err := c.Pool().Begin(ctx)
+		require.NoError(t, err)
+		var idle string
+		err = c.VerifyTerm(ctx, tx, tc.group, el.Term())
+		if err == nil {
+			err = tx.QueryRow(ctx, "SHOW idle_in_transaction_session_timeout").Scan(&idle)
+		}
+		_ = tx.Rollback(ctx)
+		require.NoError(t, err)
+		require.Contains(t, tc.want, idle, "group %s", tc.group)
+	}
+}

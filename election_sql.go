@@ -374,14 +374,17 @@ ORDER BY m.started_at, m.owner`
 // sqlVerifyTerm checks a term and locks the group's row FOR KEY SHARE until
 // the caller's transaction ends: a takeover (FOR UPDATE) waits for it, the
 // leader's renewals do not (see sqlCampaign). Unless the session already bounds idle
-// transactions, it bounds this one ($3, e.g. '3000ms'): a leader frozen or
-// partitioned inside its guarded transaction would otherwise hold the row,
-// and with it every election of the group, for as long as its connection
-// lives.
+// transactions, it bounds this one ($3, e.g. '3000ms'; empty: the term's own
+// TTL, its row's expires_at - renewed_at as of the last renewal): a leader
+// frozen or partitioned inside its guarded transaction would otherwise hold
+// the row, and with it every election of the group, for as long as its
+// connection lives.
 const sqlVerifyTerm = `
 SELECT term, expires_at > pg_catalog.clock_timestamp(),
     CASE WHEN pg_catalog.current_setting('idle_in_transaction_session_timeout') = '0'
-         THEN pg_catalog.set_config('idle_in_transaction_session_timeout', $3, true) END
+         THEN pg_catalog.set_config('idle_in_transaction_session_timeout', coalesce(nullif($3::text, ''),
+             LEAST(GREATEST(pg_catalog.ceil(pg_catalog.date_part('epoch', expires_at - renewed_at) * 1000), 1),
+                 2147483647)::bigint::text || 'ms'), true) END
 FROM {{schema}}.leaders
 WHERE namespace = $1 AND election = $2
 FOR KEY SHARE`

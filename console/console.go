@@ -202,19 +202,45 @@ type Console struct {
 //go:embed templates/*.html static/*
 var files embed.FS
 
+// CheckOptions returns the error New would return for opts, without a
+// client: no OperatorToken or Operators unless ReadOnly, a weak token
+// (ErrWeakToken), a bad operator name or AllowedHosts entry, a negative
+// CSRFMaxAge, a PageSize out of range. A program (sentinel serve) checks
+// its settings with it before it connects to the database.
+func CheckOptions(opts Options) error {
+	_, _, err := checkOptions(opts)
+	return err
+}
+
+// checkOptions checks opts, returning the operators and the host policy
+// they set.
+func checkOptions(opts Options) ([]operator, hostPolicy, error) {
+	if !opts.ReadOnly && opts.OperatorToken == "" && len(opts.Operators) == 0 {
+		return nil, hostPolicy{}, errors.New("console: an OperatorToken or Operators are required unless ReadOnly is set")
+	}
+	ops, err := newOperators(opts.OperatorToken, opts.Operators)
+	if err != nil {
+		return nil, hostPolicy{}, err
+	}
+	hosts, err := newHostPolicy(opts.AllowedHosts)
+	if err != nil {
+		return nil, hostPolicy{}, err
+	}
+	if opts.CSRFMaxAge < 0 {
+		return nil, hostPolicy{}, errors.New("console: CSRFMaxAge must not be negative")
+	}
+	if opts.PageSize < 0 || opts.PageSize > sentinel.MaxExecutionsLimit {
+		return nil, hostPolicy{}, fmt.Errorf("console: PageSize must be 1..%d", sentinel.MaxExecutionsLimit)
+	}
+	return ops, hosts, nil
+}
+
 // New returns the console for client.
 func New(client *sentinel.Client, opts Options) (*Console, error) {
 	if client == nil {
 		return nil, errors.New("console: client must not be nil")
 	}
-	if !opts.ReadOnly && opts.OperatorToken == "" && len(opts.Operators) == 0 {
-		return nil, errors.New("console: an OperatorToken or Operators are required unless ReadOnly is set")
-	}
-	ops, err := newOperators(opts.OperatorToken, opts.Operators)
-	if err != nil {
-		return nil, err
-	}
-	hosts, err := newHostPolicy(opts.AllowedHosts)
+	ops, hosts, err := checkOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -224,14 +250,8 @@ func New(client *sentinel.Client, opts Options) (*Console, error) {
 	if opts.CSRFMaxAge == 0 {
 		opts.CSRFMaxAge = 30 * time.Minute
 	}
-	if opts.CSRFMaxAge < 0 {
-		return nil, errors.New("console: CSRFMaxAge must not be negative")
-	}
 	if opts.PageSize == 0 {
 		opts.PageSize = 50
-	}
-	if opts.PageSize < 0 || opts.PageSize > sentinel.MaxExecutionsLimit {
-		return nil, fmt.Errorf("console: PageSize must be 1..%d", sentinel.MaxExecutionsLimit)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -451,7 +451,7 @@ match). Liveness is decided by the database clock. See
 		Example: `  sentinel elections -n billing
   sentinel elections --all-namespaces --json`,
 		Args: args(0, 0),
-		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: a.runEChecked(func(*cobra.Command, []string) error { return checkListLimit(limit) }, func(cmd *cobra.Command, _ []string) error {
 			namespace, err := ns.resolve(cmd, a)
 			if err != nil {
 				return err

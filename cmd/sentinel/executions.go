@@ -369,13 +369,15 @@ namespaces where it has an execution, each with the same command there.`,
   sentinel history payment-order-789 -n payments --last-run
   sentinel history payment-order-789 -n payments --json`,
 		Args: args(1, 1),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+		RunE: a.runEChecked(func(*cobra.Command, []string) error {
 			if limit < 0 {
 				return usageErr("--limit must be 0 (all) or more, got %d", limit)
 			}
 			if lastRun && limit > 0 {
 				return usageErr("--last-run and --limit exclude each other")
 			}
+			return nil
+		}, func(cmd *cobra.Command, args []string) error {
 			var opts []sentinel.Option
 			if limit > 0 {
 				// One more than shown: whether older events exist.
@@ -418,6 +420,21 @@ namespaces where it has an execution, each with the same command there.`,
 	return cmd
 }
 
+// checkValue refuses a VALUE given as an argument (force-complete,
+// set-result) that is not JSON, before the connection: a typo exits 2
+// even when the database does not answer.
+func checkValue(_ *cobra.Command, args []string) error {
+	if len(args) > 1 && args[1] != "" && !json.Valid([]byte(args[1])) {
+		return notJSON(args[1])
+	}
+	return nil
+}
+
+// notJSON is the refusal of a VALUE that is not JSON.
+func notJSON(value string) error {
+	return usageErr("VALUE must be a JSON document (quote strings: '\"text\"'), got %q", value)
+}
+
 // storeValue is the body of force-complete and set-result: VALUE (args[1],
 // or stdin when it is omitted) must be JSON; the operator confirms
 // question (namespace, key, value); store (a method of the client,
@@ -437,13 +454,10 @@ func (a *app) storeValue(f *operatorFlags, question string,
 				return err
 			}
 		}
-		notJSON := func() error {
-			return usageErr("VALUE must be a JSON document (quote strings: '\"text\"'), got %q", value)
-		}
-		// A value given is checked before the database is read: a typo
-		// exits 2 even when the database does not answer.
+		// A value piped in is checked before the database is read (one
+		// given as an argument was checked before the connection).
 		if value != "" && !json.Valid([]byte(value)) {
-			return notJSON()
+			return notJSON(value)
 		}
 		rt, err := a.resultType(cmd.Context(), a.namespace, key)
 		if err != nil {
@@ -455,7 +469,7 @@ func (a *app) storeValue(f *operatorFlags, question string,
 			}
 		}
 		if !json.Valid([]byte(value)) {
-			return notJSON()
+			return notJSON(value)
 		}
 		if err := idempotency.CheckResult(key, []byte(value)); err != nil {
 			scope, ckey, _ := idempotency.ParseExecutionKey(key)
@@ -545,6 +559,26 @@ func (f *operatorFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.reason, "reason", "", "why, recorded in the key's history")
 }
 
+// check refuses a --token below 1 before the connection: no key is ever
+// at such a token (they start at 1), and --token 0 would drop the guard
+// in silence.
+func (f *operatorFlags) check(cmd *cobra.Command, _ []string) error {
+	if cmd.Flags().Changed("token") && f.token < 1 {
+		return usageErr("--token %d: give the fencing token inspect showed (1 or more), or leave --token out", f.token)
+	}
+	return nil
+}
+
+// checkWith is check, then more.
+func (f *operatorFlags) checkWith(more func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := f.check(cmd, args); err != nil {
+			return err
+		}
+		return more(cmd, args)
+	}
+}
+
 func (f *operatorFlags) options() []sentinel.Option {
 	var opts []sentinel.Option
 	if f.token != 0 {
@@ -574,7 +608,7 @@ is alive, or it is in another state, or --token no longer matches); 3 when
 it does not exist.`,
 		Example: `  sentinel reconcile payment-order-789 -n payments --token 41 --reason "checking the PSP" --yes`,
 		Args:    args(1, 1),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+		RunE: a.runEChecked(f.check, func(cmd *cobra.Command, args []string) error {
 			if err := a.confirm(f.yes, "reconcile %q/%q", a.namespace, args[0]); err != nil {
 				return err
 			}
@@ -630,7 +664,7 @@ it does not exist.`,
   sentinel force-complete payment-order-789 -n payments --token 42    # asks for the value
   sentinel force-complete webhook-17 null -n hooks --yes`,
 		Args: args(1, 2),
-		RunE: a.runE(a.storeValue(&f, "force-complete %q/%q with result %s", (*sentinel.Client).ForceComplete,
+		RunE: a.runEChecked(f.checkWith(checkValue), a.storeValue(&f, "force-complete %q/%q with result %s", (*sentinel.Client).ForceComplete,
 			"%s/%s is completed; callers now get the stored result\n")),
 	}
 	f.add(cmd)
@@ -650,7 +684,7 @@ Exit code 4 when the key is not reconciling or --token no longer matches;
 3 when it does not exist.`,
 		Example: `  sentinel reset payment-order-789 -n payments --token 42 --reason "PSP has no charge" --yes`,
 		Args:    args(1, 1),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+		RunE: a.runEChecked(f.check, func(cmd *cobra.Command, args []string) error {
 			if err := a.confirm(f.yes, "reset %q/%q so that the next caller runs it again", a.namespace, args[0]); err != nil {
 				return err
 			}
@@ -684,7 +718,7 @@ does not exist.`,
 		Example: `  sentinel inspect report-2026-11 -n reports     # result: (not stored: ...)
   sentinel set-result report-2026-11 '{"rows":1204}' -n reports --token 88 --yes`,
 		Args: args(1, 2),
-		RunE: a.runE(a.storeValue(&f, "set the result of %q/%q to %s", (*sentinel.Client).SetResult,
+		RunE: a.runEChecked(f.checkWith(checkValue), a.storeValue(&f, "set the result of %q/%q to %s", (*sentinel.Client).SetResult,
 			"%s/%s now replays the stored result\n")),
 	}
 	f.add(cmd)
@@ -735,16 +769,15 @@ It acts on --namespace only; --all-namespaces prunes every namespace.`,
 		Example: `  sentinel prune --older-than 168h -n payments --yes
   sentinel prune --older-than 720h --all-namespaces --yes`,
 		Args: args(0, 0),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+		RunE: a.runEChecked(func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("older-than") {
 				return usageErr("--older-than is required (e.g. --older-than 168h)")
 			}
-			if olderThan <= 0 {
-				return usageErr("--older-than must be positive, got %s", olderThan)
+			if olderThan < sentinel.MinRetention {
+				return usageErr("--older-than %s: give %s (sentinel.MinRetention) or more: a pruned key runs again when its event is redelivered", olderThan, sentinel.MinRetention)
 			}
-			if all && cmd.Flags().Changed("namespace") {
-				return usageErr("give --namespace or --all-namespaces, not both")
-			}
+			return nil
+		}, func(cmd *cobra.Command, args []string) error {
 			scope := fmt.Sprintf("namespace %q", a.namespace)
 			if all {
 				scope = "every namespace"

@@ -404,6 +404,9 @@ func (a *app) idemResolveCmd() *cobra.Command {
 		headers     []string
 		refusedResp bool
 		f           operatorFlags
+		ask         bool        // no response given: ask for it on the terminal
+		hdr         http.Header // the response given, once checked
+		bodyBytes   []byte
 	)
 	cmd := &cobra.Command{
 		Use:   "resolve KEY (--status N --body JSON|@FILE [--header 'K: V']... | --refused)",
@@ -441,46 +444,34 @@ matches.`,
   sentinel idempotency resolve 8e03978e --scope acct_42 -n payments --body @response.json --status 201 --yes
   sentinel idempotency resolve 8e03978e --scope acct_42 -n payments --refused --yes`,
 		Args: args(1, 1),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+		RunE: a.runEChecked(f.checkWith(func(cmd *cobra.Command, _ []string) error {
+			// The response given on the command line is checked before the
+			// connection; one asked for on the terminal, once it is typed.
 			given := cmd.Flags().Changed
 			if refusedResp && (given("status") || given("body") || given("header")) {
 				return usageErr("give --refused or --status/--body/--header, not both")
 			}
-			asked := false
-			if !refusedResp && !given("status") && !given("body") && !given("header") && isTerminal(a.stdin) {
+			if refusedResp {
+				return nil
+			}
+			if !given("status") && !given("body") && !given("header") && isTerminal(a.stdin) {
+				ask = true
+				return nil
+			}
+			if !given("status") || !given("body") {
+				return usageErr("give --status and --body (the response the client's retries get), or --refused")
+			}
+			var err error
+			hdr, bodyBytes, err = responseOf(status, headers, body, true)
+			return err
+		}), func(cmd *cobra.Command, args []string) error {
+			if ask {
 				var err error
 				if status, headers, body, err = a.askResponse(args[0]); err != nil {
 					return err
 				}
-				asked = true
-			} else if !refusedResp && (!given("status") || !given("body")) {
-				return usageErr("give --status and --body (the response the client's retries get), or --refused")
-			}
-			var hdr http.Header
-			var bodyBytes []byte
-			if !refusedResp {
-				if status < 200 || status > 599 {
-					return usageErr("--status %d: give a final HTTP status from 200 to 599", status)
-				}
-				bodyBytes = []byte(body)
-				if name, ok := strings.CutPrefix(body, "@"); ok && !asked {
-					b, err := os.ReadFile(name)
-					if err != nil {
-						return usageErr("--body @%s: %v", name, err)
-					}
-					bodyBytes = b
-				}
-				hdr = http.Header{}
-				for _, h := range headers {
-					k, v, ok := strings.Cut(h, ":")
-					k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-					if !ok || k == "" || strings.ContainsAny(k, " \t\r\n") || strings.ContainsAny(v, "\r\n") {
-						return usageErr("--header %q: want 'Name: value'", h)
-					}
-					hdr.Add(k, v)
-				}
-				if hdr.Get("Content-Type") == "" && json.Valid(bodyBytes) {
-					hdr.Set("Content-Type", "application/json")
+				if hdr, bodyBytes, err = responseOf(status, headers, body, false); err != nil {
+					return err
 				}
 			}
 			rec, err := idempotency.Inspect(cmd.Context(), a.client, scope, args[0], sentinel.WithNamespace(a.namespace))
@@ -535,6 +526,37 @@ matches.`,
 	fl.BoolVar(&refusedResp, "refused", false, "resolve with the response of the run whose completion was refused")
 	f.add(cmd)
 	return cmd
+}
+
+// responseOf checks the response resolve was given (or was typed on the
+// terminal): the status, the header lines, and the body (@FILE read when
+// fromFlags), returning the header and body to store; Content-Type
+// defaults to application/json for a JSON body.
+func responseOf(status int, headers []string, body string, fromFlags bool) (http.Header, []byte, error) {
+	if status < 200 || status > 599 {
+		return nil, nil, usageErr("--status %d: give a final HTTP status from 200 to 599", status)
+	}
+	bodyBytes := []byte(body)
+	if name, ok := strings.CutPrefix(body, "@"); ok && fromFlags {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, nil, usageErr("--body @%s: %v", name, err)
+		}
+		bodyBytes = b
+	}
+	hdr := http.Header{}
+	for _, h := range headers {
+		k, v, ok := strings.Cut(h, ":")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" || strings.ContainsAny(k, " \t\r\n") || strings.ContainsAny(v, "\r\n") {
+			return nil, nil, usageErr("--header %q: want 'Name: value'", h)
+		}
+		hdr.Add(k, v)
+	}
+	if hdr.Get("Content-Type") == "" && json.Valid(bodyBytes) {
+		hdr.Set("Content-Type", "application/json")
+	}
+	return hdr, bodyBytes, nil
 }
 
 // askResponse asks, on the terminal, for the response the retries of key

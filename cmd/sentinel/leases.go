@@ -42,7 +42,7 @@ stderr says so.`,
 		Example: `  sentinel leases -n jobs
   sentinel leases invoice- --all-namespaces --json`,
 		Args: args(0, 1),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+		RunE: a.runEChecked(func(*cobra.Command, []string) error { return checkListLimit(f.Limit) }, func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				f.Prefix = args[0]
 			}

@@ -357,13 +357,17 @@ func (a *app) runEChecked(check, fn func(cmd *cobra.Command, args []string) erro
 // command line (a script's `-n "$NS"` with NS unset): the library takes
 // "" for the default namespace and schema, so the command would act on
 // "default" or "sentinel" while its messages named "", and a listing
-// would read one namespace and call it every namespace.
+// would read one namespace and call it every namespace. It refuses
+// --namespace with --all-namespaces too, for every command that has both.
 func (a *app) checkSelectors(cmd *cobra.Command) error {
 	if cmd.Flags().Changed("namespace") && a.namespace == "" {
 		return usageErr("--namespace is empty: name a namespace, or leave -n out (status, list and idempotency list then cover every namespace; other commands act on %q)", "default")
 	}
 	if cmd.Flags().Changed("schema") && a.schema == "" {
 		return usageErr("--schema is empty: name the schema that holds Sentinel's tables, or leave --schema out for %q", "sentinel")
+	}
+	if f := cmd.Flags().Lookup("all-namespaces"); f != nil && f.Value.String() == "true" && cmd.Flags().Changed("namespace") {
+		return usageErr("give --namespace or --all-namespaces, not both")
 	}
 	return nil
 }

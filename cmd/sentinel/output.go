@@ -181,6 +181,15 @@ func oneMore(limit int) (ask, shown int) {
 	return limit + 1, limit
 }
 
+// checkListLimit refuses a --limit of leases or elections outside what
+// Leases and Elections accept (0 is their default, 1000).
+func checkListLimit(limit int) error {
+	if limit < 0 || limit > maxListLimit {
+		return usageErr("--limit %d: give 1 to %d (0: 1000)", limit, maxListLimit)
+	}
+	return nil
+}
+
 // checkCount refuses a negative --count (follow, observe, queue follow),
 // which would otherwise follow until interrupted, as 0 does.
 func checkCount(count int) error {

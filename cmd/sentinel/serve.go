@@ -21,6 +21,7 @@ func (a *app) serveCmd() *cobra.Command {
 		addr, token, tokenFile, operatorsFile string
 		allowedHosts                          []string
 		readOnly, anyAddr, newToken           bool
+		opts                                  console.Options // set by the check, from the flags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -58,8 +59,10 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
   sentinel serve --read-only --addr 127.0.0.1:8380 -n payments
   sentinel serve --listen-any --addr 0.0.0.0:8380 --allowed-host ops.example.com --operators-file ops.txt`,
 		Args: args(0, 0),
-		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
-			opts := console.Options{ReadOnly: readOnly, AllowedHosts: allowedHosts}
+		// Everything the flags decide is checked before the connection: a
+		// bad --addr, token or file exits 2 even with the database down.
+		RunE: a.runEChecked(func(cmd *cobra.Command, _ []string) error {
+			opts = console.Options{ReadOnly: readOnly, AllowedHosts: allowedHosts}
 			if cmd.Flags().Changed("namespace") {
 				opts.Namespace = a.namespace // else the start page lists every namespace
 			}
@@ -99,6 +102,12 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 			} else if opts.OperatorToken == "" && len(opts.Operators) == 0 {
 				return usageErr("actions need an operator token: --operators-file, --operator-token-file or $SENTINEL_OPERATOR_TOKEN (make one with `sentinel serve --new-token`), or pass --read-only")
 			}
+			if err := console.CheckOptions(opts); err != nil { // a weak token (console.ErrWeakToken), a bad --allowed-host
+				return usageErr("%v", err)
+			}
+			return nil
+		}, func(cmd *cobra.Command, _ []string) error {
+			stderr := cmd.ErrOrStderr()
 			// A page on a schema with no tables would only show errors:
 			// refuse at once, as every other command does (run names the
 			// schemas that have them).
@@ -145,7 +154,7 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 				return found, nil
 			}
 			h, err := console.New(a.client, opts)
-			if err != nil { // a weak token (console.ErrWeakToken), a bad --allowed-host
+			if err != nil { // checked before the connection (console.CheckOptions)
 				return usageErr("%v", err)
 			}
 			return console.Serve(cmd.Context(), addr, h, func(l net.Addr) {

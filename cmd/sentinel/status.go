@@ -120,12 +120,9 @@ Exit code 0 whether or not executions are uncertain; use --json (the
   sentinel status -n payments
   sentinel status --json`,
 		Args: args(0, 0),
-		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: a.runEChecked(func(*cobra.Command, []string) error { return checkLimit(limit) }, func(cmd *cobra.Command, _ []string) error {
 			namespace, err := ns.listing(cmd, a)
 			if err != nil {
-				return err
-			}
-			if err := checkLimit(limit); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
@@ -250,6 +247,16 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 	return cmd
 }
 
+// checkState refuses a --state that is not one of the library's states
+// (the library would too, but only once connected).
+func checkState(state string) error {
+	switch sentinel.State(state) {
+	case "", sentinel.StateClaimed, sentinel.StateExecuting, sentinel.StateReconciling, sentinel.StateCompleted:
+		return nil
+	}
+	return usageErr("--state %q: give claimed, executing, reconciling or completed", state)
+}
+
 // checkLimit checks --limit against the library's page bounds.
 func checkLimit(limit int) error {
 	if limit < 1 || limit > sentinel.MaxExecutionsLimit {
@@ -317,13 +324,14 @@ func (a *app) execTable(es []sentinel.Execution) {
 
 func (a *app) listCmd() *cobra.Command {
 	var (
-		ns                    nsFlags
-		state                 string
-		unc, lost, all        bool
-		before, after         string
-		limit                 int
-		cursor                string
-		updatedBefore, within time.Duration
+		ns                     nsFlags
+		state                  string
+		unc, lost, all         bool
+		before, after          string
+		limit                  int
+		cursor                 string
+		updatedBefore, within  time.Duration
+		updatedTo, updatedFrom time.Time // the time filters, read by the check
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -368,13 +376,10 @@ relied on that pass -n default.`,
 					return usageErr("--%s %s: give a duration of more than 0 (such as 10m), or leave --%s out", name, d, name)
 				}
 			}
-			return nil
-		}, func(cmd *cobra.Command, _ []string) error {
-			namespace, err := ns.listing(cmd, a)
-			if err != nil {
+			if err := checkLimit(limit); err != nil {
 				return err
 			}
-			if err := checkLimit(limit); err != nil {
+			if err := checkState(state); err != nil {
 				return err
 			}
 			switch {
@@ -383,27 +388,35 @@ relied on that pass -n default.`,
 			case lost && state != "" && state != string(sentinel.StateCompleted):
 				return usageErr("--result-lost lists completed executions: not with --state %s", state)
 			}
-			f := sentinel.ExecutionFilter{State: sentinel.State(state), Uncertain: unc, ResultLost: lost,
-				Namespace: namespace, AllNamespaces: ns.all, Limit: limit, After: cursor}
-			if f.UpdatedBefore, err = parseTimeFlag("--updated-before", before); err != nil {
+			var err error
+			if updatedTo, err = parseTimeFlag("--updated-before", before); err != nil {
 				return err
 			}
-			if f.UpdatedAfter, err = parseTimeFlag("--updated-after", after); err != nil {
+			if updatedFrom, err = parseTimeFlag("--updated-after", after); err != nil {
 				return err
 			}
 			now := time.Now()
 			if updatedBefore > 0 {
-				if !f.UpdatedBefore.IsZero() {
+				if !updatedTo.IsZero() {
 					return usageErr("give --older-than or --updated-before, not both")
 				}
-				f.UpdatedBefore = now.Add(-updatedBefore)
+				updatedTo = now.Add(-updatedBefore)
 			}
 			if within > 0 {
-				if !f.UpdatedAfter.IsZero() {
+				if !updatedFrom.IsZero() {
 					return usageErr("give --newer-than or --updated-after, not both")
 				}
-				f.UpdatedAfter = now.Add(-within)
+				updatedFrom = now.Add(-within)
 			}
+			return nil
+		}, func(cmd *cobra.Command, _ []string) error {
+			namespace, err := ns.listing(cmd, a)
+			if err != nil {
+				return err
+			}
+			f := sentinel.ExecutionFilter{State: sentinel.State(state), Uncertain: unc, ResultLost: lost,
+				Namespace: namespace, AllNamespaces: ns.all, Limit: limit, After: cursor,
+				UpdatedBefore: updatedTo, UpdatedAfter: updatedFrom}
 			if unc {
 				// Uncertain work of other schemas (an application with a
 				// Config.Schema of its own): named on stderr, stdout unchanged.

@@ -52,6 +52,19 @@ type execJSON struct {
 	// its completion was refused (the lease was lost first): the event
 	// carries fn's result. Only for uncertain and reconciling keys.
 	CompletionRefused *eventJSON `json:"completion_refused,omitempty"`
+	// IdempotencyKey: the key is an HTTP request's, written by the
+	// idempotency middleware; the idempotency commands address it by
+	// this scope and client's key (sentinel idempotency inspect KEY
+	// --scope SCOPE -n NAMESPACE), and resolve it with an HTTP response.
+	IdempotencyKey *idemRefJSON `json:"idempotency_key,omitempty"`
+}
+
+// idemRefJSON names the HTTP request of a middleware's key: the scope
+// Options.Scope returned ("" for idempotency.SingleTenant) and the
+// client's Idempotency-Key value.
+type idemRefJSON struct {
+	Scope string `json:"scope"`
+	Key   string `json:"key"`
 }
 
 // uncertain reports whether e is uncertain: executing with an expired
@@ -76,6 +89,9 @@ func toExecJSON(e *sentinel.Execution) execJSON {
 		ResultByOperator: e.ResultByOperator,
 		Attempt:          e.Attempt, MaxAttempts: e.MaxAttempts, Rerunnable: e.Rerunnable(),
 		EffectKey: e.EffectKey(),
+	}
+	if scope, key, ok := idempotency.ParseExecutionKey(e.Key); ok {
+		j.IdempotencyKey = &idemRefJSON{Scope: scope, Key: key}
 	}
 	if len(e.Result) > 0 {
 		if json.Valid(e.Result) {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/idempotency"
 )
 
 // nsFlags is --all-namespaces for commands that default to --namespace.
@@ -101,6 +102,11 @@ the caller gave up before fn ran, an operator reset them) are counted as
 and prune removes them after the retention. Keys whose executor stopped
 with re-runs left (WithRerun) are counted as "rerun pending", not in
 progress: nothing runs them until the next caller with WithRerun.
+Uncertain keys of HTTP requests (the idempotency middleware's) are listed
+with the others, then each with the command that inspects it by its
+client's Idempotency-Key and scope (sentinel idempotency inspect), which
+leads to idempotency resolve (--json: "idempotency_key", the scope and
+key, on each such execution).
 Completed keys whose result was not stored (fn's value could not be
 encoded: every caller gets ErrResult) are counted apart as RESULT NOT
 STORED, with the command that lists them: they need an operator too
@@ -238,6 +244,7 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 			if next != "" {
 				fprintf(a.stdout, "... more:\n  %s\n", a.command(append([]string{"list", "--uncertain"}, nsArgs(namespace)...)...))
 			}
+			a.httpKeysNext(unc, next != "", namespace)
 			return nil
 		}),
 	}
@@ -245,6 +252,35 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
 	cmd.Flags().IntVar(&limit, "limit", 20, "list at most this many uncertain executions")
 	return cmd
+}
+
+// httpKeysNext follows a listing of uncertain executions with what to do
+// about those that are HTTP requests' (the idempotency middleware's keys):
+// they are resolved with the response the client's retries get, not
+// force-completed with a value, so each gets the command that shows its
+// request, addressed by scope and client's key; when the listing was cut
+// short (more), the command that lists every uncertain HTTP one too.
+func (a *app) httpKeysNext(es []sentinel.Execution, more bool, namespace string) {
+	var lines []string
+	for i := range es {
+		if scope, key, ok := idempotency.ParseExecutionKey(es[i].Key); ok && uncertain(&es[i]) {
+			lines = append(lines, a.idemCommand("inspect", key, scope, es[i].Namespace))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	what := fmt.Sprintf("%d of them are HTTP requests' Idempotency-Keys", len(lines))
+	if len(lines) == 1 {
+		what = "1 of them is an HTTP request's Idempotency-Key"
+	}
+	fprintf(a.stdout, "\n%s (the idempotency middleware's): not force-completed with a value, but resolved with the response the client's retries get; inspect, then resolve:\n", what)
+	for _, l := range lines {
+		fprintf(a.stdout, "  %s\n", l)
+	}
+	if more {
+		fprintf(a.stdout, "every uncertain HTTP request:\n  %s\n", a.command(append([]string{"idempotency", "list", "--uncertain"}, nsArgs(namespace)...)...))
+	}
 }
 
 // checkState refuses a --state that is not one of the library's states

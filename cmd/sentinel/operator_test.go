@@ -348,7 +348,9 @@ func TestPrintedCommandsRunAsPrinted(t *testing.T) {
 	e.uncertainKey(pay, "pay-3")
 	out = e.run("status", "-n", "default")
 	requireCode(t, out, exitOK)
-	status := runPrinted(t, findCommand(t, out.stdout, "sentinel status"), "")
+	// Other schemas of the shared database may have uncertain executions
+	// too, each with its own "sentinel status --schema S" line.
+	status := runPrinted(t, findCommand(t, out.stdout, "sentinel status --schema "+e.schema), "")
 	requireCode(t, status, exitOK)
 	require.Contains(t, status.stdout, "pay-2")
 	out = e.run("status", "--limit", "1")
@@ -358,7 +360,7 @@ func TestPrintedCommandsRunAsPrinted(t *testing.T) {
 	require.Contains(t, more.stdout, "pay-3")
 	out = e.run("list", "--uncertain", "--limit", "1")
 	requireCode(t, out, exitOK)
-	next := runPrinted(t, findCommand(t, out.stderr, "sentinel list"), "")
+	next := runPrinted(t, findCommand(t, out.stderr, "sentinel list --limit 1 --uncertain --after "), "")
 	requireCode(t, next, exitOK)
 	require.Contains(t, next.stdout, "pay-3")
 

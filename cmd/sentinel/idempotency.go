@@ -279,6 +279,21 @@ type idemRecordJSON struct {
 	Refused       *idemResponseJSON `json:"refused_response,omitempty"`
 }
 
+// idemNotFound is the error of an Idempotency-Key of scope with no
+// execution in the command's namespace: where else it is (elsewhereAs),
+// and, when no --scope was given, that a key the service scoped is found
+// only with its scope (the key an operator copies from a client's log
+// comes without it).
+func (a *app) idemNotFound(cmd *cobra.Command, scope, key string, notFound error) error {
+	err := a.elsewhereAs(cmd, executionLookup, idempotency.ExecutionKey(scope, key), key, notFound)
+	if scope != "" {
+		return err
+	}
+	return &codeError{code: exitNotFound, err: errors.New(err.Error() + "\nno --scope was given: a key the service scopes " +
+		"(idempotency.Options.Scope) is found only with its scope, the principal the service gave the request; " +
+		"`sentinel idempotency list` shows the keys not completed, each with its scope")}
+}
+
 func (a *app) idemInspectCmd() *cobra.Command {
 	var scope string
 	cmd := &cobra.Command{
@@ -296,7 +311,7 @@ of that scope has one, each with the same command there.`,
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
 			rec, err := idempotency.Inspect(cmd.Context(), a.client, scope, args[0], sentinel.WithNamespace(a.namespace))
 			if errors.Is(err, sentinel.ErrNotFound) {
-				return a.elsewhereAs(cmd, executionLookup, idempotency.ExecutionKey(scope, args[0]), args[0], err)
+				return a.idemNotFound(cmd, scope, args[0], err)
 			}
 			if err != nil {
 				return err
@@ -476,7 +491,7 @@ matches.`,
 			}
 			rec, err := idempotency.Inspect(cmd.Context(), a.client, scope, args[0], sentinel.WithNamespace(a.namespace))
 			if errors.Is(err, sentinel.ErrNotFound) {
-				return a.elsewhereAs(cmd, executionLookup, idempotency.ExecutionKey(scope, args[0]), args[0], err)
+				return a.idemNotFound(cmd, scope, args[0], err)
 			}
 			if err != nil {
 				return err

@@ -133,6 +133,15 @@ func TestIdempotencyResolveEndToEnd(t *testing.T) {
 
 	// Another scope's key of the same value is another key.
 	requireCode(t, e.run("idempotency", "inspect", key, "--scope", "acct_43", "-n", "payments"), exitNotFound)
+	// The key copied from the client's log, without its scope: not found,
+	// and the operator is told the scope is missing and where to find it.
+	out = e.run("idempotency", "inspect", key, "-n", "payments")
+	requireCode(t, out, exitNotFound)
+	require.Contains(t, out.stderr, "no --scope was given")
+	require.Contains(t, out.stderr, "sentinel idempotency list")
+	out = e.run("idempotency", "resolve", key, "-n", "payments", "--status", "201", "--body", "{}", "--yes")
+	requireCode(t, out, exitNotFound)
+	require.Contains(t, out.stderr, "no --scope was given")
 
 	// Without -n (the default namespace): not found there, and where it is,
 	// with the command, runnable as printed.

@@ -282,16 +282,22 @@ func (l *lockedBuffer) String() string {
 }
 
 func startWorker(lib string, cfg crashConfig) (*worker, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
 	js, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
 	}
-	w := &worker{cmd: exec.Command(self, "-test.run=^$"), lines: make(chan string, 4), errb: &lockedBuffer{}}
-	w.cmd.Env = append(os.Environ(), crashChildEnv+"="+lib, crashConfigEnv+"="+string(js))
+	return startProcess(crashChildEnv+"="+lib, crashConfigEnv+"="+string(js))
+}
+
+// startProcess starts this binary (or the test binary) again with env
+// added, as a worker whose stdout lines the parent reads.
+func startProcess(env ...string) (*worker, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	w := &worker{cmd: exec.Command(self, "-test.run=^$"), lines: make(chan string, 16), errb: &lockedBuffer{}}
+	w.cmd.Env = append(os.Environ(), env...)
 	w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	w.cmd.Stderr = w.errb
 	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
@@ -335,6 +341,22 @@ func (w *worker) stop() {
 		_ = w.cmd.Process.Signal(syscall.SIGKILL)
 		_ = w.cmd.Wait()
 		_ = w.stdin.Close()
+	})
+}
+
+// finish closes the worker's stdin, which asks it to stop, and waits for
+// it to exit; after timeout it is SIGKILLed.
+func (w *worker) finish(timeout time.Duration) {
+	w.once.Do(func() {
+		_ = w.stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = w.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(timeout):
+			_ = w.cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+		}
 	})
 }
 

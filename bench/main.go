@@ -6,6 +6,9 @@
 // Sentinel beside DBOS for "run this payment exactly once": latency,
 // callers on equal pools, and a crash table (SIGKILL of a worker process
 // in flight and after fn returned, with a plain and an idempotent provider).
+// A section puts Once inside River (github.com/riverqueue/river) workers:
+// what it costs a River job, and what it changes when River redelivers a
+// job after its worker process was killed (river.go).
 //
 //	cd bench && go run . [-duration 5s] [-workers 1,8]
 //
@@ -70,10 +73,16 @@ type options struct {
 	peerCallers []int         // Sentinel vs DBOS: concurrent callers on a pool of -many-pool (the lone caller always runs)
 	crashTrials int           // crash table: trials per library, kill point and provider
 	crashTTL    time.Duration // crash table: Sentinel's lease TTL (how long a dead executor holds the key)
+
+	riverJobs    int           // River: backlog jobs per mode, over all rounds
+	riverWorkers int           // River: MaxWorkers of the measured queues
+	riverCallers int           // River: closed-loop callers
+	riverTrials  int           // River: crash trials per mode and kill point
+	riverRescue  time.Duration // River: JobTimeout and RescueStuckJobsAfter in the crash trials
 }
 
 // Sections of a run, for -only.
-var sections = []string{"peers", "crash", "throughput", "handover", "leases", "rows", "election", "queue", "many"}
+var sections = []string{"peers", "crash", "river", "throughput", "handover", "leases", "rows", "election", "queue", "many"}
 
 func (o options) want(section string) bool {
 	return len(o.only) == 0 || slices.Contains(o.only, section)
@@ -103,6 +112,11 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	peerCallers := fs.String("peer-callers", "8,64", "Sentinel vs DBOS: comma-separated counts of concurrent callers, each on a pool of -many-pool connections (the lone caller always runs)")
 	fs.IntVar(&o.crashTrials, "crash-trials", 40, "crash table: trials per library, kill point and provider")
 	fs.DurationVar(&o.crashTTL, "crash-ttl", time.Second, "crash table: Sentinel's lease TTL (a killed executor holds the key this long)")
+	fs.IntVar(&o.riverJobs, "river-jobs", 2000, "River: backlog jobs per mode (River alone, River + Once), split over -rounds")
+	fs.IntVar(&o.riverWorkers, "river-workers", 100, "River: MaxWorkers of the measured queue (River's documented example value)")
+	fs.IntVar(&o.riverCallers, "river-callers", 8, "River: closed-loop callers, each inserting a job and waiting for its completion")
+	fs.IntVar(&o.riverTrials, "river-trials", 10, "River crash table: trials per mode and kill point (one retry process per trial for all)")
+	fs.DurationVar(&o.riverRescue, "river-rescue", 2*time.Second, "River crash table: River's JobTimeout and RescueStuckJobsAfter (its defaults: 1m and 1h)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the bench process (every section run) to this file")
 	only := fs.String("only", "", "comma-separated sections to run, of "+strings.Join(sections, ", ")+" (default all)")
 	if err := fs.Parse(args); err != nil {
@@ -143,6 +157,9 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	}
 	if o.crashTrials < 1 || o.crashTTL < 100*time.Millisecond {
 		return o, errors.New("-crash-trials must be at least 1 and -crash-ttl at least 100ms")
+	}
+	if o.riverJobs < 1 || o.riverWorkers < 1 || o.riverCallers < 1 || o.riverTrials < 1 || o.riverRescue < 100*time.Millisecond {
+		return o, errors.New("-river-jobs, -river-workers, -river-callers and -river-trials must be at least 1 and -river-rescue at least 100ms")
 	}
 	if o.manyPool < 1 {
 		return o, errors.New("-many-pool must be at least 1")
@@ -271,6 +288,11 @@ func run(ctx context.Context, opts options, out, logw io.Writer) error {
 	if opts.want("crash") {
 		if r.crash, err = b.crashBench(ctx); err != nil {
 			return fmt.Errorf("crash table: %w", err)
+		}
+	}
+	if opts.want("river") {
+		if r.river, err = b.riverBench(ctx); err != nil {
+			return fmt.Errorf("river: %w", err)
 		}
 	}
 

@@ -21,6 +21,7 @@ type report struct {
 	many      []*group // the many-callers section (many.go)
 	peers     *peersSection
 	crash     *crashSection
+	river     *riverSection
 	total     time.Duration
 }
 
@@ -87,10 +88,14 @@ func (r *report) String() string {
 	p("- each figure: %s of measurement per implementation and worker count, in %d rounds interleaved with the other implementations of the same row group, after a %s warm-up; pools of %d connections\n",
 		r.opts.duration, r.opts.rounds, r.opts.warmup, slices.Max(r.opts.workers)+2)
 	p("- pglock %s: lease %s, heartbeat %s (its defaults are %s and %s)\n", pglockVersion, r.opts.pglockLease, r.opts.pglockHeartbeat, "20s", "5s")
-	p("- DBOS Transact Go %s (github.com/dbos-inc/dbos-transact-golang): its system database is a database of its own on the same server, created and dropped by the run\n\n", dbosVersion)
+	p("- DBOS Transact Go %s (github.com/dbos-inc/dbos-transact-golang): its system database is a database of its own on the same server, created and dropped by the run\n", dbosVersion)
+	p("- River %s (github.com/riverqueue/river, riverpgxv5): its tables are in a schema of their own, created, migrated and dropped by the run\n\n", riverVersion)
 
 	r.sideBySide(p)
 	r.peersReport(p)
+	if r.river != nil {
+		p("%s", r.river.markdown(r.opts))
+	}
 	r.manyReport(p)
 
 	p("## Throughput and latency\n\n")

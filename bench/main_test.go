@@ -158,7 +158,7 @@ func TestRunSmoke(t *testing.T) {
 		"## Fresh Once with 2000 completed executions", "## Targets", "cirello.io/pglock", "pg_advisory_lock",
 		"## Leader election", "election handover p50 after Resign", "Floor, same run: one durable single-row `UPDATE`",
 		"## Sentinel vs DBOS Transact Go", "fresh payment p50, lone caller", "2 callers, pool 8", "### Crash table",
-		"| sentinel Turn, 32 more processes listening |"} {
+		"| sentinel Turn, 32 more processes listening |", "## Sentinel with River", "### Redelivery after a crash"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q", want)
 		}

@@ -189,8 +189,11 @@ type LostError struct {
 	// reached the database in time; Cause is the last renewal error),
 	// "taken over, released or expired" (the row no longer carries this
 	// token; Cause is a *StaleTokenError), "hard TTL reached" (Cause is
-	// ErrHardTTL), "client closed" (Cause is ErrClosed), or "release
-	// failed; ..." (Cause is the release statement's error).
+	// ErrHardTTL), "client closed" (Client.Close ended it: a running
+	// Once's execution lease, or what Close's release statement could not
+	// free; Cause is ErrClosed), or "release failed; ..." (Cause is the
+	// release statement's error). A lease Close found already taken over
+	// or expired reads "taken over, released or expired".
 	Reason string
 	Cause  error
 	// Kind says what was held: a lease (LossLease, or "" in a LostError

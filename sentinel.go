@@ -494,9 +494,18 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 		c.cfg.Logger.Warn("sentinel: close: releasing leases failed; they expire by themselves", "leases", len(leases), "err", err)
 	}
 	for _, l := range leases {
-		if !released[[2]string{l.ns, l.key}] {
-			l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed}, err != nil)
+		if released[[2]string{l.ns, l.key}] {
+			continue
 		}
+		if err != nil { // the statement failed: no loss (Observer.ReleaseFailed)
+			l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed}, true)
+			continue
+		}
+		// The row was gone before Close: lost while held (taken over or
+		// expired), not ended by Close, so its error says so and does not
+		// match ErrClosed (an observer tells Close's own ends by it).
+		l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "taken over, released or expired",
+			Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}, false)
 	}
 }
 

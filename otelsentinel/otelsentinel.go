@@ -22,8 +22,13 @@
 //	sentinel.lease.losses           counter    leases lost, by sentinel.lease.kind (lease,
 //	                                           execution, leader: an elector's term, member:
 //	                                           an elector's member row, ticket: a queue
-//	                                           ticket), sentinel.reason (lost, hard_ttl)
-//	                                           and sentinel.namespace; a failed release is
+//	                                           ticket), sentinel.reason (lost: renewal
+//	                                           deadline passed or taken over; hard_ttl;
+//	                                           closed: Client.Close ended it, a running
+//	                                           Once's execution lease, whose fn's ctx was
+//	                                           cancelled: what that did to the key is the
+//	                                           call's outcome in once.calls) and
+//	                                           sentinel.namespace; a failed release is
 //	                                           not a loss (see release_failures)
 //	sentinel.lease.release_failures counter    release statements that failed (database
 //	                                           unreachable, cancelled) for a lease or turn
@@ -274,8 +279,11 @@ func (o *observer) leaseLost(e sentinel.LeaseLoss) {
 			kind = sentinel.LossExecution
 		}
 	}
-	if errors.Is(e.Err, sentinel.ErrHardTTL) {
+	switch {
+	case errors.Is(e.Err, sentinel.ErrHardTTL):
 		reason = "hard_ttl"
+	case errors.Is(e.Err, sentinel.ErrClosed):
+		reason = "closed" // Client.Close ended it (a running Once's execution lease)
 	}
 	o.leaseLosses.Add(context.Background(), 1, metric.WithAttributes(AttrLeaseKind.String(string(kind)),
 		AttrReason.String(reason), AttrNamespace.String(e.Namespace)))

@@ -356,9 +356,12 @@ func (cb *callbacks) newLeader(l Leader) {
 
 // demoted reports the end of term; call is false for a term whose
 // OnElected never started (see Elector.lead): it gets no OnDemoted either.
-func (cb *callbacks) demoted(term int64, call bool) {
+// lost is why the term ended against this node's will (TermChange.Err),
+// nil when it stepped down itself.
+func (cb *callbacks) demoted(term int64, call bool, lost error) {
 	if o := cb.e.c.observer(); o != nil && o.TermChanged != nil {
-		o.TermChanged(TermChange{Namespace: cb.e.ns, Group: cb.e.group, Term: term, Leader: cb.e.c.cfg.Owner, Self: true, Demoted: true})
+		o.TermChanged(TermChange{Namespace: cb.e.ns, Group: cb.e.group, Term: term, Leader: cb.e.c.cfg.Owner, Self: true, Demoted: true,
+			Err: lost})
 	}
 	if f := cb.e.opts.OnDemoted; f != nil && call {
 		done := make(chan struct{})

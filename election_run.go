@@ -598,11 +598,14 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 
 	tick := time.NewTicker(l.renewEvery)
 	defer tick.Stop()
-	var cause error
+	var cause, lost error // lost: why the term ended against this node's will (TermChange.Err)
 	for cause == nil {
 		select {
 		case <-l.Done():
 			cause = l.ended()
+			if !errors.Is(cause, ErrClosed) { // Client.Close ended it: a step-down
+				lost = cause
+			}
 		case <-tm.resign:
 			cause = errResigned
 		case <-ctx.Done():
@@ -623,6 +626,9 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 	// nothing to release; one whose local deadline passed may still be
 	// released early, but trying past the row's expiry is pointless.
 	e.c.hb.remove(l)
+	if err := l.ended(); lost == nil && err != nil && !errors.Is(err, ErrClosed) {
+		lost = err // lost while stepping down (OnElected had not returned yet)
+	}
 	var stale *StaleTokenError
 	if !errors.As(l.ended(), &stale) {
 		until := time.Now().Add(e.c.cfg.ReleaseTimeout)
@@ -643,14 +649,15 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 	close(tm.ended)
 	e.bg.Wait() // a member rewrite started while leading (bounded by the TTL)
 	e.c.cfg.Logger.Info("sentinel: demoted", "namespace", e.ns, "group", e.group, "term", l.token, "cause", cause)
-	cb.demoted(l.token, !skipped.Load())
+	var p error
 	if errors.Is(cause, errCallbackPanicked) {
 		e.mu.Lock()
-		p := e.panicErr
+		p = e.panicErr
 		e.mu.Unlock()
-		return p
+		lost = p
 	}
-	return nil
+	cb.demoted(l.token, !skipped.Load(), lost)
+	return p
 }
 
 var (

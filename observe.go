@@ -59,7 +59,8 @@ type Observer struct {
 	QueueGranted func(e QueueGrant)
 
 	// TermChanged is called when an elector sees a new term: it was
-	// elected, demoted, or saw another node lead.
+	// elected, stopped leading (lost the term, or stepped down: see
+	// TermChange.Err), or saw another node lead.
 	TermChanged func(e TermChange)
 }
 
@@ -215,6 +216,13 @@ type TermChange struct {
 	Leader    string // the leader's owner identity
 	Self      bool   // this node is the leader of Term
 	Demoted   bool   // this node stopped leading Term
+	// Err, for a demotion, is why the term ended against this node's
+	// will: a *LostError matching ErrLeaseLost (renewal deadline passed,
+	// taken over, hard TTL; also reported to LeaseLost, Kind LossLeader)
+	// or the panic of one of its callbacks (what Run returns). It is nil
+	// when the node stepped down itself: Resign, Run's ctx ended, or
+	// Client.Close.
+	Err error
 }
 
 // observer returns the client's observer, nil when none (or c is nil).

@@ -45,7 +45,11 @@
 //	sentinel.queue.depth            histogram  live tickets ahead of a ticket when drawn,
 //	                                           by sentinel.namespace
 //	sentinel.election.term_changes  counter    terms seen, by sentinel.group, sentinel.role
-//	                                           (elected, demoted, follower) and
+//	                                           (elected; demoted: the term was lost, as in
+//	                                           lease.losses kind leader, or a callback
+//	                                           panicked; resigned: this node stepped down,
+//	                                           by Resign, Run's ctx or Client.Close;
+//	                                           follower: another node leads) and
 //	                                           sentinel.namespace
 //	sentinel.fencing.refusals       counter    stale tokens, terms and tickets refused by
 //	                                           VerifyToken, VerifyExecutionToken, VerifyTerm
@@ -339,6 +343,8 @@ func (o *observer) queueGranted(e sentinel.QueueGrant) {
 func (o *observer) termChanged(e sentinel.TermChange) {
 	role := "follower"
 	switch {
+	case e.Demoted && e.Err == nil:
+		role = "resigned" // Resign, Run's ctx ended, Client.Close
 	case e.Demoted:
 		role = "demoted"
 	case e.Self:

@@ -286,7 +286,9 @@ func TestQueueAndElectionInstruments(t *testing.T) {
 	obs.QueueGranted(sentinel.QueueGrant{Namespace: "default", Resource: "printer", Ticket: 5, Wait: 20 * time.Millisecond, Ahead: 3})
 	obs.QueueGranted(sentinel.QueueGrant{Namespace: "default", Resource: "printer", Ticket: 6, Wait: 10 * time.Millisecond, Ahead: -1})
 	obs.TermChanged(sentinel.TermChange{Namespace: "default", Group: "scheduler", Term: 9, Self: true})
-	obs.TermChanged(sentinel.TermChange{Namespace: "default", Group: "scheduler", Term: 9, Self: true, Demoted: true})
+	obs.TermChanged(sentinel.TermChange{Namespace: "default", Group: "scheduler", Term: 9, Self: true, Demoted: true, Err: sentinel.ErrLeaseLost})
+	obs.TermChanged(sentinel.TermChange{Namespace: "default", Group: "scheduler", Term: 10, Self: true})
+	obs.TermChanged(sentinel.TermChange{Namespace: "default", Group: "scheduler", Term: 10, Self: true, Demoted: true})
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(context.Background(), &rm))
 	got := map[string]metricdata.Aggregation{}
@@ -297,7 +299,7 @@ func TestQueueAndElectionInstruments(t *testing.T) {
 	require.EqualValues(t, 1, histCount[int64](t, got["sentinel.queue.depth"]), "an unknown depth is not recorded")
 	depth := got["sentinel.queue.depth"].(metricdata.Histogram[int64])
 	require.Equal(t, int64(3), depth.DataPoints[0].Sum)
-	require.Equal(t, map[string]int64{"elected": 1, "demoted": 1}, sumBy(t, got["sentinel.election.term_changes"], otelsentinel.AttrRole))
+	require.Equal(t, map[string]int64{"elected": 2, "demoted": 1, "resigned": 1}, sumBy(t, got["sentinel.election.term_changes"], otelsentinel.AttrRole))
 }
 
 // A Once whose execution lease reaches its hard TTL while fn runs: an
@@ -338,7 +340,7 @@ func TestCloseWhileLeadingIsNoLoss(t *testing.T) {
 		" WHERE expires_at > now()").Scan(&live))
 	require.Zero(t, live, "the term was given back")
 	m := w.metrics()
-	require.Equal(t, map[string]int64{"elected": 1, "demoted": 1}, sumBy(t, m["sentinel.election.term_changes"], otelsentinel.AttrRole))
+	require.Equal(t, map[string]int64{"elected": 1, "resigned": 1}, sumBy(t, m["sentinel.election.term_changes"], otelsentinel.AttrRole))
 	require.Nil(t, m["sentinel.lease.losses"], "a clean Close loses nothing")
 }
 

@@ -15,8 +15,12 @@
 //	                                           and sentinel.namespace
 //	sentinel.once.duration          histogram  seconds per call, same attributes
 //	sentinel.lease.acquisitions     counter    Client.Lease calls, by sentinel.result
-//	                                           (acquired, held, error), sentinel.wait
-//	                                           and sentinel.namespace
+//	                                           (acquired; held: held elsewhere, for a
+//	                                           WithWait call until its ctx ended;
+//	                                           canceled: the caller's ctx ended first,
+//	                                           no failure; error: bad input, database
+//	                                           errors), sentinel.wait and
+//	                                           sentinel.namespace
 //	sentinel.lease.wait.duration    histogram  seconds a WithWait acquisition waited,
 //	                                           by sentinel.namespace
 //	sentinel.lease.losses           counter    leases lost, by sentinel.lease.kind (lease,
@@ -58,7 +62,12 @@
 // Keys never become metric attributes (unbounded cardinality); they are on
 // the spans: one span per Once call ("sentinel.Once": sentinel.key,
 // sentinel.namespace, sentinel.token, sentinel.outcome; fn's context is its
-// child) and one per lease acquisition ("sentinel.Lease"). A fencing refusal
+// child) and one per lease acquisition ("sentinel.Lease": sentinel.key,
+// sentinel.namespace, sentinel.result, sentinel.wait, sentinel.token when
+// acquired). A span's status is Error only for a failure: a Once outcome
+// uncertain, rerun_pending, result_lost or error, a lease result error.
+// An outcome the caller expects (cached, final, in_progress, ...; held), or
+// its own ctx ending before a lease was granted, leaves it Unset. A fencing refusal
 // is recorded as an event on the span in the checking call's context.
 package otelsentinel
 
@@ -250,6 +259,8 @@ func (o *observer) leaseEnd(ctx context.Context, e sentinel.LeaseEvent) {
 	case e.Acquired:
 	case errors.Is(e.Err, sentinel.ErrNotAcquired):
 		result = "held"
+	case ctx.Err() != nil:
+		result = "canceled" // the caller's ctx ended (cancelled, or its deadline passed): it gave up
 	default:
 		result = "error"
 	}
@@ -270,6 +281,8 @@ func (o *observer) leaseEnd(ctx context.Context, e sentinel.LeaseEvent) {
 		} else if result == "error" && e.Err != nil {
 			span.RecordError(e.Err)
 			span.SetStatus(codes.Error, "lease acquisition failed")
+		} else if result == "canceled" && e.Err != nil {
+			span.RecordError(e.Err) // what the caller was told; no failure, so no Error status
 		}
 	}
 	span.End()

@@ -65,7 +65,9 @@
 // child) and one per lease acquisition ("sentinel.Lease": sentinel.key,
 // sentinel.namespace, sentinel.result, sentinel.wait, sentinel.token when
 // acquired). A span's status is Error only for a failure: a Once outcome
-// uncertain, rerun_pending, result_lost or error, a lease result error.
+// uncertain, result_lost or error, a lease result error. A rerun_pending
+// span is not an error (the next caller with WithRerun runs fn again, as
+// designed); fn's error is recorded on it as an event.
 // An outcome the caller expects (cached, final, in_progress, ...; held), or
 // its own ctx ending before a lease was granted, leaves it Unset. A fencing refusal
 // is recorded as an event on the span in the checking call's context.
@@ -240,6 +242,12 @@ func (o *observer) onceEnd(ctx context.Context, e sentinel.OnceEvent) {
 	case sentinel.OutcomeRan, sentinel.OutcomeCached, sentinel.OutcomeFinal, sentinel.OutcomeInProgress,
 		sentinel.OutcomeReconciling, sentinel.OutcomeRetryable:
 		// Expected outcomes of a coordination call, not failures of Sentinel.
+	case sentinel.OutcomeRerunPending:
+		// The next caller with WithRerun runs it again, as designed: no
+		// failure to page on, but the trace says why the attempt stopped.
+		if e.Err != nil {
+			span.RecordError(e.Err)
+		}
 	default:
 		if e.Err != nil {
 			span.RecordError(e.Err)

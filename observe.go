@@ -87,6 +87,15 @@ const (
 	// call for it with WithRerun runs fn again: no operator is needed yet
 	// (ExecutionError.Rerun).
 	OutcomeRerunPending OnceOutcome = "rerun_pending"
+	// OutcomeCanceled: the caller's ctx ended (cancelled, or its deadline
+	// passed) and the call failed without an outcome of the key: fn did
+	// not run (a claim in flight was given back: the key is claimable), or
+	// OnceTx's transaction rolled back. The caller gave up; nothing failed.
+	// A ctx that ends while fn runs makes the key's outcome fn's (uncertain
+	// when fn had crossed its boundary); one that ends while WithWait waits
+	// for another worker's run leaves OutcomeInProgress. Only OnceEvent
+	// carries it: OnceOutcomeOf, which sees no ctx, says OutcomeError.
+	OutcomeCanceled OnceOutcome = "canceled"
 )
 
 // OnceOutcomeOf classifies a Once call's result: cached is Result.Cached,
@@ -260,6 +269,9 @@ func (o *Observer) onceEnd(ctx context.Context, c *Client, key string, opts []Op
 	}
 	e := OnceEvent{Namespace: c.namespaceOf(opts), Key: key, Outcome: OnceOutcomeOf(*cached, *err),
 		Token: *token, Duration: time.Since(start), Err: *err}
+	if e.Outcome == OutcomeError && ctx.Err() != nil {
+		e.Outcome = OutcomeCanceled // the caller gave up
+	}
 	var ee *ExecutionError
 	if e.Token == 0 && errors.As(e.Err, &ee) {
 		e.Token = ee.Token // a rejection: the token of the execution that holds the key

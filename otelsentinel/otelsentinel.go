@@ -11,7 +11,9 @@
 //	                                           (ran, cached, final, in_progress, uncertain,
 //	                                           reconciling, retryable, error, rerun_pending,
 //	                                           result_lost: fn succeeded but its value was
-//	                                           not stored, replays too; needs SetResult)
+//	                                           not stored, replays too; needs SetResult;
+//	                                           canceled: the caller's ctx ended before fn
+//	                                           ran, nothing failed: see sentinel.OnceOutcome)
 //	                                           and sentinel.namespace
 //	sentinel.once.duration          histogram  seconds per call, same attributes
 //	sentinel.lease.acquisitions     counter    Client.Lease calls, by sentinel.result
@@ -69,7 +71,7 @@
 // span is not an error (the next caller with WithRerun runs fn again, as
 // designed); fn's error is recorded on it as an event.
 // An outcome the caller expects (cached, final, in_progress, ...; held), or
-// its own ctx ending before a lease was granted, leaves it Unset. A fencing refusal
+// its own ctx ending first (canceled), leaves it Unset. A fencing refusal
 // is recorded as an event on the span in the checking call's context.
 package otelsentinel
 
@@ -242,6 +244,10 @@ func (o *observer) onceEnd(ctx context.Context, e sentinel.OnceEvent) {
 	case sentinel.OutcomeRan, sentinel.OutcomeCached, sentinel.OutcomeFinal, sentinel.OutcomeInProgress,
 		sentinel.OutcomeReconciling, sentinel.OutcomeRetryable:
 		// Expected outcomes of a coordination call, not failures of Sentinel.
+	case sentinel.OutcomeCanceled:
+		if e.Err != nil {
+			span.RecordError(e.Err) // what the caller was told; it gave up, nothing failed
+		}
 	case sentinel.OutcomeRerunPending:
 		// The next caller with WithRerun runs it again, as designed: no
 		// failure to page on, but the trace says why the attempt stopped.

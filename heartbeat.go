@@ -334,6 +334,7 @@ func (h *heartbeater) renewBatch(ctx context.Context, ls []*Lease, strict bool) 
 	if left := earliest.Sub(now); left > 0 && left < attempt {
 		attempt = max(left, retryDelay(every))
 	}
+	outer := ctx
 	ctx, cancel := context.WithDeadline(ctx, now.Add(attempt))
 	defer cancel()
 	sent := time.Now()
@@ -341,6 +342,12 @@ func (h *heartbeater) renewBatch(ctx context.Context, ls []*Lease, strict bool) 
 	var res []renewal
 	if err == nil {
 		res, err = scanRenewals(rows)
+	}
+	if err != nil && outer.Err() != nil {
+		// Aborted by Client.Close (the loop's ctx) or by the ctx of
+		// Lease.Heartbeat's caller: no failed renewal, nothing to observe
+		// or warn about; the leases keep their deadlines.
+		return h.c.wrapErr("heartbeat", err)
 	}
 	if obs := h.c.observer(); obs != nil {
 		obs.heartbeat(n, time.Since(sent), err)

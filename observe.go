@@ -48,7 +48,9 @@ type Observer struct {
 	// LeaseLost.
 	ReleaseFailed func(e ReleaseFailure)
 
-	// Heartbeat is called after each renewal statement.
+	// Heartbeat is called after each renewal statement, except one
+	// aborted by Client.Close or by the ctx of Lease.Heartbeat's caller
+	// (no renewal failed).
 	Heartbeat func(e HeartbeatEvent)
 
 	// FencingRefused is called when VerifyToken, VerifyExecutionToken,

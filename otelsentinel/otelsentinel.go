@@ -43,6 +43,8 @@
 //	                                           expires within its TTL. By sentinel.lease.kind
 //	                                           and sentinel.namespace
 //	sentinel.heartbeat.duration     histogram  seconds per renewal statement, by error.type
+//	                                           on failures (timeout, database); one
+//	                                           aborted by Client.Close is not recorded
 //	sentinel.heartbeat.batch_size   histogram  rows sent for renewal per statement that
 //	                                           succeeded (some may have come back busy
 //	                                           or lost: those are in lease.losses)

@@ -98,6 +98,12 @@ const (
 	// for another worker's run leaves OutcomeInProgress. Only OnceEvent
 	// carries it: OnceOutcomeOf, which sees no ctx, says OutcomeError.
 	OutcomeCanceled OnceOutcome = "canceled"
+	// OutcomeClosed: the call failed with ErrClosed: the client was
+	// closed before fn ran (the call came after Client.Close, or Close
+	// ended its wait or its claim in flight, which was given back). The
+	// process is shutting down; nothing failed. (A Once whose fn was
+	// running when Close cancelled its ctx has fn's outcome.)
+	OutcomeClosed OnceOutcome = "closed"
 )
 
 // OnceOutcomeOf classifies a Once call's result: cached is Result.Cached,
@@ -123,6 +129,8 @@ func OnceOutcomeOf(cached bool, err error) OnceOutcome {
 		return OutcomeRetryable
 	case errors.Is(err, ErrResultLost):
 		return OutcomeResultLost
+	case errors.Is(err, ErrClosed):
+		return OutcomeClosed
 	}
 	return OutcomeError
 }

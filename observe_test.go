@@ -32,6 +32,9 @@ func TestOnceOutcomeOf(t *testing.T) {
 		{false, fmt.Errorf("db: %w", errors.New("down")), sentinel.OutcomeError},
 		{false, fmt.Errorf("%w: key completed, its result not stored", sentinel.ErrResultLost), sentinel.OutcomeResultLost},
 		{true, fmt.Errorf("%w: decode", sentinel.ErrResult), sentinel.OutcomeError},
+		{false, sentinel.ErrClosed, sentinel.OutcomeClosed},
+		{false, sentinel.Retryable(fmt.Errorf("fn: %w", sentinel.ErrClosed)), sentinel.OutcomeRetryable},
+		{false, &sentinel.ExecutionError{Kind: sentinel.ErrUncertain, Cause: sentinel.ErrClosed}, sentinel.OutcomeUncertain},
 	} {
 		require.Equal(t, tc.want, sentinel.OnceOutcomeOf(tc.cached, tc.err), "%v", tc.err)
 	}

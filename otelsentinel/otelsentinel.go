@@ -13,15 +13,18 @@
 //	                                           result_lost: fn succeeded but its value was
 //	                                           not stored, replays too; needs SetResult;
 //	                                           canceled: the caller's ctx ended before fn
-//	                                           ran, nothing failed: see sentinel.OnceOutcome)
+//	                                           ran, nothing failed; closed: the client was
+//	                                           closed before fn ran: see sentinel.OnceOutcome)
 //	                                           and sentinel.namespace
 //	sentinel.once.duration          histogram  seconds per call, same attributes
 //	sentinel.lease.acquisitions     counter    Client.Lease calls, by sentinel.result
 //	                                           (acquired; held: held elsewhere, for a
 //	                                           WithWait call until its ctx ended;
 //	                                           canceled: the caller's ctx ended first,
-//	                                           no failure; error: bad input, database
-//	                                           errors), sentinel.wait and
+//	                                           no failure; closed: Client.Close ended
+//	                                           the wait, or the call came after it;
+//	                                           error: bad input, database errors),
+//	                                           sentinel.wait and
 //	                                           sentinel.namespace
 //	sentinel.lease.wait.duration    histogram  seconds a WithWait acquisition waited,
 //	                                           by sentinel.namespace
@@ -73,7 +76,8 @@
 // span is not an error (the next caller with WithRerun runs fn again, as
 // designed); fn's error is recorded on it as an event.
 // An outcome the caller expects (cached, final, in_progress, ...; held), or
-// its own ctx ending first (canceled), leaves it Unset. A fencing refusal
+// its own ctx ending first (canceled), or the client's Close (closed),
+// leaves it Unset. A fencing refusal
 // is recorded as an event on the span in the checking call's context.
 package otelsentinel
 
@@ -246,7 +250,7 @@ func (o *observer) onceEnd(ctx context.Context, e sentinel.OnceEvent) {
 	case sentinel.OutcomeRan, sentinel.OutcomeCached, sentinel.OutcomeFinal, sentinel.OutcomeInProgress,
 		sentinel.OutcomeReconciling, sentinel.OutcomeRetryable:
 		// Expected outcomes of a coordination call, not failures of Sentinel.
-	case sentinel.OutcomeCanceled:
+	case sentinel.OutcomeCanceled, sentinel.OutcomeClosed:
 		if e.Err != nil {
 			span.RecordError(e.Err) // what the caller was told; it gave up, nothing failed
 		}
@@ -275,6 +279,8 @@ func (o *observer) leaseEnd(ctx context.Context, e sentinel.LeaseEvent) {
 	case e.Acquired:
 	case errors.Is(e.Err, sentinel.ErrNotAcquired):
 		result = "held"
+	case errors.Is(e.Err, sentinel.ErrClosed):
+		result = "closed" // the client was closed: Close ended the wait, or the call came after it
 	case ctx.Err() != nil:
 		result = "canceled" // the caller's ctx ended (cancelled, or its deadline passed): it gave up
 	default:
@@ -297,7 +303,7 @@ func (o *observer) leaseEnd(ctx context.Context, e sentinel.LeaseEvent) {
 		} else if result == "error" && e.Err != nil {
 			span.RecordError(e.Err)
 			span.SetStatus(codes.Error, "lease acquisition failed")
-		} else if result == "canceled" && e.Err != nil {
+		} else if (result == "canceled" || result == "closed") && e.Err != nil {
 			span.RecordError(e.Err) // what the caller was told; no failure, so no Error status
 		}
 	}

@@ -7,7 +7,8 @@
 //
 // Instruments, all named after the package ("sentinel."):
 //
-//	sentinel.once.calls             counter    Once/OnceTx calls, by sentinel.outcome
+//	sentinel.once.calls             counter    Once/OnceTx calls (OnceRetry: one per
+//	                                           attempt, each its own span), by sentinel.outcome
 //	                                           (ran, cached, final, in_progress, uncertain,
 //	                                           reconciling, retryable, error, rerun_pending,
 //	                                           result_lost: fn succeeded but its value was
@@ -61,7 +62,8 @@
 //	                                           panicked; resigned: this node stepped down,
 //	                                           by Resign, Run's ctx or Client.Close;
 //	                                           follower: another node leads) and
-//	                                           sentinel.namespace
+//	                                           sentinel.namespace (a series per group:
+//	                                           keep group names a fixed, small set)
 //	sentinel.fencing.refusals       counter    stale tokens, terms and tickets refused by
 //	                                           VerifyToken, VerifyExecutionToken, VerifyTerm
 //	                                           and VerifyTurn, by sentinel.namespace
@@ -74,11 +76,11 @@
 // acquired). A span's status is Error only for a failure: a Once outcome
 // uncertain, result_lost or error, a lease result error. A rerun_pending
 // span is not an error (the next caller with WithRerun runs fn again, as
-// designed); fn's error is recorded on it as an event.
-// An outcome the caller expects (cached, final, in_progress, ...; held), or
-// its own ctx ending first (canceled), or the client's Close (closed),
-// leaves it Unset. A fencing refusal
-// is recorded as an event on the span in the checking call's context.
+// designed); fn's error is recorded on it as an event. An outcome the
+// caller expects (cached, final, in_progress, ...; held), its own ctx
+// ending first (canceled), or the client's Close (closed) leaves it Unset.
+// A fencing refusal is recorded as an event on the span in the checking
+// call's context.
 package otelsentinel
 
 import (

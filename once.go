@@ -468,6 +468,12 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		hinted = c.done.has(o.namespace, key)
 	)
 	if o.wait {
+		// Counted among the client's waits, so Close wakes this one and
+		// waits for it to count out of the claim it waits for.
+		if !c.beginWait() {
+			return nil, nil, nil, nil, ErrClosed
+		}
+		defer c.endWait() // last: after the count-out below
 		// Subscribe before the first claim, so an outcome between the
 		// claim and the wait is not missed.
 		wake, listening = c.ln.subscribe(ctx, notifyExecution, o.namespace, key)
@@ -488,6 +494,10 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 		}
 	}()
 	for races := 0; ; {
+		if o.wait && c.closed.Load() {
+			// Woken by Close (endWaits): a wait does not outlive its client.
+			return nil, nil, nil, nil, fmt.Errorf("sentinel: waiting for %q/%q: %w", o.namespace, key, ErrClosed)
+		}
 		// With a rerun guard, a key is re-run only after the guard
 		// approved the stopped attempt, and only that attempt (its token;
 		// -1: none yet, so no re-run).

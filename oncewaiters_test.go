@@ -238,3 +238,35 @@ func TestTakeoverStartsTheWaitersCountAgain(t *testing.T) {
 	require.False(t, claim("single-claimed"))
 	require.Equal(t, 1, waiters("single-claimed"))
 }
+
+// Client.Close ends a Once waiting with WithWait, as it ends a Lease's
+// wait: the waiter returns ErrClosed at once, counted out of the claim it
+// waited for. It went on waiting through the still-open pool until its
+// ctx ended (minutes, in a deploy's shutdown), and counted out, if at
+// all, on a pool its owner was about to close.
+func TestCloseEndsAOnceWaiting(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.client(nil), e.client(nil)
+	finish := holding(a, "closing", time.Minute, func() (int, error) { return 7, nil })
+	got := make(chan error, 1)
+	go func() {
+		_, err := sentinel.Once(context.Background(), b, "closing", func(context.Context) (int, error) { return -1, nil }, sentinel.WithWait())
+		got <- err
+	}()
+	waitFor(t, 10*time.Second, "the waiter counted in", func() bool {
+		return e.count("executions", "key = 'closing' AND waiters > 0") == 1
+	})
+	closed := time.Now()
+	b.Close()
+	select {
+	case err := <-got:
+		require.ErrorIs(t, err, sentinel.ErrClosed)
+		require.Less(t, time.Since(closed), 5*time.Second)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Once waiting on a closed client did not return")
+	}
+	require.Equal(t, 0, e.count("executions", "key = 'closing' AND waiters > 0"), "the waiter Close ended is counted out")
+	require.NoError(t, finish())
+	_, err := sentinel.Once(context.Background(), b, "closing", func(context.Context) (int, error) { return -1, nil }, sentinel.WithWait())
+	require.ErrorIs(t, err, sentinel.ErrClosed, "a wait on a closed client")
+}

@@ -333,7 +333,8 @@ type waitCount struct {
 	idle chan struct{}
 }
 
-// beginWait counts a lease wait in, unless the client is closed.
+// beginWait counts a wait (Lease's, or Once's with WithWait) in, unless
+// the client is closed.
 func (c *Client) beginWait() bool {
 	w := &c.waits
 	w.mu.Lock()
@@ -357,10 +358,11 @@ func (c *Client) endWait() {
 	}
 }
 
-// endWaits wakes the lease waits under way, which find the client closed
-// and withdraw their registrations (a registration left behind would be
-// handed the key by the next release, stranding it for the waiter's TTL),
-// and waits for them, for at most ReleaseTimeout: they must withdraw
+// endWaits wakes the waits under way (Lease's, and Once's with WithWait),
+// which find the client closed and withdraw their registrations (a
+// registration left behind would be handed the key by the next release,
+// stranding it for the waiter's TTL; a Once waiter counts out of the claim
+// it waited for), and waits for them, for at most ReleaseTimeout: they must withdraw
 // before the caller closes the pool. No wait begins once closed is set.
 func (c *Client) endWaits() {
 	w := &c.waits
@@ -422,8 +424,9 @@ func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 
 // Close stops heartbeats, releases every lease the client still holds (an
 // execution lease held by a running Once ends, cancelling fn's context),
-// ends the lease waits under way (they withdraw and return ErrClosed;
-// Close waits for them for at most ReleaseTimeout) and closes the listener
+// ends the waits under way, of Lease and of Once with WithWait (they
+// withdraw, or count out of the claim they waited for, and return
+// ErrClosed; Close waits for them for at most ReleaseTimeout) and closes the listener
 // connection. It does not close the pool. Close is
 // idempotent; later calls on the client return ErrClosed.
 func (c *Client) Close() {

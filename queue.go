@@ -179,10 +179,20 @@ func (t *Turn) Context(parent context.Context) (context.Context, context.CancelF
 // It returns nil when it released the turn (or Close had given it back),
 // and an error matching ErrLeaseLost when the turn had been lost (its
 // ticket expired: someone behind may have been served), whether or not the
-// release statement then succeeded. When the statement fails the turn ends
-// all the same; the ticket then expires within its TTL, and the next
-// ticket is served at that expiry. Release may then be called again: it
-// returns nil if it gives the ticket up while the ticket is still live.
+// release statement then succeeded.
+//
+// When the statement fails (the database unreachable, or ctx ended while
+// it was in flight) Release returns its error and the turn ends all the
+// same: it is no longer renewed, Done closes and Err matches ErrLeaseLost.
+// A statement cut off by ctx may still commit on the server afterwards
+// (pgx drops the connection; the server runs on until it next writes to
+// it). The ticket is gone at once if it did, else when it expires, so the
+// next ticket is served within the ticket's TTL at the latest. Release may
+// then be called again: it sends the leave again (waiting for the row
+// lock of one still running on the server) and returns nil if it gives
+// the ticket up while the ticket is still live; if the row is gone by
+// then (the first statement committed after all, or the ticket expired)
+// it cannot tell and returns the first failure again.
 // A nil ctx is refused (ErrInvalid) and the turn left as it was.
 func (t *Turn) Release(ctx context.Context) error {
 	if err := checkCtx("Turn.Release", ctx); err != nil {
@@ -252,7 +262,9 @@ type leaveResult struct {
 	granted              bool  // next was granted by the leave itself
 }
 
-// leave deletes the ticket row once (later calls do nothing).
+// leave deletes the ticket row. Once a leave succeeded, later calls do
+// nothing (and return a zero leaveResult); after one that failed, the next
+// call tries again.
 //
 // Whom to wake is decided under the queue row's lock, in one transaction
 // of three statements sent as one batch (one round trip; READ COMMITTED
@@ -329,10 +341,13 @@ func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 	}
 	_ = br.Close() // after the COMMIT, only the wake-up can fail: logged above
 	if err != nil {
+		// Whatever failed, the row may still be there: a statement cut
+		// off by ctx (pgx closes the connection; the server may still
+		// run it, and commit it, or not) or a connection lost before the
+		// reply. Not marked left, so a later Release tries again: its
+		// leave waits for the row lock of one still running, and finds
+		// the row gone if that one committed.
 		r.found = false
-		if !transient(err) {
-			t.left = true
-		}
 		return r, t.c.wrapErr(fmt.Sprintf("leave queue %q/%q (ticket %d)", t.l.ns, t.l.key, t.l.token), err)
 	}
 	t.left, t.gaveBack = true, r.found && r.alive

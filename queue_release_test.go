@@ -1,0 +1,128 @@
+package sentinel_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// releaseCutOff holds tn's ticket row in a transaction of the test
+// (VerifyTurn's lock), starts tn.Release, waits until the leave's backend
+// waits for that lock, then ends Release's ctx: the statement is cut off
+// in flight, deterministically (no timer races the lock wait). It returns
+// a func that ends the test transaction (commit or roll back), the pid of
+// the backend that still waits on the server (pgx closed its connection;
+// the backend notices only when it next writes to it), and Release's
+// error.
+func releaseCutOff(t *testing.T, c *sentinel.Client, tn *sentinel.Turn) (func(bool), int32, error) {
+	t.Helper()
+	ctx := ctxT(t)
+	tx, err := c.Pool().Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.VerifyTurn(ctx, tx, tn.Resource(), tn.Ticket()))
+	var holder int32
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&holder))
+	end := func(commit bool) {
+		if commit {
+			require.NoError(t, tx.Commit(ctx))
+		} else {
+			require.NoError(t, tx.Rollback(ctx))
+		}
+	}
+
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	released := make(chan error, 1)
+	go func() { released <- tn.Release(rctx) }()
+	var waiter int32
+	require.Eventually(t, func() bool {
+		err := admin.QueryRow(ctx, "SELECT pid FROM pg_catalog.pg_stat_activity WHERE $1 = ANY (pg_catalog.pg_blocking_pids(pid))", holder).Scan(&waiter)
+		return err == nil
+	}, 10*time.Second, 5*time.Millisecond, "the leave never waited for the ticket row")
+	cancel()
+	select {
+	case err = <-released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Release did not return when its ctx ended")
+	}
+	return end, waiter, err
+}
+
+// A Release whose ctx ended while its statement was in flight (here it
+// waited for a lock) returned the ctx's error and marked the ticket as
+// given up: a second Release did nothing and returned that error again,
+// although the ticket row was still there (the statement, abandoned by
+// the client, did not commit). The queue then waited for the ticket's
+// expiry. Release now retries it: nil once the retry gives the live
+// ticket up.
+func TestTurnReleaseCutOffInFlightIsRetried(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: time.Minute})
+	tn, err := c.Turn(ctx, "printer")
+	require.NoError(t, err)
+
+	end, waiter, err := releaseCutOff(t, c, tn)
+	require.ErrorIs(t, err, context.Canceled, "the first Release failed and says so")
+	require.ErrorIs(t, tn.Err(), sentinel.ErrLeaseLost, "a failed release ends the turn (as for a Lease)")
+	select {
+	case <-tn.Done():
+	default:
+		t.Fatal("Done did not close")
+	}
+	// The abandoned statement ends without committing (as a server-side
+	// timeout or a dropped connection ends it).
+	var ok bool
+	require.NoError(t, admin.QueryRow(ctx, "SELECT pg_catalog.pg_terminate_backend($1)", waiter).Scan(&ok))
+	require.True(t, ok)
+	require.Eventually(t, func() bool {
+		var n int
+		return admin.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE pid = $1", waiter).Scan(&n) == nil && n == 0
+	}, 10*time.Second, 5*time.Millisecond)
+	end(false)
+	require.Equal(t, 1, e.count("tickets", ""), "the ticket row is still there")
+
+	require.NoError(t, tn.Release(ctx), "Release again gives the live ticket up")
+	require.Zero(t, e.count("tickets", ""), "the ticket is gone")
+	require.Equal(t, 1, e.count("queue_events", "event = 'completed'"))
+	require.NoError(t, tn.Release(ctx), "and once more")
+
+	// The next Turn is served at once, not at the ticket's expiry.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	next, err := c.Turn(sctx, "printer")
+	require.NoError(t, err)
+	require.NoError(t, next.Release(ctx))
+}
+
+// The same, but the abandoned statement commits after all, once the lock
+// it waited for is free: a second Release then finds the row gone, and
+// cannot tell whose leave removed it. It keeps reporting the failure
+// (never nil for a release it did not see), and the next ticket is
+// served.
+func TestTurnReleaseCutOffInFlightThatCommitsLater(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: time.Minute})
+	tn, err := c.Turn(ctx, "printer")
+	require.NoError(t, err)
+
+	end, _, first := releaseCutOff(t, c, tn)
+	require.ErrorIs(t, first, context.Canceled)
+	end(true)
+	require.Eventually(t, func() bool { return e.count("tickets", "") == 0 }, 10*time.Second, 5*time.Millisecond,
+		"the abandoned leave commits once the lock is free")
+
+	err = tn.Release(ctx)
+	require.ErrorIs(t, err, context.Canceled, "Release again reports the first failure")
+	require.ErrorIs(t, tn.Err(), sentinel.ErrLeaseLost)
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	next, err := c.Turn(sctx, "printer")
+	require.NoError(t, err)
+	require.NoError(t, next.Release(ctx))
+}

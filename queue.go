@@ -176,7 +176,8 @@ func (t *Turn) Context(parent context.Context) (context.Context, context.CancelF
 // idempotent and works from a defer after the work's context was cancelled
 // (a done ctx is replaced by one bounded by Config.ReleaseTimeout).
 //
-// It returns nil when it released the turn (or Close had given it back),
+// It returns nil when it released the turn (or Close had given it back,
+// or a failed Close's leave left the ticket live and Release gave it up),
 // and an error matching ErrLeaseLost when the turn had been lost (its
 // ticket expired: someone behind may have been served), whether or not the
 // release statement then succeeded.
@@ -218,6 +219,10 @@ func (t *Turn) Release(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), t.c.cfg.ReleaseTimeout)
 		defer cancel()
 	}
+	// ours: the turn is still held, or it ended by its holder's doing
+	// (a failed Release, Close), not by a loss: a leave that finds the
+	// ticket live is then a release.
+	ours := prior == nil || prior == t.relFailed || errors.Is(prior, ErrClosed)
 	t.c.hb.remove(t.l)
 	res, err := t.leave(ctx)
 	if err != nil {
@@ -226,15 +231,16 @@ func (t *Turn) Release(ctx context.Context) error {
 		if t.l.endAs(failed, true); prior == nil && t.l.ended() == failed {
 			t.relFailed = failed
 		}
-		if prior != nil && prior != t.relFailed {
+		if !ours {
 			return errors.Join(prior, err) // lost before: report the loss
 		}
 		return err
 	}
 	if res.found && res.alive {
-		if prior == nil || prior == t.relFailed {
+		if ours {
 			// Left while its ticket was live: nobody behind was served
-			// meanwhile, even after a failed attempt.
+			// meanwhile, even after a failed attempt (Release's or
+			// Close's).
 			t.l.end(ErrReleased)
 			return nil
 		}

@@ -126,3 +126,44 @@ func TestTurnReleaseCutOffInFlightThatCommitsLater(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, next.Release(ctx))
 }
+
+// Close gives a held turn back; when that leave failed (here its backend
+// was terminated while it waited for a lock), a later Release that gave
+// the still-live ticket up returned an error matching ErrLeaseLost
+// ("lost: client closed"), which Release's godoc reserves for a turn whose
+// ticket expired, although nobody behind could have been served: Release
+// after a Close whose leave succeeded returns nil. It now returns nil too.
+func TestTurnReleaseAfterAFailedCloseLeaveIsNil(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: time.Minute})
+	tn, err := c.Turn(ctx, "printer")
+	require.NoError(t, err)
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	require.NoError(t, c.VerifyTurn(ctx, tx, "printer", tn.Ticket()))
+	var holder int32
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&holder))
+
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	var waiter int32
+	require.Eventually(t, func() bool {
+		err := admin.QueryRow(ctx, "SELECT pid FROM pg_catalog.pg_stat_activity WHERE $1 = ANY (pg_catalog.pg_blocking_pids(pid))", holder).Scan(&waiter)
+		return err == nil
+	}, 10*time.Second, 5*time.Millisecond, "Close's leave never waited for the ticket row")
+	var ok bool
+	require.NoError(t, admin.QueryRow(ctx, "SELECT pg_catalog.pg_terminate_backend($1)", waiter).Scan(&ok))
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, 1, e.count("tickets", ""), "Close's leave failed: the ticket row is still there")
+
+	require.NoError(t, tn.Release(ctx), "Release gives the live ticket back")
+	require.Zero(t, e.count("tickets", ""))
+	require.NoError(t, tn.Release(ctx), "and once more")
+}

@@ -17,9 +17,13 @@ import (
 //
 // Every Turn draws a ticket from the fencing_token sequence and waits until
 // its ticket is the lowest live ticket of its resource. The holder is
-// derived, never stored: a ticket is served by one statement that checks,
-// on the database clock, that no lower ticket is alive, and skips (deletes)
-// the lower ones that are dead in the same statement.
+// derived, never stored: it is the lowest live ticket. A ticket's grant
+// (served_at, `granted`) is written by one of three statements, each of
+// which checks, on the database clock, that no lower ticket is alive and
+// skips (deletes) the lower ones that are dead in the same statement: its
+// own draw when nobody is ahead (queue_ahead), the leave of the ticket
+// ahead (the handover in sqlTicketLeave), or its own serving check
+// (sqlServe).
 //
 // Why no later ticket is ever served before an earlier live one:
 //
@@ -44,13 +48,19 @@ import (
 //     lower ticket is left at all, read with a snapshot taken after those
 //     deletions. A live or locked one left means the serving check above
 //     decides. Such a draw commits durably, as every grant does.
+//   - A leave that hands the turn over grants the next live ticket the
+//     same way, under the queue's lock too (Turn.leave): it deletes the
+//     expired tickets below that one whose rows it can lock, and grants
+//     it only if no other ticket below it is left in its snapshot and its
+//     own row, re-checked live and unserved, is not locked elsewhere.
+//     Otherwise it only wakes it, and its serving check decides.
 //   - A holder's local deadline (Done) is the send time of its last
 //     successful renewal + TTL - safety margin: before the database clock can
 //     see its ticket expired, hence before anyone behind can be served.
 
 // kindTicket is the heartbeat kind of a ticket row (see renewKinds in
-// queries.go). It only
-// needs to differ from the other kinds; the integrator may renumber it.
+// queries.go). It only needs to differ from the other kinds; the
+// integrator may renumber it.
 const kindTicket leaseKind = 12
 
 // MaxLabelLen is the longest label a Turn accepts, in bytes.
@@ -171,8 +181,9 @@ func (t *Turn) Context(parent context.Context) (context.Context, context.CancelF
 	return t.l.Context(parent)
 }
 
-// Release ends the turn in one statement guarded by owner and ticket,
-// records `completed`, and wakes the next live ticket only. It is
+// Release ends the turn in one round trip (a transaction guarded by owner
+// and ticket, see leave), records `completed`, and hands the turn over:
+// it grants the next live ticket and wakes that one only. It is
 // idempotent and works from a defer after the work's context was cancelled
 // (a done ctx is replaced by one bounded by Config.ReleaseTimeout).
 //
@@ -262,10 +273,13 @@ func (t *Turn) hasLeft() (left, gaveBack bool) {
 	return t.left, t.gaveBack
 }
 
+// leaveResult is what a leave's statement found of its own ticket. (The
+// statement also returns whether the ticket was served, the next ticket
+// and whether it granted it; nothing here needs them: the wake-up is
+// sqlTicketLeaveWake's, in the same round trip.)
 type leaveResult struct {
-	found, served, alive bool
-	next                 int64 // the ticket notified (0: none)
-	granted              bool  // next was granted by the leave itself
+	found bool // the row was there, and this leave deleted it
+	alive bool // ... while its ticket was live: nobody behind was served meanwhile
 }
 
 // leave deletes the ticket row. Once a leave succeeded, later calls do
@@ -331,7 +345,7 @@ func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 		}
 	}
 	if err == nil {
-		err = br.QueryRow().Scan(&r.served, &r.alive, &r.next, &r.granted)
+		err = br.QueryRow().Scan(nil, &r.alive, nil, nil) // served, alive, next, granted
 		r.found = err == nil
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = nil // the ticket was gone already
@@ -371,8 +385,9 @@ var errTicketLost = errors.New("sentinel: waiting ticket lost")
 //
 // While waiting, the ticket is kept alive by the client's heartbeat and
 // the call holds no pool connection: it sleeps until the ticket ahead of it
-// leaves (a notification names the one ticket that should re-check) or
-// until that ticket's expiry, whichever comes first. If the ticket itself
+// leaves (the leave grants the next ticket, and a notification names that
+// one ticket: served, or re-check) or until that ticket's expiry,
+// whichever comes first. If the ticket itself
 // dies while waiting (the database was unreachable for longer than its
 // TTL), Turn draws a new one at the back of the queue. Each statement of
 // the wait is given at most the ticket's TTL (at least 1 s): one sent on a

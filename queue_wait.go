@@ -19,7 +19,8 @@ import (
 
 // drawn is what a draw learned besides its ticket: whether it served it,
 // the live ticket ahead (pred 0: none), read under the queue's lock, and
-// the draw window its waiter closes once subscribed (waitTurn).
+// the draw window its waiter closes once subscribed (waitTurn; Client.turn
+// closes it when the draw served the ticket).
 type drawn struct {
 	served bool // the draw served the ticket (nothing ahead): no wait
 	ahead  serveCheck
@@ -33,8 +34,9 @@ type drawn struct {
 }
 
 // draw draws a ticket, riding out an unreachable database until ctx ends.
-// Unless it returns an error, the caller must pass the window it returns
-// to waitTurn (which closes it).
+// Unless it returns an error, the caller must close the window it returns:
+// waitTurn does, and Client.turn does itself when the draw served the
+// ticket (nothing to wait for).
 func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Turn, drawn, error) {
 	for {
 		if err := c.checkOpen(); err != nil {

@@ -238,14 +238,18 @@ func (t *Turn) Release(ctx context.Context) error {
 	res, err := t.leave(ctx)
 	if err != nil {
 		failed := &LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Kind: t.l.lossKind(),
-			Reason: "turn release failed; the ticket is no longer renewed and expires within its TTL unless the release committed", Cause: err}
+			Reason: fmt.Sprintf("turn release failed; the ticket is no longer renewed and is gone within its TTL (%s) unless the release committed", t.l.ttl),
+			Cause:  err}
 		if t.l.endAs(failed, true); prior == nil && t.l.ended() == failed {
 			t.relFailed = failed
 		}
 		if !ours {
 			return errors.Join(prior, err) // lost before: report the loss
 		}
-		return err
+		// What to do next, said only here: a retry that finds the row
+		// gone returns relFailed, and calling again would not help.
+		return fmt.Errorf("%w (the turn has ended and its ticket is no longer renewed: call Release again to retry; "+
+			"otherwise the ticket is gone when it expires, within its TTL (%s), unless this release committed)", err, t.l.ttl)
 	}
 	if res.found && res.alive {
 		if ours {

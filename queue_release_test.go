@@ -23,6 +23,7 @@ func releaseCutOff(t *testing.T, c *sentinel.Client, tn *sentinel.Turn) (func(bo
 	ctx := ctxT(t)
 	tx, err := c.Pool().Begin(ctx)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // a failed test must not leave the pool's Close waiting for it
 	require.NoError(t, c.VerifyTurn(ctx, tx, tn.Resource(), tn.Ticket()))
 	var holder int32
 	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&holder))
@@ -68,6 +69,8 @@ func TestTurnReleaseCutOffInFlightIsRetried(t *testing.T) {
 
 	end, waiter, err := releaseCutOff(t, c, tn)
 	require.ErrorIs(t, err, context.Canceled, "the first Release failed and says so")
+	require.ErrorContains(t, err, "call Release again to retry", "and says what to do next")
+	require.ErrorContains(t, err, "within its TTL (1m0s)")
 	require.ErrorIs(t, tn.Err(), sentinel.ErrLeaseLost, "a failed release ends the turn (as for a Lease)")
 	select {
 	case <-tn.Done():
@@ -119,6 +122,7 @@ func TestTurnReleaseCutOffInFlightThatCommitsLater(t *testing.T) {
 
 	err = tn.Release(ctx)
 	require.ErrorIs(t, err, context.Canceled, "Release again reports the first failure")
+	require.NotContains(t, err.Error(), "call Release again", "and no longer advises a retry that cannot help")
 	require.ErrorIs(t, tn.Err(), sentinel.ErrLeaseLost)
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -141,7 +145,7 @@ func TestTurnReleaseAfterAFailedCloseLeaveIsNil(t *testing.T) {
 	require.NoError(t, err)
 	tx, err := admin.Begin(ctx)
 	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 	require.NoError(t, c.VerifyTurn(ctx, tx, "printer", tn.Ticket()))
 	var holder int32
 	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&holder))

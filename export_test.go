@@ -171,3 +171,10 @@ func StallLease(l *Lease) {
 	l.deadline = time.Now().Add(-time.Millisecond)
 	l.mu.Unlock()
 }
+
+// GiveBack runs t's leave, as Client.Close's give-back does, and reports
+// whether it found the ticket live (found and alive).
+func GiveBack(ctx context.Context, t *Turn) (bool, error) {
+	r, err := t.leave(ctx)
+	return r.found && r.alive, err
+}

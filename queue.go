@@ -286,8 +286,9 @@ type leaveResult struct {
 	alive bool // ... while its ticket was live: nobody behind was served meanwhile
 }
 
-// leave deletes the ticket row. Once a leave succeeded, later calls do
-// nothing (and return a zero leaveResult); after one that failed, the next
+// leave deletes the ticket row. Once a leave succeeded, later calls send
+// nothing and return what it found, as far as Release reads it (found and
+// alive when it gave a live ticket up); after one that failed, the next
 // call tries again.
 //
 // Whom to wake is decided under the queue row's lock, in one transaction
@@ -327,7 +328,10 @@ func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 	t.leftMu.Lock()
 	defer t.leftMu.Unlock()
 	if t.left {
-		return leaveResult{}, nil
+		// What the leave that gave the row up found: a Release that read
+		// the turn not left yet and lost the race to Close's give-back
+		// learns the ticket was given back live, not that it was gone.
+		return leaveResult{found: t.gaveBack, alive: t.gaveBack}, nil
 	}
 	var r leaveResult
 	qs := t.c.qsql()

@@ -119,3 +119,23 @@ func TestTurnAllWithATurnLostWhileWaitingReturnsTheLoss(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, q.Holder)
 }
+
+// A Release that read its turn not left yet, then lost the race for the
+// leave to Client.Close's give-back, ran a leave that sent nothing and
+// found nothing: Release then reported the turn lost ("expired before
+// release") though Close had given the live ticket back and nobody
+// behind could have been served. A later leave now returns what the
+// first found.
+func TestALeaveAfterTheGiveBackSeesItLive(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	tn, err := c.Turn(ctx, "press")
+	require.NoError(t, err)
+	live, err := sentinel.GiveBack(ctx, tn) // Close's give-back, first
+	require.NoError(t, err)
+	require.True(t, live)
+	live, err = sentinel.GiveBack(ctx, tn) // the Release that lost the race
+	require.NoError(t, err)
+	require.True(t, live, "the second leave must see the live give-back")
+}

@@ -72,6 +72,17 @@ type FollowFilter struct {
 	// miss from it (or after it signals), instead of sleeping.
 	OnStart func()
 
+	// OnRead, when set, is called on Follow's goroutine after every read
+	// of the events that succeeded (the one that finds the starting
+	// position included), before the events it found are delivered. A
+	// lost connection is retried quietly, backing off up to 5s between
+	// attempts: the first OnRead after it says that Follow reads again,
+	// and not merely that the database answers someone else. A follower
+	// that tells a person whether it is up to date (the console's live
+	// view) waits for it. It must return quickly: while it runs, no event
+	// is read.
+	OnRead func()
+
 	// PollInterval is the longest time between two reads of the event
 	// table while nothing happens. Right after activity Follow reads again
 	// after PollInterval/4 (at least 5ms), doubling the pause on every
@@ -336,10 +347,12 @@ func (fw *follower) run(ctx context.Context, fn func(Event) error) error {
 		if err := fw.retry(ctx, func(ctx context.Context) error { return fw.scan(ctx, fw.resumeSQL, fw.cursor) }); err != nil {
 			return err
 		}
+		fw.onRead()
 	default:
 		if err := fw.retry(ctx, func(ctx context.Context) error { return fw.scan(ctx, fw.startSQL) }); err != nil {
 			return err
 		}
+		fw.onRead()
 	}
 	followStarted(ctx)
 	if fw.f.OnStart != nil {
@@ -366,6 +379,7 @@ func (fw *follower) run(ctx context.Context, fn func(Event) error) error {
 		if err != nil {
 			return err
 		}
+		fw.onRead()
 		active, full, err := fw.deliver(rd, fn)
 		if err != nil {
 			return err
@@ -378,6 +392,13 @@ func (fw *follower) run(ctx context.Context, fn func(Event) error) error {
 		default:
 			wait = min(2*wait, fw.poll)
 		}
+	}
+}
+
+// onRead calls FollowFilter.OnRead, if set: a read succeeded.
+func (fw *follower) onRead() {
+	if fw.f.OnRead != nil {
+		fw.f.OnRead()
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -554,4 +555,37 @@ func TestFollowHeadKeepsEventsInFlight(t *testing.T) {
 	for _, ev := range col.events() {
 		require.NotEqual(t, "a", ev.Key, "a's events were before the head: %q", head)
 	}
+}
+
+// OnRead is called after every read that succeeded: the one that finds the
+// starting position (before OnStart), and each later one, quiet or not,
+// before the events it found are delivered.
+func TestFollowOnRead(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	var reads atomic.Int64
+	var atStart, atEvent atomic.Int64
+	atEvent.Store(-1)
+	f := sentinel.FollowFilter{PollInterval: 20 * time.Millisecond,
+		OnRead:  func() { reads.Add(1) },
+		OnStart: func() { atStart.Store(reads.Load()) },
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Follow(ctx, f, func(sentinel.Event) error {
+			atEvent.CompareAndSwap(-1, reads.Load())
+			return nil
+		})
+	}()
+	require.Eventually(t, func() bool { return reads.Load() >= 3 }, 10*time.Second, 10*time.Millisecond, "quiet reads call OnRead")
+	require.EqualValues(t, 1, atStart.Load(), "OnStart after the starting read's OnRead")
+	before := reads.Load()
+	_, err := sentinel.Once(ctxT(t), c, "k", func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return atEvent.Load() >= 0 }, 10*time.Second, 10*time.Millisecond)
+	require.Greater(t, atEvent.Load(), before, "the read that found the event called OnRead before delivering it")
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
 }

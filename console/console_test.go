@@ -285,10 +285,14 @@ func TestEventsStream(t *testing.T) {
 	_, err = sentinel.Once(ctxT(t), c, hostileKey, func(context.Context) (int, error) { return 1, nil })
 	require.NoError(t, err)
 	sc := bufio.NewScanner(resp.Body)
+	var evType string // the event: line of the event read; "execution" for execution events
 	var got []map[string]any
 	for len(got) < 3 && sc.Scan() {
 		line := sc.Text()
-		if data, ok := strings.CutPrefix(line, "data: "); ok {
+		if v, ok := strings.CutPrefix(line, "event: "); ok {
+			evType = v
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok && evType == "execution" {
 			var m map[string]any
 			require.NoError(t, json.Unmarshal([]byte(data), &m))
 			got = append(got, m)
@@ -400,6 +404,7 @@ func TestEventsStreamResumesWithLastEventID(t *testing.T) {
 			during()
 		}
 		sc := bufio.NewScanner(resp.Body)
+		var evType string // the event: line of the event read; "execution" for execution events
 		var got []sse
 		var id string
 		for len(got) < n && sc.Scan() {
@@ -407,7 +412,10 @@ func TestEventsStreamResumesWithLastEventID(t *testing.T) {
 			if v, ok := strings.CutPrefix(line, "id: "); ok {
 				id = v
 			}
-			if data, ok := strings.CutPrefix(line, "data: "); ok {
+			if v, ok := strings.CutPrefix(line, "event: "); ok {
+				evType = v
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok && evType == "execution" {
 				var m map[string]any
 				require.NoError(t, json.Unmarshal([]byte(data), &m))
 				got = append(got, sse{id: id, key: m["key"].(string)})

@@ -57,9 +57,22 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 	// filter) Follow refuses gets 400 instead of a stream. It starts
 	// earlier when the database does not answer meanwhile (watchDatabase),
 	// to say so. mu serialises the writes of Follow's goroutine and of the
-	// watcher, and guards started, following and paused.
+	// watcher, and guards the state below.
+	//
+	// The page is told "live" (status) only when Follow holds its
+	// position, the database answered the watcher's last ping, and Follow
+	// has read the events since (OnRead): after an outage Follow retries
+	// on its own back-off (up to 5s apart), and a ping that answers says
+	// nothing of when it reads again. Until then the page says it is
+	// paused or connecting.
 	var mu sync.Mutex
-	started, following, paused := false, false, false
+	var (
+		started   bool // the stream's header is written
+		following bool // OnStart was called
+		down      bool // the watcher's last ping failed
+		read      bool // Follow read the events since the database last answered a ping after failing
+		live      bool // the page was last told "live"
+	)
 	start := func() {
 		if started {
 			return
@@ -74,23 +87,32 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 	}
 	// status tells the page whether it follows the events now (see
 	// live.js): live false while the database does not answer.
-	status := func(live bool, detail string) {
+	status := func(on bool, detail string) {
+		live = on
 		b, _ := json.Marshal(struct {
 			Live   bool   `json:"live"`
 			Detail string `json:"detail,omitempty"`
-		}{live, detail})
+		}{on, detail})
 		_, _ = fmt.Fprintf(w, "event: status\ndata: %s\n\n", b)
 		fl.Flush()
+	}
+	maybeLive := func() {
+		if started && following && read && !down && !live {
+			status(true, "")
+		}
+	}
+	f.OnRead = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		read = true
+		maybeLive()
 	}
 	f.OnStart = func() {
 		mu.Lock()
 		defer mu.Unlock()
 		following = true
-		if !started {
-			start()
-		} else if !paused {
-			status(true, "") // started paused; the database answered since
-		}
+		start()
+		maybeLive()
 	}
 	wctx, stopWatch := context.WithCancel(r.Context())
 	watched := make(chan struct{})
@@ -100,15 +122,15 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case err != nil && !paused:
-				paused = true
+			case err != nil && !down:
+				down, read = true, false
 				start()
 				status(false, err.Error())
-			case err == nil && paused:
-				paused = false
-				if following { // else OnStart says so
-					status(true, "")
-				}
+			case err == nil && down:
+				// Follow may still be sleeping out its back-off: live
+				// once it has read again (OnRead).
+				down, read = false, false
+				maybeLive()
 			}
 		})
 	}()

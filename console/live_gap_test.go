@@ -37,11 +37,15 @@ func firstLiveKey(t *testing.T, base, live string, hdr ...string) (key, id strin
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	sc := bufio.NewScanner(resp.Body)
+	var evType string // the event: line of the event read; "execution" for execution events
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
 			id = v
 		}
-		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			evType = v
+		}
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && evType == "execution" {
 			var m map[string]any
 			require.NoError(t, json.Unmarshal([]byte(data), &m))
 			return m["key"].(string), id

@@ -29,8 +29,12 @@ func liveEvents(t *testing.T, base, path, last string) []map[string]any {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var out []map[string]any
 	sc := bufio.NewScanner(resp.Body)
+	var evType string // the event: line of the event read; "execution" for execution events
 	for sc.Scan() {
-		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			evType = v
+		}
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && evType == "execution" {
 			var m map[string]any
 			require.NoError(t, json.Unmarshal([]byte(data), &m))
 			out = append(out, m)

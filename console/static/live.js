@@ -32,7 +32,9 @@
     r.textContent = "Reload";
     status.appendChild(r);
   }
-  es.onopen = function () { say("● live"); };
+  // Open is not live yet: the server says "live" (a status event) once
+  // its follower reads the events.
+  es.onopen = function () { say("○ connecting", "paused"); };
   es.onerror = function () {
     // CLOSED: the server answered a reconnection with an error (not a
     // stream); the browser does not try again.
@@ -43,7 +45,8 @@
     say("○ reconnecting", "paused");
   };
   // The server says whether it follows the events now: while the database
-  // does not answer it retries, and catches up once it does.
+  // does not answer it retries, and catches up once it does; it says live
+  // again only once it reads the events again.
   es.addEventListener("status", function (m) {
     var s;
     try { s = JSON.parse(m.data); } catch (e) { return; }

@@ -32,6 +32,7 @@ func TestActDatabaseUnreachableSaysWhatToDo(t *testing.T) {
 	require.Contains(t, body, "open the key&#39;s page", body)
 	require.Contains(t, body, "safe", body)
 	require.Contains(t, body, `href="key?key=pay-1&amp;ns=payments"`, "back to the key")
+	require.NotContains(t, body, `data-wait-db`, "a POST's result must not reload itself: that sends the action again")
 
 	down.Store(false)
 	now, err := c.Inspect(ctxT(t), "pay-1")

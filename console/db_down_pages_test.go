@@ -35,5 +35,7 @@ func TestPagesSayDatabaseDoesNotAnswer(t *testing.T) {
 		// The counts at the top say it too, not the driver's text alone.
 		require.Contains(t, body, `id="counts-db-down"`, "page %q", path)
 		require.NotContains(t, body, "Uncertain keys could not be counted: ", "page %q", path)
+		require.Contains(t, body, `data-wait-db="1"`, "page %q waits for the database and reloads itself", path)
+		require.Contains(t, body, `data-live="events`, "page %q has a stream to wait with", path)
 	}
 }

@@ -52,7 +52,22 @@ type page struct {
 	Elsewhere     []schemaNote
 	ElsewhereErr  string
 	ElsewhereDown bool // ElsewhereErr is the database not answering
+	// WaitDB: a page read (GET) while the database did not answer: with
+	// JavaScript on it waits for the database over the live stream (Live,
+	// set for it when the page has no live view of its own) and reloads
+	// itself once the stream reads again (see live.js).
+	WaitDB bool
 }
+
+// downer is the data of a page that says when its read found the database
+// not answering.
+type downer interface{ dbDown() bool }
+
+func (d listData) dbDown() bool      { return d.Down }
+func (d leasesData) dbDown() bool    { return d.Down }
+func (d queuesData) dbDown() bool    { return d.Down }
+func (d electionsData) dbDown() bool { return d.Down }
+func (m message) dbDown() bool       { return m.Down }
 
 // schemaNote is another schema with uncertain executions.
 type schemaNote struct {
@@ -104,6 +119,15 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 		}
 		for _, s := range schemas {
 			p.Elsewhere = append(p.Elsewhere, schemaNote{Schema: s, Command: "sentinel list --uncertain --schema " + shell.Quote(s)})
+		}
+	}
+	// A page read while the database does not answer is no use once it
+	// answers: it waits for it and reloads itself. Only a GET: reloading a
+	// POST's result would send the action again.
+	if d, ok := p.Data.(downer); r.Method == http.MethodGet && (p.UncertainDown || ok && d.dbDown()) {
+		p.WaitDB = true
+		if p.Live == "" {
+			p.Live = "events"
 		}
 	}
 	var buf bytes.Buffer

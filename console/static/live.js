@@ -14,6 +14,10 @@
   // page may show them already), which are not counted as changes since
   // it was loaded.
   var changed = 0, whileRead = 0;
+  // waitDB: the page was read while the database did not answer (the
+  // server marks only pages read with GET): it shows nothing current, so
+  // once the stream reads the events again it reloads itself.
+  var waitDB = document.body.hasAttribute("data-wait-db");
   var es = new EventSource(src);
   // say sets the status: what the page does now, never more.
   function say(text, kind, title) {
@@ -50,8 +54,15 @@
   es.addEventListener("status", function (m) {
     var s;
     try { s = JSON.parse(m.data); } catch (e) { return; }
-    if (s.live) {
+    if (s.live && waitDB) {
+      es.close();
+      say("● the database answers again: reloading this page…");
+      window.location.reload();
+    } else if (s.live) {
       say("● live");
+    } else if (waitDB) {
+      say("○ waiting for the database: this page reloads by itself once it answers.",
+        "paused", s.detail ? "The database: " + s.detail : "");
     } else {
       say("○ live view paused: the database does not answer. It resumes by itself, with nothing missed.",
         "paused", s.detail ? "The database: " + s.detail : "");

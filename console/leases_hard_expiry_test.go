@@ -28,7 +28,7 @@ func TestLeasesPageHardExpiryAbsentSaysDash(t *testing.T) {
 	code, body := get(t, s.URL+"/ops/leases")
 	require.Equal(t, http.StatusOK, code, body)
 	lastCell := func(key string) string {
-		m := regexp.MustCompile(`<tr><td><code>` + key + `</code></td>.*?<td>([^<]*)(?:<small>[^<]*</small>)?</td></tr>`).FindStringSubmatch(body)
+		m := regexp.MustCompile(`<tr><td><code>` + key + `</code></td>.*?<td>([^<]*)(?:<small[^>]*>[^<]*</small>)?</td></tr>`).FindStringSubmatch(body)
 		require.NotNil(t, m, "row of %s: %s", key, body)
 		return m[1]
 	}

@@ -3,6 +3,46 @@
 // never HTML. Without JavaScript the pages work as they are.
 (function () {
   "use strict";
+  // Relative times ("3s ago", "12s from now") count on from when the page
+  // was read (data-read-at, the console's clock; the browser's own may be
+  // off), on every page. A time that was ahead when the page was read and
+  // has passed since says so instead of counting on: leases are renewed
+  // and expire without an event, so the page cannot know which it was
+  // (and no longer says "alive").
+  var readAt = Number(document.body.getAttribute("data-read-at"));
+  var ages = document.querySelectorAll(".age[data-t]");
+  if (readAt && ages.length) {
+    var skew = readAt - Date.now();
+    var ago = function (ms) {
+      var suffix = " ago";
+      if (ms < 0) { ms = -ms; suffix = " from now"; }
+      var s = Math.floor(ms / 1000), m = Math.floor(s / 60), h = Math.floor(m / 60);
+      var two = function (n) { return (n < 10 ? "0" : "") + n; };
+      if (s < 1) { return "just now"; }
+      if (s < 60) { return s + "s" + suffix; }
+      if (m < 60) { return m + "m" + two(s % 60) + "s" + suffix; }
+      if (h < 48) { return h + "h" + two(m % 60) + "m" + suffix; }
+      return Math.floor(h / 24) + "d" + suffix;
+    };
+    var tick = function () {
+      var now = Date.now() + skew;
+      for (var i = 0; i < ages.length; i++) {
+        var e = ages[i], t = Date.parse(e.getAttribute("data-t"));
+        if (isNaN(t)) { continue; }
+        if (t > readAt && t <= now) {
+          e.textContent = "passed since this page was read";
+          e.className = "age stale";
+          e.title = "This time was ahead when the page was read (" + new Date(readAt).toISOString().replace("T", " ") +
+            "): it may have been renewed since, or it expired. Reload for the current state.";
+          var alive = e.parentNode.querySelector(".lease-alive");
+          if (alive) { alive.hidden = true; }
+          continue;
+        }
+        e.textContent = ago(now - t);
+      }
+    };
+    window.setInterval(tick, 1000);
+  }
   var src = document.body.getAttribute("data-live");
   if (!src || !window.EventSource) { return; }
   var status = document.getElementById("live-status");

@@ -54,6 +54,14 @@
   // page may show them already), which are not counted as changes since
   // it was loaded.
   var changed = 0, whileRead = 0;
+  // note: the page's "As read at" note; with the live view following, it
+  // says what the view does (the rows stay as read), and without it, that
+  // the page does not update itself.
+  var noteStatic = document.getElementById("read-at-static");
+  var noteLive = document.getElementById("read-at-live");
+  function following(on) {
+    if (noteStatic && noteLive) { noteStatic.hidden = on; noteLive.hidden = !on; }
+  }
   // waitDB: the page was read while the database did not answer (the
   // server marks only pages read with GET): it shows nothing current, so
   // once the stream reads the events again it reloads itself.
@@ -70,6 +78,7 @@
   // say so, why, and offer to reload it.
   function stopped(why) {
     es.close();
+    following(false);
     say("× live view stopped" + (why ? ": " + why : "") + ". This page no longer updates: reload it. ", "stopped");
     var r = document.createElement("a");
     r.href = window.location.href;
@@ -99,6 +108,7 @@
       say("● the database answers again: reloading this page…");
       window.location.reload();
     } else if (s.live) {
+      following(true);
       say("● live");
     } else if (waitDB) {
       say("○ waiting for the database: this page reloads by itself once it answers.",

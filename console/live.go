@@ -3,6 +3,7 @@ package console
 // This file: The live view's event stream (server-sent events).
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,13 +115,45 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 		start()
 		maybeLive()
 	}
+	// attention sends the counts at the top of the pages (AttentionCounts)
+	// when they differ from the last sent (the first always): a key
+	// becomes uncertain when its lease expires, and nothing writes an
+	// event then; the page compares them with its own (see live.js).
+	var lastCounts []byte
+	attention := func(counts []sentinel.StateCount) {
+		kinds := map[string]map[string]int64{"uncertain": {}, "reconciling": {}, "result_lost": {}}
+		for _, c := range counts {
+			k := "reconciling"
+			switch {
+			case c.Uncertain:
+				k = "uncertain"
+			case c.ResultLost:
+				k = "result_lost"
+			}
+			kinds[k][c.Namespace] += c.Count
+		}
+		b, _ := json.Marshal(struct {
+			Counts map[string]map[string]int64 `json:"counts"`
+			At     string                      `json:"at"`
+		}{kinds, cs.now().UTC().Format(time.RFC3339Nano)})
+		key, _ := json.Marshal(kinds)
+		if bytes.Equal(key, lastCounts) {
+			return
+		}
+		lastCounts = key
+		_, _ = fmt.Fprintf(w, "event: attention\ndata: %s\n\n", b)
+		fl.Flush()
+	}
 	wctx, stopWatch := context.WithCancel(r.Context())
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		cs.watchDatabase(wctx, func(err error) {
+		cs.watchDatabase(wctx, func(counts []sentinel.StateCount, err error) {
 			mu.Lock()
 			defer mu.Unlock()
+			if err == nil && counts != nil && started {
+				attention(counts)
+			}
 			switch {
 			case err != nil && !down:
 				down, read = true, false
@@ -180,17 +213,22 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 // A live stream asks the database whether it answers every liveCheckEvery,
 // waiting liveCheckWait for the answer: Follow retries a lost connection
 // quietly (and misses nothing), and the page must say meanwhile that it is
-// not following.
+// not following. Every liveCountsEvery it reads the counts at the top of
+// the pages instead (AttentionCounts: one statement over two small
+// partial indexes), which answers the same question.
 const (
-	liveCheckEvery = time.Second
-	liveCheckWait  = 2 * time.Second
+	liveCheckEvery  = time.Second
+	liveCheckWait   = 2 * time.Second
+	liveCountsEvery = 5 * time.Second
 )
 
-// watchDatabase pings the client's pool every liveCheckEvery until ctx
-// ends, and calls report with each answer (nil: the database answered).
-func (cs *Console) watchDatabase(ctx context.Context, report func(error)) {
+// watchDatabase asks the database every liveCheckEvery until ctx ends,
+// and calls report with each answer (err nil: the database answered;
+// counts, when not nil, AttentionCounts' answer).
+func (cs *Console) watchDatabase(ctx context.Context, report func(counts []sentinel.StateCount, err error)) {
 	t := time.NewTicker(liveCheckEvery)
 	defer t.Stop()
+	var countedAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -198,7 +236,22 @@ func (cs *Console) watchDatabase(ctx context.Context, report func(error)) {
 		case <-t.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, liveCheckWait)
-		err := cs.c.Pool().Ping(pctx)
+		var counts []sentinel.StateCount
+		var err error
+		if now := time.Now(); now.Sub(countedAt) >= liveCountsEvery {
+			countedAt = now
+			counts, err = cs.c.AttentionCounts(pctx)
+			switch {
+			case err != nil && !unreachable(err):
+				// It answered, with an error: not an outage.
+				cs.opts.Logger.Error("console: live view: count the keys that need an operator", "err", err)
+				counts, err = nil, nil
+			case err == nil && counts == nil:
+				counts = []sentinel.StateCount{} // none: still an answer
+			}
+		} else {
+			err = cs.c.Pool().Ping(pctx)
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -206,7 +259,7 @@ func (cs *Console) watchDatabase(ctx context.Context, report func(error)) {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %s", liveCheckWait)
 		}
-		report(err)
+		report(counts, err)
 	}
 }
 

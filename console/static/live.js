@@ -150,6 +150,61 @@
     r.textContent = "Reload";
     banner.appendChild(r);
   });
+  // The counts at the top of the page (what needs an operator), as read
+  // with it; null when they could not be read. The server sends the
+  // counts every few seconds when they change: a key becomes uncertain
+  // when its lease expires, with no event to announce it.
+  var attention = document.getElementById("attention-banner");
+  var pageCounts = (function () {
+    if (document.getElementById("counts-db-down") || !document.querySelector("#uncertain-counts .ok, #uncertain-counts [data-count]")) {
+      return null;
+    }
+    var c = {uncertain: {}, reconciling: {}, result_lost: {}};
+    var kinds = [["uncertain", "data-ns"], ["reconciling", "data-reconciling-ns"], ["result_lost", "data-result-lost-ns"]];
+    for (var i = 0; i < kinds.length; i++) {
+      var els = document.querySelectorAll("#uncertain-counts [" + kinds[i][1] + "][data-count]");
+      for (var j = 0; j < els.length; j++) {
+        c[kinds[i][0]][els[j].getAttribute(kinds[i][1])] = Number(els[j].getAttribute("data-count"));
+      }
+    }
+    return c;
+  })();
+  function sameCounts(a, b) {
+    var ks = ["uncertain", "reconciling", "result_lost"];
+    for (var i = 0; i < ks.length; i++) {
+      var x = a[ks[i]] || {}, y = b[ks[i]] || {}, n;
+      for (n in x) { if (x[n] !== y[n]) { return false; } }
+      for (n in y) { if (x[n] !== y[n]) { return false; } }
+    }
+    return true;
+  }
+  es.addEventListener("attention", function (m) {
+    var a;
+    try { a = JSON.parse(m.data); } catch (e) { return; }
+    if (!attention || !pageCounts || !a.counts) { return; }
+    if (sameCounts(pageCounts, a.counts)) {
+      attention.hidden = true;
+      return;
+    }
+    var names = {uncertain: "uncertain", reconciling: "reconciling", result_lost: "result not stored"};
+    var parts = [];
+    for (var k in names) {
+      var c = a.counts[k] || {}, list = [];
+      for (var n in c) { list.push(n + ": " + c[n]); }
+      list.sort();
+      parts.push(names[k] + " " + (list.length ? list.join(", ") : "none"));
+    }
+    var at = new Date(a.at);
+    at = isNaN(at) ? a.at : at.toISOString().replace("T", " ");
+    attention.hidden = false;
+    attention.textContent = "";
+    attention.appendChild(document.createTextNode("The keys that need an operator have changed since this page was read. As of " + at +
+      ": " + parts.join("; ") + ". "));
+    var r = document.createElement("a");
+    r.href = window.location.href;
+    r.textContent = "Reload";
+    attention.appendChild(r);
+  });
   es.addEventListener("failure", function (m) {
     var why;
     try { why = JSON.parse(m.data); } catch (e) { why = m.data; }

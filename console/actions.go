@@ -270,9 +270,10 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 	opts := []sentinel.Option{sentinel.WithNamespace(ns), sentinel.WithToken(token), sentinel.WithMetadata(meta)}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
+	var reconciled *sentinel.Execution
 	switch action {
 	case "reconcile":
-		_, err = cs.c.Reconcile(ctx, key, opts...)
+		reconciled, err = cs.c.Reconcile(ctx, key, opts...)
 	case "reset":
 		err = cs.c.ResetToClaimed(ctx, key, opts...)
 	case "force_complete":
@@ -325,7 +326,7 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 		cs.opts.Logger.Info("console: action done", "action", action, "namespace", ns, "key", key, "token", token, "operator", name)
 		cs.render(w, r, http.StatusOK, "message.html", page{Nav: "executions", Data: message{Kind: "ok", Heading: a.Label + ": done",
-			Text: fmt.Sprintf("%s %q (namespace %q) at token %d; recorded in its history as done by %s.", a.Label, key, ns, token, name), Back: back, Exec: ev}})
+			Text: doneText(action, a.Label, ns, key, token, name, reconciled), Back: back, Exec: ev}})
 	case errors.As(err, &ee) && errors.Is(err, sentinel.ErrWrongState):
 		text := "Refused, nothing was changed: " + err.Error() + "."
 		if ee.Token != token {
@@ -353,6 +354,30 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		cs.render(w, r, http.StatusServiceUnavailable, "message.html", page{Nav: "executions", Data: message{Kind: "error",
 			Heading: a.Label + ": failed, outcome not known", Text: text, Back: back, Exec: ev}})
 	}
+}
+
+// doneText says what a done action did, for callers, and what follows:
+// seen is the token the operator acted at (for resolve, the token it
+// completed at), rec Reconcile's answer.
+func doneText(action, label, ns, key string, seen int64, name string, rec *sentinel.Execution) string {
+	did := fmt.Sprintf("%s %q (namespace %q), seen at token %d; recorded in its history as done by %s.", label, key, ns, seen, name)
+	switch action {
+	case "reconcile":
+		now := ""
+		if rec != nil {
+			now = fmt.Sprintf(" It is now reconciling at token %d: the old worker can no longer complete it.", rec.Token)
+		}
+		return did + now + " Every caller gets ErrReconciling until you finish: find out whether the side effect happened, " +
+			"then, from the key's page (← Back), force-complete it (it happened: callers get the value you store) or reset it to claimed (it did not: the next caller runs fn again)."
+	case "force_complete":
+		return did + " Every caller now gets the value you stored, as a cached result; fn does not run again."
+	case "reset":
+		return did + " The key is claimed with no live lease: the next caller runs fn again."
+	case "resolve":
+		return fmt.Sprintf("%s %q (namespace %q), completed at token %d; recorded in its history as done by %s. Repeats of the request now get this response, with Idempotent-Replayed: true.",
+			label, key, ns, seen, name)
+	}
+	return did
 }
 
 // notJSON says what is wrong with a force-complete value that is not JSON,

@@ -224,17 +224,31 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 	f := r.PostForm
 	action, ns, key, tokStr := f.Get("action"), f.Get("ns"), f.Get("key"), f.Get("token")
 	back := keyLink(ns, key)
+	// again is the confirmation form again, freshly issued, with the value
+	// typed (force-complete): where the refusal is of what was typed (the
+	// operator token, the name, the reason) or of the form's age, Back
+	// leads there, so that nothing typed is lost.
+	again := back
+	if t, err := strconv.ParseInt(tokStr, 10, 64); err == nil && t > 0 {
+		if _, ok := actions[action]; ok {
+			var keep url.Values
+			if v := strings.TrimSpace(f.Get("value")); action == "force_complete" && v != "" {
+				keep = url.Values{"value": {v}}
+			}
+			again = confirmLink(action, ns, key, t, keep)
+		}
+	}
 	if !sameOrigin(r) {
 		cs.fail(w, r, http.StatusForbidden, "Refused", "The request came from another site.", back)
 		return
 	}
 	if err := cs.checkCSRF(f.Get("csrf"), action, ns, key, tokStr); err != nil {
-		cs.fail(w, r, http.StatusForbidden, "Refused", err.Error(), back)
+		cs.fail(w, r, http.StatusForbidden, "Refused", err.Error(), again)
 		return
 	}
 	name, auth, ok := cs.actor(r, f.Get("operator_token"), f.Get("operator"))
 	if !ok {
-		cs.fail(w, r, http.StatusForbidden, "Refused", "The operator token is missing or wrong. Nothing was changed.", back)
+		cs.fail(w, r, http.StatusForbidden, "Refused", "The operator token is missing or wrong. Nothing was changed: ← Back to the form (what you typed is kept) and give the token again.", again)
 		return
 	}
 	a, ok := actions[action]
@@ -251,7 +265,7 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 	}
 	// The form's maxlength counts characters: so does this.
 	if name == "" || utf8.RuneCountInString(name) > maxName || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
-		cs.fail(w, r, http.StatusBadRequest, "Your name is needed", fmt.Sprintf("Give your name (up to %d characters): it is recorded in the key's history with the action. Nothing was changed.", maxName), back)
+		cs.fail(w, r, http.StatusBadRequest, "Your name is needed", fmt.Sprintf("Give your name (up to %d characters): it is recorded in the key's history with the action. Nothing was changed: ← Back to the form and confirm again.", maxName), again)
 		return
 	}
 	meta := map[string]any{"operator_name": name, "operator_auth": auth, "via": "console"}
@@ -259,7 +273,7 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		// The form's maxlength: refused beyond it, never cut (a cut by
 		// bytes lost half of a reason in Cyrillic, inside a character).
 		if utf8.RuneCountInString(reason) > maxReason {
-			cs.fail(w, r, http.StatusBadRequest, "Reason too long", fmt.Sprintf("The reason is longer than %d characters: shorten it. Nothing was changed.", maxReason), back)
+			cs.fail(w, r, http.StatusBadRequest, "Reason too long", fmt.Sprintf("The reason is longer than %d characters. Nothing was changed: ← Back to the form, shorten it and confirm again.", maxReason), again)
 			return
 		}
 		meta["reason"] = reason

@@ -86,12 +86,12 @@ type confirmData struct {
 // confirm is the confirmation step of an action: it shows the key as it is
 // now and the form that does the action.
 func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
-	if cs.opts.ReadOnly {
-		cs.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: no action is possible here.", "./")
-		return
-	}
 	q := r.URL.Query()
 	action, ns, key := q.Get("action"), q.Get("ns"), q.Get("key")
+	if cs.opts.ReadOnly {
+		cs.readOnly(w, r, ns, key)
+		return
+	}
 	a, ok := actions[action]
 	if !ok {
 		cs.fail(w, r, http.StatusBadRequest, "Unknown action", fmt.Sprintf("There is no action %q.", action), "./")
@@ -202,6 +202,20 @@ func movedText(ex *sentinel.Execution, token int64, from sentinel.State) string 
 	}
 }
 
+// readOnly refuses an action on a read-only console, and says where to
+// act instead: the command line (sentinel inspect prints the commands for
+// the key's state) or a console with an operator token.
+func (cs *Console) readOnly(w http.ResponseWriter, r *http.Request, ns, key string) {
+	text := "This console is read-only: it offers and accepts no action. Nothing was changed. To act, use a console started with an operator token, or the command line"
+	if key != "" {
+		if ns == "" {
+			ns = cs.c.Config().Namespace
+		}
+		text += ": " + keyCommand(cs.c.Config().Schema, "inspect", ns, key) + " prints the commands for the key's state"
+	}
+	cs.fail(w, r, http.StatusForbidden, "Read-only", text+".", "./")
+}
+
 // maxName is the longest operator name, in characters, an action records
 // (the form's maxlength).
 const maxName = 200
@@ -212,17 +226,17 @@ const maxReason = 2000
 
 // act does a confirmed action.
 func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
-	if cs.opts.ReadOnly {
-		cs.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: no action is possible here.", "./")
-		return
-	}
 	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 	if err := r.ParseForm(); err != nil {
-		cs.fail(w, r, http.StatusBadRequest, "Bad request", "The form could not be read: "+err.Error(), "./")
+		cs.fail(w, r, http.StatusBadRequest, "Bad request", "The form could not be read: "+err.Error()+". Nothing was changed: go back to the key's page and open the action again.", "./")
 		return
 	}
 	f := r.PostForm
 	action, ns, key, tokStr := f.Get("action"), f.Get("ns"), f.Get("key"), f.Get("token")
+	if cs.opts.ReadOnly {
+		cs.readOnly(w, r, ns, key)
+		return
+	}
 	back := keyLink(ns, key)
 	// again is the confirmation form again, freshly issued, with the value
 	// typed (force-complete): where the refusal is of what was typed (the
@@ -239,7 +253,7 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !sameOrigin(r) {
-		cs.fail(w, r, http.StatusForbidden, "Refused", "The request came from another site.", back)
+		cs.fail(w, r, http.StatusForbidden, "Refused", "The request came from another site, not from this console's own page. Nothing was changed. If you meant to act, open the key on this console (← Back) and confirm there.", back)
 		return
 	}
 	if err := cs.checkCSRF(f.Get("csrf"), action, ns, key, tokStr); err != nil {
@@ -348,7 +362,7 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		}
 		cs.render(w, r, http.StatusConflict, "message.html", page{Nav: "executions", Data: message{Kind: "refused", Heading: a.Label + ": refused", Text: text, Back: back, Exec: ev}})
 	case errors.Is(err, sentinel.ErrNotFound):
-		cs.fail(w, r, http.StatusNotFound, "No such execution", err.Error(), "./")
+		cs.fail(w, r, http.StatusNotFound, "No such execution", fmt.Sprintf("Key %q has no execution any more in namespace %q (deleted or pruned since you opened the form): %s. Nothing was changed: look for it in the executions list.", key, ns, err), "./")
 	case errors.Is(err, sentinel.ErrInvalid):
 		if _, _, isHTTP := idempotency.ParseExecutionKey(key); isHTTP && action == "force_complete" {
 			// Its value is an HTTP response: back to the form that asks for one.

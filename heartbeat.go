@@ -392,7 +392,14 @@ func (h *heartbeater) renewBatch(ctx context.Context, ls []*Lease, strict bool) 
 			}
 		default:
 			if !h.registered(l) {
-				continue // being released or finished: not a loss
+				// Being released or finished: not a loss. A renewal by
+				// hand (strict) still says it renewed nothing.
+				if strict && firstErr == nil {
+					if firstErr = l.ended(); firstErr == nil {
+						firstErr = ErrReleased
+					}
+				}
+				continue
 			}
 			lost := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "taken over, released or expired",
 				Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}

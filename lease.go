@@ -383,7 +383,9 @@ func (c *Client) releaseRow(ctx context.Context, ns, key, owner string, token in
 // Heartbeat renews the lease now, in one statement, instead of waiting for
 // the background heartbeat. It returns nil only when the lease was renewed
 // (up to its hard TTL, past which nothing extends it). Once the lease has
-// ended it returns Err (ErrReleased after Release) and sends nothing. It
+// ended it returns Err (ErrReleased after Release) and sends nothing, and
+// so it does when the lease's local deadline has passed (Err reports the
+// loss); a lease that ends while the renewal is in flight returns why. It
 // returns an error matching ErrLeaseLost (and ErrStaleToken when the lease
 // was taken over) if the lease is gone, and a *BusyError (ErrBusy)
 // when the lease row stayed locked by another transaction (a competing
@@ -397,10 +399,21 @@ func (l *Lease) Heartbeat(ctx context.Context) error {
 	giveUp := time.Now().Add(l.renewEvery)
 	var busy error // the last ErrBusy seen, if any
 	for {
-		if err := l.ended(); err != nil {
+		// Err, not ended: a lease past its deadline (the process was
+		// frozen, its timer has not fired yet) is lost, and renewing it
+		// by hand must not say otherwise.
+		if err := l.Err(); err != nil {
 			return err
 		}
 		err := l.c.hb.renew(ctx, []*Lease{l})
+		if err == nil {
+			if ended := l.ended(); ended != nil {
+				// It ended while the renewal was in flight (its deadline
+				// timer, a Release, Close): whatever the statement
+				// found, the lease is not held.
+				return ended
+			}
+		}
 		if busy != nil && err != nil && ctx.Err() != nil && !errors.Is(err, ErrLeaseLost) {
 			// ctx ended while a retry was in flight: the row was locked
 			// every time the statement could run, which is what to report.

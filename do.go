@@ -15,7 +15,9 @@ import (
 //
 // Do returns fn's error. If the lease was lost while fn ran, the error
 // also matches ErrLeaseLost (fn's work may have overlapped another holder:
-// guard its writes with l.Token(), see VerifyToken). A failed release is
+// guard its writes with l.Token(), see VerifyToken); so it does, and
+// ErrClosed too, when Client.Close ended the lease while fn ran (Close
+// frees the key as it cancels fn's context). A failed release is
 // reported only when fn succeeded. When the lease cannot be acquired, fn
 // does not run and Do returns Lease's error (ErrNotAcquired without
 // WithWait). A nil ctx is refused (ErrInvalid).
@@ -34,10 +36,19 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	defer func() {
 		cancel()
 		lost := l.Err()
+		l.mu.Lock()
+		byClose := l.byClose
+		l.mu.Unlock()
 		rerr := l.Release(context.WithoutCancel(ctx))
 		switch {
 		case lost != nil && !errors.Is(lost, ErrReleased):
 			err = errors.Join(err, lost)
+		case byClose:
+			// Close freed the key while fn ran: fn's ctx was cancelled
+			// as the key was freed, so its work may have overlapped
+			// the next holder's, as after a loss.
+			err = errors.Join(err, &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(),
+				Reason: "client closed", Cause: ErrClosed})
 		case err == nil && rerr != nil:
 			err = rerr
 		}

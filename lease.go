@@ -46,6 +46,7 @@ type Lease struct {
 	renewing  bool      // a background renewal statement for it is under way
 	timer     *time.Timer
 	onEnd     func(error) // set before the lease is shared; called once, outside mu
+	byClose   bool        // Client.Close ended it (Do reports that fn was cut short)
 
 	// relMu serializes Release calls (and Close's release) on this lease,
 	// so a second caller sees the first one's outcome instead of a row

@@ -1,6 +1,7 @@
 package sentinel_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -40,4 +41,48 @@ func TestHeartbeatAfterTheDeadlinePassedReportsTheLoss(t *testing.T) {
 	default:
 		t.Fatal("Done still open after Heartbeat")
 	}
+}
+
+// Client.Close while Do's fn runs: Close ends the lease and frees its key
+// while fn may still be working (it cancels fn's ctx at the same moment),
+// so another client can be granted the key before fn stopped, as after a
+// loss. Do returned fn's error alone: context.Canceled for a fn that
+// honours its ctx, as if the caller's own ctx had been cancelled, and nil
+// for one that finished its step regardless; the job loop could not tell
+// that its work was cut short by Close and may have overlapped the next
+// holder. Do now says so: its error matches ErrLeaseLost and ErrClosed,
+// as a Once's does when Close ends its execution lease.
+func TestDoCutShortByCloseReportsIt(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	for _, honours := range []bool{true, false} {
+		c := e.client(nil)
+		started := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- c.Do(ctx, "nightly", func(ctx context.Context, l *sentinel.Lease) error {
+				close(started)
+				<-ctx.Done()
+				if honours {
+					return ctx.Err()
+				}
+				return nil // finishes its step, ignoring the cancellation
+			})
+		}()
+		<-started
+		c.Close()
+		err := <-done
+		require.ErrorIs(t, err, sentinel.ErrClosed, "fn honours its ctx: %v", honours)
+		require.ErrorIs(t, err, sentinel.ErrLeaseLost, "fn honours its ctx: %v", honours)
+		if honours {
+			require.ErrorIs(t, err, context.Canceled, "fn's own error is kept")
+		}
+	}
+
+	// A Do that ended before Close reports nothing of it; nor does one
+	// whose fn released the lease itself.
+	c := e.client(nil)
+	require.NoError(t, c.Do(ctx, "nightly", func(context.Context, *sentinel.Lease) error { return nil }))
+	require.NoError(t, c.Do(ctx, "nightly", func(ctx context.Context, l *sentinel.Lease) error { return l.Release(ctx) }))
+	c.Close()
 }

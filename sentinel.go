@@ -423,7 +423,9 @@ func (c *Client) Owner() string { return c.cfg.Owner }
 func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 
 // Close stops heartbeats, releases every lease the client still holds (an
-// execution lease held by a running Once ends, cancelling fn's context),
+// execution lease held by a running Once ends, cancelling fn's context,
+// and so does the lease of a running Do, whose error then matches
+// ErrLeaseLost and ErrClosed),
 // ends the waits under way, of Lease and of Once with WithWait (they
 // withdraw, or count out of the claim they waited for, and return
 // ErrClosed; Close waits for them for at most ReleaseTimeout) and closes the listener
@@ -448,6 +450,9 @@ func (c *Client) Close() {
 					// holder's Done closes before anyone else can be
 					// granted it (releaseAll reports one it did not
 					// free as lost).
+					l.mu.Lock()
+					l.byClose = true
+					l.mu.Unlock()
 					l.end(ErrReleased)
 					leases = append(leases, l)
 				}

@@ -122,7 +122,8 @@ func (l *Lease) Deadline() time.Time {
 }
 
 // Context returns a copy of parent that is cancelled, with the loss as its
-// cause, when the lease ends.
+// cause, when the lease ends: already cancelled when the lease has ended,
+// or its deadline has passed (see Err), before Context returns.
 // A nil parent is refused: the ctx returned is already cancelled, its
 // cause an error matching ErrInvalid.
 func (l *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
@@ -130,6 +131,12 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 		return nilParent("Lease.Context")
 	}
 	ctx, cancel := context.WithCancelCause(parent)
+	if err := l.Err(); err != nil {
+		// Ended, or past its deadline (Err ends it): cancelled before
+		// the caller can look, not by the goroutine some time later.
+		cancel(err)
+		return ctx, func() {}
+	}
 	go func() {
 		select {
 		case <-l.done:

@@ -86,3 +86,36 @@ func TestDoCutShortByCloseReportsIt(t *testing.T) {
 	require.NoError(t, c.Do(ctx, "nightly", func(ctx context.Context, l *sentinel.Lease) error { return l.Release(ctx) }))
 	c.Close()
 }
+
+// Lease.Context of a lease that has ended, or whose deadline has passed
+// (a frozen process that just resumed, its timer not fired yet), returned
+// a ctx that was not cancelled: a goroutine cancelled it later (after the
+// ended lease's Done, at once but asynchronously), or never (until the
+// deadline timer fired). A loop that derives its work's ctx from the
+// lease and checks it before each step took one step on a lease it no
+// longer held. The ctx is now cancelled before Context returns, its cause
+// the lease's Err.
+func TestLeaseContextOfAnEndedLeaseIsCancelledAtOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: 2 * time.Second})
+
+	l, err := c.Lease(ctx, "press")
+	require.NoError(t, err)
+	sentinel.StallLease(l)
+	work, cancel := l.Context(ctx)
+	defer cancel()
+	require.Error(t, work.Err(), "the ctx of a lease past its deadline")
+	require.ErrorIs(t, context.Cause(work), sentinel.ErrLeaseLost)
+	require.ErrorIs(t, l.Release(ctx), sentinel.ErrLeaseLost)
+
+	for range 20 {
+		l, err := c.Lease(ctx, "press")
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+		work, cancel := l.Context(ctx)
+		require.Error(t, work.Err(), "the ctx of a released lease")
+		require.ErrorIs(t, context.Cause(work), sentinel.ErrReleased)
+		cancel()
+	}
+}

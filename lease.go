@@ -316,7 +316,9 @@ func (c *Client) newLease(kind leaseKind, ns, key string, token int64, ttl time.
 // Done closes, and the key is free either at once (the statement committed
 // before the reply was lost) or when the row expires, within one TTL.
 // Release may then be called again: it returns nil if it frees the row
-// while the row still carries the lease's token. A nil ctx is refused
+// while the row still carries the lease's token, or finds the row freed
+// still carrying it (the failed statement committed, its reply lost). A
+// nil ctx is refused
 // (ErrInvalid) and the lease left as it was.
 func (l *Lease) Release(ctx context.Context) error {
 	if err := checkCtx("Lease.Release", ctx); err != nil {
@@ -363,6 +365,19 @@ func (l *Lease) Release(ctx context.Context) error {
 			return nil
 		}
 		return prior // freed early, but the lease had been lost locally
+	}
+	if prior != nil && prior == l.relFailed {
+		// A failed release before this one may have committed (its
+		// reply lost): the row, expired, still carries the token, and
+		// nobody held the key since.
+		var untaken bool
+		if err := l.c.pool.QueryRow(ctx, l.c.sql.untaken, l.ns, l.key, l.owner, l.token).Scan(&untaken); err != nil {
+			return errors.Join(prior, l.c.wrapErr(fmt.Sprintf("read lease %q/%q", l.ns, l.key), err))
+		}
+		if untaken {
+			l.retried = true
+			return nil
+		}
 	}
 	if prior == nil {
 		prior = &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "expired or taken over before release",

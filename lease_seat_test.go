@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -118,4 +120,48 @@ func TestLeaseContextOfAnEndedLeaseIsCancelledAtOnce(t *testing.T) {
 		require.ErrorIs(t, context.Cause(work), sentinel.ErrReleased)
 		cancel()
 	}
+}
+
+// A Release whose statement committed but whose reply was lost (the
+// connection black-holed after the release was sent) fails and ends the
+// lease; the holder calls Release again, as its godoc invites. The retry
+// found the row already freed and returned the failed attempt's error, a
+// LostError matching ErrLeaseLost ("the work may have overlapped another
+// holder"), although the row still carried the lease's token: its own
+// release had freed it, and nobody else had held the key. It now reads
+// the row and returns nil when it still carries the lease's token.
+func TestReleaseRetriedAfterALostReplyIsNil(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	px := newFreezeProxy(t, dbURL)
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+		px.route(c)
+		// The statement's text in the message that runs it, for the proxy.
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	}),
+		&sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
+	l, err := c.Lease(ctx, "reply-lost")
+	require.NoError(t, err)
+	px.armAfter("lease_release_to")
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	require.Error(t, l.Release(rctx), "the release's reply is lost")
+	require.True(t, px.frozen(), "the release's reply was not cut")
+	require.Zero(t, e.count("leases", "key = 'reply-lost' AND expires_at > now()"), "the release committed")
+
+	require.NoError(t, l.Release(ctx), "Release again: the row carries the lease's token, freed by the first attempt")
+	require.NoError(t, l.Release(ctx), "and once more")
+
+	// A row another holder took meanwhile is still reported.
+	l, err = c.Lease(ctx, "taken")
+	require.NoError(t, err)
+	px.armAfter("lease_release_to")
+	rctx, cancel = context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	require.Error(t, l.Release(rctx))
+	require.True(t, px.frozen())
+	l2, err := e.client(nil).Lease(ctx, "taken")
+	require.NoError(t, err)
+	defer l2.Release(ctx)
+	require.ErrorIs(t, l.Release(ctx), sentinel.ErrLeaseLost, "the key is another holder's now")
 }

@@ -32,6 +32,7 @@ type queries struct {
 	grant     string // sqlLeaseGrant
 	renew     string
 	holder    string
+	untaken   string // sqlLeaseUntaken
 	verify    string
 	verifyExe string
 }
@@ -53,6 +54,7 @@ func newQueries(schema string) *queries {
 		grant:     r.Replace(sqlLeaseGrant),
 		renew:     r.Replace(renewSQL()),
 		holder:    r.Replace(sqlHolder),
+		untaken:   r.Replace(sqlLeaseUntaken),
 		verify:    r.Replace(sqlVerify),
 		verifyExe: r.Replace(sqlVerifyExecution),
 	}
@@ -635,6 +637,15 @@ const sqlHolder = `
 SELECT owner, host, pid, token, acquired_at, expires_at, nullif(hard_expires_at, 'infinity')
 FROM {{schema}}.leases
 WHERE namespace = $1 AND key = $2 AND expires_at > pg_catalog.clock_timestamp()`
+
+// sqlLeaseUntaken reads whether a lease's row still carries its grant,
+// expired or not: nobody was granted the key since (every grant mints a
+// new token under the row's lock). Lease.Release reads it when a retry
+// after a failed release statement finds nothing to free.
+// $1 namespace, $2 key, $3 owner, $4 token.
+const sqlLeaseUntaken = `
+SELECT EXISTS (SELECT 1 FROM {{schema}}.leases
+               WHERE namespace = $1 AND key = $2 AND owner = $3 AND token = $4)`
 
 // sqlVerify checks that a lease token is current and locks the lease row
 // FOR KEY SHARE until the caller's transaction ends.

@@ -2,6 +2,9 @@ package sentinel_test
 
 import (
 	"context"
+	"errors"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,4 +167,57 @@ func TestReleaseRetriedAfterALostReplyIsNil(t *testing.T) {
 	require.NoError(t, err)
 	defer l2.Release(ctx)
 	require.ErrorIs(t, l.Release(ctx), sentinel.ErrLeaseLost, "the key is another holder's now")
+}
+
+// Client.Close while a lease waiter rides out an unreachable database
+// (its attempt failed, it sleeps until its next one, WaitRecheck later):
+// Close wakes its waits and waits for them to withdraw, but that sleep
+// did not listen for the wake-up, so Close blocked for ReleaseTimeout
+// (or until the sleep ended), and the wait returned only then. The sleep
+// now wakes on the waiter's wake-ups too: Close returns at once, the
+// wait with ErrClosed (and a wake-up by a reconnected listener retries
+// at once, rather than after the rest of WaitRecheck).
+func TestCloseEndsAWaitRidingOutAnOutageAtOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	holder := e.client(&sentinel.Config{DefaultTTL: time.Second})
+	l, err := holder.Lease(ctx, "outage")
+	require.NoError(t, err)
+	defer l.Release(ctx)
+	var blocked atomic.Bool
+	p := e.pool(func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["application_name"] = "outage-waiter-" + e.schema
+		c.BeforeConnect = func(context.Context, *pgx.ConnConfig) error {
+			if blocked.Load() {
+				return &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("network down (test)")}
+			}
+			return nil
+		}
+	})
+	w := e.clientOn(p, &sentinel.Config{DefaultTTL: time.Minute, WaitRecheck: 20 * time.Second, ReleaseTimeout: 10 * time.Second,
+		DisableListen: true})
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Lease(ctx, "outage", sentinel.WithWait())
+		done <- err
+	}()
+	waitFor(t, 10*time.Second, "the waiter to register", func() bool {
+		return e.count("lease_waiters", "key = 'outage'") == 1
+	})
+	blocked.Store(true)
+	_, err = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", "outage-waiter-"+e.schema)
+	require.NoError(t, err)
+	// The waiter re-checks at the holder's expiry (a second at most), and
+	// its attempt fails: it sleeps WaitRecheck.
+	time.Sleep(2500 * time.Millisecond)
+	start := time.Now()
+	w.Close()
+	took := time.Since(start)
+	require.Less(t, took, 3*time.Second, "Close waited for the wait's outage sleep")
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, sentinel.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait did not end with Close")
+	}
 }

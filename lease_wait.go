@@ -148,10 +148,17 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 			// The database is unreachable for now (restarting, network):
 			// a waiter keeps waiting, re-checking every WaitRecheck.
 			c.cfg.Logger.Warn("sentinel: waiting for lease: database unreachable; retrying", "key", key, "err", err)
+			t := time.NewTimer(c.cfg.WaitRecheck)
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (last error: %w)", o.namespace, key, context.Cause(ctx), err)
-			case <-time.After(c.cfg.WaitRecheck):
+			case <-t.C:
+			case <-wake:
+				// Close (which then finds the client closed at the top
+				// of the loop), or a listener back on a new connection:
+				// the database may be back.
+				t.Stop()
 			}
 			continue
 		}

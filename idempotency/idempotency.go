@@ -181,7 +181,9 @@ type Options struct {
 
 	// MaxResponseBytes bounds the stored response body. A handler writing
 	// more gets an error from Write; the request then answers 500
-	// (ProblemResponseTooLarge) and so do its repeats. Default 1 MiB. The
+	// (ProblemResponseTooLarge) and so do its repeats, unless the response
+	// is one that is not stored (NoEffect, or a status Store refuses): then
+	// the key is given back and a retry runs the handler again. Default 1 MiB. The
 	// client's Config.MaxResultSize must hold the stored form (about 4/3 of
 	// this, JSON with a base64 body).
 	MaxResponseBytes int
@@ -515,6 +517,11 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 				return nil, rec.uncertain
 			}
 			if rec.overflow {
+				if rec.noEffect || !m.o.Store(rec.statusCode()) {
+					// Nothing happened, says the handler: the key is given
+					// back, as for any response sent without being stored.
+					return nil, sentinel.Retryable(errResponseTooLarge)
+				}
 				// The request was processed: store the failure, so every
 				// repeat learns the same and nothing runs twice.
 				return Response{Fingerprint: fp, Status: statusTooLarge}.encode(), nil
@@ -556,9 +563,14 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		// (Uncertain too: a re-run's last attempt, given back, leaves the
 		// key uncertain, and so does every retry: see below.)
 		unstored.sentResponse().write(w, false)
-	case errors.Is(err, errResponseTooLarge):
+	case errors.Is(err, errResponseTooLarge) && !errors.Is(err, sentinel.ErrUncertain):
+		// (Uncertain: a re-run's last attempt, given back, as below.)
+		what := "so nothing was committed"
+		if !m.o.Transactional {
+			what = "and the server reported that nothing took effect"
+		}
 		writeProblem(w, Problem{Type: ProblemResponseTooLarge, Title: "Response too large to store", Status: http.StatusInternalServerError, Key: key,
-			Detail: fmt.Sprintf("the response exceeded %d bytes and could not be stored, so nothing was committed; retrying with this key runs the request again", m.o.MaxResponseBytes)}, 0)
+			Detail: fmt.Sprintf("the response exceeded %d bytes and could not be stored, %s; retrying with this key runs the request again", m.o.MaxResponseBytes, what)}, 0)
 	case errors.Is(err, sentinel.ErrInProgress), errors.Is(err, errWaitOver) && !errors.Is(err, sentinel.ErrUncertain):
 		var ee *sentinel.ExecutionError
 		if errors.As(err, &ee) && m.differs(context.WithoutCancel(ctx), ee, fp) {

@@ -47,8 +47,10 @@ const (
 	ProblemReconciling = problemBase + "ProblemReconciling"
 	// ProblemResponseTooLarge (500): the handler's response is over
 	// Options.MaxResponseBytes, so it could not be stored. Without
-	// Options.Transactional the request was processed; with it, nothing was
-	// committed.
+	// Options.Transactional the request was processed, and its repeats get
+	// the same, unless the handler said it changed nothing (NoEffect,
+	// Options.Store); with it, nothing was committed. The detail says
+	// which: whether retrying with the key runs the request again.
 	ProblemResponseTooLarge = problemBase + "ProblemResponseTooLarge"
 	// ProblemNotStored (500): the request was processed but its response
 	// could not be stored or read back.

@@ -185,7 +185,12 @@ type Options struct {
 	// is one that is not stored (NoEffect, or a status Store refuses): then
 	// the key is given back and a retry runs the handler again. Default 1 MiB. The
 	// client's Config.MaxResultSize must hold the stored form (about 4/3 of
-	// this, JSON with a base64 body).
+	// this, JSON with a base64 body, and 64 KiB for headers; Middleware
+	// panics otherwise). A response whose headers and trailers push its
+	// stored form over MaxResultSize all the same is too large too: it is
+	// sent to the request that ran the handler, and its repeats get
+	// ProblemResponseTooLarge (with Transactional, nothing is committed and
+	// the request gets ProblemResponseTooLarge).
 	MaxResponseBytes int
 
 	// CanonicalJSON fingerprints a JSON request body (Content-Type
@@ -503,8 +508,14 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 				unstored = rec
 				return nil, errNotStored
 			}
+			data := rec.stored(fp).encode()
+			if len(data) > m.c.Config().MaxResultSize {
+				// Its headers make it too large (MaxResponseBytes bounds
+				// the body): rolled back, as for a body too large.
+				return nil, errResponseTooLarge
+			}
 			first = rec
-			return rec.stored(fp).encode(), nil
+			return data, nil
 		}, opts...)
 	} else {
 		res, err = sentinel.Once(onceCtx, m.c, onceKey, func(ctx context.Context) (json.RawMessage, error) {
@@ -531,7 +542,16 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 				return nil, sentinel.Retryable(errNotStored)
 			}
 			first = rec
-			return rec.stored(fp).encode(), nil
+			data := rec.stored(fp).encode()
+			if len(data) > m.c.Config().MaxResultSize {
+				// Its headers make it too large to store (MaxResponseBytes
+				// bounds the body). The request was processed: this
+				// request gets its response, and the key stores the
+				// failure, as for a body too large, so that every repeat
+				// learns it and nothing runs twice.
+				return Response{Fingerprint: fp, Status: statusTooLarge}.encode(), nil
+			}
+			return data, nil
 		}, opts...)
 	}
 
@@ -549,14 +569,15 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 				"which could perform it twice", key)}, 0)
 	case err == nil && res.Cached && resp.Fingerprint != fp:
 		m.reused(w, key, nil)
-	case err == nil && resp.Status == statusTooLarge:
-		writeProblem(w, Problem{Type: ProblemResponseTooLarge, Title: "Response too large to store", Status: http.StatusInternalServerError, Key: key,
-			Detail: fmt.Sprintf("the request was processed, but its response exceeded %d bytes and could not be stored; it will not run again with this key: "+
-				"ask the service's operators for its outcome, and do not repeat it with another key, which would perform it again", m.o.MaxResponseBytes)}, 0)
 	case err == nil && first != nil && !res.Cached:
 		// The first response goes out in full, credentials included; only
-		// replays go without them.
+		// replays go without them. (One too large to store, for its
+		// headers, too: its repeats get the problem below.)
 		first.sentResponse().write(w, false)
+	case err == nil && resp.Status == statusTooLarge:
+		writeProblem(w, Problem{Type: ProblemResponseTooLarge, Title: "Response too large to store", Status: http.StatusInternalServerError, Key: key,
+			Detail: fmt.Sprintf("the request was processed, but its response was too large to be stored (a body over %d bytes, or headers too large with it); it will not run again with this key: "+
+				"ask the service's operators for its outcome, and do not repeat it with another key, which would perform it again", m.o.MaxResponseBytes)}, 0)
 	case err == nil:
 		resp.write(w, res.Cached)
 	case errors.Is(err, errNotStored) && !errors.Is(err, sentinel.ErrUncertain):
@@ -570,7 +591,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			what = "and the server reported that nothing took effect"
 		}
 		writeProblem(w, Problem{Type: ProblemResponseTooLarge, Title: "Response too large to store", Status: http.StatusInternalServerError, Key: key,
-			Detail: fmt.Sprintf("the response exceeded %d bytes and could not be stored, %s; retrying with this key runs the request again", m.o.MaxResponseBytes, what)}, 0)
+			Detail: fmt.Sprintf("the response was too large to be stored (a body over %d bytes, or headers too large with it), %s; retrying with this key runs the request again", m.o.MaxResponseBytes, what)}, 0)
 	case errors.Is(err, sentinel.ErrInProgress), errors.Is(err, errWaitOver) && !errors.Is(err, sentinel.ErrUncertain):
 		var ee *sentinel.ExecutionError
 		if errors.As(err, &ee) && m.differs(context.WithoutCancel(ctx), ee, fp) {

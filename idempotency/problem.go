@@ -46,7 +46,8 @@ const (
 	// later.
 	ProblemReconciling = problemBase + "ProblemReconciling"
 	// ProblemResponseTooLarge (500): the handler's response is over
-	// Options.MaxResponseBytes, so it could not be stored. Without
+	// Options.MaxResponseBytes (or its headers make it too large for the
+	// client's Config.MaxResultSize), so it could not be stored. Without
 	// Options.Transactional the request was processed, and its repeats get
 	// the same, unless the handler said it changed nothing (NoEffect,
 	// Options.Store); with it, nothing was committed. The detail says

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
 	"github.com/sentinel-coordination/sentinel/sentineltest"
 )
@@ -73,5 +74,59 @@ func TestTooLargeNoEffectInTheLastRerunIsUncertain(t *testing.T) {
 	}
 	if n := runs.Load(); n != 2 {
 		t.Fatalf("the handler ran %d times, want 2", n)
+	}
+}
+
+// MaxResponseBytes bounds the body; the headers come on top, and a
+// response whose stored form (headers included) was over the client's
+// Config.MaxResultSize failed only when Sentinel encoded it. The handler
+// had charged the card, and the client got 500 ProblemNotStored ("could
+// not be stored or read back: sentinel: result codec failed: ...", the
+// execution key and an operator's SetResult advice) instead of its 201;
+// in transactional mode the same "the request was processed", though it
+// had been rolled back and a retry ran it again. Now the size is checked
+// before the response is stored: without Transactional, the request gets
+// its response and the key stores "too large" (repeats get
+// ProblemResponseTooLarge, which says not to use a new key); with it,
+// nothing is committed and the request is told to retry.
+func TestHeadersTooLargeToStore(t *testing.T) {
+	for _, tx := range []bool{false, true} {
+		t.Run(fmt.Sprintf("transactional=%v", tx), func(t *testing.T) {
+			c := sentineltest.New(t, sentineltest.WithConfig(sentinel.Config{MaxResultSize: 128 << 10}))
+			var runs atomic.Int64
+			srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Transactional: tx, MaxResponseBytes: 32 << 10},
+				func(w http.ResponseWriter, r *http.Request) {
+					runs.Add(1)
+					// 150 KB of header: "<" is stored as \u003c, six bytes.
+					w.Header().Set("Link", strings.Repeat("<", 25000))
+					w.WriteHeader(http.StatusCreated)
+					fmt.Fprint(w, `{"charge":"ch_1"}`)
+				})
+			first := do(t, srv, "POST", "/charges", "k", "x")
+			if tx {
+				wantProblem(t, first, http.StatusInternalServerError, idempotency.ProblemResponseTooLarge)
+				if !strings.Contains(first.problem.Detail, "nothing was committed; retrying with this key runs the request again") {
+					t.Fatalf("detail: %s", first.problem.Detail)
+				}
+				do(t, srv, "POST", "/charges", "k", "x")
+				if n := runs.Load(); n != 2 {
+					t.Fatalf("the handler ran %d times, want 2: nothing was committed, the retry runs it", n)
+				}
+				return
+			}
+			if first.status != http.StatusCreated || first.body != `{"charge":"ch_1"}` {
+				t.Fatalf("first: %d %s, want the handler's 201", first.status, first.body)
+			}
+			for i := 0; i < 2; i++ {
+				r := do(t, srv, "POST", "/charges", "k", "x")
+				wantProblem(t, r, http.StatusInternalServerError, idempotency.ProblemResponseTooLarge)
+				if !strings.Contains(r.problem.Detail, "do not repeat it with another key") || strings.Contains(r.problem.Detail, idempotency.KeyPrefix) {
+					t.Fatalf("detail: %s", r.problem.Detail)
+				}
+			}
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("the handler ran %d times, want 1", n)
+			}
+		})
 	}
 }

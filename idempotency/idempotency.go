@@ -642,8 +642,13 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			State: string(ee.State), Token: ee.Token,
 			Detail: "an operator is establishing the outcome of the request with this Idempotency-Key; retry later"}, 5)
 	case errors.Is(err, sentinel.ErrResult):
+		// Sentinel's error is for the operators (it names the execution
+		// key and SetResult): logged, not sent.
+		m.c.Config().Logger.Error("idempotency: a request's response was not stored", "idempotency_key", key, "scope", scope, "err", err)
 		writeProblem(w, Problem{Type: ProblemNotStored, Title: "Response not stored", Status: http.StatusInternalServerError, Key: key,
-			Detail: "the request was processed but its response could not be stored or read back: " + err.Error()}, 0)
+			Detail: fmt.Sprintf("the request with Idempotency-Key %q was processed, but its response was not stored and cannot be sent again; it will not run again with this key: "+
+				"ask the service's operators for its outcome (%s), and do not repeat it with another key, which would perform it again",
+				key, Command("inspect", key, scope, m.namespace(), m.c.Config().Schema))}, 0)
 	case errors.Is(err, sentinel.ErrFinal):
 		// The middleware never completes a key with an error; an operator
 		// tool did. The outcome is recorded, not a response.
@@ -655,9 +660,12 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			Detail: "idempotency: the middleware is misconfigured: " + err.Error()}, 0)
 	default:
 		// The store failed before the handler ran, or (transactional) the
-		// completion was refused and everything was rolled back.
+		// completion was refused and everything was rolled back. Its
+		// error names the database (user, name, host) and the execution
+		// key: logged for the operators, never sent to the client.
+		m.c.Config().Logger.Error("idempotency: the request could not be recorded (nothing was); answered 503 ProblemUnavailable", "idempotency_key", key, "scope", scope, "err", err)
 		writeProblem(w, Problem{Type: ProblemUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable, Key: key,
-			Detail: "nothing was recorded for this request; retry with the same Idempotency-Key (" + err.Error() + ")"}, 1)
+			Detail: "the server's idempotency store failed or refused to record this request, and nothing was recorded for it; retry with the same Idempotency-Key after the Retry-After delay"}, 1)
 	}
 	return false
 }

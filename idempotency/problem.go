@@ -54,7 +54,9 @@ const (
 	// which: whether retrying with the key runs the request again.
 	ProblemResponseTooLarge = problemBase + "ProblemResponseTooLarge"
 	// ProblemNotStored (500): the request was processed but its response
-	// could not be stored or read back.
+	// was not stored, so it cannot be replayed; it is never run again
+	// (the detail names the `sentinel idempotency inspect` command line;
+	// Sentinel's error goes to the client's Config.Logger).
 	ProblemNotStored = problemBase + "ProblemNotStored"
 	// ProblemUnreplayable (500): the key is completed, but its stored
 	// result is not a response the middleware can replay (an operator
@@ -64,7 +66,9 @@ const (
 	// is never run again.
 	ProblemUnreplayable = problemBase + "ProblemUnreplayable"
 	// ProblemUnavailable (503): the idempotency store could not be reached
-	// or refused the completion; nothing was recorded as done. Retry.
+	// or refused the completion; nothing was recorded as done. Retry. The
+	// store's error, which names the database, is not in the detail: it
+	// goes to the client's Config.Logger.
 	ProblemUnavailable = problemBase + "ProblemUnavailable"
 )
 

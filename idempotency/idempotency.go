@@ -176,7 +176,8 @@ type Options struct {
 	Wait time.Duration
 
 	// MaxBodyBytes bounds the request body read to fingerprint it (over it:
-	// 413). Default 1 MiB.
+	// 413, as over a bound the server set before the middleware with
+	// http.MaxBytesReader). Default 1 MiB.
 	MaxBodyBytes int64
 
 	// MaxResponseBytes bounds the stored response body. A handler writing
@@ -386,9 +387,17 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	body, err := io.ReadAll(io.LimitReader(r.Body, m.o.MaxBodyBytes+1))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		// The server's own bound, before the middleware
+		// (http.MaxBytesReader): the body is too large, not malformed.
+		writeProblem(w, Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge, Key: key,
+			Detail: fmt.Sprintf("an idempotent request body may be at most %d bytes", min(mbe.Limit, m.o.MaxBodyBytes))}, 0)
+		return
+	}
 	if err != nil {
 		writeProblem(w, Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest, Key: key,
-			Detail: "reading the request body failed: " + err.Error()}, 0)
+			Detail: "reading the request body failed (" + err.Error() + "); nothing was run: send the request again with the same Idempotency-Key"}, 0)
 		return
 	}
 	if int64(len(body)) > m.o.MaxBodyBytes {

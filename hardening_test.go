@@ -333,12 +333,15 @@ func (p *freezeProxy) pipe(from, to net.Conn, frozen *atomic.Bool, fromClient bo
 			p.mu.Lock()
 			if p.marker != "" && strings.Contains(string(buf[:n]), p.marker) {
 				p.marker = ""
+				// Frozen before the statement is forwarded: the server's
+				// reply can come back before this goroutine runs again
+				// (CI saw a reply slip through under load).
+				frozen.Store(true)
+				p.isFrozen.Store(true)
 				if p.forwardFirst {
 					_, _ = to.Write(buf[:n])
 					n = 0
 				}
-				frozen.Store(true)
-				p.isFrozen.Store(true)
 				// Like a TCP keepalive giving up: reset the black-holed
 				// connection a while later, so closing pools need not wait.
 				time.AfterFunc(3*time.Second, func() { _ = from.Close(); _ = to.Close() })

@@ -144,6 +144,10 @@ type Elector struct {
 
 	rejoining bool           // a member row rewrite runs in the background
 	bg        sync.WaitGroup // that rewrite
+
+	// unreleased is the last term this elector stepped down from whose
+	// release failed (0: none): Resign retries it. A later term clears it.
+	unreleased int64
 }
 
 // term is one term this elector leads.
@@ -153,6 +157,10 @@ type term struct {
 	resigned sync.Once
 	stepping atomic.Bool   // leadership being given up: IsLeader is false
 	ended    chan struct{} // closed once the term was released
+	// releaseErr is why the release of a term this elector stepped down
+	// from failed (nil: released, or lost before): Resign returns it. Set
+	// before ended is closed.
+	releaseErr error
 }
 
 // electedKey marks OnElected's ctx, so Resign called with it does not wait
@@ -257,6 +265,17 @@ func (e *Elector) Status() Member {
 // since the handover waits for OnElected to return. It returns nil when
 // this elector does not lead. A nil ctx is refused (ErrInvalid) and the
 // term left as it was.
+//
+// When the release statement fails (the database unreachable, the
+// connection dropped) it is tried once more, so a release whose reply
+// alone was lost is found done. If that fails too, Resign returns the
+// error: the elector has stepped down all the same (IsLeader is false,
+// OnElected's ctx ended), but the term stays live in the database, and
+// the followers take over when it expires, within its TTL. Resign may
+// then be called again: it retries the release of that term and returns
+// nil once the term is no longer live (released now, or by the failed
+// attempt after all, or expired). The same holds for a release that
+// failed when Run's ctx ended or a callback panicked.
 func (e *Elector) Resign(ctx context.Context) error {
 	if err := checkCtx("Elector.Resign", ctx); err != nil {
 		return err
@@ -266,9 +285,13 @@ func (e *Elector) Resign(ctx context.Context) error {
 	if t != nil {
 		e.holdOff = time.Now().Add(e.ttl)
 	}
+	unreleased := e.unreleased
 	e.mu.Unlock()
 	if t == nil {
-		return nil
+		if unreleased == 0 {
+			return nil
+		}
+		return e.retryRelease(ctx, unreleased)
 	}
 	t.stepping.Store(true)
 	t.resigned.Do(func() { close(t.resign) })
@@ -277,10 +300,31 @@ func (e *Elector) Resign(ctx context.Context) error {
 	}
 	select {
 	case <-t.ended:
-		return nil
+		return t.releaseErr
 	case <-ctx.Done():
 		return fmt.Errorf("sentinel: resign %q/%q: handover not finished (OnElected still running?): %w", e.ns, e.group, context.Cause(ctx))
 	}
+}
+
+// retryRelease runs the release of term, a term this elector stepped down
+// from whose release failed, again (see Resign).
+func (e *Elector) retryRelease(ctx context.Context, term int64) error {
+	if err := e.resign(ctx, term); err != nil {
+		return e.releaseFailed(term, err)
+	}
+	e.mu.Lock()
+	if e.unreleased == term {
+		e.unreleased = 0
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// releaseFailed is the error of a failed release of term.
+func (e *Elector) releaseFailed(term int64, err error) error {
+	return fmt.Errorf("sentinel: resign %q/%q: releasing term %d failed; this elector stepped down, but the term "+
+		"stays live until it expires (within its TTL, %s) unless the release committed: call Resign again to retry: %w",
+		e.ns, e.group, term, e.ttl, err)
 }
 
 func (e *Elector) recordPanic(name string, v any) {

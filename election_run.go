@@ -553,6 +553,7 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 	tm.lease = l
 	e.mu.Lock()
 	e.term, e.led = tm, l.token
+	e.unreleased = 0 // a new term begins only once an earlier one is over
 	panicked := e.panicked
 	e.mu.Unlock()
 	e.c.cfg.Logger.Info("sentinel: elected", "namespace", e.ns, "group", e.group, "term", l.token)
@@ -631,20 +632,34 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 	}
 	var stale *StaleTokenError
 	if !errors.As(l.ended(), &stale) {
+		held := l.ended() == nil // stepping down, not lost nor ended by Close
 		until := time.Now().Add(e.c.cfg.ReleaseTimeout)
-		if l.ended() != nil {
+		if !held {
 			until = l.Deadline().Add(l.margin)
 		}
 		rctx, cancel := context.WithDeadline(context.Background(), until)
 		err := e.resign(rctx, l.token)
 		cancel()
-		if err != nil && rctx.Err() == nil {
+		if err != nil && held {
+			// The statement may have committed, its reply lost: try once
+			// more, which finds the term released (or releases it now).
+			rctx, cancel := context.WithTimeout(context.Background(), e.c.cfg.ReleaseTimeout)
+			err = e.resign(rctx, l.token)
+			cancel()
+			if err != nil {
+				tm.releaseErr = e.releaseFailed(l.token, err)
+			}
+		}
+		if err != nil && (held || rctx.Err() == nil) {
 			e.c.cfg.Logger.Warn("sentinel: elector: releasing leadership failed; it expires within its TTL", "group", e.group, "term", l.token, "err", err)
 		}
 	}
 	l.end(ErrReleased)
 	e.mu.Lock()
 	e.term = nil
+	if tm.releaseErr != nil {
+		e.unreleased = l.token // Resign retries it
+	}
 	e.mu.Unlock()
 	close(tm.ended)
 	e.bg.Wait() // a member rewrite started while leading (bounded by the TTL)

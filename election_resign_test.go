@@ -1,0 +1,119 @@
+package sentinel_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// resignCutOff holds the group's leadership row in a transaction of the
+// test (FOR NO KEY UPDATE, which the resignation's UPDATE waits for),
+// starts el.Resign, and cuts off its release statement `times` times: it
+// waits until the statement's backend waits for that lock and terminates
+// it, so the release fails without committing, deterministically. It
+// returns the test transaction (rolled back in cleanup) and a channel with
+// Resign's result.
+func resignCutOff(t *testing.T, e *env, el *sentinel.Elector, group string, times int) (pgx.Tx, <-chan error) {
+	t.Helper()
+	ctx := ctxT(t)
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+e.table("leaders")+" WHERE election = $1 FOR NO KEY UPDATE", group)
+	require.NoError(t, err)
+	var holder int32
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&holder))
+	resigned := make(chan error, 1)
+	go func() { resigned <- el.Resign(ctx) }()
+	for i := range times {
+		var waiter int32
+		require.Eventually(t, func() bool {
+			err := admin.QueryRow(ctx, "SELECT pid FROM pg_catalog.pg_stat_activity WHERE $1 = ANY (pg_catalog.pg_blocking_pids(pid))", holder).Scan(&waiter)
+			return err == nil
+		}, 10*time.Second, 5*time.Millisecond, "release attempt %d never waited for the leadership row", i+1)
+		terminateAbandoned(t, waiter)
+	}
+	return tx, resigned
+}
+
+// Resign whose release statement failed (its backend was terminated while
+// it waited for a lock: nothing committed) returned nil, "stepped down",
+// while the term stayed live in the database: Leader still named this
+// elector and every follower slept until the term's expiry, a TTL later,
+// and nothing told the caller to retry. The release is now tried once
+// more; when that fails too Resign returns the failure, and a second
+// Resign retries the release: nil once the term is released.
+func TestElectorResignThatDidNotCommitSaysSo(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 5 * time.Second})
+	el, err := c.Elector("resign-cut", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	runElector(t, el)
+	waitFor(t, 10*time.Second, "to lead", el.IsLeader)
+	term := el.Term()
+
+	tx, resigned := resignCutOff(t, e, el, "resign-cut", 2)
+	var err1 error
+	select {
+	case err1 = <-resigned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Resign did not return")
+	}
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, 1, e.count("leaders", "election = 'resign-cut' AND term = $1 AND expires_at > now()", term),
+		"the release did not commit: the term is live")
+	require.Error(t, err1, "Resign must not report a release that did not commit")
+	require.ErrorContains(t, err1, "call Resign again")
+	require.False(t, el.IsLeader(), "the elector stepped down locally all the same")
+
+	require.NoError(t, el.Resign(ctx), "Resign again releases the term")
+	require.Zero(t, e.count("leaders", "election = 'resign-cut' AND expires_at > now()"), "released")
+	require.NoError(t, el.Resign(ctx), "and once more: nothing to do")
+
+	// One failed attempt only: the second one releases the term, and
+	// Resign returns nil.
+	el, err = c.Elector("resign-cut-once", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	runElector(t, el)
+	waitFor(t, 10*time.Second, "to lead", el.IsLeader)
+	tx, resigned = resignCutOff(t, e, el, "resign-cut-once", 1)
+	require.NoError(t, tx.Rollback(ctx)) // the retry waits for the row, then releases it
+	select {
+	case err := <-resigned:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Resign did not return")
+	}
+	require.Zero(t, e.count("leaders", "election = 'resign-cut-once' AND expires_at > now()"), "released")
+}
+
+// The same, but the release committed and its reply was lost (the
+// connection black-holed after the batch was sent): the retry finds the
+// term released, and Resign returns nil (it did before by chance, as it
+// returned nil for every failure).
+func TestElectorResignRetriedAfterALostReplyIsNil(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	px := newFreezeProxy(t, dbURL)
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+		px.route(c)
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
+	el, err := c.Elector("resign-lost", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	runElector(t, el)
+	waitFor(t, 10*time.Second, "to lead", el.IsLeader)
+	px.armAfter("next_ttl_us = NULL") // sqlResign's handover
+	err = el.Resign(ctx)
+	require.True(t, px.frozen(), "the resignation's reply was not cut")
+	require.Zero(t, e.count("leaders", "election = 'resign-lost' AND expires_at > now()"), "the release committed")
+	require.NoError(t, err, "the reply was lost, but the release committed")
+	require.NoError(t, el.Resign(ctx), "and again")
+}

@@ -14,12 +14,12 @@ import (
 
 // resignCutOff holds the group's leadership row in a transaction of the
 // test (FOR NO KEY UPDATE, which the resignation's UPDATE waits for),
-// starts el.Resign, and cuts off its release statement `times` times: it
+// starts el.Resign (or stop, when not nil: the release that follows), and cuts off its release statement `times` times: it
 // waits until the statement's backend waits for that lock and terminates
 // it, so the release fails without committing, deterministically. It
 // returns the test transaction (rolled back in cleanup) and a channel with
 // Resign's result.
-func resignCutOff(t *testing.T, e *env, el *sentinel.Elector, group string, times int) (pgx.Tx, <-chan error) {
+func resignCutOff(t *testing.T, e *env, el *sentinel.Elector, group string, times int, stop ...func() error) (pgx.Tx, <-chan error) {
 	t.Helper()
 	ctx := ctxT(t)
 	tx, err := admin.Begin(ctx)
@@ -30,7 +30,13 @@ func resignCutOff(t *testing.T, e *env, el *sentinel.Elector, group string, time
 	var holder int32
 	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&holder))
 	resigned := make(chan error, 1)
-	go func() { resigned <- el.Resign(ctx) }()
+	go func() {
+		if len(stop) > 0 {
+			resigned <- stop[0]()
+			return
+		}
+		resigned <- el.Resign(ctx)
+	}()
 	for i := range times {
 		var waiter int32
 		require.Eventually(t, func() bool {
@@ -116,4 +122,34 @@ func TestElectorResignRetriedAfterALostReplyIsNil(t *testing.T) {
 	require.Zero(t, e.count("leaders", "election = 'resign-lost' AND expires_at > now()"), "the release committed")
 	require.NoError(t, err, "the reply was lost, but the release committed")
 	require.NoError(t, el.Resign(ctx), "and again")
+}
+
+// Run whose ctx ended while it led, and whose release then failed (both
+// attempts cut off, nothing committed), returned nil, as for a clean
+// stop: the term stayed live until its expiry, the followers asleep
+// until then, and the caller, told the elector had given leadership up,
+// had no reason to retry. Run now returns the release's error, and Resign
+// (after Run returned) retries it.
+func TestElectorRunSaysWhenItsReleaseFailed(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 5 * time.Second})
+	el, err := c.Elector("run-cut", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	stop := runElector(t, el)
+	waitFor(t, 10*time.Second, "to lead", el.IsLeader)
+
+	tx, stopped := resignCutOff(t, e, el, "run-cut", 2, stop)
+	require.NoError(t, tx.Rollback(ctx)) // both attempts are over; Run's leave must not wait for the row
+	var runErr error
+	select {
+	case runErr = <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	require.Equal(t, 1, e.count("leaders", "election = 'run-cut' AND expires_at > now()"), "the release did not commit")
+	require.Error(t, runErr, "Run must say that the term it gave up is still live")
+	require.ErrorContains(t, runErr, "call Resign again")
+	require.NoError(t, el.Resign(ctx), "Resign after Run returned releases the term")
+	require.Zero(t, e.count("leaders", "election = 'run-cut' AND expires_at > now()"), "released")
 }

@@ -17,7 +17,9 @@ import (
 // Run campaigns, leads and follows until ctx ends, the client is closed or
 // a callback panics; then it gives up leadership (after OnElected returned)
 // and removes its member row. It rides out database outages, retrying
-// every Config.WaitRecheck. It returns nil when ctx ended, ErrClosed when
+// every Config.WaitRecheck. It returns nil when ctx ended (but the error
+// of the release when it led then and that release failed: the term stays
+// live until it expires, and Resign retries the release), ErrClosed when
 // the client was closed, a *CallbackPanicError when a callback panicked,
 // and an error matching ErrNotMigrated at once, without retrying, when the
 // client's schema has no Sentinel tables (a wrong Config.Schema, or
@@ -530,8 +532,9 @@ func (e *Elector) leave() {
 
 // lead runs one term: it starts OnElected, waits for a reason to stop,
 // cancels OnElected's ctx, waits for it to return, then releases the term.
-// It returns an error only when Run must stop with it (a panic, or
-// ErrClosed for a term won while the client was closing).
+// It returns an error only when Run must stop with it (a panic, ErrClosed
+// for a term won while the client was closing, or the failed release of a
+// term given up because Run's ctx ended).
 func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) error {
 	tm := &term{resign: make(chan struct{}), ended: make(chan struct{})}
 	l := e.c.newLease(kindLeader, e.ns, e.group, res.leader.Term, e.ttl)
@@ -672,6 +675,11 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 		lost = p
 	}
 	cb.demoted(l.token, !skipped.Load(), lost)
+	if p == nil && tm.releaseErr != nil && ctx.Err() != nil {
+		// Run stops (its ctx ended), leaving this term live until it
+		// expires: its error says so, rather than nil for a clean stop.
+		return tm.releaseErr
+	}
 	return p
 }
 

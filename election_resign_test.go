@@ -153,3 +153,37 @@ func TestElectorRunSaysWhenItsReleaseFailed(t *testing.T) {
 	require.NoError(t, el.Resign(ctx), "Resign after Run returned releases the term")
 	require.Zero(t, e.count("leaders", "election = 'run-cut' AND expires_at > now()"), "released")
 }
+
+// A term whose release failed was reported to no observer: the elector
+// logged a warning, TermChange said it stepped down (Err nil), and
+// Observer.ReleaseFailed, which reports every other failed release (a
+// lease's, a turn's, Close's), was not called, so an alert on it never
+// saw a term left live until its expiry. It is now called, Kind
+// LossLeader, once per term whose release (and its retry) failed.
+func TestElectorFailedReleaseIsObserved(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	failures := make(chan sentinel.ReleaseFailure, 10)
+	c := e.client(&sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 5 * time.Second,
+		Observer: &sentinel.Observer{ReleaseFailed: func(f sentinel.ReleaseFailure) { failures <- f }}})
+	el, err := c.Elector("observed-cut", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	runElector(t, el)
+	waitFor(t, 10*time.Second, "to lead", el.IsLeader)
+	term := el.Term()
+
+	tx, resigned := resignCutOff(t, e, el, "observed-cut", 2)
+	require.NoError(t, tx.Rollback(ctx))
+	require.Error(t, <-resigned)
+	select {
+	case f := <-failures:
+		require.Equal(t, sentinel.LossLeader, f.Kind)
+		require.Equal(t, "observed-cut", f.Key)
+		require.Equal(t, term, f.Token)
+		require.Error(t, f.Err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Observer.ReleaseFailed was not called for the term's failed release")
+	}
+	require.NoError(t, el.Resign(ctx))
+	require.Empty(t, failures, "once")
+}

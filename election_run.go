@@ -651,9 +651,14 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 			cancel()
 			if err != nil {
 				tm.releaseErr = e.releaseFailed(l.token, err)
+				// Logged and reported (Observer.ReleaseFailed) as a failed
+				// release of a lease is: no loss, the term was given up.
+				l.endAs(&LostError{Namespace: e.ns, Key: e.group, Token: l.token, Kind: LossLeader,
+					Reason: "release failed; the term is no longer renewed and expires within its TTL unless the release committed",
+					Cause:  err}, true)
 			}
 		}
-		if err != nil && (held || rctx.Err() == nil) {
+		if err != nil && !held && rctx.Err() == nil {
 			e.c.cfg.Logger.Warn("sentinel: elector: releasing leadership failed; it expires within its TTL", "group", e.group, "term", l.token, "err", err)
 		}
 	}

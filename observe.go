@@ -41,7 +41,8 @@ type Observer struct {
 	// ReleaseFailed is called when a release statement failed (database
 	// unreachable, statement cancelled), ending a lease or turn its holder
 	// was done with: Lease.Release, Turn.Release, Client.Close's release,
-	// or a waiting ticket given up. It is no loss: the row still carried
+	// a waiting ticket given up, or the release of a term an elector
+	// stepped down from (Kind LossLeader; see Elector.Resign). It is no loss: the row still carried
 	// the holder's token, and the key frees when the row expires, within
 	// one TTL (at once if the statement committed before its reply was
 	// lost). A lease lost before its release is reported once, to

@@ -101,7 +101,10 @@ type ElectorOptions struct {
 
 	// OnDemoted is called when a term of this elector ended, after
 	// OnElected returned, and before OnElected of its next term starts.
-	// Never called for an elector that did not lead.
+	// Never called for an elector that did not lead. It comes after the
+	// term's release (or, for a lost term, after trying it until the
+	// term's expiry), so another elector may lead by then: it is no signal
+	// to stop work done as leader. That stops when OnElected's ctx ends.
 	OnDemoted func(term int64)
 
 	// OnNewLeader is called once per term led by another elector, when this

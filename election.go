@@ -568,7 +568,7 @@ func (c *Client) VerifyTerm(ctx context.Context, q Querier, group string, term i
 	if o.ttlSet {
 		bound = fmt.Sprintf("%dms", min(max(o.ttl.Milliseconds(), 1), maxIdleTimeoutMs))
 	}
-	err = q.QueryRow(ctx, c.electionSQL().verifyTm, o.namespace, group, bound).
+	err = q.QueryRow(ctx, c.electionSQL().verifyTm, o.namespace, group, bound, term).
 		Scan(&current, &alive, &set)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c.fencingRefused(ctx, &StaleTokenError{Namespace: o.namespace, Key: group, Token: term})

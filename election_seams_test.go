@@ -362,3 +362,33 @@ func TestVerifyTermBoundsByTheTermsOwnTTL(t *testing.T) {
 		require.Contains(t, tc.want, idle, "group %s", tc.group)
 	}
 }
+
+// A refused VerifyTerm set the transaction's idle bound all the same, from
+// a row whose term was resigned or had expired: expires_at - renewed_at
+// is then anything from 0 to one renewal interval (129 ms measured), and
+// the server ended the caller's transaction, and its connection, before
+// the caller's Rollback arrived. A refusal now leaves the setting alone.
+func TestVerifyTermRefusedLeavesTheIdleBoundAlone(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(nil)
+	el, err := c.Elector("resigned", sentinel.ElectorOptions{TTL: 3 * time.Second})
+	require.NoError(t, err)
+	runElector(t, el)
+	waitFor(t, 10*time.Second, "leading", el.IsLeader)
+	term := el.Term()
+	require.NoError(t, el.Resign(ctx))
+	for _, tc := range []struct {
+		name string
+		term int64
+	}{{"the resigned term", term}, {"a term that never was", term + 1000}} {
+		tx, err := c.Pool().Begin(ctx)
+		require.NoError(t, err)
+		err = c.VerifyTerm(ctx, tx, "resigned", tc.term)
+		require.ErrorIs(t, err, sentinel.ErrStaleToken, tc.name)
+		var idle string
+		require.NoError(t, tx.QueryRow(ctx, "SHOW idle_in_transaction_session_timeout").Scan(&idle), tc.name)
+		require.NoError(t, tx.Rollback(ctx))
+		require.Equal(t, "0", idle, "%s: refused, yet the transaction was given an idle bound", tc.name)
+	}
+}

@@ -378,10 +378,14 @@ ORDER BY m.started_at, m.owner`
 // TTL, its row's expires_at - renewed_at as of the last renewal): a leader
 // frozen or partitioned inside its guarded transaction would otherwise hold
 // the row, and with it every election of the group, for as long as its
-// connection lives.
+// connection lives. A refused term ($4 not the row's, or the row's
+// expired or resigned) leaves the setting alone: the bound read from such
+// a row may be a few milliseconds, and would end the caller's transaction,
+// and its connection, before its rollback.
 const sqlVerifyTerm = `
 SELECT term, expires_at > pg_catalog.clock_timestamp(),
     CASE WHEN pg_catalog.current_setting('idle_in_transaction_session_timeout') = '0'
+              AND term = $4 AND expires_at > pg_catalog.clock_timestamp()
          THEN pg_catalog.set_config('idle_in_transaction_session_timeout', coalesce(nullif($3::text, ''),
              LEAST(GREATEST(pg_catalog.ceil(pg_catalog.date_part('epoch', expires_at - renewed_at) * 1000), 1),
                  2147483647)::bigint::text || 'ms'), true) END

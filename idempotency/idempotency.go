@@ -58,7 +58,10 @@
 // once: a crash, panic or lost lease before the commit leaves nothing behind
 // (no writes, no uncertain key), and the next repeat runs the handler
 // afresh. A 5xx response (by default, see Options.Store) rolls back too and
-// is sent without being stored.
+// is sent without being stored. So is any error response (4xx, 5xx) of a
+// handler one of whose statements failed, which aborts its transaction; a
+// success response of such a handler, which nothing backs, is answered
+// with ProblemNotCommitted.
 //
 // # Re-running after a crash
 //
@@ -513,6 +516,19 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			if rec.overflow {
 				return nil, errResponseTooLarge
 			}
+			if tx.Conn().PgConn().TxStatus() == 'E' {
+				// A statement of the handler failed: its transaction is
+				// aborted and can commit nothing, the key's record
+				// included. An error response is sent as written, not
+				// stored; a success response nothing backs is not sent.
+				if rec.statusCode() >= 400 {
+					unstored = rec
+					return nil, errNotStored
+				}
+				m.c.Config().Logger.Warn("idempotency: the handler answered with a success status, but a statement of its transaction failed; nothing was committed, answered 500 ProblemNotCommitted",
+					"idempotency_key", key, "scope", scope, "status", rec.statusCode())
+				return nil, errNotCommitted
+			}
 			if rec.noEffect || !m.o.Store(rec.statusCode()) {
 				unstored = rec
 				return nil, errNotStored
@@ -601,6 +617,10 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		}
 		writeProblem(w, Problem{Type: ProblemResponseTooLarge, Title: "Response too large to store", Status: http.StatusInternalServerError, Key: key,
 			Detail: fmt.Sprintf("the response was too large to be stored (a body over %d bytes, or headers too large with it), %s; retrying with this key runs the request again", m.o.MaxResponseBytes, what)}, 0)
+	case errors.Is(err, errNotCommitted):
+		writeProblem(w, Problem{Type: ProblemNotCommitted, Title: "Request not committed", Status: http.StatusInternalServerError, Key: key,
+			Detail: fmt.Sprintf("the request with Idempotency-Key %q failed: a statement of its database transaction failed, so nothing was committed and nothing was recorded for the key; "+
+				"repeating it with the same key runs it again", key)}, 0)
 	case errors.Is(err, sentinel.ErrInProgress), errors.Is(err, errWaitOver) && !errors.Is(err, sentinel.ErrUncertain):
 		var ee *sentinel.ExecutionError
 		if errors.As(err, &ee) && m.differs(context.WithoutCancel(ctx), ee, fp) {
@@ -701,6 +721,7 @@ var (
 	errNotStored        = errors.New("idempotency: response not stored")
 	errWaitOver         = errors.New("idempotency: Options.Wait passed while the first request ran")
 	errResponseTooLarge = errors.New("idempotency: response too large to store")
+	errNotCommitted     = errors.New("idempotency: a statement of the handler failed; its transaction committed nothing")
 )
 
 func (m *middleware) reused(w http.ResponseWriter, key string, ee *sentinel.ExecutionError) {

@@ -65,6 +65,16 @@ const (
 	// an operator must look at it (sentinel idempotency inspect). The key
 	// is never run again.
 	ProblemUnreplayable = problemBase + "ProblemUnreplayable"
+	// ProblemNotCommitted (500): with Options.Transactional, a statement
+	// of the handler failed and its transaction could not commit (it was
+	// aborted: SQLSTATE 25P02 for everything after), yet the handler
+	// answered with a success status. Nothing was committed and nothing
+	// recorded for the key: repeating the request with the same key runs
+	// the handler again. (An error status the handler wrote after its
+	// statement failed, a 409 for a unique violation say, is sent as
+	// written, not stored.) Roll back to a savepoint in the handler to
+	// keep a transaction usable after a statement that may fail.
+	ProblemNotCommitted = problemBase + "ProblemNotCommitted"
 	// ProblemUnavailable (503): the idempotency store could not be reached
 	// or refused the completion; nothing was recorded as done. Retry. The
 	// store's error, which names the database, is not in the detail: it

@@ -1064,6 +1064,26 @@ func (rec *recorder) WriteHeader(code int) {
 		rec.status = code
 		rec.sent = rec.header.Clone() // later changes are not sent, as with net/http
 	}
+	if rec.status == 0 && code < 200 && code != http.StatusSwitchingProtocols && rec.under != nil {
+		rec.informational(code)
+	}
+}
+
+// informational sends a 1xx response (103 Early Hints, say) to the client
+// now, as net/http does, with the handler's header as it is (without its
+// per-connection fields). It is never stored: a replay sends the final
+// response alone. The server's header is as it was before, after.
+func (rec *recorder) informational(code int) {
+	uh := rec.under.Header()
+	before := uh.Clone()
+	for k, v := range withoutHop(rec.header) {
+		uh[k] = v
+	}
+	rec.under.WriteHeader(code)
+	for k := range uh {
+		delete(uh, k)
+	}
+	maps.Copy(uh, before)
 }
 
 func (rec *recorder) Write(p []byte) (int, error) {
@@ -1114,13 +1134,21 @@ func (rec *recorder) statusCode() int {
 }
 
 // sentResponse is the response as sent to the request that ran the
-// handler: every header but the per-connection ones.
+// handler: every header but the per-connection ones, except Connection
+// (a handler's "Connection: close" closes this client's connection after
+// the response, as without the middleware; replays leave it out).
 func (rec *recorder) sentResponse() Response {
 	h := rec.sent
 	if h == nil {
 		h = rec.header
 	}
-	return Response{Status: rec.statusCode(), Header: withoutHop(h), Body: rec.body.Bytes(), Trailer: rec.trailer()}
+	out := withoutHop(h)
+	for k, v := range h {
+		if strings.EqualFold(k, "Connection") {
+			out["Connection"] = append(out["Connection"], v...)
+		}
+	}
+	return Response{Status: rec.statusCode(), Header: out, Body: rec.body.Bytes(), Trailer: rec.trailer()}
 }
 
 // trailer returns the trailer fields the handler set, as net/http would

@@ -360,7 +360,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		if prior == nil || prior == l.relFailed {
 			// Freed while the row still carried the token: nobody else
 			// held the key meanwhile, even after a failed attempt.
-			l.end(ErrReleased)
+			l.endReleased(l.relFailed)
 			l.retried = prior != nil
 			return nil
 		}
@@ -375,6 +375,7 @@ func (l *Lease) Release(ctx context.Context) error {
 			return errors.Join(prior, l.c.wrapErr(fmt.Sprintf("read lease %q/%q", l.ns, l.key), err))
 		}
 		if untaken {
+			l.endReleased(l.relFailed)
 			l.retried = true
 			return nil
 		}
@@ -457,6 +458,20 @@ func (l *Lease) Heartbeat(ctx context.Context) error {
 // end marks the lease ended with err (first reason wins), closes Done and
 // removes it from the heartbeater.
 func (l *Lease) end(err error) { l.endAs(err, false) }
+
+// endReleased ends the lease as released. A failed release (failed, the
+// error it ended the lease with) that a retry made good is replaced, so
+// that Err says released, not lost.
+func (l *Lease) endReleased(failed error) {
+	l.mu.Lock()
+	if failed != nil && l.err == failed {
+		l.err = ErrReleased
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.end(ErrReleased)
+}
 
 // endAs is end; releaseFailed says err is a failed release (or give-back)
 // statement's: the holder was done with the lease, so it is reported to

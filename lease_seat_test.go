@@ -154,6 +154,7 @@ func TestReleaseRetriedAfterALostReplyIsNil(t *testing.T) {
 
 	require.NoError(t, l.Release(ctx), "Release again: the row carries the lease's token, freed by the first attempt")
 	require.NoError(t, l.Release(ctx), "and once more")
+	require.ErrorIs(t, l.Err(), sentinel.ErrReleased, "released (by the first attempt): Err says so")
 
 	// A row another holder took meanwhile is still reported.
 	l, err = c.Lease(ctx, "taken")

@@ -762,6 +762,11 @@ func TestReleaseRetriedAfterAFailedReleaseIsNil(t *testing.T) {
 	require.NoError(t, turn.Release(ctx), "Turn.Release again, the database back")
 	require.NoError(t, l.Release(ctx), "and once more")
 	require.NoError(t, turn.Release(ctx), "and once more (Turn)")
+	// Err said "lost: release failed" after the retry had released it.
+	require.ErrorIs(t, l.Err(), sentinel.ErrReleased, "released by the retry: Err says so")
+	require.NotErrorIs(t, l.Err(), sentinel.ErrLeaseLost)
+	require.ErrorIs(t, turn.Err(), sentinel.ErrReleased, "the same for the Turn")
+	require.NotErrorIs(t, turn.Err(), sentinel.ErrLeaseLost)
 	other := e.client(nil)
 	l2, err := other.Lease(ctx, "retried-release")
 	require.NoError(t, err, "the key is free")

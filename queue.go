@@ -221,6 +221,9 @@ func (t *Turn) Release(ctx context.Context) error {
 			// Close gave the live ticket back after ending the turn (a
 			// release, as Close's release of a Lease is), or a Release
 			// did after a failed attempt.
+			if prior == t.relFailed {
+				t.l.endReleased(t.relFailed)
+			}
 			return nil
 		}
 		return prior
@@ -256,7 +259,7 @@ func (t *Turn) Release(ctx context.Context) error {
 			// Left while its ticket was live: nobody behind was served
 			// meanwhile, even after a failed attempt (Release's or
 			// Close's).
-			t.l.end(ErrReleased)
+			t.l.endReleased(t.relFailed)
 			return nil
 		}
 		return prior

@@ -101,6 +101,7 @@ func TestTurnReleaseCutOffInFlightIsRetried(t *testing.T) {
 	require.Equal(t, 1, e.count("tickets", ""), "the ticket row is still there")
 
 	require.NoError(t, tn.Release(ctx), "Release again gives the live ticket up")
+	require.ErrorIs(t, tn.Err(), sentinel.ErrReleased, "released by the retry: Err says so")
 	require.Zero(t, e.count("tickets", ""), "the ticket is gone")
 	require.Equal(t, 1, e.count("queue_events", "event = 'completed'"))
 	require.NoError(t, tn.Release(ctx), "and once more")

@@ -438,7 +438,7 @@ func (c *Client) Close() {
 		c.endWaits() // a grant they read now is given back (hb.add fails)
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ReleaseTimeout)
 		defer cancel()
-		var leases []*Lease
+		var leases, others []*Lease
 		for _, l := range held {
 			if l.kind == kindLease {
 				// Wait for a Release under way; release the rest below
@@ -457,10 +457,30 @@ func (c *Client) Close() {
 					leases = append(leases, l)
 				}
 			} else {
-				l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed})
+				others = append(others, l)
 			}
 		}
+		// The others end together: ending a turn gives its ticket back,
+		// a statement bounded by ReleaseTimeout, and N of them one after
+		// the other took N x ReleaseTimeout when the server was slow.
+		// Bounded by the pool's size, as they would queue for it anyway.
+		ending := make(chan struct{})
+		go func() {
+			defer close(ending)
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, max(1, int(c.pool.Config().MaxConns)))
+			for _, l := range others {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed})
+				}()
+			}
+			wg.Wait()
+		}()
 		c.releaseAll(ctx, leases)
+		<-ending
 		c.flushWakes() // the wake-ups of handovers made before Close
 		c.ln.close()
 	})

@@ -560,7 +560,7 @@ func (l *Lease) checkDeadline() {
 // RenewHandle renews a lease by its plain values (see LeaseHandle), for the
 // process that did not acquire it. It returns the new expiry on the database
 // clock, or an error matching ErrStaleToken when the handle is no longer the
-// current grant. ttl must be at least MinTTL. A renewal never moves the
+// current grant. ttl must be from MinTTL to MaxTTL. A renewal never moves the
 // expiry earlier than the one already granted: renewing with a TTL shorter
 // than the holder's cannot cut the lease its holder is trusting.
 // A nil ctx is refused (ErrInvalid).
@@ -574,8 +574,8 @@ func (c *Client) RenewHandle(ctx context.Context, h LeaseHandle, ttl time.Durati
 	if err := c.checkHandle(h); err != nil {
 		return time.Time{}, err
 	}
-	if ttl < MinTTL {
-		return time.Time{}, invalid("TTL", "must be at least MinTTL (%s), got %s", MinTTL, ttl)
+	if ttl < MinTTL || ttl > MaxTTL {
+		return time.Time{}, invalid("TTL", "must be from MinTTL (%s) to MaxTTL (%s), got %s", MinTTL, MaxTTL, ttl)
 	}
 	rows, err := c.pool.Query(ctx, c.sql.renew, h.Owner, []string{h.Namespace}, []string{h.Key}, []int64{h.Token},
 		[]int64{us(ttl)}, []int16{int16(kindLease)})

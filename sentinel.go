@@ -38,6 +38,12 @@ const (
 // the lease would be lost while healthy.
 const MinTTL = 100 * time.Millisecond
 
+// MaxTTL is the longest lease TTL (and hard TTL) accepted anywhere: a
+// year. Intervals of centuries wrap around when read back as a
+// time.Duration, and nothing a lease guards needs one; for work that
+// long, hold a shorter lease and let the heartbeat renew it.
+const MaxTTL = 365 * 24 * time.Hour
+
 // DefaultOnceHardTTL is Config.OnceHardTTL's default: how long heartbeats
 // may keep a Once execution alive. It bounds how long a process that hangs
 // inside fn, while still heartbeating, keeps its key; the TTL, not the hard
@@ -239,8 +245,8 @@ func (c Config) validate() error {
 	if c.PID < math.MinInt32 || c.PID > math.MaxInt32 {
 		return invalid("PID", "must fit a 32-bit integer (the column that records it), got %d", c.PID)
 	}
-	if c.DefaultTTL < MinTTL {
-		return invalid("DefaultTTL", "must be at least MinTTL (%s), got %s", MinTTL, c.DefaultTTL)
+	if c.DefaultTTL < MinTTL || c.DefaultTTL > MaxTTL {
+		return invalid("DefaultTTL", "must be from MinTTL (%s) to MaxTTL (%s), got %s", MinTTL, MaxTTL, c.DefaultTTL)
 	}
 	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval > c.DefaultTTL/2 {
 		return invalid("HeartbeatInterval", "must be positive and at most DefaultTTL/2 (%s), got %s", c.DefaultTTL/2, c.HeartbeatInterval)
@@ -248,8 +254,8 @@ func (c Config) validate() error {
 	if c.SafetyMargin < 0 || c.SafetyMargin >= c.DefaultTTL/3 {
 		return invalid("SafetyMargin", "must be >= 0 and below DefaultTTL/3 (%s), got %s", c.DefaultTTL/3, c.SafetyMargin)
 	}
-	if c.OnceHardTTL < 0 {
-		return invalid("OnceHardTTL", "must not be negative, got %s", c.OnceHardTTL)
+	if c.OnceHardTTL < 0 || c.OnceHardTTL > MaxTTL {
+		return invalid("OnceHardTTL", "must be from 0 to MaxTTL (%s), got %s", MaxTTL, c.OnceHardTTL)
 	}
 	if c.WaitRecheck <= 0 {
 		return invalid("WaitRecheck", "must be positive, got %s", c.WaitRecheck)
@@ -583,13 +589,14 @@ type callOptions struct {
 
 // WithTTL sets the lease time-to-live of one call. Heartbeats extend the
 // lease by this much at a time. Default Config.DefaultTTL.
-// It must be at least MinTTL: zero or a negative value is ErrInvalid.
+// It must be from MinTTL to MaxTTL: zero, a negative value or one above
+// MaxTTL is ErrInvalid.
 func WithTTL(d time.Duration) Option { return func(o *callOptions) { o.ttl, o.ttlSet = d, true } }
 
 // WithHardTTL caps the lifetime of a lease or execution however healthy its
 // heartbeats are. For Once and OnceTx it defaults to Config.OnceHardTTL (10
 // minutes unless set; never below the call's TTL); for Lease the default is
-// no cap. It must be at least the call's TTL.
+// no cap. It must be at least the call's TTL, and at most MaxTTL.
 func WithHardTTL(d time.Duration) Option {
 	return func(o *callOptions) { o.hardTTL, o.hardSet = d, true }
 }
@@ -697,11 +704,11 @@ func (c *Client) resolveCall(key string, opts []Option) (callOptions, error) {
 	if !o.ttlSet {
 		o.ttl = c.cfg.DefaultTTL
 	}
-	if o.ttl < MinTTL {
-		return o, invalid("TTL", "must be at least MinTTL (%s), got %s", MinTTL, o.ttl)
+	if o.ttl < MinTTL || o.ttl > MaxTTL {
+		return o, invalid("TTL", "must be from MinTTL (%s) to MaxTTL (%s), got %s", MinTTL, MaxTTL, o.ttl)
 	}
-	if o.hardSet && o.hardTTL <= 0 {
-		return o, invalid("hard TTL", "must be positive, got %s", o.hardTTL)
+	if o.hardSet && (o.hardTTL <= 0 || o.hardTTL > MaxTTL) {
+		return o, invalid("hard TTL", "must be positive and at most MaxTTL (%s), got %s", MaxTTL, o.hardTTL)
 	}
 	if o.hardTTL != 0 && o.hardTTL < o.ttl {
 		return o, invalid("hard TTL", "must be >= TTL (%s), got %s", o.ttl, o.hardTTL)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sentinel-coordination/sentinel/internal/names"
 )
 
 // FollowFilter selects the events Client.Follow delivers. The zero value
@@ -716,41 +718,9 @@ func encodeFollowCursor(id int64, gaps []gap) string {
 }
 
 func parseFollowCursor(s string) (*followCursor, error) {
-	bad := func(why string) error {
-		return invalid("Cursor", "%s: pass the Cursor of an event a previous Follow delivered (or an event ID), got %.64q", why, s)
+	id, gaps, exact, why := names.Cursor(s, maxFollowCursor, MaxFollowCursorRanges, MaxFollowCursorIDs)
+	if why != "" {
+		return nil, invalid("Cursor", "%s: pass the Cursor of an event a previous Follow delivered (or an event ID), got %.64q", why, s)
 	}
-	if len(s) > maxFollowCursor {
-		return nil, bad(fmt.Sprintf("longer than %d bytes", maxFollowCursor))
-	}
-	head, tail, exact := strings.Cut(s, ":")
-	id, err := strconv.ParseInt(head, 10, 64)
-	if err != nil || id < 0 || head != strconv.FormatInt(id, 10) {
-		return nil, bad("not an event ID")
-	}
-	c := &followCursor{id: id, exact: exact}
-	if tail == "" {
-		return c, nil
-	}
-	prev, ids := int64(0), int64(0)
-	for _, part := range strings.Split(tail, ",") {
-		if len(c.gaps) == MaxFollowCursorRanges {
-			return nil, bad(fmt.Sprintf("more than %d ranges of IDs not seen", MaxFollowCursorRanges))
-		}
-		los, his, isRange := strings.Cut(part, "-")
-		lo, err1 := strconv.ParseInt(los, 10, 64)
-		hi := lo
-		var err2 error
-		if isRange {
-			hi, err2 = strconv.ParseInt(his, 10, 64)
-		}
-		if err1 != nil || err2 != nil || lo <= prev || hi < lo || hi >= id {
-			return nil, bad("malformed range " + strconv.Quote(part))
-		}
-		if hi-lo >= MaxFollowCursorIDs-ids {
-			return nil, bad(fmt.Sprintf("its ranges of IDs not seen cover more than %d IDs", MaxFollowCursorIDs))
-		}
-		c.gaps = append(c.gaps, [2]int64{lo, hi})
-		prev, ids = hi, ids+hi-lo+1
-	}
-	return c, nil
+	return &followCursor{id: id, gaps: gaps, exact: exact}, nil
 }

@@ -13,22 +13,22 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sentinel-coordination/sentinel/internal/names"
 	"github.com/sentinel-coordination/sentinel/internal/rerunhook"
 )
 
 // Limits on identifiers. Keys and namespaces are stored as text columns and
 // compared byte for byte.
 const (
-	MaxKeyLen       = 1024 // bytes
-	MaxNamespaceLen = 128  // bytes
-	MaxOwnerLen     = 256  // bytes
-	maxSchemaLen    = 63   // PostgreSQL's identifier limit (NAMEDATALEN-1)
+	MaxKeyLen       = 1024               // bytes
+	MaxNamespaceLen = 128                // bytes
+	MaxOwnerLen     = 256                // bytes
+	maxSchemaLen    = names.MaxSchemaLen // PostgreSQL's identifier limit (NAMEDATALEN-1)
 )
 
 // MinTTL is the shortest lease TTL accepted anywhere (WithTTL,
@@ -230,8 +230,8 @@ func (c Config) WithDefaults() Config {
 }
 
 func (c Config) validate() error {
-	if c.Schema == "" || len(c.Schema) > maxSchemaLen || strings.ContainsRune(c.Schema, 0) || !utf8.ValidString(c.Schema) {
-		return invalid("Schema", "must be 1..%d bytes of UTF-8 without NUL, got %q", maxSchemaLen, c.Schema)
+	if why := names.Schema(c.Schema); why != "" {
+		return invalid("Schema", "%s", why)
 	}
 	if err := checkNamespace(c.Namespace); err != nil {
 		return err
@@ -269,16 +269,12 @@ func (c Config) validate() error {
 	return nil
 }
 
+// checkName refuses a name of more than maxLen bytes, empty, not UTF-8 or
+// with NUL bytes (internal/names: cmd/sentinel checks its command line
+// with the same rules before it connects).
 func checkName(field, s string, maxLen int) error {
-	switch {
-	case s == "":
-		return invalid(field, "must not be empty")
-	case len(s) > maxLen:
-		return invalid(field, "is %d bytes, the limit is %d", len(s), maxLen)
-	case !utf8.ValidString(s):
-		return invalid(field, "must be valid UTF-8")
-	case strings.ContainsRune(s, 0):
-		return invalid(field, "must not contain NUL bytes")
+	if why := names.Name(s, maxLen); why != "" {
+		return invalid(field, "%s", why)
 	}
 	return nil
 }
@@ -295,13 +291,8 @@ func checkText(field, s string) error {
 func checkKey(key string) error { return checkName("key", key, MaxKeyLen) }
 
 func checkNamespace(ns string) error {
-	if err := checkName("namespace", ns, MaxNamespaceLen); err != nil {
-		return err
-	}
-	for _, r := range ns {
-		if r < 0x20 || r == 0x7f {
-			return invalid("namespace", "must not contain control characters, got %q", ns)
-		}
+	if why := names.Namespace(ns, MaxNamespaceLen); why != "" {
+		return invalid("namespace", "%s", why)
 	}
 	return nil
 }

@@ -47,7 +47,7 @@ func TestFollowWithABadCursorOffersNoResume(t *testing.T) {
 	e.migrate()
 	r := e.run("follow", "--after", "garbage", "--count", "1")
 	requireCode(t, r, exitUsage)
-	require.Contains(t, r.stderr, "invalid Cursor")
+	require.Contains(t, r.stderr, `invalid --after "garbage"`)
 	require.NotContains(t, r.stderr, "resume with", r.stderr)
 }
 

@@ -229,7 +229,7 @@ func TestFollowResumesFromCursor(t *testing.T) {
 
 	r = e.run("follow", "--after", "not-a-cursor", "--count", "1")
 	require.NotEqual(t, exitOK, r.code)
-	require.Contains(t, r.stderr, "Cursor")
+	require.Contains(t, r.stderr, `invalid --after "not-a-cursor"`)
 }
 
 // follow runs until interrupted, then exits 0.

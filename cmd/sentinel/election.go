@@ -230,6 +230,9 @@ elected, elect exits 4 (CMD did not run).` + fmt.Sprintf(guardPointer, "leadersh
 			if group, command, err = a.splitNamed(cmd, args); err != nil {
 				return err
 			}
+			if err := checkNames("GROUP", []string{group}); err != nil {
+				return err
+			}
 			if err := o.check(); err != nil {
 				return err
 			}

@@ -147,6 +147,9 @@ waiting exits 4 (CMD did not run).` + containHelp,
 			if key, command, err = a.splitNamed(cmd, args); err != nil {
 				return err
 			}
+			if err := checkNames("KEY", []string{key}); err != nil {
+				return err
+			}
 			if err := o.check(); err != nil {
 				return err
 			}

@@ -333,6 +333,9 @@ func (a *app) runEChecked(check, fn func(cmd *cobra.Command, args []string) erro
 		if err := a.checkSelectors(cmd); err != nil {
 			return err
 		}
+		if err := a.checkNamesFirst(cmd, args); err != nil {
+			return err
+		}
 		if check != nil {
 			if err := check(cmd, args); err != nil {
 				return err
@@ -600,7 +603,7 @@ func (a *app) connect(ctx context.Context) error {
 	client, err := sentinel.New(pool, &sentinel.Config{
 		Schema:    a.schema,
 		Namespace: a.namespace,
-		Owner:     fmt.Sprintf("%s/sentinel-%d", a.operator, os.Getpid()),
+		Owner:     a.owner(),
 		Logger:    logger,
 	})
 	if err != nil {

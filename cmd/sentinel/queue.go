@@ -498,6 +498,9 @@ interrupt while waiting (exit 4, CMD did not run).` + fmt.Sprintf(guardPointer, 
 			if resources, command, err = splitResources(cmd, args); err != nil {
 				return err
 			}
+			if err := checkNames("RESOURCE", resources); err != nil {
+				return err
+			}
 			if err := o.check(); err != nil {
 				return err
 			}

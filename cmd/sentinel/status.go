@@ -557,7 +557,15 @@ until interrupted (exit 0), or until --count events were printed. With
   sentinel follow --all-namespaces --type completion_refused --type reconciling
   sentinel follow order-1 order-2 -n payments --json
   sentinel follow -n payments --after 41872     # resume from the cursor follow printed`,
-		RunE: a.runEChecked(func(*cobra.Command, []string) error { return checkCount(count) }, func(cmd *cobra.Command, keys []string) error {
+		RunE: a.runEChecked(func(*cobra.Command, []string) error {
+			if err := checkCursor(after); err != nil {
+				return err
+			}
+			if err := checkEventTypes(types); err != nil {
+				return err
+			}
+			return checkCount(count)
+		}, func(cmd *cobra.Command, keys []string) error {
 			namespace, err := ns.resolve(cmd, a)
 			if err != nil {
 				return err

@@ -46,7 +46,9 @@
 // value escaped) and readable without JavaScript. With JavaScript on, a
 // small script (served by the handler, no build step) follows the execution
 // events live over server-sent events (Client.Follow) and tells the
-// operator when what they see has changed.
+// operator when what they see has changed; a row showing a key running is
+// marked as a reload would (uncertain, handed back, rerun pending) once
+// its lease expired, which writes no event.
 //
 // Every action (reconcile, force-complete, reset to claimed, and for an
 // Idempotency-Key request resolve with a response) is a two-step
@@ -275,6 +277,7 @@ func New(client *sentinel.Client, opts Options) (*Console, error) {
 	mux.HandleFunc("GET /confirm", cs.confirm)
 	mux.HandleFunc("POST /act", cs.act)
 	mux.HandleFunc("GET /events", cs.events)
+	mux.HandleFunc("GET /lease-state", cs.leaseStateJSON)
 	mux.HandleFunc("GET /static/", cs.static)
 	for _, v := range views() {
 		mux.HandleFunc("GET /"+v.path, func(w http.ResponseWriter, r *http.Request) { v.handler(cs, w, r) })

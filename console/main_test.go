@@ -40,7 +40,14 @@ func runChild() int {
 		fmt.Println("ERR", err)
 		return 1
 	}
-	c, err := sentinel.New(pool, &sentinel.Config{Schema: os.Getenv("SENTINEL_CHILD_SCHEMA"), DefaultTTL: time.Second})
+	ttl := time.Second
+	if v := os.Getenv("SENTINEL_CHILD_TTL"); v != "" {
+		if ttl, err = time.ParseDuration(v); err != nil {
+			fmt.Println("ERR", err)
+			return 1
+		}
+	}
+	c, err := sentinel.New(pool, &sentinel.Config{Schema: os.Getenv("SENTINEL_CHILD_SCHEMA"), DefaultTTL: ttl})
 	if err != nil {
 		fmt.Println("ERR", err)
 		return 1

@@ -262,6 +262,7 @@ func keyLink(ns, key string) string {
 func (cs *Console) funcs() template.FuncMap {
 	return template.FuncMap{
 		"inc": func(i int) int { return i + 1 },
+		"rfc": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 		"ts": func(t time.Time) string {
 			if t.IsZero() {
 				return "—"

@@ -43,6 +43,82 @@
     };
     window.setInterval(tick, 1000);
   }
+  // A running key (a row, or a key page, with data-lease-*) whose lease
+  // expires: its executor died, and nothing writes an event then, so the
+  // live view cannot announce it. Once the lease's expiry as read has
+  // passed (the page's clock, counted on from its read), the page reads
+  // the key's state again (lease-state, on the database clock): renewed,
+  // it waits for the new expiry; expired, the row is marked as a reload
+  // would mark it (uncertain, handed back, rerun pending). A change that
+  // writes an event (completed, reconciled) is the live view's to count:
+  // the row is left as read. When the counts of the keys needing an
+  // operator change (attention), every running row is read again at once:
+  // the page's clock may be behind the database's.
+  var recheckLeases = function () {};
+  var leased = document.querySelectorAll("[data-lease-expires]");
+  if (leased.length && window.fetch) {
+    var leaseSkew = readAt ? readAt - Date.now() : 0;
+    var watch = [];
+    for (var li = 0; li < leased.length; li++) { watch.push({el: leased[li], next: 0, busy: false}); }
+    var mark = function (w, s) {
+      var el = w.el;
+      var cell = el.classList.contains("state-cell") ? el : el.querySelector(".state-cell");
+      if (el.tagName === "TR" && s.uncertain) { el.classList.add("uncertain"); }
+      if (cell) {
+        cell.textContent = "";
+        var b = document.createElement("span");
+        b.className = s.badge.class;
+        b.textContent = s.badge.text;
+        if (s.badge.title) { b.title = s.badge.title; }
+        cell.appendChild(b);
+        if (s.note && cell.id === "key-state") {
+          var n = document.createElement("small");
+          n.textContent = " " + s.note;
+          cell.appendChild(n);
+        }
+        var at = new Date(s.at);
+        cell.title = "Its lease expired after this page was read: read again at " +
+          (isNaN(at) ? s.at : at.toISOString().replace("T", " ")) + ". Reload for the actions it now needs.";
+        cell.classList.add("lease-expired");
+      }
+    };
+    var check = function (w, force) {
+      var now = Date.now() + leaseSkew;
+      if (w.busy || w.done || now < w.next) { return; }
+      if (!force && now < Date.parse(w.el.getAttribute("data-lease-expires"))) { return; }
+      w.busy = true;
+      var q = "lease-state?ns=" + encodeURIComponent(w.el.getAttribute("data-lease-ns")) +
+        "&key=" + encodeURIComponent(w.el.getAttribute("data-lease-key"));
+      window.fetch(q, {credentials: "same-origin", cache: "no-store"}).then(function (r) {
+        if (r.status === 404 || r.status === 400) { w.done = true; return null; }
+        if (!r.ok) { throw new Error(String(r.status)); }
+        return r.json();
+      }).then(function (s) {
+        w.busy = false;
+        if (!s) { return; }
+        if (String(s.token) !== w.el.getAttribute("data-lease-token") || (s.state !== "executing" && s.state !== "claimed")) {
+          w.done = true; // moved on with an event: the live view counts it
+          return;
+        }
+        if (s.alive) {
+          if (s.lease_expires_at) { w.el.setAttribute("data-lease-expires", s.lease_expires_at); }
+          w.next = 0;
+          return;
+        }
+        w.done = true;
+        mark(w, s);
+      }).catch(function () {
+        w.busy = false;
+        w.next = Date.now() + leaseSkew + 5000; // the database or the console did not answer: later
+      });
+    };
+    window.setInterval(function () {
+      for (var i = 0; i < watch.length; i++) { check(watch[i], false); }
+    }, 1000);
+    recheckLeases = function () {
+      for (var i = 0; i < watch.length; i++) { check(watch[i], true); }
+    };
+  }
   var src = document.body.getAttribute("data-live");
   if (!src || !window.EventSource) { return; }
   var status = document.getElementById("live-status");
@@ -181,6 +257,7 @@
   es.addEventListener("attention", function (m) {
     var a;
     try { a = JSON.parse(m.data); } catch (e) { return; }
+    recheckLeases();
     if (!attention || !pageCounts || !a.counts) { return; }
     if (sameCounts(pageCounts, a.counts)) {
       attention.hidden = true;

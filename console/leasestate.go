@@ -1,0 +1,95 @@
+package console
+
+// This file: A running key's state read again when its lease expires as read (lease-state, for live.js).
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// leaseState is a key's state as lease-state answers it: what the "state"
+// template shows for it (Badge), so that a page whose rows show the key
+// running can mark it as a reload would once its lease expired. A lease
+// expires without an event: the live view cannot announce it.
+type leaseState struct {
+	Token int64  `json:"token"`
+	State string `json:"state"`
+	// Alive: the lease is live on the database clock; LeaseExpiresAt is
+	// its expiry now (it moves on with each renewal).
+	Alive          bool   `json:"alive"`
+	LeaseExpiresAt string `json:"lease_expires_at,omitempty"`
+	Uncertain      bool   `json:"uncertain"`
+	Badge          badge  `json:"badge"`
+	// Note says what the state means, as the key page says it.
+	Note string `json:"note,omitempty"`
+	At   string `json:"at"` // when it was read (the console's clock)
+}
+
+// badge is a state badge: its CSS class, text and title (the "state"
+// template's, which it must match).
+type badge struct {
+	Class string `json:"class"`
+	Text  string `json:"text"`
+	Title string `json:"title,omitempty"`
+}
+
+// stateBadge is the badge the "state" template shows for v.
+func stateBadge(v execView) badge {
+	switch {
+	case v.Uncertain:
+		return badge{Class: "badge uncertain", Text: "uncertain"}
+	case v.HandedBack:
+		return badge{Class: "badge s-handed-back", Text: "handed back, safe to retry", Title: "claimed, no live lease: nothing runs it, the next caller does"}
+	case v.ResultLost:
+		return badge{Class: "badge s-result-lost", Text: "completed, result not stored", Title: "completed, but fn's result was not stored: callers get ErrResult until an operator stores it"}
+	case v.RerunPending:
+		return badge{Class: "badge s-rerun-pending", Text: fmt.Sprintf("rerun %d/%d pending", v.Attempt+1, v.MaxAttempts),
+			Title: "stopped without an outcome with re-runs left (WithRerun): the next caller with WithRerun runs it again"}
+	}
+	return badge{Class: "badge s-" + string(v.State), Text: string(v.State)}
+}
+
+// stateNote is what the key page says after the badge of v (key.html).
+func stateNote(v execView) string {
+	switch {
+	case v.Uncertain:
+		return "executing, and its lease expired: the outcome is unknown"
+	case v.RerunPending:
+		return fmt.Sprintf("executing, its lease expired without an outcome at attempt %d: the next call with WithRerun runs it again (the effect is deduplicated downstream); no operator is needed", v.Attempt)
+	}
+	return ""
+}
+
+// leaseStateJSON answers GET lease-state?ns=NS&key=KEY: the key's state
+// now, read on the database clock (leaseState), for live.js, which asks
+// once a running row's lease expiry as read has passed.
+func (cs *Console) leaseStateJSON(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	ex, err := cs.c.Inspect(ctx, q.Get("key"), sentinel.WithNamespace(q.Get("ns")))
+	switch {
+	case errors.Is(err, sentinel.ErrInvalid):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	case errors.Is(err, sentinel.ErrNotFound):
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	case err != nil:
+		http.Error(w, err.Error(), errStatus(err))
+		return
+	}
+	v := cs.view(*ex)
+	s := leaseState{Token: ex.Token, State: string(ex.State), Alive: ex.LeaseAlive, Uncertain: v.Uncertain,
+		Badge: stateBadge(v), Note: stateNote(v), At: cs.now().UTC().Format(time.RFC3339Nano)}
+	if !ex.LeaseExpiresAt.IsZero() {
+		s.LeaseExpiresAt = ex.LeaseExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(s)
+}

@@ -61,6 +61,30 @@ func confirmLink(action, ns, key string, token int64, extra url.Values) string {
 	return "confirm?" + v.Encode()
 }
 
+// keptFields are the fields of a refused action's form f that its form,
+// issued again, shows as typed: force-complete's value, resolve's
+// response, the reason and the operator's name. Never the operator token
+// (a secret, in a link) nor the CSRF token (issued anew).
+func keptFields(action string, f url.Values) url.Values {
+	keep := url.Values{}
+	if v := strings.TrimSpace(f.Get("value")); action == "force_complete" && v != "" {
+		keep.Set("value", v)
+	}
+	if action == "resolve" {
+		for _, k := range []string{"status", "headers", "body"} {
+			if f.Has(k) {
+				keep.Set(k, f.Get(k))
+			}
+		}
+	}
+	for _, k := range []string{"reason", "operator"} {
+		if v := f.Get(k); v != "" {
+			keep.Set(k, v)
+		}
+	}
+	return keep
+}
+
 type confirmData struct {
 	Action, Label, Verb, Help string
 	Exec                      execView
@@ -73,6 +97,9 @@ type confirmData struct {
 	Error                     string
 	HTTP                      *httpKey    // resolve: the HTTP key
 	Resolve                   resolveForm // resolve: the form's values
+	// Reason and Name are the reason and operator's name typed in a
+	// refused form, shown again.
+	Reason, Name string
 	// ResultType is the type declared for the key (force-complete): the
 	// value must match it.
 	ResultType *sentinel.ResultType
@@ -119,7 +146,7 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 	}
 	d := confirmData{Action: action, Label: a.Label, Verb: a.Verb, Help: a.Help, Exec: cs.view(*ex), Token: token,
 		CSRF: cs.csrfToken(cs.now(), action, ns, key, strconv.FormatInt(token, 10)), NeedsName: cs.opts.Operator == nil && cs.opts.OperatorToken != "",
-		Value: q.Get("value")}
+		Value: q.Get("value"), Reason: q.Get("reason"), Name: q.Get("operator")}
 	switch {
 	case action == "resolve":
 		if d.HTTP = cs.readHTTPKey(ctx, ex); d.HTTP == nil {
@@ -127,6 +154,10 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d.Resolve = d.HTTP.prefill()
+		if q.Has("status") || q.Has("headers") || q.Has("body") {
+			// A refused form's response, as typed (keptFields).
+			d.Resolve = resolveForm{Status: q.Get("status"), Headers: q.Get("headers"), Body: q.Get("body")}
+		}
 		if ex.Token != token || !resolvable(d.Exec) {
 			d.Moved = movedText(ex, token, a.From)
 		}
@@ -238,18 +269,15 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	back := keyLink(ns, key)
-	// again is the confirmation form again, freshly issued, with the value
-	// typed (force-complete): where the refusal is of what was typed (the
-	// operator token, the name, the reason) or of the form's age, Back
-	// leads there, so that nothing typed is lost.
+	// again is the confirmation form again, freshly issued, with what was
+	// typed (keptFields: the value, the response, the reason, the name;
+	// never the operator token): where the refusal is of what was typed
+	// (the operator token, the name, the reason, the response) or of the
+	// form's age, Back leads there, so that nothing typed is lost.
 	again := back
 	if t, err := strconv.ParseInt(tokStr, 10, 64); err == nil && t > 0 {
 		if _, ok := actions[action]; ok {
-			var keep url.Values
-			if v := strings.TrimSpace(f.Get("value")); action == "force_complete" && v != "" {
-				keep = url.Values{"value": {v}}
-			}
-			again = confirmLink(action, ns, key, t, keep)
+			again = confirmLink(action, ns, key, t, keptFields(action, f))
 		}
 	}
 	if !sameOrigin(r) {
@@ -308,7 +336,6 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		value := strings.TrimSpace(f.Get("value"))
 		if problem := notJSON(value); problem != "" {
 			// Back to the form, the value as typed, where it is wrong.
-			again := confirmLink(action, ns, key, token, url.Values{"value": {value}})
 			cs.render(w, r, http.StatusBadRequest, "message.html", page{Nav: "executions", Data: message{Kind: "refused",
 				Heading: a.Label + ": refused", Text: problem + " Nothing was changed.", Back: again}})
 			return
@@ -327,7 +354,7 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		}
 		resp, perr := parseResolve(f, rec.Request.Fingerprint)
 		if perr != nil {
-			cs.fail(w, r, http.StatusBadRequest, "Bad response", perr.Error()+". Nothing was changed.", back)
+			cs.fail(w, r, http.StatusBadRequest, "Bad response", perr.Error()+". Nothing was changed: ← Back to the form (what you typed is kept) and correct it.", again)
 			return
 		}
 		var done int64
@@ -346,7 +373,6 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &te):
 		// Back to the form, the value as typed, the error beside it.
-		again := confirmLink(action, ns, key, token, url.Values{"value": {strings.TrimSpace(f.Get("value"))}})
 		text := fmt.Sprintf("Refused, nothing was changed: the value does not match the result type %s declared for keys starting with %q: at %s: %s.",
 			te.Type, te.Prefix, te.Path, te.Reason)
 		cs.render(w, r, http.StatusUnprocessableEntity, "message.html", page{Nav: "executions", Data: message{Kind: "refused",
@@ -369,7 +395,7 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 			back = confirmLink("resolve", ns, key, token, nil)
 		} else if action == "force_complete" {
 			// A value JSON does not carry (1e999): back to the form with it.
-			back = confirmLink(action, ns, key, token, url.Values{"value": {strings.TrimSpace(f.Get("value"))}})
+			back = again
 		}
 		cs.fail(w, r, http.StatusBadRequest, "Refused", err.Error()+". Nothing was changed.", back)
 	default:

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"html/template"
 	"io"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/reltime"
 	"github.com/sentinel-coordination/sentinel/internal/shell"
 )
 
@@ -269,8 +269,8 @@ func (cs *Console) funcs() template.FuncMap {
 			}
 			return t.UTC().Format("2006-01-02 15:04:05.000Z")
 		},
-		// age is how far t is from when the page is read ("3s ago",
-		// "1m05s from now"), in a <small class="age"> that carries t:
+		// age is how far t is from when the page is read ("3.1s ago",
+		// "in 1m05s"), in a <small class="age"> that carries t:
 		// live.js counts it on, and says when a time that was ahead has
 		// passed since the page was read (see live.js).
 		"age": func(t time.Time) template.HTML {
@@ -283,23 +283,9 @@ func (cs *Console) funcs() template.FuncMap {
 	}
 }
 
-// age says how far t is from now, as the pages write it (and live.js,
-// which counts it on in the browser).
+// age says how far t is from now, as the pages write it, and the command
+// (internal/reltime; live.js counts it on in the browser with the same
+// wording).
 func (cs *Console) age(t time.Time) string {
-	d := cs.now().Sub(t)
-	suffix := " ago"
-	if d < 0 {
-		d, suffix = -d, " from now"
-	}
-	switch {
-	case d < time.Second:
-		return "just now"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds%s", int(d.Seconds()), suffix)
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds%s", int(d.Minutes()), int(d.Seconds())%60, suffix)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm%s", int(d.Hours()), int(d.Minutes())%60, suffix)
-	}
-	return fmt.Sprintf("%dd%s", int(d.Hours()/24), suffix)
+	return reltime.Text(t, cs.now())
 }

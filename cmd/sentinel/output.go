@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/sentinel-coordination/sentinel/internal/reltime"
 )
 
 // printJSON writes v as indented JSON.
@@ -141,27 +143,13 @@ func tsJSON(t time.Time) *string {
 	return &s
 }
 
-// relative says how far t is from now, for humans ("in 2.1s", "3m ago").
+// relative says how far t is from now, for humans ("in 2.1s", "3m05s
+// ago"), in the console's wording (internal/reltime).
 func relative(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	d := time.Until(t)
-	if d >= 0 {
-		return "in " + round(d).String()
-	}
-	return round(-d).String() + " ago"
-}
-
-func round(d time.Duration) time.Duration {
-	switch {
-	case d >= time.Hour:
-		return d.Round(time.Minute)
-	case d >= time.Minute:
-		return d.Round(time.Second)
-	default:
-		return d.Round(100 * time.Millisecond)
-	}
+	return reltime.Text(t, time.Now())
 }
 
 // maxListLimit is the most rows Leases and Elections return in one call.

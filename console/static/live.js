@@ -3,27 +3,36 @@
 // never HTML. Without JavaScript the pages work as they are.
 (function () {
   "use strict";
-  // Relative times ("3s ago", "12s from now") count on from when the page
+  // Relative times ("3.1s ago", "in 12s") count on from when the page
   // was read (data-read-at, the console's clock; the browser's own may be
   // off), on every page. A time that was ahead when the page was read and
   // has passed since says so instead of counting on: leases are renewed
   // and expire without an event, so the page cannot know which it was
   // (and no longer says "alive").
+  // reltime:begin
+  // ago says how far a time ms milliseconds before now is (negative: ahead
+  // of now), in the command's wording (internal/reltime, rule for rule):
+  // "in 3.1s", "42s ago", "1m05s ago", "2h03m ago", "3d ago", "just now".
+  var ago = function (ms) {
+    var pre = "", suf = " ago";
+    if (ms < 0) { ms = -ms; pre = "in "; suf = ""; }
+    ms = Math.floor(ms);
+    if (ms < 100) { return "just now"; }
+    var tenths = Math.floor(ms / 100), s = Math.floor(ms / 1000), m = Math.floor(s / 60), h = Math.floor(s / 3600);
+    var two = function (n) { return (n < 10 ? "0" : "") + n; };
+    var x;
+    if (tenths < 100) { x = Math.floor(tenths / 10) + "." + (tenths % 10) + "s"; }
+    else if (s < 60) { x = s + "s"; }
+    else if (m < 60) { x = m + "m" + two(s % 60) + "s"; }
+    else if (h < 48) { x = h + "h" + two(m % 60) + "m"; }
+    else { x = Math.floor(h / 24) + "d"; }
+    return pre + x + suf;
+  };
+  // reltime:end
   var readAt = Number(document.body.getAttribute("data-read-at"));
   var ages = document.querySelectorAll(".age[data-t]");
   if (readAt && ages.length) {
     var skew = readAt - Date.now();
-    var ago = function (ms) {
-      var suffix = " ago";
-      if (ms < 0) { ms = -ms; suffix = " from now"; }
-      var s = Math.floor(ms / 1000), m = Math.floor(s / 60), h = Math.floor(m / 60);
-      var two = function (n) { return (n < 10 ? "0" : "") + n; };
-      if (s < 1) { return "just now"; }
-      if (s < 60) { return s + "s" + suffix; }
-      if (m < 60) { return m + "m" + two(s % 60) + "s" + suffix; }
-      if (h < 48) { return h + "h" + two(m % 60) + "m" + suffix; }
-      return Math.floor(h / 24) + "d" + suffix;
-    };
     var tick = function () {
       var now = Date.now() + skew;
       for (var i = 0; i < ages.length; i++) {

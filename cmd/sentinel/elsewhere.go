@@ -309,3 +309,33 @@ func quoteAll(names []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// sqlExecutionNamespaces lists the namespaces that have executions, in
+// order, at most $2 (nswalk.Walk: one index probe per namespace), and
+// whether $1 is one of them.
+var sqlExecutionNamespaces = `
+WITH RECURSIVE ` + nswalk.Walk("ns", "executions", "$2::int") + `
+SELECT coalesce(pg_catalog.array_agg(ns.namespace ORDER BY ns.namespace) FILTER (WHERE ns.namespace IS NOT NULL), '{}'::text[]),
+    EXISTS (SELECT 1 FROM {{schema}}.executions h WHERE h.namespace = $1::text)
+FROM ns`
+
+// warnEmptyNamespace notes, before follow follows the namespace given (or
+// the default one) and no key, that the namespace has no executions while
+// others have, each with cmd's command line there: a follow of "default"
+// when the work is in "payments" prints nothing for as long as it runs.
+// Nothing when the lookup fails: it is a courtesy.
+func (a *app) warnEmptyNamespace(cmd *cobra.Command) {
+	sql := strings.ReplaceAll(sqlExecutionNamespaces, "{{schema}}", pgx.Identifier{a.schema}.Sanitize())
+	var found []string
+	var here bool
+	if err := a.pool.QueryRow(cmd.Context(), sql, a.namespace, maxNamespacesVisited).Scan(&found, &here); err != nil || here || len(found) == 0 {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "sentinel: note: namespace %q has no executions yet; the same command where there are:", a.namespace)
+	a.commandsFor(&b, cmd, found)
+	fmt.Fprintf(&b, "\nor every namespace:\n  %s", a.againEvery(cmd))
+	for _, line := range strings.Split(b.String(), "\n") {
+		fprintln(a.stderr, line)
+	}
+}

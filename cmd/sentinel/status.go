@@ -580,6 +580,9 @@ until interrupted (exit 0), or until --count events were printed. With
 				for _, k := range keys {
 					a.warnElsewhere(cmd, executionWatchLookup, k)
 				}
+				if len(keys) == 0 && !a.jsonOut {
+					a.warnEmptyNamespace(cmd)
+				}
 			}
 			ctx := cmd.Context()
 			if !a.jsonOut {

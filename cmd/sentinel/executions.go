@@ -680,8 +680,8 @@ it does not exist.`,
   sentinel force-complete payment-order-789 -n payments --token 42    # asks for the value
   sentinel force-complete webhook-17 null -n hooks --yes`,
 		Args: args(1, 2),
-		RunE: a.runEChecked(f.checkWith(checkValue), a.storeValue(&f, "force-complete %q/%q with result %s", (*sentinel.Client).ForceComplete,
-			"%s/%s is completed; callers now get the stored result\n")),
+		RunE: a.runEChecked(f.checkWith(checkValue), a.reconcileFirst("force-complete", a.storeValue(&f, "force-complete %q/%q with result %s", (*sentinel.Client).ForceComplete,
+			"%s/%s is completed; callers now get the stored result\n"))),
 	}
 	f.add(cmd)
 	return cmd
@@ -700,7 +700,7 @@ Exit code 4 when the key is not reconciling or --token no longer matches;
 3 when it does not exist.`,
 		Example: `  sentinel reset payment-order-789 -n payments --token 42 --reason "PSP has no charge" --yes`,
 		Args:    args(1, 1),
-		RunE: a.runEChecked(f.check, func(cmd *cobra.Command, args []string) error {
+		RunE: a.runEChecked(f.check, a.reconcileFirst("reset", func(cmd *cobra.Command, args []string) error {
 			if err := a.confirm(f.yes, "reset %q/%q so that the next caller runs it again", a.namespace, args[0]); err != nil {
 				return err
 			}
@@ -708,7 +708,7 @@ Exit code 4 when the key is not reconciling or --token no longer matches;
 				return err
 			}
 			return a.printChanged(cmd.Context(), args[0], "%s/%s is claimed with an expired lease; the next caller runs it\n")
-		}),
+		})),
 	}
 	f.add(cmd)
 	return cmd
@@ -825,4 +825,23 @@ It acts on --namespace only; --all-namespaces prunes every namespace.`,
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "age past which completed executions, events and dead rows are deleted (required)")
 	cmd.Flags().BoolVar(&all, "all-namespaces", false, "prune every namespace instead of --namespace")
 	return cmd
+}
+
+// reconcileFirst wraps fn (force-complete, reset: steps from reconciling)
+// so that its refusal of a key still uncertain (executing, its lease
+// expired, no re-run left: not reconciled yet) says to reconcile it
+// first, with the command line; the refusal and its exit code stay.
+func (a *app) reconcileFirst(step string, fn func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Command, args []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		err := fn(cmd, args)
+		if !errors.Is(err, sentinel.ErrWrongState) || len(args) == 0 {
+			return err
+		}
+		ex, ierr := a.client.Inspect(cmd.Context(), args[0])
+		if ierr != nil || ex.State != sentinel.StateExecuting || ex.LeaseAlive || ex.Rerunnable() {
+			return err
+		}
+		return fmt.Errorf("%w\nthe key is uncertain, not reconciled yet: reconcile it first (a new fencing token), then %s it:\n  %s",
+			err, step, a.keyCommand("reconcile", []string{ex.Key}, "-n", ex.Namespace, "--token", strconv.FormatInt(ex.Token, 10)))
+	}
 }

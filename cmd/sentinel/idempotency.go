@@ -286,12 +286,18 @@ type idemRecordJSON struct {
 // comes without it).
 func (a *app) idemNotFound(cmd *cobra.Command, scope, key string, notFound error) error {
 	err := a.elsewhereAs(cmd, executionLookup, idempotency.ExecutionKey(scope, key), key, notFound)
+	list := a.command("idempotency", "list")
 	if scope != "" {
-		return err
+		if found, _, _, lerr := a.lookElsewhere(cmd.Context(), executionLookup, idempotency.ExecutionKey(scope, key)); lerr != nil || len(found) > 0 {
+			return err // in another namespace, with this scope
+		}
+		// The scope may be the wrong one: the listing names each key's.
+		return &codeError{code: exitNotFound, err: errors.New(err.Error() + fmt.Sprintf("\nis %q the scope the service gave the request? "+
+			"The keys not completed, each with its scope:\n  %s", scope, list))}
 	}
 	return &codeError{code: exitNotFound, err: errors.New(err.Error() + "\nno --scope was given: a key the service scopes " +
 		"(idempotency.Options.Scope) is found only with its scope, the principal the service gave the request; " +
-		"`sentinel idempotency list` shows the keys not completed, each with its scope")}
+		"the keys not completed, each with its scope:\n  " + list)}
 }
 
 func (a *app) idemInspectCmd() *cobra.Command {

@@ -67,7 +67,7 @@ stderr says so.`,
 				hs = hs[:shown]
 				defer a.leftOut(shown, "leases", "give a PREFIX or raise --limit")
 			}
-			now := time.Now()
+			now := dbNow()
 			if a.jsonOut {
 				out := make([]holderJSON, len(hs))
 				for i, h := range hs {

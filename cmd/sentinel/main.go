@@ -43,6 +43,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -611,6 +612,7 @@ func (a *app) connect(ctx context.Context) error {
 		return err
 	}
 	a.pool, a.client = pool, client
+	clockRead = func() time.Duration { return readClockSkew(pool) }
 	return nil
 }
 

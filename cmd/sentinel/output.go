@@ -2,17 +2,20 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -143,13 +146,53 @@ func tsJSON(t time.Time) *string {
 	return &s
 }
 
-// relative says how far t is from now, for humans ("in 2.1s", "3m05s
-// ago"), in the console's wording (internal/reltime).
+// relative says how far t, a time on the database clock, is from now on
+// that clock, for humans ("in 2.1s", "3m05s ago"), in the console's
+// wording (internal/reltime).
 func relative(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return reltime.Text(t, time.Now())
+	return reltime.Text(t, dbNow())
+}
+
+// The database clock, as the command's relative times and liveness need
+// it: every time the library returns is the database's, and an
+// operator's laptop may be seconds or minutes off (a live leader shown
+// as expired "2s ago"). clockRead, set by connect, reads the database
+// clock once, the first time dbNow is asked; localNow is the local
+// clock (a test skews it).
+var (
+	localNow  = time.Now
+	clockRead func() time.Duration
+	clockOnce sync.Once
+	clockSkew time.Duration // database clock minus local clock
+)
+
+// dbNow is now on the database clock: the local clock corrected by the
+// skew read once (none when that read failed).
+func dbNow() time.Time {
+	clockOnce.Do(func() {
+		if clockRead != nil {
+			clockSkew = clockRead()
+		}
+	})
+	return localNow().Add(clockSkew)
+}
+
+// readClockSkew reads the database clock on pool and returns how far it
+// is ahead of the local clock (0 when the read fails), taking the round
+// trip's midpoint as the moment it was read.
+func readClockSkew(pool *pgxpool.Pool) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var db time.Time
+	sent := localNow()
+	if err := pool.QueryRow(ctx, "SELECT pg_catalog.clock_timestamp()").Scan(&db); err != nil {
+		return 0
+	}
+	got := localNow()
+	return db.Sub(sent.Add(got.Sub(sent) / 2))
 }
 
 // maxListLimit is the most rows Leases and Elections return in one call.

@@ -202,9 +202,11 @@ func (t *Turn) Context(parent context.Context) (context.Context, context.CancelF
 // next ticket is served within the ticket's TTL at the latest. Release may
 // then be called again: it sends the leave again (waiting for the row
 // lock of one still running on the server) and returns nil if it gives
-// the ticket up while the ticket is still live; if the row is gone by
-// then (the first statement committed after all, or the ticket expired)
-// it cannot tell and returns the first failure again.
+// the ticket up while the ticket is still live, or finds that the failed
+// statement committed after all and gave the live ticket up (its record in
+// the queue's history, see Client.QueueHistory); if the ticket expired
+// instead (someone behind may have been served), or that record was
+// pruned since, it returns the first failure again.
 // A nil ctx is refused (ErrInvalid) and the turn left as it was.
 func (t *Turn) Release(ctx context.Context) error {
 	if err := checkCtx("Turn.Release", ctx); err != nil {
@@ -216,8 +218,14 @@ func (t *Turn) Release(ctx context.Context) error {
 	if errors.Is(prior, ErrReleased) {
 		return nil // released before: idempotent, like Lease.Release
 	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), t.c.cfg.ReleaseTimeout)
+		defer cancel()
+	}
 	if left, gaveBack := t.hasLeft(); left {
-		if gaveBack && (errors.Is(prior, ErrClosed) || prior == t.relFailed) {
+		byHolder := errors.Is(prior, ErrClosed) || prior == t.relFailed
+		if gaveBack && byHolder {
 			// Close gave the live ticket back after ending the turn (a
 			// release, as Close's release of a Lease is), or a Release
 			// did after a failed attempt.
@@ -226,12 +234,12 @@ func (t *Turn) Release(ctx context.Context) error {
 			}
 			return nil
 		}
+		if byHolder {
+			// A leave found the row gone after a failed one; reading
+			// whether that one had committed failed (see givenUp).
+			return t.givenUp(ctx, prior)
+		}
 		return prior
-	}
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), t.c.cfg.ReleaseTimeout)
-		defer cancel()
 	}
 	// ours: the turn is still held, or it ended by its holder's doing
 	// (a failed Release, Close), not by a loss: a leave that finds the
@@ -264,12 +272,38 @@ func (t *Turn) Release(ctx context.Context) error {
 		}
 		return prior
 	}
+	if !res.found && prior != nil && ours {
+		return t.givenUp(ctx, prior)
+	}
 	if prior == nil {
 		prior = &LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Kind: t.l.lossKind(), Reason: "turn's ticket expired before release",
 			Cause: &StaleTokenError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token}}
 		t.l.end(prior)
 	}
 	return prior
+}
+
+// givenUp is Release's answer when a leave found the ticket row gone after
+// a failed leave of the holder's own (prior: Release's, or Close's give-back):
+// that leave may have committed, its reply lost. Its own record in the
+// queue's history (sqlTicketGivenUp) says whether it gave the ticket up
+// while it was live, as Lease.Release reads the row a failed release
+// freed: then the turn was released, and givenUp returns nil; otherwise
+// (the ticket expired: someone behind may have been served, or the record
+// was pruned) prior. Called under relMu.
+func (t *Turn) givenUp(ctx context.Context, prior error) error {
+	var givenUp bool
+	if err := t.c.pool.QueryRow(ctx, t.c.qsql().givenUp, t.l.ns, t.l.key, t.l.token, t.c.cfg.Owner).Scan(&givenUp); err != nil {
+		return errors.Join(prior, t.c.wrapErr(fmt.Sprintf("read queue history %q/%q (ticket %d)", t.l.ns, t.l.key, t.l.token), err))
+	}
+	if !givenUp {
+		return prior
+	}
+	t.leftMu.Lock()
+	t.gaveBack = true // what the failed leave did: later calls need not read it again
+	t.leftMu.Unlock()
+	t.l.endReleased(t.relFailed)
+	return nil
 }
 
 // hasLeft reports whether the ticket row was given up, and whether it was

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -115,16 +117,17 @@ func TestTurnReleaseCutOffInFlightIsRetried(t *testing.T) {
 	require.NoError(t, next.Release(ctx))
 }
 
-// The same, but the abandoned statement commits after all, once the lock
-// it waited for is free: a second Release then finds the row gone, and
-// cannot tell whose leave removed it. It keeps reporting the failure
-// (never nil for a release it did not see), and the next ticket is
-// served.
+// The same, but the row is gone when Release is called again, with no
+// record of the ticket's own leave (as when the ticket expired and was
+// removed, or that record was pruned): Release cannot tell that its own
+// leave removed the row, keeps reporting the failure (never nil for a
+// release it did not see), and the next ticket is served. (An abandoned
+// leave that commits after all records its `completed`: see
+// TestTurnReleaseRetriedAfterALostReplyIsNil.)
 //
 // Whether the abandoned statement commits is a race between the test's
 // commit and pgx's cancel request (CI lost it under load), so the test
-// ends the abandoned statement itself and deletes the row as its commit
-// would have: what the second Release sees is the same.
+// ends the abandoned statement itself and deletes the row by hand.
 func TestTurnReleaseCutOffInFlightThatCommitsLater(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -216,4 +219,66 @@ func TestCloseGivesStuckTicketsBackTogether(t *testing.T) {
 	require.Less(t, took, time.Duration(n-1)*timeout+timeout/2,
 		"Close took %s for %d stuck give-backs of ReleaseTimeout %s: one after the other", took, n, timeout)
 	require.GreaterOrEqual(t, took, timeout/2, "the give-backs did wait for the locked rows")
+}
+
+// A Turn.Release whose leave committed but whose reply was lost (the
+// connection black-holed after the leave was sent) fails and ends the
+// turn; the holder calls Release again, as its error invites. The retry
+// found the ticket row gone and returned the first failure, a LostError
+// matching ErrLeaseLost ("someone behind may have been served"), although
+// its own leave had given the ticket up while it was live: Lease.Release
+// reads the row for that case (sqlLeaseUntaken) and returns nil. The
+// retry now reads the ticket's own leave in the queue's history and
+// returns nil when that leave gave the live ticket up.
+func TestTurnReleaseRetriedAfterALostReplyIsNil(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	px := newFreezeProxy(t, dbURL)
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+		px.route(c)
+		// The statement's text in the message that runs it, for the proxy.
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
+	tn, err := c.Turn(ctx, "printer")
+	require.NoError(t, err)
+	px.armAfter("WHEN d.alive THEN") // sqlTicketLeave, sent in the leave's one round trip
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	first := tn.Release(rctx)
+	require.Error(t, first, "the leave's reply is lost")
+	require.True(t, px.frozen(), "the leave's reply was not cut")
+	require.Zero(t, e.count("tickets", ""), "the leave committed")
+	require.Equal(t, 1, e.count("queue_events", "event = 'completed'"))
+
+	require.NoError(t, tn.Release(ctx), "Release again: the ticket was given up live, by the first attempt")
+	require.NoError(t, tn.Release(ctx), "and once more")
+	require.ErrorIs(t, tn.Err(), sentinel.ErrReleased, "released (by the first attempt): Err says so")
+
+	// A ticket that expired and was skipped by the one behind it is
+	// still reported: someone behind may have been served.
+	tn, err = c.Turn(ctx, "printer", sentinel.WithTTL(time.Second))
+	require.NoError(t, err)
+	px.arm("WHEN d.alive THEN") // this time the leave never reaches the server
+	rctx, cancel = context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	require.Error(t, tn.Release(rctx))
+	require.True(t, px.frozen())
+	require.Equal(t, 1, e.count("tickets", ""), "the leave did not run")
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	next, err := e.client(nil).Turn(sctx, "printer")
+	require.NoError(t, err, "served once the ticket ahead expired")
+	defer next.Release(ctx)
+	require.ErrorIs(t, tn.Release(ctx), sentinel.ErrLeaseLost, "the ticket expired and the one behind was served")
+
+	// The same for Close's give-back: its reply lost, a Release after
+	// it said "lost: client closed" (ErrLeaseLost), not nil as after a
+	// Close whose give-back it saw.
+	tn, err = c.Turn(sctx, "printer-2")
+	require.NoError(t, err)
+	px.armAfter("WHEN d.alive THEN")
+	c.Close()
+	require.True(t, px.frozen(), "Close's leave's reply was not cut")
+	require.Zero(t, e.count("tickets", "resource = 'printer-2'"), "Close's leave committed")
+	require.NoError(t, tn.Release(ctx), "Close gave the live ticket back")
 }

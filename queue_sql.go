@@ -381,6 +381,19 @@ FROM pg_catalog.set_config('synchronous_commit', 'off', true) AS s, (
     ) AS nx
 ) AS w`
 
+// sqlTicketGivenUp reads whether ticket $3's own leave removed it while it
+// was live: sqlTicketLeave records that as `completed` or `cancelled`
+// (with no by_ticket), in the transaction that deletes the row; a ticket
+// removed as expired, by anyone, is recorded `crashed` or `bumped`. Ticket
+// numbers are never reused. Turn.Release reads it when a retry after a
+// failed leave finds the row gone: the failed leave committed, its reply
+// lost. A record pruned since (Prune) reads as not given up.
+// $1 namespace, $2 resource, $3 ticket, $4 owner.
+const sqlTicketGivenUp = `
+SELECT EXISTS (SELECT 1 FROM {{schema}}.queue_events e
+               WHERE e.namespace = $1 AND e.resource = $2 AND e.ticket = $3 AND e.owner = $4
+                 AND e.by_ticket IS NULL AND e.event IN ('completed', 'cancelled'))`
+
 // sqlLeaveLockTicket locks the leaving ticket's row, as its DELETE would,
 // before the queue's row is locked: a wait for a guard's transaction
 // (VerifyTurn) holds no lock that draws or other leaves need.
@@ -513,7 +526,7 @@ SELECT (SELECT pg_catalog.count(*) FROM up) + (SELECT pg_catalog.count(*) FROM i
 
 type queueSQL struct {
 	draw, serve, leave, queue, queues, allQueues, reset, verify, events, head, resources string
-	leaveLockTicket, leaveLockQueue, leaveWake, follow                                   string
+	leaveLockTicket, leaveLockQueue, leaveWake, follow, givenUp                          string
 }
 
 var queueSQLs sync.Map // quoted schema -> *queueSQL
@@ -530,6 +543,7 @@ func (c *Client) qsql() *queueSQL {
 		resources:       r.Replace(sqlQueueResources),
 		leaveLockTicket: r.Replace(sqlLeaveLockTicket), leaveLockQueue: r.Replace(sqlLeaveLockQueue),
 		leaveWake: r.Replace(sqlTicketLeaveWake), follow: r.Replace(sqlQueueFollow),
+		givenUp: r.Replace(sqlTicketGivenUp),
 	}
 	v, _ := queueSQLs.LoadOrStore(c.sql.schema, q)
 	return v.(*queueSQL)

@@ -52,8 +52,8 @@ type Lease struct {
 	// so a second caller sees the first one's outcome instead of a row
 	// that is already gone.
 	relMu sync.Mutex
-	// relFailed is the error a failed release statement ended the lease
-	// with: an end, not a loss, so a later Release that frees the row
+	// relFailed is the error a failed release statement (Release's, or
+	// Close's) ended the lease with: an end, not a loss, so a later Release that frees the row
 	// still carrying the token reports success. retried: one did, and
 	// the Releases after it report success too. Both under relMu.
 	relFailed error
@@ -80,7 +80,8 @@ func (l *Lease) Done() <-chan struct{} { return l.done }
 // Err returns nil while the lease is held; afterwards ErrReleased, or an
 // error matching ErrLeaseLost (and ErrHardTTL when the hard TTL ended it).
 // Client.Close ends its leases as released before its release statement
-// runs; one that statement did not free reads as lost once Close returns.
+// runs; one that statement did not free reads as lost once Close returns
+// (and as released again once a Release frees it, see Release).
 //
 // A lease whose local deadline (Deadline) has passed is lost even when its
 // deadline timer has not fired yet (the process was frozen, by SIGSTOP or
@@ -317,9 +318,9 @@ func (c *Client) newLease(kind leaseKind, ns, key string, token int64, ttl time.
 // before the reply was lost) or when the row expires, within one TTL.
 // Release may then be called again: it returns nil if it frees the row
 // while the row still carries the lease's token, or finds the row freed
-// still carrying it (the failed statement committed, its reply lost). A
-// nil ctx is refused
-// (ErrInvalid) and the lease left as it was.
+// still carrying it (the failed statement committed, its reply lost). So
+// it does after a Client.Close whose release statement failed. A nil ctx
+// is refused (ErrInvalid) and the lease left as it was.
 func (l *Lease) Release(ctx context.Context) error {
 	if err := checkCtx("Lease.Release", ctx); err != nil {
 		return err

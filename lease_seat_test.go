@@ -222,3 +222,60 @@ func TestCloseEndsAWaitRidingOutAnOutageAtOnce(t *testing.T) {
 		t.Fatal("the wait did not end with Close")
 	}
 }
+
+// Client.Close ends its leases as released, then frees their rows in one
+// statement. When that statement failed (here it waited for a row lock
+// past ReleaseTimeout) or its reply was lost, Err reads as lost ("client
+// closed"), as documented; but the holder's own Release afterwards (a
+// deferred one, at shutdown) returned that error, matching ErrLeaseLost,
+// although nobody else had held the key: it freed the row still carrying
+// the lease's token, or found it freed by Close's statement. A turn's
+// Release does return nil there. The lease's Release now does too, and
+// Err then says released.
+func TestReleaseAfterAFailedCloseReleaseIsNil(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 300 * time.Millisecond})
+	l, err := c.Lease(ctx, "closing")
+	require.NoError(t, err)
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+e.table("leases")+" WHERE key = 'closing' FOR SHARE")
+	require.NoError(t, err)
+	var holder int32
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&holder))
+	c.Close()
+	require.ErrorIs(t, l.Err(), sentinel.ErrLeaseLost, "Close's release did not free the row")
+	// The abandoned statement may still wait on the server: end it
+	// without committing (as a server-side timeout would), so that the
+	// row is still held.
+	var waiter int32
+	if admin.QueryRow(ctx, "SELECT pid FROM pg_catalog.pg_stat_activity WHERE $1 = ANY (pg_catalog.pg_blocking_pids(pid))", holder).Scan(&waiter) == nil {
+		terminateAbandoned(t, waiter)
+	}
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, 1, e.count("leases", "key = 'closing' AND expires_at > now()"), "the row is still held")
+
+	require.NoError(t, l.Release(ctx), "Release frees the row, which still carries the lease's token")
+	require.ErrorIs(t, l.Err(), sentinel.ErrReleased)
+	require.NoError(t, l.Release(ctx), "and once more")
+	l2, err := e.client(nil).Lease(ctx, "closing")
+	require.NoError(t, err, "the key is free")
+	require.NoError(t, l2.Release(ctx))
+
+	// Close's statement committed, its reply lost.
+	px := newFreezeProxy(t, dbURL)
+	c = e.clientOn(e.pool(func(c *pgxpool.Config) {
+		px.route(c)
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
+	l, err = c.Lease(ctx, "closing")
+	require.NoError(t, err)
+	px.armAfter("AS v(ns, key, token)") // sqlReleaseMany
+	c.Close()
+	require.True(t, px.frozen(), "Close's release's reply was not cut")
+	require.Zero(t, e.count("leases", "key = 'closing' AND expires_at > now()"), "Close's release committed")
+	require.NoError(t, l.Release(ctx), "Release finds the row freed still carrying the lease's token")
+	require.ErrorIs(t, l.Err(), sentinel.ErrReleased)
+}

@@ -486,7 +486,8 @@ func (c *Client) Close() {
 // releaseAll releases leases, which Close ended as released, in one
 // statement. Leases whose rows were gone are reported lost instead, and
 // those it could not release (database unreachable) as failed releases
-// (Observer.ReleaseFailed); their rows expire by themselves.
+// (Observer.ReleaseFailed); their rows expire by themselves, unless their
+// holders' Release frees them. Close calls it holding the leases' relMu.
 func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 	if len(leases) == 0 {
 		return
@@ -523,7 +524,14 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 			continue
 		}
 		if err != nil { // the statement failed: no loss (Observer.ReleaseFailed)
-			l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed}, true)
+			failed := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed}
+			if l.notReleased(failed, true); l.ended() == failed {
+				// A failed release, as Lease.Release's own: a Release
+				// that frees the row still carrying the token, or finds
+				// it freed so (this statement committed, its reply
+				// lost), returns nil. Close holds l.relMu.
+				l.relFailed = failed
+			}
 			continue
 		}
 		// The row was gone before Close: lost while held (taken over or

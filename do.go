@@ -10,7 +10,8 @@ import (
 // Do runs fn while holding key's lease: it acquires the lease (Lease, with
 // the same options; WithWait blocks until it is free), runs fn with a
 // context that is cancelled, with the loss as its cause, when the lease is
-// lost, and releases the lease when fn returns or panics. It is
+// lost, and releases the lease when fn returns or panics (that release
+// bounded by Config.ReleaseTimeout, whatever ctx's deadline). It is
 // pgx.BeginFunc for leases.
 //
 // Do returns fn's error. If the lease was lost while fn ran, the error
@@ -39,7 +40,13 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 		l.mu.Lock()
 		byClose := l.byClose
 		l.mu.Unlock()
-		rerr := l.Release(context.WithoutCancel(ctx))
+		// Bounded by ReleaseTimeout, as every give-back after the work
+		// is: fn is done, and a release that cannot finish (a row locked
+		// by a hung transaction, a black-holed connection) must not keep
+		// Do from returning. The row then expires within its TTL.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+		rerr := l.Release(rctx)
+		rcancel()
 		switch {
 		case lost != nil && !errors.Is(lost, ErrReleased):
 			err = errors.Join(err, lost)

@@ -279,3 +279,40 @@ func TestReleaseAfterAFailedCloseReleaseIsNil(t *testing.T) {
 	require.NoError(t, l.Release(ctx), "Release finds the row freed still carrying the lease's token")
 	require.ErrorIs(t, l.Err(), sentinel.ErrReleased)
 }
+
+// Do released the lease after fn with a context stripped of ctx's
+// cancellation and deadline (context.WithoutCancel) and no bound of its
+// own: a release that could not finish (the lease row locked by a hung
+// transaction, a black-holed connection) kept Do from returning, however
+// short ctx's deadline, although fn was done and ReleaseTimeout bounds
+// every other give-back after the work (Once's, Close's, a Release with a
+// done ctx). Do's release is bounded by ReleaseTimeout now: Do returns,
+// reporting the failed release (fn succeeded), and the row expires within
+// its TTL.
+func TestDoReleaseIsBoundedByReleaseTimeout(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 300 * time.Millisecond})
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		done <- c.Do(ctx, "locked-at-release", func(ctx context.Context, l *sentinel.Lease) error {
+			// A transaction left open holds the lease row: the release
+			// after fn waits for it.
+			_, err := tx.Exec(ctx, "SELECT 1 FROM "+e.table("leases")+" WHERE key = 'locked-at-release' FOR SHARE")
+			return err
+		})
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err, "the release failed, fn succeeded: Do says so")
+		require.Less(t, time.Since(start), 5*time.Second)
+	case <-time.After(10 * time.Second):
+		_ = tx.Rollback(ctx) // lets Do return before the test ends
+		<-done
+		t.Fatal("Do did not return while its release waited for a locked row")
+	}
+}

@@ -148,10 +148,11 @@ type Config struct {
 	ListenIdleTimeout time.Duration
 
 	// ReleaseTimeout bounds a Release whose context was already cancelled,
-	// the releases done by Close, and what follows fn in Once, OnceTx and
-	// OnceSQLTx (the completion or commit, a rollback, the claim's
-	// release), counted from when fn returns. Default 5s; at least MinTTL:
-	// a completion cut off leaves its key uncertain.
+	// the releases done by Close, the release after Do's fn, and what
+	// follows fn in Once, OnceTx and OnceSQLTx (the completion or commit,
+	// a rollback, the claim's release), counted from when fn returns.
+	// Default 5s; at least MinTTL: a completion cut off leaves its key
+	// uncertain.
 	ReleaseTimeout time.Duration
 
 	// MaxResultSize is the largest encoded Once result stored, in bytes.

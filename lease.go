@@ -81,7 +81,10 @@ func (l *Lease) Done() <-chan struct{} { return l.done }
 // error matching ErrLeaseLost (and ErrHardTTL when the hard TTL ended it).
 // Client.Close ends its leases as released before its release statement
 // runs; one that statement did not free reads as lost once Close returns
-// (and as released again once a Release frees it, see Release).
+// (and as released again once a Release frees it, see Release). Once
+// Release returns nil, Err returns ErrReleased, even when the lease ended
+// otherwise while that Release ran (its deadline passed while the
+// statement was in flight) or before it (a failed release it made good).
 //
 // A lease whose local deadline (Deadline) has passed is lost even when its
 // deadline timer has not fired yet (the process was frozen, by SIGSTOP or
@@ -361,7 +364,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		if prior == nil || prior == l.relFailed {
 			// Freed while the row still carried the token: nobody else
 			// held the key meanwhile, even after a failed attempt.
-			l.endReleased(l.relFailed)
+			l.endReleased(prior)
 			l.retried = prior != nil
 			return nil
 		}
@@ -376,7 +379,7 @@ func (l *Lease) Release(ctx context.Context) error {
 			return errors.Join(prior, l.c.wrapErr(fmt.Sprintf("read lease %q/%q", l.ns, l.key), err))
 		}
 		if untaken {
-			l.endReleased(l.relFailed)
+			l.endReleased(prior)
 			l.retried = true
 			return nil
 		}
@@ -460,12 +463,15 @@ func (l *Lease) Heartbeat(ctx context.Context) error {
 // removes it from the heartbeater.
 func (l *Lease) end(err error) { l.endAs(err, false) }
 
-// endReleased ends the lease as released. A failed release (failed, the
-// error it ended the lease with) that a retry made good is replaced, so
-// that Err says released, not lost.
-func (l *Lease) endReleased(failed error) {
+// endReleased ends the lease as released, by a release that found it
+// held (its row live, or freed still carrying its token) and began when
+// its error was prior: nil, or the failed release (relFailed) it made
+// good. That failure is replaced, and so is an end since prior was read
+// (prior nil: its deadline passed while the release statement ran, the
+// row still live), so that Err says released, as the release does.
+func (l *Lease) endReleased(prior error) {
 	l.mu.Lock()
-	if failed != nil && l.err == failed {
+	if l.err != nil && (prior == nil || l.err == prior) {
 		l.err = ErrReleased
 		l.mu.Unlock()
 		return

@@ -316,3 +316,46 @@ func TestDoReleaseIsBoundedByReleaseTimeout(t *testing.T) {
 		t.Fatal("Do did not return while its release waited for a locked row")
 	}
 }
+
+// A Release that waits for its statement (here for a row lock) while the
+// lease's local deadline passes: the deadline timer ended the lease as
+// lost (Done closed), then the statement freed the row, still live and
+// carrying the lease's token, and Release returned nil, but Err kept
+// saying lost, matching ErrLeaseLost. The holder had called Release
+// before its deadline, and nobody else could hold the key before the
+// release freed it: Err now says released, as Release does. (A deadline
+// that passed before Release was called is still a loss: the holder may
+// have worked past it.) Release stops the renewals first: the deadline
+// passes at most 2.1s later, the row's expiry 0.9s after that.
+func TestReleaseThatOutlivesTheDeadlineSaysReleased(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: 3 * time.Second, SafetyMargin: 900 * time.Millisecond})
+	check := func(name string, release func(context.Context) error, done <-chan struct{}, errf func() error, lockRow string) {
+		t.Helper()
+		tx, err := admin.Begin(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		_, err = tx.Exec(ctx, lockRow)
+		require.NoError(t, err)
+		released := make(chan error, 1)
+		go func() { released <- release(ctx) }()
+		select {
+		case <-done: // the deadline passed while Release waits
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the deadline did not end it", name)
+		}
+		require.ErrorIs(t, errf(), sentinel.ErrLeaseLost, "%s: ended by its deadline", name)
+		require.NoError(t, tx.Commit(ctx), "%s: the row still live (3s TTL, deadline at 2.1s)", name)
+		require.NoError(t, <-released, "%s: Release freed the live row", name)
+		require.ErrorIs(t, errf(), sentinel.ErrReleased, "%s: Err says what Release said", name)
+		require.NotErrorIs(t, errf(), sentinel.ErrLeaseLost, name)
+	}
+	l, err := c.Lease(ctx, "slow-release")
+	require.NoError(t, err)
+	check("Lease", l.Release, l.Done(), l.Err, "SELECT 1 FROM "+e.table("leases")+" WHERE key = 'slow-release' FOR SHARE")
+
+	tn, err := c.Turn(ctx, "slow-release")
+	require.NoError(t, err)
+	check("Turn", tn.Release, tn.Done(), tn.Err, "SELECT 1 FROM "+e.table("tickets")+" WHERE resource = 'slow-release' FOR KEY SHARE")
+}

@@ -229,9 +229,7 @@ func (t *Turn) Release(ctx context.Context) error {
 			// Close gave the live ticket back after ending the turn (a
 			// release, as Close's release of a Lease is), or a Release
 			// did after a failed attempt.
-			if prior == t.relFailed {
-				t.l.endReleased(t.relFailed)
-			}
+			t.released(prior)
 			return nil
 		}
 		if byHolder {
@@ -267,7 +265,7 @@ func (t *Turn) Release(ctx context.Context) error {
 			// Left while its ticket was live: nobody behind was served
 			// meanwhile, even after a failed attempt (Release's or
 			// Close's).
-			t.l.endReleased(t.relFailed)
+			t.released(prior)
 			return nil
 		}
 		return prior
@@ -302,8 +300,19 @@ func (t *Turn) givenUp(ctx context.Context, prior error) error {
 	t.leftMu.Lock()
 	t.gaveBack = true // what the failed leave did: later calls need not read it again
 	t.leftMu.Unlock()
-	t.l.endReleased(t.relFailed)
+	t.released(prior)
 	return nil
+}
+
+// released ends the turn as released by a Release that gave its live
+// ticket up, or found it given up live, and began when the turn's error
+// was prior (see Lease.endReleased): a failed Release's error, or an end
+// by its deadline while the leave ran, is replaced. Close's end (prior
+// matching ErrClosed) is left as it is.
+func (t *Turn) released(prior error) {
+	if prior == nil || prior == t.relFailed {
+		t.l.endReleased(prior)
+	}
 }
 
 // hasLeft reports whether the ticket row was given up, and whether it was

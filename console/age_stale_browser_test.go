@@ -26,18 +26,7 @@ func TestBrowserRelativeTimesDoNotGoStale(t *testing.T) {
 		t.Skip("no Chromium binary found (install the Debian package chromium, or set SENTINEL_CHROME): skipping the browser test")
 	}
 	c, _ := newClient(t)
-	inside, release := make(chan struct{}), make(chan struct{})
-	ran := make(chan error, 1)
-	go func() {
-		_, err := sentinel.Once(ctxT(t), c, "charge-9", func(context.Context) (int, error) {
-			close(inside)
-			<-release
-			return 1, nil
-		}, sentinel.WithTTL(2*time.Second))
-		ran <- err
-	}()
-	t.Cleanup(func() { close(release); <-ran })
-	<-inside
+	holdOnce(t, c, "charge-9", 2*time.Second)
 	s := server(t, c, console.Options{ReadOnly: true, PollInterval: 50 * time.Millisecond})
 	bctx := browser(t)
 	cell := func(row string) string {
@@ -57,4 +46,22 @@ func TestBrowserRelativeTimesDoNotGoStale(t *testing.T) {
 	require.Contains(t, lease, "passed since this page was read", "%q", lease)
 	require.NotEqual(t, first, since, "3.5s later the state is still entered %q", since)
 	require.Contains(t, since, "s ago")
+}
+
+// holdOnce runs a Once on key whose fn waits until the test ends, and
+// returns once fn runs: the key is executing, its lease renewed.
+func holdOnce(t *testing.T, c *sentinel.Client, key string, ttl time.Duration) {
+	t.Helper()
+	inside, release := make(chan struct{}), make(chan struct{})
+	ran := make(chan error, 1)
+	go func() {
+		_, err := sentinel.Once(ctxT(t), c, key, func(context.Context) (int, error) {
+			close(inside)
+			<-release
+			return 1, nil
+		}, sentinel.WithTTL(ttl))
+		ran <- err
+	}()
+	t.Cleanup(func() { close(release); <-ran })
+	<-inside
 }

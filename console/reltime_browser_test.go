@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"regexp"
@@ -12,7 +11,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/console"
 	"github.com/sentinel-coordination/sentinel/internal/reltime"
 )
@@ -25,18 +23,7 @@ import (
 // real browser against reltime.Millis).
 func TestBrowserRelativeTimesWordedAsTheCommand(t *testing.T) {
 	c, _ := newClient(t)
-	inside, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := sentinel.Once(ctxT(t), c, "charge-1", func(context.Context) (int, error) {
-			close(inside)
-			<-release
-			return 1, nil
-		}, sentinel.WithTTL(30*time.Second))
-		done <- err
-	}()
-	t.Cleanup(func() { close(release); <-done })
-	<-inside
+	holdOnce(t, c, "charge-1", 30*time.Second)
 	s := server(t, c, console.Options{ReadOnly: true, PollInterval: 50 * time.Millisecond})
 	code, body := get(t, s.URL+"/ops/key?ns=default&key=charge-1")
 	require.Equal(t, http.StatusOK, code)

@@ -61,7 +61,10 @@
 // is sent without being stored. So is any error response (4xx, 5xx) of a
 // handler one of whose statements failed, which aborts its transaction; a
 // success response of such a handler, which nothing backs, is answered
-// with ProblemNotCommitted.
+// with ProblemNotCommitted. A commit refused for the handler's writes (a
+// deferred constraint or constraint trigger) is answered the same way;
+// only an outage of the store (a connection refused or cut, a lost lease)
+// is 503 ProblemUnavailable.
 //
 // # Re-running after a crash
 //
@@ -114,6 +117,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/internal/rerunhook"
@@ -621,6 +625,21 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		writeProblem(w, Problem{Type: ProblemNotCommitted, Title: "Request not committed", Status: http.StatusInternalServerError, Key: key,
 			Detail: fmt.Sprintf("the request with Idempotency-Key %q failed: a statement of its database transaction failed, so nothing was committed and nothing was recorded for the key; "+
 				"repeating it with the same key runs it again", key)}, 0)
+	case first != nil && m.o.Transactional && commitRefusedForHandler(err):
+		// The commit was refused for the handler's own writes (a
+		// deferred constraint or constraint trigger), not for an outage:
+		// nothing was committed, the key is free. As for a statement of
+		// the handler that failed: its error response as written, or
+		// ProblemNotCommitted for a success nothing backs.
+		if first.statusCode() >= 400 {
+			first.sentResponse().write(w, false)
+			return false
+		}
+		m.c.Config().Logger.Warn("idempotency: the handler answered with a success status, but its transaction's commit was refused (a deferred constraint or trigger); nothing was committed, answered 500 ProblemNotCommitted",
+			"idempotency_key", key, "scope", scope, "status", first.statusCode(), "err", err)
+		writeProblem(w, Problem{Type: ProblemNotCommitted, Title: "Request not committed", Status: http.StatusInternalServerError, Key: key,
+			Detail: fmt.Sprintf("the request with Idempotency-Key %q failed: the database refused to commit its transaction (a constraint checked at the commit), so nothing was committed and nothing was recorded for the key; "+
+				"repeating it with the same key runs it again", key)}, 0)
 	case errors.Is(err, sentinel.ErrInProgress), errors.Is(err, errWaitOver) && !errors.Is(err, sentinel.ErrUncertain):
 		var ee *sentinel.ExecutionError
 		if errors.As(err, &ee) && m.differs(context.WithoutCancel(ctx), ee, fp) {
@@ -695,6 +714,28 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		m.c.Config().Logger.Error("idempotency: the request could not be recorded (nothing was); answered 503 ProblemUnavailable", "idempotency_key", key, "scope", scope, "err", err)
 		writeProblem(w, Problem{Type: ProblemUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable, Key: key,
 			Detail: "the server's idempotency store failed or refused to record this request, and nothing was recorded for it; retry with the same Idempotency-Key after the Retry-After delay"}, 1)
+	}
+	return false
+}
+
+// commitRefusedForHandler reports whether err, from a transactional
+// request whose handler answered, is the commit refused for what the
+// handler wrote: a deferred constraint (class 23, integrity constraint
+// violation) or a deferred constraint trigger's error (class P0, raised by
+// PL/pgSQL, or 22, a data exception), proven to have committed nothing.
+// Every other error (a connection refused or cut, a server shutting down,
+// a serialization failure, a lost lease) is the store's, and stays 503.
+func commitRefusedForHandler(err error) bool {
+	if errors.Is(err, sentinel.ErrLeaseLost) || errors.Is(err, sentinel.ErrUncertain) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23", "P0":
+		return true
 	}
 	return false
 }

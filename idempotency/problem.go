@@ -73,7 +73,10 @@ const (
 	// the handler again. (An error status the handler wrote after its
 	// statement failed, a 409 for a unique violation say, is sent as
 	// written, not stored.) Roll back to a savepoint in the handler to
-	// keep a transaction usable after a statement that may fail.
+	// keep a transaction usable after a statement that may fail. The same
+	// holds when the commit is refused for the handler's writes (a
+	// deferred constraint or constraint trigger, SQLSTATE class 23, 22 or
+	// P0); an outage at the commit is ProblemUnavailable.
 	ProblemNotCommitted = problemBase + "ProblemNotCommitted"
 	// ProblemUnavailable (503): the idempotency store could not be reached
 	// or refused the completion; nothing was recorded as done. Retry. The

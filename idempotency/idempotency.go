@@ -169,7 +169,11 @@ type Options struct {
 	// key becomes uncertain; in transactional mode nothing is committed),
 	// unless the handler returns within the lease's safety margin, before
 	// the claim ended on the database clock: its response is then stored
-	// as usual.
+	// as usual. Without Transactional, a handler that answers after that
+	// has its response sent to the request that ran it (it says what
+	// happened), not stored: repeats get the uncertain problem until an
+	// operator resolves the key (resolve --refused gives them that
+	// response).
 	// Default: the client's Config.OnceHardTTL (10 minutes unless set).
 	HardTTL time.Duration
 
@@ -655,6 +659,17 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			p.State, p.Token = string(ee.State), ee.Token
 		}
 		writeProblem(w, p, 1)
+	case errors.Is(err, sentinel.ErrUncertain) && first != nil && !m.o.Transactional:
+		// The handler answered, but its completion was refused (it ran
+		// past HardTTL, or its lease was lost): the key is uncertain for
+		// its repeats, but this request's outcome is known, it is the
+		// handler's response. Sent as written, not the uncertain
+		// problem; an operator resolves the key with it (resolve
+		// --refused). (With Transactional an unknown commit may or may
+		// not have landed: the problem below.)
+		m.c.Config().Logger.Warn("idempotency: the handler answered, but its completion was refused; its response was sent to the request that ran it, and the key is uncertain for its repeats until an operator resolves it",
+			"idempotency_key", key, "scope", scope, "status", first.statusCode(), "err", err)
+		first.sentResponse().write(w, false)
 	case errors.Is(err, sentinel.ErrUncertain):
 		ee := execErr(err, onceKey)
 		if m.differs(context.WithoutCancel(ctx), ee, fp) {

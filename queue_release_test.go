@@ -282,3 +282,32 @@ func TestTurnReleaseRetriedAfterALostReplyIsNil(t *testing.T) {
 	require.Zero(t, e.count("tickets", "resource = 'printer-2'"), "Close's leave committed")
 	require.NoError(t, tn.Release(ctx), "Close gave the live ticket back")
 }
+
+// Close gives its tickets back together, at most as many at once as the
+// pool has connections; each give-back was bounded by a ReleaseTimeout of
+// its own, counted from when it started: with more stuck give-backs than
+// connections, Close took ReleaseTimeout once per poolful (here two
+// rounds: twice ReleaseTimeout). They now share Close's one bound: a
+// give-back that has not finished by then fails, and its ticket goes when
+// it expires, within its TTL.
+func TestCloseGivesTicketsBackWithinOneReleaseTimeout(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const timeout = time.Second
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) { c.MaxConns = 2 }),
+		&sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: timeout})
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	const n = 4
+	for i := range n {
+		res := fmt.Sprintf("printer-%d", i)
+		tn, err := c.Turn(ctx, res)
+		require.NoError(t, err)
+		require.NoError(t, c.VerifyTurn(ctx, tx, res, tn.Ticket()), "the test holds the ticket's row: its leave waits")
+	}
+	start := time.Now()
+	c.Close()
+	took := time.Since(start)
+	require.Less(t, took, timeout+timeout/2, "Close took %s for %d stuck give-backs over 2 connections, ReleaseTimeout %s", took, n, timeout)
+}

@@ -101,8 +101,8 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 			wakeBehind(tk, err, l.margin)
 			if errors.Is(err, ErrClosed) {
 				// Close: give the ticket up now rather than let the
-				// queue wait for its expiry.
-				rctx, cancel := context.WithTimeout(context.Background(), c.cfg.ReleaseTimeout)
+				// queue wait for its expiry, by Close's deadline.
+				rctx, cancel := c.closeGiveBack()
 				defer cancel()
 				_, _ = t.leave(rctx)
 			}

@@ -321,6 +321,21 @@ type Client struct {
 	// waits counts the lease waits (WithWait) under way: Close wakes
 	// them and lets them withdraw their registrations (lease_wait.go).
 	waits waitCount
+	// closeCtx, set by Close before it ends what the client holds, bounds
+	// the give-backs Close makes (closeGiveBack): one ReleaseTimeout for
+	// all of them, however many wait for a connection.
+	closeCtx atomic.Pointer[context.Context]
+}
+
+// closeGiveBack returns the context of a give-back Close makes: Close's
+// own, so that every give-back ends by Close's one ReleaseTimeout, not
+// ReleaseTimeout after it got a connection. Outside Close, a
+// ReleaseTimeout of its own.
+func (c *Client) closeGiveBack() (context.Context, context.CancelFunc) {
+	if p := c.closeCtx.Load(); p != nil {
+		return context.WithCancel(*p)
+	}
+	return context.WithTimeout(context.Background(), c.cfg.ReleaseTimeout)
 }
 
 // waitCount counts the lease waits of a client under way; idle, when set
@@ -427,7 +442,9 @@ func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 // ends the waits under way, of Lease and of Once with WithWait (they
 // withdraw, or count out of the claim they waited for, and return
 // ErrClosed; Close waits for them for at most ReleaseTimeout) and closes the listener
-// connection. It does not close the pool. Close is
+// connection. Its releases and give-backs (of leases, and of turns'
+// tickets) run together, within one ReleaseTimeout in all; one not done
+// by then expires within its TTL. It does not close the pool. Close is
 // idempotent; later calls on the client return ErrClosed.
 func (c *Client) Close() {
 	c.once.Do(func() {
@@ -436,6 +453,7 @@ func (c *Client) Close() {
 		c.endWaits() // a grant they read now is given back (hb.add fails)
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ReleaseTimeout)
 		defer cancel()
+		c.closeCtx.Store(&ctx)
 		var leases, others []*Lease
 		for _, l := range held {
 			if l.kind == kindLease {
@@ -461,7 +479,8 @@ func (c *Client) Close() {
 		// The others end together: ending a turn gives its ticket back,
 		// a statement bounded by ReleaseTimeout, and N of them one after
 		// the other took N x ReleaseTimeout when the server was slow.
-		// Bounded by the pool's size, as they would queue for it anyway.
+		// Bounded by the pool's size, as they would queue for it anyway,
+		// and all by ctx (closeGiveBack): one ReleaseTimeout in all.
 		ending := make(chan struct{})
 		go func() {
 			defer close(ending)

@@ -1,6 +1,7 @@
 package sentinel_test
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,4 +139,37 @@ func TestALeaveAfterTheGiveBackSeesItLive(t *testing.T) {
 	live, err = sentinel.GiveBack(ctx, tn) // the Release that lost the race
 	require.NoError(t, err)
 	require.True(t, live, "the second leave must see the live give-back")
+}
+
+// TurnSet.Context of a set that has ended (one of its turns released or
+// lost), or whose turn's deadline has passed (a frozen process that just
+// resumed, its timer not fired yet), returned a ctx that was not
+// cancelled: a goroutine cancelled it some time later (or, past a
+// deadline, only when the timer fired). A loop that derives its work's
+// ctx from the set and checks it before each step took one step on turns
+// it no longer held. As Lease.Context and Turn.Context, it is now
+// cancelled before Context returns, its cause the set's Err.
+func TestTurnSetContextOfAnEndedSetIsCancelledAtOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: 2 * time.Second})
+	for i := range 20 {
+		s, err := c.TurnAll(ctx, []string{"a", "b"})
+		require.NoError(t, err)
+		require.NoError(t, s.Turns()[i%2].Release(ctx))
+		work, cancel := s.Context(ctx)
+		require.Error(t, work.Err(), "the ctx of a set with a released turn (try %d)", i)
+		require.ErrorIs(t, context.Cause(work), sentinel.ErrReleased)
+		cancel()
+		require.NoError(t, s.Release(ctx))
+	}
+
+	s, err := c.TurnAll(ctx, []string{"a", "b"})
+	require.NoError(t, err)
+	require.True(t, sentinel.StallTicket(c, "default", "b", s.Turns()[1].Ticket()))
+	work, cancel := s.Context(ctx)
+	defer cancel()
+	require.Error(t, work.Err(), "the ctx of a set whose turn is past its deadline")
+	require.ErrorIs(t, context.Cause(work), sentinel.ErrLeaseLost)
+	_ = s.Release(ctx)
 }

@@ -85,7 +85,9 @@ func (s *TurnSet) Err() error {
 	return nil
 }
 
-// Context returns a copy of parent cancelled when any of the turns ends.
+// Context returns a copy of parent cancelled, with Err as its cause, when
+// any of the turns ends: already cancelled when one has ended, or its
+// deadline has passed (see Turn.Err), before Context returns.
 // A nil parent is refused: the ctx returned is already cancelled, its
 // cause an error matching ErrInvalid.
 func (s *TurnSet) Context(parent context.Context) (context.Context, context.CancelFunc) {
@@ -93,6 +95,12 @@ func (s *TurnSet) Context(parent context.Context) (context.Context, context.Canc
 		return nilParent("TurnSet.Context")
 	}
 	ctx, cancel := context.WithCancelCause(parent)
+	if err := s.Err(); err != nil {
+		// Ended, or past a deadline (Err ends it): cancelled before the
+		// caller can look, not by the goroutine some time later.
+		cancel(err)
+		return ctx, func() {}
+	}
 	go func() {
 		select {
 		case <-s.done:

@@ -259,8 +259,9 @@ func (c *Client) acquireRow(ctx context.Context, key string, o callOptions, scan
 		// Granted after ctx ended: the caller is gone. Give it back.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 		defer cancel()
-		_, _ = c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, h.Token)
-		return nil, nil, fmt.Errorf("sentinel: acquire lease %q/%q: %w (granted as it ended: released)", o.namespace, key, context.Cause(ctx))
+		_, rerr := c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, h.Token)
+		return nil, nil, fmt.Errorf("sentinel: acquire lease %q/%q: %w (%s)", o.namespace, key, context.Cause(ctx),
+			givenBack("granted", "released", rerr, o.ttl))
 	}
 	l := c.newLease(kindLease, o.namespace, key, h.Token, o.ttl)
 	l.acquiredAt = h.AcquiredAt
@@ -670,6 +671,18 @@ func (c *Client) Holder(ctx context.Context, key string, opts ...Option) (*Holde
 		h.HardExpiresAt = *hard
 	}
 	return &h, nil
+}
+
+// givenBack says what became of a grant (what: "granted", "served", ...)
+// that came as its caller's ctx ended and was given back (done: "released",
+// "given back"): err is the give-back's error, nil when it succeeded.
+// A failed give-back is said as such: the key stays held, by nobody, until
+// it expires.
+func givenBack(what, done string, err error, ttl time.Duration) string {
+	if err != nil {
+		return fmt.Sprintf("%s as it ended; giving it back failed, so it is free only when it expires, within its TTL (%s): %v", what, ttl, err)
+	}
+	return what + " as it ended: " + done
 }
 
 // grantGrace is how long a statement that grants something (a lease, a

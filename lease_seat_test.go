@@ -359,3 +359,36 @@ func TestReleaseThatOutlivesTheDeadlineSaysReleased(t *testing.T) {
 	require.NoError(t, err)
 	check("Turn", tn.Release, tn.Done(), tn.Err, "SELECT 1 FROM "+e.table("tickets")+" WHERE resource = 'slow-release' FOR KEY SHARE")
 }
+
+// A Lease whose ctx ended while its grant was in flight gives the grant
+// back and returns ctx's error, "(granted as it ended: released)". When
+// that give-back failed (here its statement never reached the server),
+// the error said "released" all the same, though the key stayed held, by
+// nobody, until the row expired: an operator reading it looked for
+// another holder. The error now says the give-back failed and that the key
+// is free within the TTL.
+func TestGrantAsCtxEndsWhoseGiveBackFailedSaysSo(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	px := newFreezeProxy(t, dbURL)
+	tr := &hookTracer{match: "INSERT INTO"}
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+		px.route(c)
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		c.ConnConfig.Tracer = tr
+	}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 300 * time.Millisecond})
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f := func() {
+		px.arm("lease_release_to") // the give-back never reaches the server
+		cancel()
+	}
+	tr.hook.Store(&f)
+	l, err := c.Lease(lctx, "granted-as-it-ended")
+	require.Nil(t, l)
+	require.ErrorIs(t, err, context.Canceled)
+	require.True(t, px.frozen(), "the give-back was not sent")
+	require.Equal(t, 1, e.count("leases", "key = 'granted-as-it-ended' AND expires_at > now()"), "the key is still held")
+	require.NotContains(t, err.Error(), ": released)", "the error said released")
+	require.ErrorContains(t, err, "giving it back failed")
+}

@@ -407,8 +407,9 @@ func (c *Client) holdGrant(ctx context.Context, key string, o callOptions, token
 	if ctx.Err() != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 		defer cancel()
-		_, _ = c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, token)
-		return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (handed over as it ended: released)", o.namespace, key, context.Cause(ctx))
+		_, rerr := c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, token)
+		return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (%s)", o.namespace, key, context.Cause(ctx),
+			givenBack("handed over", "released", rerr, o.ttl))
 	}
 	l := c.newLease(kindLease, o.namespace, key, token, o.ttl)
 	l.acquiredAt = acquired

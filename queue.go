@@ -505,13 +505,13 @@ func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Tur
 		if err != nil {
 			return nil, err
 		}
+		servedAsEnded := false
 		if d.served {
 			c.ln.endDraw(d.win, "", "") // served by its draw: nothing to wait for
-			if ctx.Err() != nil {
+			if servedAsEnded = ctx.Err() != nil; servedAsEnded {
 				// Served after ctx ended: the caller is gone. Give it
 				// back (abandon, below).
-				err = fmt.Errorf("sentinel: waiting for turn on %q/%q (ticket %d): %w (served as it ended: given back)",
-					o.namespace, resource, t.l.token, context.Cause(ctx))
+				err = context.Cause(ctx)
 			}
 		} else {
 			err = c.waitTurn(ctx, t, d)
@@ -537,19 +537,24 @@ func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Tur
 			// there and queue again at the back.
 			c.cfg.Logger.Warn("sentinel: waiting ticket lost; drawing a new one", "namespace", o.namespace,
 				"resource", resource, "ticket", t.Ticket())
-			c.abandon(ctx, t, ErrLeaseLost)
+			_ = c.abandon(ctx, t, ErrLeaseLost) // a failure is logged; the row expires
 			if err := c.checkOpen(); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		c.abandon(ctx, t, err)
+		aerr := c.abandon(ctx, t, err)
+		if servedAsEnded {
+			err = fmt.Errorf("sentinel: waiting for turn on %q/%q (ticket %d): %w (%s)",
+				o.namespace, resource, t.l.token, err, givenBack("served", "given back", aerr, o.ttl))
+		}
 		return nil, err
 	}
 }
 
-// abandon gives a ticket up (cancelled while waiting, or lost).
-func (c *Client) abandon(ctx context.Context, t *Turn, why error) {
+// abandon gives a ticket up (cancelled while waiting, or lost), and
+// returns the leave's error: nil when the row is gone.
+func (c *Client) abandon(ctx context.Context, t *Turn, why error) error {
 	c.hb.remove(t.l)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 	defer cancel()
@@ -560,9 +565,10 @@ func (c *Client) abandon(ctx context.Context, t *Turn, why error) {
 		// fails; one that died while it waited (why is ErrLeaseLost) is.
 		t.l.endAs(&LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Kind: t.l.lossKind(), Reason: "ticket given up", Cause: why},
 			!errors.Is(why, ErrLeaseLost))
-		return
+		return err
 	}
 	t.l.end(ErrReleased) // its row is gone
+	return nil
 }
 
 // VerifyTurn checks, inside the caller's own transaction, that ticket is

@@ -194,33 +194,6 @@ func TestTurnReleaseAfterAFailedCloseLeaveIsNil(t *testing.T) {
 	require.NoError(t, tn.Release(ctx), "and once more")
 }
 
-// Close gave held tickets back one at a time, each leave bounded by its
-// own ReleaseTimeout: with N leaves stuck (their rows locked, a slow
-// server), Close took N x ReleaseTimeout. It gives them back together
-// now, and takes about one.
-func TestCloseGivesStuckTicketsBackTogether(t *testing.T) {
-	e := newEnv(t)
-	ctx := ctxT(t)
-	const timeout = time.Second
-	c := e.client(&sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: timeout})
-	tx, err := admin.Begin(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	const n = 3
-	for i := range n {
-		res := fmt.Sprintf("printer-%d", i)
-		tn, err := c.Turn(ctx, res)
-		require.NoError(t, err)
-		require.NoError(t, c.VerifyTurn(ctx, tx, res, tn.Ticket()), "the test holds the ticket's row: its leave waits")
-	}
-	start := time.Now()
-	c.Close()
-	took := time.Since(start)
-	require.Less(t, took, time.Duration(n-1)*timeout+timeout/2,
-		"Close took %s for %d stuck give-backs of ReleaseTimeout %s: one after the other", took, n, timeout)
-	require.GreaterOrEqual(t, took, timeout/2, "the give-backs did wait for the locked rows")
-}
-
 // A Turn.Release whose leave committed but whose reply was lost (the
 // connection black-holed after the leave was sent) fails and ends the
 // turn; the holder calls Release again, as its error invites. The retry

@@ -3,9 +3,11 @@
 // anchor (#heading) must name a heading of its target, slugged the way
 // GitHub renders it. Its test runs over the repository in `go test ./...`
 // and in .ci/run, so a guide renamed or a heading reworded without its
-// links fails CI. Its tests also build every complete Go program the
-// Markdown prints (a go fence starting with package main) against the
-// checkout, so a program a reader copies keeps compiling.
+// links fails CI. It checks the pipe tables too (a header and a delimiter
+// row, every row as wide as the header). Its tests also build every
+// complete Go program the Markdown prints (a go fence starting with
+// package main) against the checkout, so a program a reader copies keeps
+// compiling.
 package doccheck
 
 import (
@@ -285,4 +287,67 @@ func stripCodeSpans(line string) string {
 		b.WriteString(line[:i])
 		line = rest[end+n:]
 	}
+}
+
+// delimiterRow is a table's second line: cells of dashes, each with an
+// optional colon at either end.
+var delimiterRow = regexp.MustCompile(`^\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$`)
+
+// Tables checks the pipe tables of files (relative to root): a block of
+// lines starting with '|' (outside code fences) is a table only when its
+// second line is the delimiter row, so a block without one renders as a
+// paragraph of pipes; and every row must have as many cells as the
+// header, or GitHub drops the extra ones and leaves the missing ones
+// blank. It returns one problem per faulty block or row.
+func Tables(root string, files []string) ([]Problem, error) {
+	c := checker{root: root}
+	var problems []Problem
+	for _, f := range files {
+		var block []int   // line numbers of the current block
+		var rows []string // its lines
+		flush := func() {
+			defer func() { block, rows = nil, nil }()
+			if len(rows) == 0 {
+				return
+			}
+			if len(rows) < 2 || !delimiterRow.MatchString(rows[1]) {
+				problems = append(problems, Problem{File: f, Line: block[0], Target: "table",
+					Reason: "a block of | lines without a header and a delimiter row (|---|) renders as text"})
+				return
+			}
+			want := cells(rows[0])
+			for i, r := range rows {
+				if got := cells(r); got != want {
+					problems = append(problems, Problem{File: f, Line: block[i], Target: "table",
+						Reason: fmt.Sprintf("%d cells where the header has %d", got, want)})
+				}
+			}
+		}
+		err := c.scan(f, false, func(n int, line string) {
+			if strings.HasPrefix(strings.TrimSpace(line), "|") {
+				if len(block) > 0 && block[len(block)-1] != n-1 {
+					flush()
+				}
+				block = append(block, n)
+				rows = append(rows, strings.TrimSpace(line))
+				return
+			}
+			flush()
+		})
+		if err != nil {
+			return nil, err
+		}
+		flush()
+	}
+	return problems, nil
+}
+
+// cells counts the cells of a table row: the pipes that separate them,
+// not counting a leading or trailing one, nor an escaped one (\|). As in
+// GitHub's tables, a pipe inside a code span separates cells too.
+func cells(row string) int {
+	row = strings.ReplaceAll(row, `\|`, "")
+	row = strings.TrimPrefix(row, "|")
+	row = strings.TrimSuffix(row, "|")
+	return strings.Count(row, "|") + 1
 }

@@ -40,3 +40,29 @@ func TestRelativeTimesFollowTheDatabaseClock(t *testing.T) {
 	require.InDelta(t, float64(time.Hour), float64(clockSkew), float64(time.Second), "the skew read")
 	require.True(t, in10s.After(dbNow()), "a time 10 s ahead on the database clock is ahead")
 }
+
+// list --older-than and --newer-than counted back from the operator's own
+// clock while updated_at is stamped by the database's: on a laptop an hour
+// ahead, a key that went uncertain a moment ago was listed as "older than
+// 30m" and missing from "newer than 30m". Run in-process, where the local
+// clock can be skewed.
+func TestListAgesFollowTheDatabaseClock(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	e.uncertainKey(e.client, "pay-now")
+	t.Cleanup(func() {
+		localNow, clockRead, clockOnce, clockSkew = time.Now, nil, sync.Once{}, 0
+	})
+	localNow = func() time.Time { return time.Now().Add(time.Hour) } // the laptop an hour ahead
+
+	list := func(args ...string) string {
+		t.Helper()
+		clockRead, clockOnce, clockSkew = nil, sync.Once{}, 0
+		var out, errb strings.Builder
+		code := run(ctxT(t), append([]string{"--database-url", dbURL, "--schema", e.schema, "list"}, args...), nil, &out, &errb)
+		require.Equal(t, 0, code, "list %v: %s", args, errb.String())
+		return out.String()
+	}
+	require.NotContains(t, list("--older-than", "30m"), "pay-now", "a key changed a moment ago is not older than 30m")
+	require.Contains(t, list("--newer-than", "30m"), "pay-now", "a key changed a moment ago is newer than 30m")
+}

@@ -385,8 +385,9 @@ its namespace, with the filters of the library's ExecutionFilter:
                      not be encoded): every caller gets ErrResult until
                      an operator stores it (set-result)
   --updated-before T / --updated-after T   RFC 3339 times
-  --older-than D / --newer-than D          the same, relative to now (D
-                                           more than 0: 0 or less exits 2)
+  --older-than D / --newer-than D          the same, relative to now on
+                                           the database's clock (D more
+                                           than 0: 0 or less exits 2)
 
 It prints --limit rows and, when there are more, the command that lists the
 next page (--after CURSOR); --all follows every page. With --json it prints
@@ -431,24 +432,26 @@ relied on that pass -n default.`,
 			if updatedFrom, err = parseTimeFlag("--updated-after", after); err != nil {
 				return err
 			}
-			now := time.Now()
-			if updatedBefore > 0 {
-				if !updatedTo.IsZero() {
-					return usageErr("give --older-than or --updated-before, not both")
-				}
-				updatedTo = now.Add(-updatedBefore)
+			if updatedBefore > 0 && !updatedTo.IsZero() {
+				return usageErr("give --older-than or --updated-before, not both")
 			}
-			if within > 0 {
-				if !updatedFrom.IsZero() {
-					return usageErr("give --newer-than or --updated-after, not both")
-				}
-				updatedFrom = now.Add(-within)
+			if within > 0 && !updatedFrom.IsZero() {
+				return usageErr("give --newer-than or --updated-after, not both")
 			}
 			return nil
 		}, func(cmd *cobra.Command, _ []string) error {
 			namespace, err := ns.listing(cmd, a)
 			if err != nil {
 				return err
+			}
+			// --older-than and --newer-than count back from now on the
+			// database clock, which stamped every updated_at: a laptop's
+			// clock an hour off must not shift the window by an hour.
+			if updatedBefore > 0 {
+				updatedTo = dbNow().Add(-updatedBefore)
+			}
+			if within > 0 {
+				updatedFrom = dbNow().Add(-within)
 			}
 			f := sentinel.ExecutionFilter{State: sentinel.State(state), Uncertain: unc, ResultLost: lost,
 				Namespace: namespace, AllNamespaces: ns.all, Limit: limit, After: cursor,

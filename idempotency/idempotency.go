@@ -8,7 +8,9 @@
 //     the client disconnects. Its status, headers, body and trailers are
 //     stored and replayed to every repeat, with Idempotent-Replayed: true. Error
 //     responses are stored too (as Stripe does), unless Options.Store says
-//     the handler changed nothing.
+//     the handler changed nothing. A replay goes without Retry-After: it
+//     cannot change, so it must not invite the client to wait and send
+//     the request again (see "Errors that changed nothing").
 //   - A repeat while the first request runs gets 409 with Retry-After, or,
 //     with Options.Wait, waits up to that long for the stored response.
 //   - The same key with a different request (method, path and query, or
@@ -50,6 +52,17 @@
 // key is given back, so the client's retry with the same key runs again.
 // Options.Store decides the same by status for every response.
 //
+// A response that asks the client to try later (429 or 503, with
+// Retry-After) is such a response when the handler answered it before
+// any effect: call NoEffect, or refuse its status in Options.Store, and
+// the retry runs the handler. Stored, its replays cannot change, so they
+// go without Retry-After (nor is it stored): a client told to wait and
+// retry would get the same answer for ever. The draft leaves other
+// errors to the server's documentation; Stripe saves no result for a
+// request refused before its endpoint runs (rate limited, invalid), and
+// saves every other, 5xx included. Transactional mode refuses 429 by
+// default (a rollback undoes whatever the handler wrote).
+//
 // # Transactional mode
 //
 // With Options.Transactional the handler runs inside a database
@@ -57,7 +70,7 @@
 // response (sentinel.OnceTx). A database-local effect then happens exactly
 // once: a crash, panic or lost lease before the commit leaves nothing behind
 // (no writes, no uncertain key), and the next repeat runs the handler
-// afresh. A 5xx response (by default, see Options.Store) rolls back too and
+// afresh. A 5xx or 429 response (by default, see Options.Store) rolls back too and
 // is sent without being stored. So is any error response (4xx, 5xx) of a
 // handler one of whose statements failed, which aborts its transaction; a
 // success response of such a handler, which nothing backs, is answered
@@ -250,9 +263,13 @@ type Options struct {
 	// for responses after which the handler changed nothing (a validation
 	// error, 429): the key is released as if by sentinel.Retryable. With
 	// Transactional, false also rolls the transaction back, so it is safe
-	// for any status. Default: with Transactional, status < 500; without,
-	// every response is stored, errors included (a 500 may follow a side
-	// effect), as Stripe does.
+	// for any status. Default: with Transactional, status < 500 but 429
+	// (Too Many Requests: the client is told to send it again later, and
+	// a stored 429 would answer that retry for ever); without, every
+	// response is stored, errors included (a 500 may follow a side
+	// effect), as Stripe does: refuse 429 here when your handler answers
+	// it before any effect, as rate limiting does. A stored response's
+	// Retry-After is never replayed (see StoredHeader).
 	Store func(status int) bool
 }
 
@@ -333,7 +350,7 @@ func Middleware(client *sentinel.Client, opts Options) func(http.Handler) http.H
 	}
 	if opts.Store == nil {
 		if opts.Transactional {
-			opts.Store = func(status int) bool { return status < 500 }
+			opts.Store = func(status int) bool { return status < 500 && status != http.StatusTooManyRequests }
 		} else {
 			opts.Store = func(int) bool { return true }
 		}

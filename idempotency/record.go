@@ -191,12 +191,18 @@ var credentialHeaders = []string{"Set-Cookie", "Set-Cookie2", "Authorization", "
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Trailer", "Upgrade",
 	"Te", "Content-Length", "Date"}
 
+// retryHeaders are not stored: they ask the client to send the request
+// again later (RFC 9110 section 10.2.3), and a replay cannot change: the
+// retry would get the same stored answer. The first response keeps them.
+var retryHeaders = []string{"Retry-After"}
+
 // StoredHeader returns the part of h the middleware stores and replays: h
 // without per-connection headers (Connection, Transfer-Encoding,
-// Content-Length, Date, ...) and without credentials (Set-Cookie,
-// Set-Cookie2, Authorization, Proxy-Authorization, Authentication-Info,
-// Proxy-Authentication-Info), so that no replay hands one principal's
-// session to another. Names compare as HTTP compares them, whatever their
+// Content-Length, Date, ...), without Retry-After (a replay cannot change,
+// so it must not invite a retry of the same request) and without
+// credentials (Set-Cookie, Set-Cookie2, Authorization,
+// Proxy-Authorization, Authentication-Info, Proxy-Authentication-Info), so
+// that no replay hands one principal's session to another. Names compare as HTTP compares them, whatever their
 // case: a handler's w.Header()["set-cookie"] is a Set-Cookie too. The
 // names kept are in canonical form (textproto.CanonicalMIMEHeaderKey),
 // the values of names equal but for case merged in sorted order. nil when
@@ -217,9 +223,9 @@ func StoredHeader(h http.Header) http.Header {
 }
 
 // unstored reports whether the header name is one StoredHeader drops: a
-// per-connection header or a credential, in any case.
+// per-connection header, Retry-After or a credential, in any case.
 func unstored(name string) bool {
-	for _, list := range [][]string{hopHeaders, credentialHeaders} {
+	for _, list := range [][]string{hopHeaders, retryHeaders, credentialHeaders} {
 		for _, k := range list {
 			if strings.EqualFold(name, k) {
 				return true

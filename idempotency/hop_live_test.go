@@ -93,3 +93,45 @@ func TestInformationalResponsesGoOutLive(t *testing.T) {
 		t.Fatalf("replay %d %q %v, infos %v: want the stored 201 alone", replay.resp.StatusCode, replay.body, replay.resp.Header, replay.infos)
 	}
 }
+
+// A header the handler named in its Connection header (Connection:
+// close, X-Trace) is hop-by-hop (RFC 9110 section 7.6.1): it describes
+// this connection, not the response. It was stored and replayed as any
+// other; it goes out on the first response only now.
+func TestConnectionNamedHeadersNotStored(t *testing.T) {
+	c := sentineltest.New(t)
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant}, func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Connection", "close, X-Trace")
+		h.Add("connection", " x-hop-note ")
+		h.Set("X-Trace", "conn-secret-1")
+		h["x-hop-note"] = []string{"conn-secret-2"}
+		h.Set("Trailer", "X-Trace-End")
+		h.Set("X-Kept", "kept")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "ok")
+		h.Set("X-Trace-End", "trailer-kept")
+	})
+	first := postLive(t, srv.URL, "conn-named")
+	if first.resp.StatusCode != http.StatusCreated || first.resp.Header.Get("X-Trace") != "conn-secret-1" || first.resp.Header.Get("X-Hop-Note") != "conn-secret-2" {
+		t.Fatalf("first response %d %v: want 201 with the handler's X-Trace and X-Hop-Note", first.resp.StatusCode, first.resp.Header)
+	}
+	replay := postLive(t, srv.URL, "conn-named")
+	if replay.resp.StatusCode != http.StatusCreated || replay.resp.Header.Get(idempotency.HeaderReplayed) != "true" ||
+		replay.resp.Header.Get("X-Kept") != "kept" || replay.body != "ok" || replay.resp.Trailer.Get("X-Trace-End") != "trailer-kept" {
+		t.Fatalf("replay %d %q %v trailer %v: want the stored 201 with X-Kept and its trailer", replay.resp.StatusCode, replay.body, replay.resp.Header, replay.resp.Trailer)
+	}
+	for _, k := range []string{"X-Trace", "X-Hop-Note"} {
+		if v := replay.resp.Header.Values(k); len(v) != 0 {
+			t.Errorf("the replay carries the hop-by-hop %s %q", k, v)
+		}
+	}
+	var stored bool
+	if err := c.Pool().QueryRow(ctxT(t), "SELECT bool_or(position('conn-secret' in convert_from(result, 'UTF8')) > 0) FROM executions").Scan(&stored); err != nil || stored {
+		t.Fatalf("a header named in Connection was stored (%v)", err)
+	}
+	got := idempotency.StoredHeader(http.Header{"Connection": {"keep-alive, X-A"}, "X-A": {"1"}, "X-B": {"2"}})
+	if len(got) != 1 || got.Get("X-B") != "2" {
+		t.Fatalf("StoredHeader = %v, want X-B alone", got)
+	}
+}

@@ -41,7 +41,9 @@
 // Credentials are never stored nor replayed: Set-Cookie, Set-Cookie2,
 // Authorization, Proxy-Authorization, Authentication-Info and
 // Proxy-Authentication-Info go out with the first response only (see
-// StoredHeader).
+// StoredHeader), as do the hop-by-hop headers (Connection, Keep-Alive,
+// Transfer-Encoding, ..., and those the handler's Connection header
+// names).
 //
 // # Errors that changed nothing
 //
@@ -1272,7 +1274,8 @@ func (rec *recorder) stored(fp string) Response {
 	if h == nil {
 		h = rec.header
 	}
-	return Response{Fingerprint: fp, Status: rec.statusCode(), Header: StoredHeader(h), Body: rec.body.Bytes(), Trailer: StoredHeader(rec.trailer())}
+	hop := connectionNames(h)
+	return Response{Fingerprint: fp, Status: rec.statusCode(), Header: storedHeader(h, hop), Body: rec.body.Bytes(), Trailer: storedHeader(rec.trailer(), hop)}
 }
 
 // validNamespace holds for a namespace the library accepts (what

@@ -198,7 +198,8 @@ var retryHeaders = []string{"Retry-After"}
 
 // StoredHeader returns the part of h the middleware stores and replays: h
 // without per-connection headers (Connection, Transfer-Encoding,
-// Content-Length, Date, ...), without Retry-After (a replay cannot change,
+// Content-Length, Date, ..., and every header h's Connection names, which
+// RFC 9110 section 7.6.1 makes hop-by-hop), without Retry-After (a replay cannot change,
 // so it must not invite a retry of the same request) and without
 // credentials (Set-Cookie, Set-Cookie2, Authorization,
 // Proxy-Authorization, Authentication-Info, Proxy-Authentication-Info), so
@@ -208,9 +209,16 @@ var retryHeaders = []string{"Retry-After"}
 // the values of names equal but for case merged in sorted order. nil when
 // nothing is left.
 func StoredHeader(h http.Header) http.Header {
+	return storedHeader(h, connectionNames(h))
+}
+
+// storedHeader is StoredHeader, with hop the canonical names the
+// response's Connection header lists (a trailer is filtered by its
+// header's).
+func storedHeader(h http.Header, hop map[string]bool) http.Header {
 	var out http.Header
 	for _, k := range slices.Sorted(maps.Keys(h)) {
-		if unstored(k) {
+		if unstored(k) || hop[textproto.CanonicalMIMEHeaderKey(k)] {
 			continue
 		}
 		if out == nil {
@@ -218,6 +226,30 @@ func StoredHeader(h http.Header) http.Header {
 		}
 		ck := textproto.CanonicalMIMEHeaderKey(k)
 		out[ck] = append(out[ck], h[k]...)
+	}
+	return out
+}
+
+// connectionNames returns the field names h's Connection header lists
+// (under any spelling of Connection), in canonical form: the connection
+// options of RFC 9110 section 7.6.1, such as close or keep-alive, and the
+// headers the sender made hop-by-hop by naming them. nil when none.
+func connectionNames(h http.Header) map[string]bool {
+	var out map[string]bool
+	for k, vs := range h {
+		if !strings.EqualFold(k, "Connection") {
+			continue
+		}
+		for _, v := range vs {
+			for name := range strings.SplitSeq(v, ",") {
+				if name = textproto.TrimString(name); name != "" {
+					if out == nil {
+						out = make(map[string]bool)
+					}
+					out[textproto.CanonicalMIMEHeaderKey(name)] = true
+				}
+			}
+		}
 	}
 	return out
 }

@@ -33,7 +33,16 @@
 //   - The handler's writer buffers the response (up to
 //     Options.MaxResponseBytes) until it is stored, then sends it whole: a
 //     stream or server-sent events cannot pass through, and its Flush
-//     sends nothing early.
+//     sends nothing early. Informational responses (103 Early Hints) go
+//     out when written and are never stored.
+//   - A handler that switches protocols (WriteHeader(101), then Hijack)
+//     is not protected by the key: what follows the 101 is not HTTP and
+//     can be neither stored nor replayed. The 101 goes out when written,
+//     Hijack works after it (and only then), nothing is stored, and the
+//     key is given back as with NoEffect (in transactional mode, the
+//     handler's writes in Tx are rolled back): a repeat with the key
+//     runs the handler and switches again. HardTTL still bounds the
+//     handler, its session included.
 //
 // Safe methods (GET, HEAD, OPTIONS, TRACE) pass through untouched. Keys are
 // scoped per principal by Options.Scope, which is required: two principals
@@ -110,6 +119,7 @@
 package idempotency
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -121,6 +131,7 @@ import (
 	"maps"
 	"math"
 	"mime"
+	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -540,6 +551,11 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 				_ = tx.Rollback(ctx)
 				return nil, rec.uncertain
 			}
+			if rec.switched {
+				// Protocols switched: nothing to store; rolled back.
+				unstored = rec
+				return nil, errNotStored
+			}
 			if rec.overflow {
 				return nil, errResponseTooLarge
 			}
@@ -579,6 +595,12 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 				// The key stays executing, its lease ended: uncertain.
 				return nil, rec.uncertain
 			}
+			if rec.switched {
+				// Protocols switched: nothing to store, the key is given
+				// back (switchProtocols).
+				unstored = rec
+				return nil, sentinel.Retryable(errNotStored)
+			}
 			if rec.overflow {
 				if rec.noEffect || !m.o.Store(rec.statusCode()) {
 					// Nothing happened, says the handler: the key is given
@@ -605,6 +627,16 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			}
 			return data, nil
 		}, opts...)
+	}
+
+	if unstored != nil && unstored.switched {
+		// The connection is the handler's now (101 sent, maybe
+		// hijacked): nothing more is written on it.
+		if !errors.Is(err, errNotStored) || errors.Is(err, sentinel.ErrUncertain) {
+			m.c.Config().Logger.Warn("idempotency: the handler switched protocols (101); its key was not given back",
+				"idempotency_key", key, "scope", scope, "err", err)
+		}
+		return false
 	}
 
 	var resp Response
@@ -1037,6 +1069,7 @@ type recorder struct {
 	overflow  bool
 	noEffect  bool  // the handler called NoEffect
 	uncertain error // the handler called Uncertain: why
+	switched  bool  // the handler sent 101 Switching Protocols, live
 }
 
 // Uncertain says that the outcome of the request the handler is serving is
@@ -1139,9 +1172,28 @@ func (rec *recorder) WriteHeader(code int) {
 		rec.status = code
 		rec.sent = rec.header.Clone() // later changes are not sent, as with net/http
 	}
+	if rec.status == 0 && code == http.StatusSwitchingProtocols && rec.under != nil {
+		rec.switchProtocols()
+	}
 	if rec.status == 0 && code < 200 && code != http.StatusSwitchingProtocols && rec.under != nil {
 		rec.informational(code)
 	}
+}
+
+// switchProtocols sends the handler's 101 Switching Protocols now, with
+// its header as it is (Connection and Upgrade included), as net/http does:
+// what follows is not HTTP (the handler takes the connection over with
+// Hijack), so it can be neither stored nor replayed. The request is then
+// not protected by its key: the middleware stores nothing, gives the key
+// back (in transactional mode, rolls back) and writes nothing more.
+func (rec *recorder) switchProtocols() {
+	rec.status = http.StatusSwitchingProtocols
+	rec.switched = true
+	uh := rec.under.Header()
+	for k, v := range rec.header {
+		uh[k] = append([]string(nil), v...)
+	}
+	rec.under.WriteHeader(http.StatusSwitchingProtocols)
 }
 
 // informational sends a 1xx response (103 Early Hints, say) to the client
@@ -1163,9 +1215,10 @@ func (rec *recorder) informational(code int) {
 
 func (rec *recorder) Write(p []byte) (int, error) {
 	rec.WriteHeader(http.StatusOK)
-	if rec.status == http.StatusNoContent || rec.status == http.StatusNotModified {
+	if rec.status == http.StatusNoContent || rec.status == http.StatusNotModified || rec.switched {
 		// As net/http's own writer: such a response has no body, so
-		// none is stored (it would be shown, never sent).
+		// none is stored (it would be shown, never sent); after a 101
+		// the connection is the handler's, through Hijack.
 		return 0, http.ErrBodyNotAllowed
 	}
 	if rec.body.Len()+len(p) > rec.max {
@@ -1180,7 +1233,28 @@ func (rec *recorder) Write(p []byte) (int, error) {
 // check): the response is buffered until it is stored, so nothing reaches
 // the client earlier. As with net/http, the header is fixed by the first
 // Flush (200 when WriteHeader was not called).
-func (rec *recorder) Flush() { rec.WriteHeader(http.StatusOK) }
+func (rec *recorder) Flush() {
+	rec.WriteHeader(http.StatusOK)
+	if rec.switched {
+		_ = http.NewResponseController(rec.under).Flush() // the 101, sent
+	}
+}
+
+// errHijackBuffered is Hijack's error before a 101 Switching Protocols.
+var errHijackBuffered = errors.New("idempotency: the response is buffered until it is stored, so the connection cannot be taken over; " +
+	"a handler behind the middleware may Hijack only after WriteHeader(http.StatusSwitchingProtocols)")
+
+// Hijack is http.Hijacker's, for a handler that switches protocols: after
+// WriteHeader(http.StatusSwitchingProtocols) it hands over the server's
+// connection (see switchProtocols). Before, it fails: the response is
+// buffered until it is stored, and a connection taken over would bypass
+// it.
+func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if !rec.switched {
+		return nil, nil, errHijackBuffered
+	}
+	return http.NewResponseController(rec.under).Hijack()
+}
 
 // SetReadDeadline, SetWriteDeadline and EnableFullDuplex are what
 // http.ResponseController asks of a writer: a handler that sets its

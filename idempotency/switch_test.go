@@ -1,0 +1,118 @@
+package idempotency_test
+
+import (
+	"bufio"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sentinel-coordination/sentinel/idempotency"
+	"github.com/sentinel-coordination/sentinel/sentineltest"
+)
+
+// upgrade sends a POST asking to switch to the "echo" protocol with the
+// Idempotency-Key key on a connection of its own, and returns the
+// response and what the server sent after it.
+func upgrade(t *testing.T, addr, key string) (*http.Response, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, "POST /session HTTP/1.1\r\nHost: test\r\nConnection: Upgrade\r\nUpgrade: echo\r\n"+
+		"Idempotency-Key: "+key+"\r\nContent-Length: 1\r\n\r\nx"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, &http.Request{Method: "POST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	rest, _ := io.ReadAll(br) // the handler closes the connection
+	return resp, string(rest)
+}
+
+// A handler that switches protocols (WriteHeader(101), then takes the
+// connection over with Hijack) had its 101 ignored and Hijack refused
+// ("feature not supported"): the client asked to switch and got a 200
+// with an empty body, stored and replayed to every repeat. The 101 now
+// goes out live, Hijack works after it, nothing is stored (what follows
+// is not HTTP) and the key is given back, as with NoEffect: a repeat
+// switches again. Hijack before a 101 is still refused: the response is
+// buffered until it is stored.
+func TestSwitchingProtocolsPassesThrough(t *testing.T) {
+	for _, transactional := range []bool{false, true} {
+		name := "plain"
+		if transactional {
+			name = "transactional"
+		}
+		t.Run(name, func(t *testing.T) {
+			c := sentineltest.New(t)
+			var runs atomic.Int64
+			var hijackErr atomic.Value
+			mw := idempotency.Middleware(c, idempotency.Options{Scope: idempotency.SingleTenant, Transactional: transactional})
+			handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				if _, _, err := http.NewResponseController(w).Hijack(); err == nil {
+					t.Error("Hijack before a 101 succeeded: the buffered response would be lost")
+				}
+				w.Header().Set("Connection", "Upgrade")
+				w.Header().Set("Upgrade", "echo")
+				w.WriteHeader(http.StatusSwitchingProtocols)
+				if _, err := w.Write([]byte("x")); err == nil {
+					t.Error("a body after 101 was accepted")
+				}
+				conn, buf, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					hijackErr.Store(err.Error())
+					return
+				}
+				defer conn.Close()
+				_, _ = buf.WriteString("hello over echo")
+				_ = buf.Flush()
+			})
+			// The server does not wait for a hijacked connection's
+			// handler: the middleware signals when it is done with the
+			// key, so that no claim outlives the test.
+			done := make(chan struct{}, 1)
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				defer func() { done <- struct{}{} }()
+				mw(handler).ServeHTTP(w, r)
+			}))
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+			srv.Start()
+			t.Cleanup(srv.Close)
+			addr := strings.TrimPrefix(srv.URL, "http://")
+			for i := 1; i <= 2; i++ {
+				resp, rest := upgrade(t, addr, "switch")
+				if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Upgrade") != "echo" || rest != "hello over echo" {
+					t.Fatalf("attempt %d: %d %v %q (Hijack: %v), want 101 Upgrade: echo, then the handler's bytes", i, resp.StatusCode, resp.Header, rest, hijackErr.Load())
+				}
+				select {
+				case <-done:
+				case <-ctxT(t).Done():
+					t.Fatalf("attempt %d: the middleware did not return", i)
+				}
+				if got := runs.Load(); got != int64(i) {
+					t.Fatalf("attempt %d: the handler ran %d times: the key was not given back", i, got)
+				}
+			}
+			var stored int
+			if err := c.Pool().QueryRow(ctxT(t), "SELECT count(*) FROM executions WHERE result IS NOT NULL").Scan(&stored); err != nil || stored != 0 {
+				t.Fatalf("%d results stored (%v), want none", stored, err)
+			}
+		})
+	}
+}

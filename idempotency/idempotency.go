@@ -86,9 +86,11 @@
 // handler one of whose statements failed, which aborts its transaction; a
 // success response of such a handler, which nothing backs, is answered
 // with ProblemNotCommitted. A commit refused for the handler's writes (a
-// deferred constraint or constraint trigger) is answered the same way;
-// only an outage of the store (a connection refused or cut, a lost lease)
-// is 503 ProblemUnavailable.
+// deferred constraint, or a constraint trigger's error whatever its
+// SQLSTATE) is answered the same way; only a failure of the store after
+// which a retry is right (a connection refused or cut, a lost lease, a
+// serialization failure or deadlock, an administrator's shutdown, SQLSTATE
+// classes 08, 40, 53, 57, 58, 72, F0, XX) is 503 ProblemUnavailable.
 //
 // # Re-running after a crash
 //
@@ -786,11 +788,20 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 
 // commitRefusedForHandler reports whether err, from a transactional
 // request whose handler answered, is the commit refused for what the
-// handler wrote: a deferred constraint (class 23, integrity constraint
-// violation) or a deferred constraint trigger's error (class P0, raised by
-// PL/pgSQL, or 22, a data exception), proven to have committed nothing.
-// Every other error (a connection refused or cut, a server shutting down,
-// a serialization failure, a lost lease) is the store's, and stays 503.
+// handler did: a deferred constraint (class 23) or a deferred constraint
+// trigger's error, whatever its SQLSTATE (P0001 from RAISE, a code of the
+// handler's own such as S0001, a 22 data exception, a 42501 its body
+// hit), proven to have committed nothing. The claim had just written to
+// the store's own table, so what is deterministic at the completion and
+// commit comes from the handler's writes and its session. The store's are
+// the transient classes, after which a retry is right: connection
+// exception (08), transaction rollback (40: a serialization failure, a
+// deadlock), insufficient resources (53), operator intervention (57: an
+// administrator's shutdown, a cancelled statement), system error (58),
+// snapshot too old (72), configuration file error (F0), internal error
+// (XX, what PostgreSQL raises for its own faults), a lock not available
+// (55P03); and every error without a SQLSTATE (a connection refused or
+// cut, a lost lease). Those stay 503.
 func commitRefusedForHandler(err error) bool {
 	if errors.Is(err, sentinel.ErrLeaseLost) || errors.Is(err, sentinel.ErrUncertain) {
 		return false
@@ -800,10 +811,10 @@ func commitRefusedForHandler(err error) bool {
 		return false
 	}
 	switch pgErr.Code[:2] {
-	case "22", "23", "P0":
-		return true
+	case "08", "40", "53", "57", "58", "72", "F0", "XX":
+		return false
 	}
-	return false
+	return pgErr.Code != "55P03"
 }
 
 // namespace is the namespace of the middleware's keys.

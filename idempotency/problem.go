@@ -75,8 +75,11 @@ const (
 	// written, not stored.) Roll back to a savepoint in the handler to
 	// keep a transaction usable after a statement that may fail. The same
 	// holds when the commit is refused for the handler's writes (a
-	// deferred constraint or constraint trigger, SQLSTATE class 23, 22 or
-	// P0); an outage at the commit is ProblemUnavailable.
+	// deferred constraint or a constraint trigger's error, whatever its
+	// SQLSTATE: 23505, P0001, a code of the handler's own); a failure of
+	// the store at the commit (a connection lost, a serialization failure,
+	// a shutdown: SQLSTATE classes 08, 40, 53, 57, 58, 72, F0, XX) is
+	// ProblemUnavailable.
 	ProblemNotCommitted = problemBase + "ProblemNotCommitted"
 	// ProblemUnavailable (503): the idempotency store could not be reached
 	// or refused the completion; nothing was recorded as done. Retry. The

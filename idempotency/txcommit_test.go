@@ -100,3 +100,63 @@ func TestTransactionalHandlerWhoseConnectionWasCut(t *testing.T) {
 		t.Fatalf("retry: %d after %d runs, want 201 from a second run", r.status, runs.Load())
 	}
 }
+
+// Which errors at the commit are the handler's and which the store's was
+// decided by an allow-list (SQLSTATE classes 22, 23, P0): a deferred
+// constraint trigger raising any other code (a user-defined S0001, a
+// 0A000 or 42501 from its body) was answered 503 ProblemUnavailable,
+// "the store is unavailable, retry", and every retry failed the same way.
+// Now only the store's classes are the store's: connection (08),
+// transaction rollback (40: serialization failure, deadlock), resources
+// (53), operator intervention (57), system and internal errors (58, XX);
+// every other code is the handler's.
+func TestTransactionalCommitErrorClasses(t *testing.T) {
+	c := sentineltest.New(t)
+	if _, err := sentineltest.Pool(t).Exec(ctxT(t), `CREATE TABLE refusals (code text NOT NULL);
+		CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'refused at commit' USING ERRCODE = NEW.code; END $$;
+		CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON refusals DEFERRABLE INITIALLY DEFERRED
+			FOR EACH ROW EXECUTE FUNCTION refuse()`); err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Transactional: true},
+		func(w http.ResponseWriter, r *http.Request) {
+			runs.Add(1)
+			code := r.URL.Query().Get("code")
+			if _, err := idempotency.Tx(r.Context()).Exec(r.Context(), "INSERT INTO refusals (code) VALUES ($1)", code); err != nil {
+				t.Errorf("the deferred trigger failed the statement: %v", err)
+			}
+			w.WriteHeader(http.StatusCreated)
+		})
+	for _, tc := range []struct {
+		code  string
+		store bool // the store's: 503, retry
+	}{
+		{"S0001", false}, {"0A000", false}, {"42501", false}, {"P0001", false}, {"23505", false},
+		{"40001", true}, {"40P01", true}, {"57014", true}, {"53100", true}, {"XX000", true},
+	} {
+		before := runs.Load()
+		r := do(t, srv, "POST", "/refuse?code="+tc.code, "k-"+tc.code, "x")
+		if tc.store {
+			wantProblem(t, r, http.StatusServiceUnavailable, idempotency.ProblemUnavailable)
+		} else {
+			if r.err == nil && r.status == http.StatusServiceUnavailable {
+				t.Errorf("SQLSTATE %s at the commit: 503 %s, the store called unavailable for the handler's error", tc.code, r.problem.Type)
+				continue
+			}
+			wantProblem(t, r, http.StatusInternalServerError, idempotency.ProblemNotCommitted)
+			if v := r.header.Get("Retry-After"); v != "" {
+				t.Errorf("SQLSTATE %s: Retry-After %q on the handler's failure", tc.code, v)
+			}
+		}
+		// Either way nothing was committed and the key is free.
+		if r := do(t, srv, "POST", "/refuse?code="+tc.code, "k-"+tc.code, "x"); r.status == http.StatusCreated || runs.Load() != before+2 {
+			t.Errorf("SQLSTATE %s: repeat %d after %d runs, want the handler run again", tc.code, r.status, runs.Load()-before)
+		}
+	}
+	var n int
+	if err := c.Pool().QueryRow(ctxT(t), "SELECT count(*) FROM refusals").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows (%v), want none: something committed", n, err)
+	}
+}

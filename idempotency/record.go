@@ -199,15 +199,15 @@ var retryHeaders = []string{"Retry-After"}
 // StoredHeader returns the part of h the middleware stores and replays: h
 // without per-connection headers (Connection, Transfer-Encoding,
 // Content-Length, Date, ..., and every header h's Connection names, which
-// RFC 9110 section 7.6.1 makes hop-by-hop), without Retry-After (a replay cannot change,
-// so it must not invite a retry of the same request) and without
-// credentials (Set-Cookie, Set-Cookie2, Authorization,
+// RFC 9110 section 7.6.1 makes hop-by-hop), without Retry-After (a replay
+// cannot change, so it must not invite a retry of the same request) and
+// without credentials (Set-Cookie, Set-Cookie2, Authorization,
 // Proxy-Authorization, Authentication-Info, Proxy-Authentication-Info), so
-// that no replay hands one principal's session to another. Names compare as HTTP compares them, whatever their
-// case: a handler's w.Header()["set-cookie"] is a Set-Cookie too. The
-// names kept are in canonical form (textproto.CanonicalMIMEHeaderKey),
-// the values of names equal but for case merged in sorted order. nil when
-// nothing is left.
+// that no replay hands one principal's session to another. Names compare
+// as HTTP compares them, whatever their case: a handler's
+// w.Header()["set-cookie"] is a Set-Cookie too. The names kept are in
+// canonical form (textproto.CanonicalMIMEHeaderKey), the values of names
+// equal but for case merged in sorted order. nil when nothing is left.
 func StoredHeader(h http.Header) http.Header {
 	return storedHeader(h, connectionNames(h))
 }

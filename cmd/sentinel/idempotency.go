@@ -442,8 +442,9 @@ request with the key still gets 422.
   --body TEXT       the body (JSON, or any text); @FILE reads it from FILE
   --header 'K: V'   a response header, repeatable; Content-Type defaults to
                     application/json when the body is JSON. Credentials
-                    (Set-Cookie, Authorization, ...) are dropped, as the
-                    middleware never stores them.
+                    (Set-Cookie, Authorization, ...), Retry-After and
+                    per-connection headers are dropped, as the middleware
+                    never stores them.
   --refused         the response the handler produced when its completion
                     was refused (inspect shows it), instead of the above
 

@@ -191,7 +191,7 @@ type LostError struct {
 	// token; Cause is a *StaleTokenError), "hard TTL reached" (Cause is
 	// ErrHardTTL), "client closed" (Client.Close ended it: a running
 	// Once's execution lease, the lease of a Do whose fn was running, or
-	// what Close's release statement could not free; Cause is ErrClosed), or "release failed; ..." (Cause is the
+	// what Close's release statement or give-back could not free; Cause is ErrClosed), or "release failed; ..." (Cause is the
 	// release statement's error). A lease Close found already taken over
 	// or expired reads "taken over, released or expired".
 	Reason string

@@ -46,7 +46,10 @@ type Lease struct {
 	renewing  bool      // a background renewal statement for it is under way
 	timer     *time.Timer
 	onEnd     func(error) // set before the lease is shared; called once, outside mu
-	byClose   bool        // Client.Close ended it (Do reports that fn was cut short)
+	// onClose, set before the lease is shared, is how Client.Close ends
+	// it (a turn's: Turn.endByClose); nil: Close ends it as closed.
+	onClose func()
+	byClose bool // Client.Close ended it (Do reports that fn was cut short)
 
 	// relMu serializes Release calls (and Close's release) on this lease,
 	// so a second caller sees the first one's outcome instead of a row
@@ -505,10 +508,11 @@ func (l *Lease) endAs(err error, releaseFailed bool) {
 }
 
 // reportEnd logs and observes why the lease ended. A release is not a
-// loss, nor is the end at Close of a turn (Close ends it before it gives
-// the ticket back, see Client.Close), of a term or of an elector's member
-// row (the elector's Run sees Done, resigns the term and removes its row,
-// and returns ErrClosed): they are given back as a lease is released. The
+// loss, nor is the end at Close of a turn (Close ends it released before
+// it gives the ticket back, see Turn.endByClose), of a term or of an
+// elector's member row (the elector's Run sees Done, resigns the term and
+// removes its row, and returns ErrClosed): they are given back as a lease
+// is released. The
 // execution lease of a running Once is the one Close does lose: fn's ctx
 // is cancelled and its outcome may be unknown. Nor is a failed release
 // (releaseFailed) a loss: the holder was done with the lease, which
@@ -517,15 +521,23 @@ func (l *Lease) endAs(err error, releaseFailed bool) {
 func (l *Lease) reportEnd(err error, releaseFailed bool) {
 	closed := errors.Is(err, ErrClosed) && (l.kind == kindTicket || l.kind == kindLeader || l.kind == kindMember)
 	switch {
-	case errors.Is(err, ErrReleased) || closed:
+	case errors.Is(err, ErrReleased):
 	case releaseFailed:
 		l.c.cfg.Logger.Warn("sentinel: lease release failed; it expires within its TTL", "namespace", l.ns, "key", l.key,
 			"token", l.token, "err", err)
 		l.c.observer().releaseFailed(l, err)
+	case closed:
 	default:
 		l.c.cfg.Logger.Warn("sentinel: lease ended", "namespace", l.ns, "key", l.key, "token", l.token, "err", err)
 		l.c.observer().lost(l, err)
 	}
+}
+
+// closedBy reports whether Client.Close ended the lease.
+func (l *Lease) closedBy() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byClose
 }
 
 // notReleased replaces ErrReleased, which Close ends a lease with before its

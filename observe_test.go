@@ -120,7 +120,7 @@ func TestObserverCloseWithATurnIsNoLoss(t *testing.T) {
 	tn, err := c.Turn(ctx, "printer")
 	require.NoError(t, err)
 	c.Close()
-	require.ErrorIs(t, tn.Err(), sentinel.ErrClosed)
+	require.ErrorIs(t, tn.Err(), sentinel.ErrReleased, "Close released the turn, as it releases a lease")
 	require.Zero(t, e.count("tickets", ""), "Close gave the turn back")
 	mu.Lock()
 	defer mu.Unlock()

@@ -152,12 +152,17 @@ func (t *Turn) Namespace() string { return t.l.ns }
 func (t *Turn) Done() <-chan struct{} { return t.l.done }
 
 // Err returns nil while the turn is held; afterwards ErrReleased, or an
-// error matching ErrLeaseLost. A turn whose local deadline (Deadline) has
-// passed is lost even when its deadline timer has not fired yet (the
-// process was frozen, by SIGSTOP or a paused VM, and has just resumed):
-// Err then ends it (Done closes) and reports the loss, so a holder that
-// checks Err before each step of its work never takes one past the
-// deadline.
+// error matching ErrLeaseLost. Client.Close ends a held turn as released
+// before it gives the ticket back, as it does a lease: one whose give-back
+// failed reads as lost, matching ErrClosed, once Close returns (and as
+// released again once a Release gives the ticket up, see Release); one
+// whose ticket Close found expired reads as lost.
+//
+// A turn whose local deadline (Deadline) has passed is lost even when its
+// deadline timer has not fired yet (the process was frozen, by SIGSTOP or
+// a paused VM, and has just resumed): Err then ends it (Done closes) and
+// reports the loss, so a holder that checks Err before each step of its
+// work never takes one past the deadline.
 func (t *Turn) Err() error { return t.held() }
 
 // held returns t's error, ending the turn as lost first when its local
@@ -312,6 +317,43 @@ func (t *Turn) givenUp(ctx context.Context, prior error) error {
 func (t *Turn) released(prior error) {
 	if prior == nil || prior == t.relFailed {
 		t.l.endReleased(prior)
+	}
+}
+
+// endByClose is how Client.Close ends the turn, as it ends a held lease:
+// released first (Done closes before the ticket is given up, so before
+// anyone behind can be served), then the ticket given back, by Close's
+// deadline (closeGiveBack). A leave that fails leaves it a failed release
+// (relFailed, reported to Observer.ReleaseFailed, matching ErrClosed): a
+// Release that then gives the still-live ticket up returns nil. One that
+// finds the ticket gone, or expired, makes it a loss: someone behind may
+// have been served. A turn that ended before (Release, its deadline) is
+// left as it is.
+func (t *Turn) endByClose() {
+	t.relMu.Lock() // a Release under way finishes first
+	defer t.relMu.Unlock()
+	l := t.l
+	if l.ended() != nil {
+		return
+	}
+	l.mu.Lock()
+	l.byClose = true
+	l.mu.Unlock()
+	l.end(ErrReleased)
+	ctx, cancel := t.c.closeGiveBack()
+	defer cancel()
+	res, err := t.leave(ctx)
+	switch {
+	case err != nil:
+		t.c.cfg.Logger.Warn("sentinel: close: giving a ticket back failed; it is gone when it expires, within its TTL",
+			"namespace", l.ns, "resource", l.key, "ticket", l.token, "err", err)
+		failed := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed}
+		if l.notReleased(failed, true); l.ended() == failed {
+			t.relFailed = failed
+		}
+	case !res.found || !res.alive:
+		l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "taken over, released or expired",
+			Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}, false)
 	}
 }
 
@@ -530,6 +572,11 @@ func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Tur
 					Wait: time.Since(t.drawn), Ahead: t.ahead})
 			}
 			return t, nil
+		}
+		if errors.Is(err, errTicketLost) && t.l.closedBy() {
+			// Close ended it (released, see Turn.endByClose) while it
+			// waited or was about to be returned.
+			err = ErrClosed
 		}
 		if errors.Is(err, errTicketLost) {
 			// Our ticket died while we waited (renewals failed for a

@@ -3,6 +3,7 @@ package sentinel_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -283,4 +284,68 @@ func TestCloseGivesTicketsBackWithinOneReleaseTimeout(t *testing.T) {
 	c.Close()
 	took := time.Since(start)
 	require.Less(t, took, timeout+timeout/2, "Close took %s for %d stuck give-backs over 2 connections, ReleaseTimeout %s", took, n, timeout)
+}
+
+// Close gives a held turn back as it releases a held lease, but Turn.Err
+// said "lost: client closed" (an error matching ErrLeaseLost) after a
+// give-back that succeeded, where Lease.Err says ErrReleased: a holder
+// reading Err after shutdown was told it lost its turn though nobody
+// behind could have been served. Err now says ErrReleased when Close's
+// leave gave the live ticket up, and the Observer hears nothing. When the
+// leave fails (here it never reaches the server), the turn reads as a
+// failed release, as a lease does: an error matching ErrClosed, reported
+// once to Observer.ReleaseFailed (it was reported to nobody), and a
+// Release that gives the still-live ticket up returns nil and makes Err
+// say ErrReleased.
+func TestTurnErrAfterCloseSaysReleased(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	var losses []sentinel.LeaseLoss
+	var failures []sentinel.ReleaseFailure
+	obs := &sentinel.Observer{
+		LeaseLost: func(l sentinel.LeaseLoss) { mu.Lock(); defer mu.Unlock(); losses = append(losses, l) },
+		ReleaseFailed: func(f sentinel.ReleaseFailure) {
+			mu.Lock()
+			defer mu.Unlock()
+			failures = append(failures, f)
+		},
+	}
+	reported := func() (int, int) { mu.Lock(); defer mu.Unlock(); return len(losses), len(failures) }
+
+	c := e.client(&sentinel.Config{DefaultTTL: time.Minute, Observer: obs})
+	tn, err := c.Turn(ctx, "printer")
+	require.NoError(t, err)
+	c.Close()
+	require.Zero(t, e.count("tickets", ""), "Close gave the ticket back")
+	require.ErrorIs(t, tn.Err(), sentinel.ErrReleased, "Close released the turn")
+	require.NotErrorIs(t, tn.Err(), sentinel.ErrLeaseLost, "nothing was lost")
+	require.NoError(t, tn.Release(ctx))
+	nl, nf := reported()
+	require.Zero(t, nl, "no loss")
+	require.Zero(t, nf, "no failed release")
+
+	px := newFreezeProxy(t, dbURL)
+	c = e.clientOn(e.pool(func(c *pgxpool.Config) {
+		px.route(c)
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond, Observer: obs})
+	tn, err = c.Turn(ctx, "printer")
+	require.NoError(t, err)
+	px.arm("WHEN d.alive THEN") // Close's leave never reaches the server
+	c.Close()
+	require.True(t, px.frozen(), "Close's leave was not held back")
+	require.Equal(t, 1, e.count("tickets", ""), "the ticket is still there")
+	require.ErrorIs(t, tn.Err(), sentinel.ErrClosed, "Close could not give it back")
+	nl, nf = reported()
+	require.Zero(t, nl, "a failed give-back is no loss")
+	require.Equal(t, 1, nf, "it is reported as a failed release")
+	mu.Lock()
+	require.Equal(t, sentinel.LossTicket, failures[0].Kind)
+	require.Equal(t, tn.Ticket(), failures[0].Token)
+	require.ErrorIs(t, failures[0].Err, sentinel.ErrClosed)
+	mu.Unlock()
+	require.NoError(t, tn.Release(ctx), "Release gives the live ticket up")
+	require.ErrorIs(t, tn.Err(), sentinel.ErrReleased)
+	require.Zero(t, e.count("tickets", ""))
 }

@@ -99,14 +99,8 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		l.onEnd = func(err error) {
 			localTickets.Delete(tk)
 			wakeBehind(tk, err, l.margin)
-			if errors.Is(err, ErrClosed) {
-				// Close: give the ticket up now rather than let the
-				// queue wait for its expiry, by Close's deadline.
-				rctx, cancel := c.closeGiveBack()
-				defer cancel()
-				_, _ = t.leave(rctx)
-			}
 		}
+		l.onClose = t.endByClose
 		if !c.hb.add(l, sent, remaining, expiresAt, time.Time{}) {
 			c.ln.endDraw(d.win, "", "")
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)

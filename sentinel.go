@@ -444,7 +444,10 @@ func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 // ErrClosed; Close waits for them for at most ReleaseTimeout) and closes the listener
 // connection. Its releases and give-backs (of leases, and of turns'
 // tickets) run together, within one ReleaseTimeout in all; one not done
-// by then expires within its TTL. It does not close the pool. Close is
+// by then expires within its TTL. A lease or turn Close gave back reads
+// as released (Err returns ErrReleased); one it could not give back as
+// a failed release (matching ErrClosed, reported to
+// Observer.ReleaseFailed). It does not close the pool. Close is
 // idempotent; later calls on the client return ErrClosed.
 func (c *Client) Close() {
 	c.once.Do(func() {
@@ -491,6 +494,10 @@ func (c *Client) Close() {
 				sem <- struct{}{}
 				go func() {
 					defer func() { <-sem; wg.Done() }()
+					if l.onClose != nil { // a turn: released as a lease is (Turn.endByClose)
+						l.onClose()
+						return
+					}
 					l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed})
 				}()
 			}

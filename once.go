@@ -69,7 +69,10 @@ type Result[T any] struct {
 // what a new call would instead: the re-run's stored result (Cached, with
 // its token), or its error (ErrInProgress while it runs).
 // A ctx that ends before fn starts leaves the key claimable: a claim in
-// flight is let finish (for at most a second) and given back.
+// flight is let finish (for at most a second) and given back. When that
+// give-back fails (the database unreachable) the error says so: the key
+// stays in progress until its lease expires, then reads as uncertain,
+// fn never having run (reconcile it).
 //
 // fn's ctx carries the execution's fencing token (TokenFromContext), its
 // attempt (Attempt) and the reference to pass downstream (EffectKey).
@@ -737,10 +740,14 @@ func (c *Client) claimed(ctx context.Context, ex *Execution, o callOptions, stat
 		// Claimed after the caller's ctx ended: fn will not run, so
 		// give the key back for the next caller, now.
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-		_, _ = c.finish(wctx, l, o, handBack(ex.Attempt), nil, "", "", []State{state}, false, "released", "reason", "caller's context ended")
+		landed, ferr := c.finish(wctx, l, o, handBack(ex.Attempt), nil, "", "", []State{state}, false, "released", "reason", "caller's context ended")
 		wcancel()
 		l.end(ErrReleased)
-		err := fmt.Errorf("sentinel: claim %q/%q: %w (claimed as it ended: given back)", o.namespace, ex.Key, context.Cause(ctx))
+		what := "claimed as it ended: given back"
+		if ferr != nil || !landed {
+			what = c.claimNotGivenBack(l, o, state, ferr)
+		}
+		err := fmt.Errorf("sentinel: claim %q/%q: %w (%s)", o.namespace, ex.Key, context.Cause(ctx), what)
 		if state == StateExecuting && spentRerun(ex.Attempt, ex.MaxAttempts) {
 			err = c.uncertain(l, o, fmt.Errorf("%w, without running fn, in attempt %d, the last WithRerun allows: "+
 				"an earlier attempt may have had its effect, and no re-run is left", err, ex.Attempt))
@@ -773,6 +780,27 @@ func (c *Client) claimed(ctx context.Context, ex *Execution, o callOptions, stat
 	}
 	fctx = context.WithValue(fctx, runKey{}, &runInfo{token: ex.Token, attempt: ex.Attempt, maxAttempts: ex.MaxAttempts, ns: o.namespace, key: ex.Key})
 	return nil, l, fctx, func() { l.end(ErrReleased); cancel(context.Canceled) }, nil
+}
+
+// claimNotGivenBack says, and logs, what became of a claim made as its
+// caller's ctx ended whose give-back failed (ferr; nil: the statement
+// found the key no longer at this claim): the key stays in state until
+// its lease expires. A claimed key is then run by the next call; an
+// executing one (Once claims straight to executing) reads as uncertain,
+// though fn never ran, unless a call with WithRerun may run it again.
+func (c *Client) claimNotGivenBack(l *Lease, o callOptions, state State, ferr error) string {
+	if ferr == nil {
+		ferr = errors.New("the key was no longer at this claim")
+	}
+	then := "a call after that runs fn"
+	if state == StateExecuting {
+		then = fmt.Sprintf("after that it reads as uncertain (ErrUncertain) though fn never ran, unless a call with WithRerun "+
+			"may run it again: reconcile it (%s)", c.inspectCommand(o.namespace, l.key))
+	}
+	c.cfg.Logger.Warn("sentinel: giving back a claim made as its caller's ctx ended failed; the key stays "+string(state)+" until its lease expires",
+		"namespace", o.namespace, "key", l.key, "token", l.token, "err", ferr)
+	return fmt.Sprintf("claimed as it ended; giving it back failed, so the key stays %s until its lease expires, within its TTL (%s), "+
+		"unless the give-back committed; %s: %v", state, o.ttl, then, ferr)
 }
 
 // waitOutcome sleeps until the key in progress (ex) may have an outcome: a

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -70,4 +72,63 @@ func TestRetryableWhoseHandBackFailsSaysTheKeyIsHeld(t *testing.T) {
 		}
 	}
 	require.True(t, found, "%+v", events)
+}
+
+// A Once whose ctx ends just as its claim commits gives the claim back
+// and returns ctx's error, "(claimed as it ended: given back)". When that
+// give-back failed (here its statement never reached the server) the
+// error still said "given back", though the key stayed in progress until
+// its lease expired, and a Once's claim (executing) then read as
+// uncertain, fn never having run: a caller retrying got ErrInProgress,
+// then ErrUncertain, with nothing saying why. The error now says the
+// give-back failed, that the key stays in its state until its lease
+// expires and what comes after (Once: uncertain, reconcile it; OnceTx,
+// whose claim is `claimed`: the next call runs fn); it still wraps ctx's
+// cause.
+func TestClaimAsCtxEndsWhoseGiveBackFailedSaysSo(t *testing.T) {
+	for _, tc := range []struct {
+		name, state, then string
+		call              func(ctx context.Context, c *sentinel.Client, ran *bool) error
+	}{
+		{"Once", "executing", "reads as uncertain", func(ctx context.Context, c *sentinel.Client, ran *bool) error {
+			_, err := sentinel.Once(ctx, c, "claimed-as-it-ended", func(context.Context) (int, error) { *ran = true; return 1, nil })
+			return err
+		}},
+		{"OnceTx", "claimed", "a call after that runs fn", func(ctx context.Context, c *sentinel.Client, ran *bool) error {
+			_, err := sentinel.OnceTx(ctx, c, "claimed-as-it-ended", func(context.Context, pgx.Tx) (int, error) { *ran = true; return 1, nil })
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := ctxT(t)
+			px := newFreezeProxy(t, dbURL)
+			tr := &hookTracer{match: "once_claim_packed"}
+			c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+				px.route(c)
+				c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+				c.ConnConfig.Tracer = tr
+			}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 300 * time.Millisecond})
+			octx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			f := func() {
+				px.arm("result_by_operator = CASE WHEN") // sqlFinish: the give-back never reaches the server
+				cancel()
+			}
+			tr.hook.Store(&f)
+			ran := false
+			err := tc.call(octx, c, &ran)
+			tr.hook.Store(nil)
+			require.False(t, ran)
+			require.ErrorIs(t, err, context.Canceled)
+			t.Log(err)
+			require.True(t, px.frozen(), "the give-back was not sent")
+			require.Equal(t, 1, e.count("executions", "key = 'claimed-as-it-ended' AND state = '"+tc.state+"' AND lease_expires_at > now()"),
+				"the key is still in progress")
+			require.NotContains(t, err.Error(), ": given back)", "the error said given back")
+			require.ErrorContains(t, err, "giving it back failed")
+			require.ErrorContains(t, err, "the key stays "+tc.state+" until its lease expires")
+			require.ErrorContains(t, err, tc.then)
+		})
+	}
 }

@@ -278,7 +278,8 @@ func (e *Elector) Status() Member {
 // then be called again: it retries the release of that term and returns
 // nil once the term is no longer live (released now, or by the failed
 // attempt after all, or expired). The same holds for a release that
-// failed when Run's ctx ended or a callback panicked.
+// failed when Run's ctx ended, Client.Close ended the term, or a callback
+// panicked.
 func (e *Elector) Resign(ctx context.Context) error {
 	if err := checkCtx("Elector.Resign", ctx); err != nil {
 		return err

@@ -187,3 +187,49 @@ func TestElectorFailedReleaseIsObserved(t *testing.T) {
 	require.NoError(t, el.Resign(ctx))
 	require.Empty(t, failures, "once")
 }
+
+// Client.Close ends a leader's term; Run then releases it. That release
+// was tried once, bounded by the term's local deadline rather than
+// ReleaseTimeout, and its failure was neither retried nor reported: no
+// Observer.ReleaseFailed, no error from Run (ErrClosed, as for a clean
+// stop) or from a Resign racing Close (nil), and no warning when the
+// deadline cut it off, although the term stayed live until its expiry and
+// the followers slept until then. A term Close ended is a step-down, as a
+// Resign is: its release is now retried once, a failure is reported to
+// Observer.ReleaseFailed, Run returns an error matching ErrClosed that
+// says the term is still live, and Resign retries the release.
+func TestElectorCloseWhoseReleaseFailedSaysSo(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	failures := make(chan sentinel.ReleaseFailure, 10)
+	c := e.client(&sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 5 * time.Second,
+		Observer: &sentinel.Observer{ReleaseFailed: func(f sentinel.ReleaseFailure) { failures <- f }}})
+	el, err := c.Elector("close-cut", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	ran := make(chan error, 1)
+	go func() { ran <- el.Run(ctx) }()
+	waitFor(t, 10*time.Second, "to lead", el.IsLeader)
+	term := el.Term()
+
+	tx, stopped := resignCutOff(t, e, el, "close-cut", 2, func() error { c.Close(); return <-ran })
+	require.NoError(t, tx.Rollback(ctx))
+	var runErr error
+	select {
+	case runErr = <-stopped:
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	require.Equal(t, 1, e.count("leaders", "election = 'close-cut' AND expires_at > now()"), "the release did not commit")
+	require.ErrorIs(t, runErr, sentinel.ErrClosed)
+	require.ErrorContains(t, runErr, "call Resign again", "Run says the term it gave up is still live")
+	select {
+	case f := <-failures:
+		require.Equal(t, sentinel.LossLeader, f.Kind)
+		require.Equal(t, term, f.Token)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Observer.ReleaseFailed was not called for the term's failed release")
+	}
+	require.NoError(t, el.Resign(ctx), "Resign after Run returned releases the term")
+	require.Zero(t, e.count("leaders", "election = 'close-cut' AND expires_at > now()"), "released")
+	require.Empty(t, failures, "once")
+}

@@ -20,7 +20,8 @@ import (
 // every Config.WaitRecheck. It returns nil when ctx ended (but the error
 // of the release when it led then and that release failed: the term stays
 // live until it expires, and Resign retries the release), ErrClosed when
-// the client was closed, a *CallbackPanicError when a callback panicked,
+// the client was closed (joined with that release error when Close ended
+// a term whose release failed), a *CallbackPanicError when a callback panicked,
 // and an error matching ErrNotMigrated at once, without retrying, when the
 // client's schema has no Sentinel tables (a wrong Config.Schema, or
 // Migrate never ran). One Run at a time per client, namespace and group.
@@ -635,7 +636,11 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 	}
 	var stale *StaleTokenError
 	if !errors.As(l.ended(), &stale) {
-		held := l.ended() == nil // stepping down, not lost nor ended by Close
+		// Stepping down: not lost. Client.Close's end is a step-down too
+		// (Close gives what it holds back): its release is retried and
+		// a failure reported as a Resign's is.
+		byClose := errors.Is(l.ended(), ErrClosed)
+		held := l.ended() == nil || byClose
 		until := time.Now().Add(e.c.cfg.ReleaseTimeout)
 		if !held {
 			until = l.Deadline().Add(l.margin)
@@ -653,9 +658,12 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 				tm.releaseErr = e.releaseFailed(l.token, err)
 				// Logged and reported (Observer.ReleaseFailed) as a failed
 				// release of a lease is: no loss, the term was given up.
-				l.endAs(&LostError{Namespace: e.ns, Key: e.group, Token: l.token, Kind: LossLeader,
+				failed := &LostError{Namespace: e.ns, Key: e.group, Token: l.token, Kind: LossLeader,
 					Reason: "release failed; the term is no longer renewed and expires within its TTL unless the release committed",
-					Cause:  err}, true)
+					Cause:  err}
+				if l.endAs(failed, true); l.ended() != failed {
+					l.reportEnd(failed, true) // ended by Close: reported all the same
+				}
 			}
 		}
 		if err != nil && !held && rctx.Err() == nil {
@@ -680,6 +688,11 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 		lost = p
 	}
 	cb.demoted(l.token, !skipped.Load(), lost)
+	if p == nil && tm.releaseErr != nil && e.c.checkOpen() != nil {
+		// Run stops (the client closed), leaving this term live until it
+		// expires: its error says so, rather than ErrClosed alone.
+		return fmt.Errorf("%w; %w", ErrClosed, tm.releaseErr)
+	}
 	if p == nil && tm.releaseErr != nil && ctx.Err() != nil {
 		// Run stops (its ctx ended), leaving this term live until it
 		// expires: its error says so, rather than nil for a clean stop.

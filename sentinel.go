@@ -447,7 +447,10 @@ func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 // by then expires within its TTL. A lease or turn Close gave back reads
 // as released (Err returns ErrReleased); one it could not give back as
 // a failed release (matching ErrClosed, reported to
-// Observer.ReleaseFailed). It does not close the pool. Close is
+// Observer.ReleaseFailed). An elector's term is not released by Close
+// but by its Run, once OnElected returned (Run then returns ErrClosed,
+// joined with the release's error if it failed): wait for Run to return
+// before closing the pool. It does not close the pool. Close is
 // idempotent; later calls on the client return ErrClosed.
 func (c *Client) Close() {
 	c.once.Do(func() {

@@ -50,6 +50,13 @@ type Lease struct {
 	// it (a turn's: Turn.endByClose); nil: Close ends it as closed.
 	onClose func()
 	byClose bool // Client.Close ended it (Do reports that fn was cut short)
+	// releasing: a Release (Lease's or Turn's) is in flight; an end
+	// meanwhile other than its own failure is reported (log, Observer)
+	// once its outcome is known (unreported), not at once: a release
+	// that frees the live row ends the lease released (endReleased), and
+	// the Observer must not have heard of a loss Err no longer reports.
+	releasing  bool
+	unreported error
 
 	// relMu serializes Release calls (and Close's release) on this lease,
 	// so a second caller sees the first one's outcome instead of a row
@@ -346,7 +353,10 @@ func (l *Lease) Release(ctx context.Context) error {
 		defer cancel()
 	}
 	// Stop renewing first, so an in-flight renewal that finds the row gone
-	// is not mistaken for a loss.
+	// is not mistaken for a loss. An end while the statement is in flight
+	// (the deadline) is reported once its outcome is known.
+	l.beginRelease()
+	defer l.endRelease()
 	l.c.hb.remove(l)
 	n, err := l.c.releaseRow(ctx, l.ns, l.key, l.owner, l.token)
 	if err != nil {
@@ -499,11 +509,37 @@ func (l *Lease) endAs(err error, releaseFailed bool) {
 	}
 	onEnd := l.onEnd
 	close(l.done)
+	deferReport := l.releasing && !releaseFailed
+	if deferReport {
+		l.unreported = err
+	}
 	l.mu.Unlock()
 	l.c.hb.remove(l)
-	l.reportEnd(err, releaseFailed)
+	if !deferReport {
+		l.reportEnd(err, releaseFailed)
+	}
 	if onEnd != nil {
 		onEnd(err)
+	}
+}
+
+// beginRelease marks a Release in flight (see releasing); endRelease,
+// deferred by the same Release, reports an end that came meanwhile unless
+// the Release ended the lease released after all.
+func (l *Lease) beginRelease() {
+	l.mu.Lock()
+	l.releasing = true
+	l.mu.Unlock()
+}
+
+func (l *Lease) endRelease() {
+	l.mu.Lock()
+	l.releasing = false
+	pending, final := l.unreported, l.err
+	l.unreported = nil
+	l.mu.Unlock()
+	if pending != nil && !errors.Is(final, ErrReleased) {
+		l.reportEnd(final, false)
 	}
 }
 

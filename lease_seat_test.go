@@ -3,6 +3,7 @@ package sentinel_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -391,4 +392,71 @@ func TestGrantAsCtxEndsWhoseGiveBackFailedSaysSo(t *testing.T) {
 	require.Equal(t, 1, e.count("leases", "key = 'granted-as-it-ended' AND expires_at > now()"), "the key is still held")
 	require.NotContains(t, err.Error(), ": released)", "the error said released")
 	require.ErrorContains(t, err, "giving it back failed")
+}
+
+// A Release in flight while the lease's (or turn's) local deadline passes
+// ends released when its statement frees the still-live row: Err then
+// says ErrReleased (TestReleaseThatOutlivesTheDeadlineSaysReleased). But
+// the deadline timer had already reported the end to the Observer as a
+// loss (LeaseLost, and a warning "lease ended"), so a dashboard counted a
+// loss that Err, and Release, denied. The report of an end that comes
+// while a Release is in flight now waits for the Release's outcome: no
+// loss when it released; the loss, once, when it did not (here its
+// statement was cut off: the lease stays lost).
+func TestReleaseAcrossTheDeadlineIsNoLossToTheObserver(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var losses atomic.Int32
+	var logs lockedBuffer
+	c := e.client(&sentinel.Config{DefaultTTL: 3 * time.Second, SafetyMargin: 900 * time.Millisecond,
+		Observer: &sentinel.Observer{LeaseLost: func(sentinel.LeaseLoss) { losses.Add(1) }},
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil))})
+	check := func(name string, release func(context.Context) error, done <-chan struct{}, errf func() error, lockRow string, commit bool) {
+		t.Helper()
+		losses.Store(0)
+		mark := len(logs.String())
+		tx, err := admin.Begin(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		_, err = tx.Exec(ctx, lockRow)
+		require.NoError(t, err)
+		var holder int32
+		require.NoError(t, tx.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&holder))
+		released := make(chan error, 1)
+		go func() { released <- release(ctx) }()
+		select {
+		case <-done: // the deadline passed while Release waits
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the deadline did not end it", name)
+		}
+		require.ErrorIs(t, errf(), sentinel.ErrLeaseLost, "%s: ended by its deadline", name)
+		if commit {
+			require.NoError(t, tx.Commit(ctx), "%s: the row still live (3s TTL, deadline at 2.1s)", name)
+			require.NoError(t, <-released, "%s: Release freed the live row", name)
+			require.ErrorIs(t, errf(), sentinel.ErrReleased, name)
+			require.Zero(t, losses.Load(), "%s: the Observer was told of a loss Err does not report", name)
+			require.NotContains(t, logs.String()[mark:], "lease ended", name)
+			return
+		}
+		var waiter int32
+		require.Eventually(t, func() bool {
+			return admin.QueryRow(ctx, "SELECT pid FROM pg_catalog.pg_stat_activity WHERE $1 = ANY (pg_catalog.pg_blocking_pids(pid))", holder).Scan(&waiter) == nil
+		}, 10*time.Second, 5*time.Millisecond)
+		terminateAbandoned(t, waiter)
+		require.Error(t, <-released, "%s: the release statement was cut off", name)
+		require.NoError(t, tx.Rollback(ctx))
+		require.ErrorIs(t, errf(), sentinel.ErrLeaseLost, name)
+		require.Equal(t, int32(1), losses.Load(), "%s: the loss Err reports is reported once", name)
+	}
+	for _, commit := range []bool{true, false} {
+		l, err := c.Lease(ctx, "slow-release")
+		require.NoError(t, err)
+		check("Lease", l.Release, l.Done(), l.Err, "SELECT 1 FROM "+e.table("leases")+" WHERE key = 'slow-release' FOR SHARE", commit)
+		_, _ = admin.Exec(ctx, "DELETE FROM "+e.table("leases"))
+
+		tn, err := c.Turn(ctx, "slow-release")
+		require.NoError(t, err)
+		check("Turn", tn.Release, tn.Done(), tn.Err, "SELECT 1 FROM "+e.table("tickets")+" WHERE resource = 'slow-release' FOR KEY SHARE", commit)
+		_, _ = admin.Exec(ctx, "DELETE FROM "+e.table("tickets"))
+	}
 }

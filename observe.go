@@ -36,6 +36,10 @@ type Observer struct {
 	// LeaseLost is called when a held lease or a running Once's execution
 	// lease is lost (renewal deadline passed, taken over, hard TTL), not
 	// when it is released, nor when its release failed (ReleaseFailed).
+	// A lease or turn whose deadline passes while its Release is in
+	// flight is reported when that Release returns, and only if Err then
+	// still reports the loss (a release that freed the live row makes it
+	// ErrReleased); Done closes at the deadline all the same.
 	LeaseLost func(e LeaseLoss)
 
 	// ReleaseFailed is called when a release statement failed (database

@@ -248,6 +248,8 @@ func (t *Turn) Release(ctx context.Context) error {
 	// (a failed Release, Close), not by a loss: a leave that finds the
 	// ticket live is then a release.
 	ours := prior == nil || prior == t.relFailed || errors.Is(prior, ErrClosed)
+	t.l.beginRelease() // an end meanwhile is reported once the outcome is known
+	defer t.l.endRelease()
 	t.c.hb.remove(t.l)
 	res, err := t.leave(ctx)
 	if err != nil {

@@ -745,7 +745,7 @@ func (c *Client) claimed(ctx context.Context, ex *Execution, o callOptions, stat
 		l.end(ErrReleased)
 		what := "claimed as it ended: given back"
 		if ferr != nil || !landed {
-			what = c.claimNotGivenBack(l, o, state, ferr)
+			what = c.claimNotGivenBack(l, o, state, "it ended", ferr)
 		}
 		err := fmt.Errorf("sentinel: claim %q/%q: %w (%s)", o.namespace, ex.Key, context.Cause(ctx), what)
 		if state == StateExecuting && spentRerun(ex.Attempt, ex.MaxAttempts) {
@@ -764,13 +764,18 @@ func (c *Client) claimed(ctx context.Context, ex *Execution, o callOptions, stat
 		// Close began while the claim was in flight: fn has not run,
 		// so give the key back for the next caller, now.
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-		_, _ = c.finish(wctx, l, o, handBack(ex.Attempt), nil, "", "", []State{state}, false, "released", "reason", "client closed")
+		landed, ferr := c.finish(wctx, l, o, handBack(ex.Attempt), nil, "", "", []State{state}, false, "released", "reason", "client closed")
 		wcancel()
 		l.end(ErrReleased)
 		cancel(ErrClosed)
 		if state == StateExecuting && spentRerun(ex.Attempt, ex.MaxAttempts) {
 			return nil, nil, nil, nil, c.uncertain(l, o, fmt.Errorf("%w: the re-run claimed as the client closed, in attempt %d, the last WithRerun allows, "+
 				"was given back without running fn; an earlier attempt may have had its effect, and no re-run is left", ErrClosed, ex.Attempt))
+		}
+		if ferr != nil || !landed {
+			// The key stays in progress until its lease expires: say so.
+			return nil, nil, nil, nil, fmt.Errorf("sentinel: claim %q/%q: %w (%s)", o.namespace, ex.Key, ErrClosed,
+				c.claimNotGivenBack(l, o, state, "the client closed", ferr))
 		}
 		return nil, nil, nil, nil, ErrClosed
 	}
@@ -783,12 +788,13 @@ func (c *Client) claimed(ctx context.Context, ex *Execution, o callOptions, stat
 }
 
 // claimNotGivenBack says, and logs, what became of a claim made as its
-// caller's ctx ended whose give-back failed (ferr; nil: the statement
+// caller's ctx ended, or as the client closed (as: "it ended", "the
+// client closed"), whose give-back failed (ferr; nil: the statement
 // found the key no longer at this claim): the key stays in state until
 // its lease expires. A claimed key is then run by the next call; an
 // executing one (Once claims straight to executing) reads as uncertain,
 // though fn never ran, unless a call with WithRerun may run it again.
-func (c *Client) claimNotGivenBack(l *Lease, o callOptions, state State, ferr error) string {
+func (c *Client) claimNotGivenBack(l *Lease, o callOptions, state State, as string, ferr error) string {
 	if ferr == nil {
 		ferr = errors.New("the key was no longer at this claim")
 	}
@@ -797,10 +803,10 @@ func (c *Client) claimNotGivenBack(l *Lease, o callOptions, state State, ferr er
 		then = fmt.Sprintf("after that it reads as uncertain (ErrUncertain) though fn never ran, unless a call with WithRerun "+
 			"may run it again: reconcile it (%s)", c.inspectCommand(o.namespace, l.key))
 	}
-	c.cfg.Logger.Warn("sentinel: giving back a claim made as its caller's ctx ended failed; the key stays "+string(state)+" until its lease expires",
+	c.cfg.Logger.Warn("sentinel: giving back a claim made as "+as+" failed; the key stays "+string(state)+" until its lease expires",
 		"namespace", o.namespace, "key", l.key, "token", l.token, "err", ferr)
-	return fmt.Sprintf("claimed as it ended; giving it back failed, so the key stays %s until its lease expires, within its TTL (%s), "+
-		"unless the give-back committed; %s: %v", state, o.ttl, then, ferr)
+	return fmt.Sprintf("claimed as %s; giving it back failed, so the key stays %s until its lease expires, within its TTL (%s), "+
+		"unless the give-back committed; %s: %v", as, state, o.ttl, then, ferr)
 }
 
 // waitOutcome sleeps until the key in progress (ex) may have an outcome: a

@@ -132,3 +132,37 @@ func TestClaimAsCtxEndsWhoseGiveBackFailedSaysSo(t *testing.T) {
 		})
 	}
 }
+
+// The same for a claim that lands as the client closes: Close began
+// while the claim was in flight, so fn does not run and the claim is given
+// back. The call returned ErrClosed alone when that give-back failed,
+// though the key stayed executing until its lease expired and then read
+// as uncertain. The error now says so, and still matches ErrClosed.
+func TestClaimAsClientClosesWhoseGiveBackFailedSaysSo(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	px := newFreezeProxy(t, dbURL)
+	tr := &hookTracer{match: "once_claim_packed("}
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+		px.route(c)
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		c.ConnConfig.Tracer = tr
+	}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 300 * time.Millisecond})
+	f := func() {
+		px.arm("result_by_operator = CASE WHEN") // sqlFinish: the give-back never reaches the server
+		go c.Close()
+		time.Sleep(200 * time.Millisecond) // Close has begun
+	}
+	tr.hook.Store(&f)
+	ran := false
+	_, err := sentinel.Once(ctx, c, "claimed-as-closed", func(context.Context) (int, error) { ran = true; return 1, nil })
+	tr.hook.Store(nil)
+	require.False(t, ran)
+	require.ErrorIs(t, err, sentinel.ErrClosed)
+	t.Log(err)
+	require.True(t, px.frozen(), "the give-back was not sent")
+	require.Equal(t, 1, e.count("executions", "key = 'claimed-as-closed' AND state = 'executing' AND lease_expires_at > now()"),
+		"the key is still in progress")
+	require.ErrorContains(t, err, "giving it back failed")
+	require.ErrorContains(t, err, "reads as uncertain")
+}

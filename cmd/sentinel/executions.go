@@ -440,8 +440,21 @@ namespaces where it has an execution, each with the same command there.`,
 // set-result) that is not JSON, before the connection: a typo exits 2
 // even when the database does not answer.
 func checkValue(_ *cobra.Command, args []string) error {
-	if len(args) > 1 && args[1] != "" && !json.Valid([]byte(args[1])) {
-		return notJSON(args[1])
+	if len(args) > 1 && args[1] != "" {
+		return valueErr(args[1])
+	}
+	return nil
+}
+
+// valueErr is why value is not a VALUE to store: not JSON, or not UTF-8
+// (the library refuses it too, but only once connected: callers would
+// decode each bad byte as U+FFFD); nil when it is one.
+func valueErr(value string) error {
+	switch {
+	case !json.Valid([]byte(value)):
+		return notJSON(value)
+	case !utf8.ValidString(value):
+		return usageErr("VALUE must be UTF-8 JSON (give text as a JSON string of valid characters, bytes in base64), got %q", value)
 	}
 	return nil
 }
@@ -472,8 +485,10 @@ func (a *app) storeValue(f *operatorFlags, question string,
 		}
 		// A value piped in is checked before the database is read (one
 		// given as an argument was checked before the connection).
-		if value != "" && !json.Valid([]byte(value)) {
-			return notJSON(value)
+		if value != "" {
+			if err := valueErr(value); err != nil {
+				return err
+			}
 		}
 		rt, err := a.resultType(cmd.Context(), a.namespace, key)
 		if err != nil {
@@ -484,8 +499,8 @@ func (a *app) storeValue(f *operatorFlags, question string,
 				return err
 			}
 		}
-		if !json.Valid([]byte(value)) {
-			return notJSON(value)
+		if err := valueErr(value); err != nil {
+			return err
 		}
 		if err := idempotency.CheckResult(key, []byte(value)); err != nil {
 			scope, ckey, _ := idempotency.ParseExecutionKey(key)
@@ -572,7 +587,7 @@ type operatorFlags struct {
 func (f *operatorFlags) add(cmd *cobra.Command) {
 	addYes(cmd, &f.yes)
 	cmd.Flags().Int64Var(&f.token, "token", 0, "act only if the key is still at this fencing token (the one inspect showed)")
-	cmd.Flags().StringVar(&f.reason, "reason", "", "why, recorded in the key's history")
+	cmd.Flags().StringVar(&f.reason, "reason", "", "why, recorded in the key's history (UTF-8 text)")
 }
 
 // check refuses a --token below 1 before the connection: no key is ever
@@ -673,9 +688,10 @@ the first error, and nothing is written. Without a declaration, a value
 the callers cannot decode is stored, and each caller gets an error instead
 of it (never a silent zero value).
 
-Exit code 2 when VALUE is not JSON; 4 when it does not match the declared
-type, when the key is not reconciling or --token no longer matches; 3 when
-it does not exist.`,
+Exit code 2 when VALUE is not JSON or not UTF-8, or --reason is not UTF-8
+(nothing is written); 4 when it does not match the declared type, when the
+key is not reconciling or --token no longer matches; 3 when it does not
+exist.`,
 		Example: `  sentinel force-complete payment-order-789 '{"charge_id":"ch_123","amount":500}' -n payments --token 42 --yes
   sentinel force-complete payment-order-789 -n payments --token 42    # asks for the value
   sentinel force-complete webhook-17 null -n hooks --yes`,
@@ -728,9 +744,10 @@ VALUE as the cached result. Allowed only for such a key. Without VALUE it
 reads the value from stdin (on a terminal it asks for it). VALUE is checked
 against the key's declared result type, as by force-complete.
 
-Exit code 2 when VALUE is not JSON; 4 when it does not match the declared
-type, when the key is not such a key or --token no longer matches; 3 when it
-does not exist.`,
+Exit code 2 when VALUE is not JSON or not UTF-8, or --reason is not UTF-8
+(nothing is written); 4 when it does not match the declared type, when the
+key is not such a key or --token no longer matches; 3 when it does not
+exist.`,
 		Example: `  sentinel inspect report-2026-11 -n reports     # result: (not stored: ...)
   sentinel set-result report-2026-11 '{"rows":1204}' -n reports --token 88 --yes`,
 		Args: args(1, 2),

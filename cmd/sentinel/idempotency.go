@@ -573,6 +573,11 @@ func responseOf(status int, headers []string, body string, fromFlags bool) (http
 		if !ok || k == "" || strings.ContainsAny(k, " \t\r\n") || strings.ContainsAny(v, "\r\n") {
 			return nil, nil, usageErr("--header %q: want 'Name: value'", h)
 		}
+		if !utf8.ValidString(h) {
+			// The stored response is JSON, which would carry each bad
+			// byte as U+FFFD: the retries would get another header.
+			return nil, nil, usageErr("--header %q: must be UTF-8", h)
+		}
 		hdr.Add(k, v)
 	}
 	if hdr.Get("Content-Type") == "" && json.Valid(bodyBytes) {

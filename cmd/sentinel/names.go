@@ -60,12 +60,17 @@ func (a *app) checkNamesFirst(cmd *cobra.Command, args []string) error {
 	return checkNames(na.word, args)
 }
 
-// textFlags are the text flags the library bounds: the longest value it
-// takes, in bytes, UTF-8 without NUL.
-var textFlags = map[string]int{"label": sentinel.MaxLabelLen, "app-version": sentinel.MaxOwnerLen}
+// textFlags are the text flags the commands store: the longest value the
+// library takes, in bytes (0: no bound), UTF-8 without NUL. The library
+// refuses a --label or --app-version that is not; a --reason it records
+// in the history's metadata (jsonb) with each bad byte replaced by U+FFFD
+// (see package sentinel's storableJSON), so it is refused here instead
+// of being stored altered.
+var textFlags = map[string]int{"label": sentinel.MaxLabelLen, "app-version": sentinel.MaxOwnerLen, "reason": 0}
 
-// checkTextFlags refuses --operator, --label, --app-version and leases'
-// PREFIX where the library would, and queue follow's negative --after.
+// checkTextFlags refuses --operator, --label, --app-version, --reason and
+// leases' PREFIX where the library would refuse or alter them, and queue
+// follow's negative --after.
 func (a *app) checkTextFlags(cmd *cobra.Command) error {
 	if a.operator != "" {
 		// The owner recorded is OPERATOR/sentinel-PID (connect).
@@ -80,7 +85,7 @@ func (a *app) checkTextFlags(cmd *cobra.Command) error {
 		}
 		v := f.Value.String()
 		why := names.Text(v)
-		if len(v) > maxLen {
+		if maxLen > 0 && len(v) > maxLen {
 			why = fmt.Sprintf("is %d bytes, the limit is %d", len(v), maxLen)
 		}
 		if why != "" {

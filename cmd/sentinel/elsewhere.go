@@ -319,20 +319,49 @@ SELECT coalesce(pg_catalog.array_agg(ns.namespace ORDER BY ns.namespace) FILTER 
     EXISTS (SELECT 1 FROM {{schema}}.executions h WHERE h.namespace = $1::text)
 FROM ns`
 
+// sqlQueueNamespacesHere lists the namespaces that have a queue (a
+// ticket, a queue row or a queue's history: sqlQueueNamespaces), in order,
+// at most $2 from each table walked (nswalk.Walk), and whether $1 is one
+// of them.
+var sqlQueueNamespacesHere = `
+WITH RECURSIVE ` + nswalk.Walk("tk", "tickets", "$2::int") + `,
+` + nswalk.Walk("qu", "queues", "$2::int") + `,
+` + nswalk.Walk("ev", "queue_events", "$2::int") + `,
+found AS (SELECT namespace FROM tk UNION SELECT namespace FROM qu UNION SELECT namespace FROM ev)
+SELECT coalesce(pg_catalog.array_agg(f.namespace ORDER BY f.namespace) FILTER (WHERE f.namespace IS NOT NULL), '{}'::text[]),
+    EXISTS (SELECT 1 FROM {{schema}}.tickets h WHERE h.namespace = $1::text)
+    OR EXISTS (SELECT 1 FROM {{schema}}.queues h WHERE h.namespace = $1::text)
+    OR EXISTS (SELECT 1 FROM {{schema}}.queue_events h WHERE h.namespace = $1::text)
+FROM found f`
+
 // warnEmptyNamespace notes, before follow follows the namespace given (or
 // the default one) and no key, that the namespace has no executions while
 // others have, each with cmd's command line there: a follow of "default"
 // when the work is in "payments" prints nothing for as long as it runs.
 // Nothing when the lookup fails: it is a courtesy.
 func (a *app) warnEmptyNamespace(cmd *cobra.Command) {
-	sql := strings.ReplaceAll(sqlExecutionNamespaces, "{{schema}}", pgx.Identifier{a.schema}.Sanitize())
+	a.warnEmptyOf(cmd, sqlExecutionNamespaces, "executions")
+}
+
+// warnEmptyQueueNamespace is warnEmptyNamespace for queue follow with no
+// RESOURCE: the namespace has no queue (no ticket, queue row or queue
+// history) while others have.
+func (a *app) warnEmptyQueueNamespace(cmd *cobra.Command) {
+	a.warnEmptyOf(cmd, sqlQueueNamespacesHere, "queues")
+}
+
+// warnEmptyOf is the note of warnEmptyNamespace: query (given the
+// namespace and maxNamespacesVisited) returns the namespaces that have
+// what (a plural) and whether the command's namespace is one of them.
+func (a *app) warnEmptyOf(cmd *cobra.Command, query, what string) {
+	sql := strings.ReplaceAll(query, "{{schema}}", pgx.Identifier{a.schema}.Sanitize())
 	var found []string
 	var here bool
 	if err := a.pool.QueryRow(cmd.Context(), sql, a.namespace, maxNamespacesVisited).Scan(&found, &here); err != nil || here || len(found) == 0 {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "sentinel: note: namespace %q has no executions yet; the same command where there are:", a.namespace)
+	fmt.Fprintf(&b, "sentinel: note: namespace %q has no %s yet; the same command where there are:", a.namespace, what)
 	a.commandsFor(&b, cmd, found)
 	fmt.Fprintf(&b, "\nor every namespace:\n  %s", a.againEvery(cmd))
 	for _, line := range strings.Split(b.String(), "\n") {

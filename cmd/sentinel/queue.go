@@ -259,7 +259,11 @@ Messages come from the queue history, in order, none missed: it starts
 with what is recorded from now on, or with --after ID after that event
 (resume a follow without a gap; --after 0 replays the whole history). It
 runs until interrupted (exit 0) or until --count messages were printed.
-With --json it prints one JSON object per line, with the event's id.`,
+With --json it prints one JSON object per line, with the event's id.
+
+Without RESOURCEs, when --namespace (by default "default") has no queue
+while others have, a note on stderr names them, each with the same command
+there; it goes on following --namespace.`,
 		Example: `  sentinel queue follow printer
   sentinel queue follow -n office --json
   sentinel queue follow printer --after 1234   # resume after event 1234`,
@@ -275,6 +279,9 @@ With --json it prints one JSON object per line, with the event's id.`,
 			if !ns.all {
 				for _, r := range resources {
 					a.warnElsewhere(cmd, queueWatchLookup, r)
+				}
+				if len(resources) == 0 && !a.jsonOut {
+					a.warnEmptyQueueNamespace(cmd)
 				}
 			}
 			if !a.jsonOut {

@@ -173,7 +173,7 @@ waiting exits 4 (CMD did not run).` + containHelp,
 			lease, err := a.client.Lease(actx, key, opts...)
 			if err != nil {
 				if !noWait && errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-					return refused("lock %q/%q: not acquired within --timeout %s: %v", a.namespace, key, timeout, err)
+					return refused("lock %q/%q: not acquired within --timeout %s: %w", a.namespace, key, timeout, err)
 				}
 				if ctx.Err() != nil {
 					return refused("lock %q/%q: interrupted while waiting; not acquired, nothing ran", a.namespace, key)

@@ -158,6 +158,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if errors.Is(err, sentinel.ErrNotMigrated) {
 		elsewhere = a.schemasElsewhere(ctx, cmd)
 	}
+	var msg string
+	if err != nil {
+		msg = tableTimes(err, err.Error()) // before close: relative may read the database clock
+	}
 	a.close()
 	if err == nil {
 		return exitOK
@@ -170,7 +174,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if !errors.As(err, &ee) || ee.err != nil {
 		// Line by line: a message may end with a command to run, on a
 		// line of its own; each line is escaped (see esc).
-		for i, line := range strings.Split(innerPrefixes(trimPrefix(err.Error())), "\n") {
+		for i, line := range strings.Split(innerPrefixes(trimPrefix(msg)), "\n") {
 			if i == 0 {
 				fprintln(stderr, "sentinel:", line)
 			} else {
@@ -225,6 +229,49 @@ func innerPrefixes(s string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// tableTimes rewrites, in msg (the text of err), each time that err's
+// typed errors carry (anywhere in its chain: the holder's expiry of a
+// HeldError, the lease expiry of an ExecutionError) from the library's
+// RFC 3339 (2026-11-29T03:14:49.302345Z) to the wording of the command's
+// tables, with how far it is from now on the database clock
+// (2026-11-29 03:14:49.302Z (in 4m59s)). The library's texts stay as they
+// are; only what the command prints changes.
+func tableTimes(err error, msg string) string {
+	var times []time.Time
+	walkErrors(err, func(e error) {
+		switch e := e.(type) {
+		case *sentinel.HeldError:
+			if e.Holder != nil {
+				times = append(times, e.Holder.ExpiresAt)
+			}
+		case *sentinel.ExecutionError:
+			times = append(times, e.LeaseExpiresAt)
+		}
+	})
+	for _, t := range times {
+		if !t.IsZero() {
+			msg = strings.ReplaceAll(msg, t.UTC().Format(time.RFC3339Nano), ts(t)+" ("+relative(t)+")")
+		}
+	}
+	return msg
+}
+
+// walkErrors calls fn with err and every error it wraps, depth first.
+func walkErrors(err error, fn func(error)) {
+	if err == nil {
+		return
+	}
+	fn(err)
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		walkErrors(u.Unwrap(), fn)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			walkErrors(e, fn)
+		}
+	}
 }
 
 // trimPrefix drops the library's "sentinel: " prefix, which the command

@@ -76,8 +76,9 @@ type idemKeyJSON struct {
 
 func (a *app) idemListCmd() *cobra.Command {
 	var (
-		unc bool
-		ns  nsFlags
+		unc   bool
+		state string
+		ns    nsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -86,7 +87,11 @@ func (a *app) idemListCmd() *cobra.Command {
 given with --namespace) that are not completed (uncertain, being
 reconciled, in progress, handed back), uncertain ones first, each with its
 namespace, scope, key, the request's method and path, and how long it has
-been in its state. --uncertain keeps only the uncertain ones. It ends with
+been in its state. --uncertain keeps only the uncertain ones; --state only
+the keys in that state: --state completed lists the completed keys, each
+with its scope (the one to give inspect), which are not listed otherwise;
+it reads every completed execution of the namespaces listed, so give
+--namespace on a large table. It ends with
 the command that inspects each uncertain key. Other schemas of the
 database with uncertain executions (the first five that hold Sentinel's
 tables, in name order) are named on stderr, with the same listing there.
@@ -99,9 +104,18 @@ Before 0.3 it covered only --namespace (default "default"); scripts that
 relied on that pass -n default.`,
 		Example: `  sentinel idempotency list --uncertain
   sentinel idempotency list -n payments
-  sentinel idempotency list --uncertain --json`,
+  sentinel idempotency list --uncertain --json
+  sentinel idempotency list --state completed -n payments   # a completed key's scope`,
 		Args: args(0, 0),
-		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: a.runEChecked(func(*cobra.Command, []string) error {
+			if err := checkState(state); err != nil {
+				return err
+			}
+			if unc && state != "" && sentinel.State(state) != sentinel.StateExecuting {
+				return usageErr("--uncertain keys are executing: give --uncertain or --state %s, not both", state)
+			}
+			return nil
+		}, func(cmd *cobra.Command, _ []string) error {
 			namespace, err := ns.listing(cmd, a)
 			if err != nil {
 				return err
@@ -122,7 +136,11 @@ relied on that pass -n default.`,
 			}()
 			var keys []idemKeyJSON
 			var execs []sentinel.Execution
-			for _, st := range []sentinel.State{sentinel.StateExecuting, sentinel.StateReconciling, sentinel.StateClaimed} {
+			states := []sentinel.State{sentinel.StateExecuting, sentinel.StateReconciling, sentinel.StateClaimed}
+			if state != "" {
+				states = []sentinel.State{sentinel.State(state)}
+			}
+			for _, st := range states {
 				if unc && st != sentinel.StateExecuting {
 					continue
 				}
@@ -165,6 +183,8 @@ relied on that pass -n default.`,
 					return 1
 				case k.HandedBack:
 					return 3
+				case k.State == sentinel.StateCompleted:
+					return 4
 				}
 				return 2
 			}
@@ -176,7 +196,11 @@ relied on that pass -n default.`,
 				return a.printJSON(map[string]any{"keys": keys})
 			}
 			if len(keys) == 0 {
-				fprintf(a.stdout, "no Idempotency-Keys %sin %s\n", map[bool]string{true: "uncertain ", false: "open "}[unc], nsLabel(namespace))
+				what := map[bool]string{true: "uncertain ", false: "open "}[unc]
+				if state != "" && !unc {
+					what = state + " "
+				}
+				fprintf(a.stdout, "no Idempotency-Keys %sin %s\n", what, nsLabel(namespace))
 				return nil
 			}
 			w := a.table()
@@ -216,6 +240,7 @@ relied on that pass -n default.`,
 	ns.add(cmd)
 	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
 	cmd.Flags().BoolVar(&unc, "uncertain", false, "only uncertain keys (the request crashed: outcome unknown)")
+	cmd.Flags().StringVar(&state, "state", "", "only keys in this state: claimed, executing, reconciling, completed (completed keys are listed only so)")
 	return cmd
 }
 
@@ -287,17 +312,18 @@ type idemRecordJSON struct {
 func (a *app) idemNotFound(cmd *cobra.Command, scope, key string, notFound error) error {
 	err := a.elsewhereAs(cmd, executionLookup, idempotency.ExecutionKey(scope, key), key, notFound)
 	list := a.command("idempotency", "list")
+	listDone := a.command("idempotency", "list", "--state", "completed")
 	if scope != "" {
 		if found, _, _, lerr := a.lookElsewhere(cmd.Context(), executionLookup, idempotency.ExecutionKey(scope, key)); lerr != nil || len(found) > 0 {
 			return err // in another namespace, with this scope
 		}
 		// The scope may be the wrong one: the listing names each key's.
 		return &codeError{code: exitNotFound, err: errors.New(err.Error() + fmt.Sprintf("\nis %q the scope the service gave the request? "+
-			"The keys not completed, each with its scope:\n  %s", scope, list))}
+			"The keys not completed, each with its scope:\n  %s\nthe completed ones:\n  %s", scope, list, listDone))}
 	}
 	return &codeError{code: exitNotFound, err: errors.New(err.Error() + "\nno --scope was given: a key the service scopes " +
 		"(idempotency.Options.Scope) is found only with its scope, the principal the service gave the request; " +
-		"the keys not completed, each with its scope:\n  " + list)}
+		"the keys not completed, each with its scope:\n  " + list + "\nthe completed ones:\n  " + listDone)}
 }
 
 func (a *app) idemInspectCmd() *cobra.Command {

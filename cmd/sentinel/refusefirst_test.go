@@ -82,6 +82,8 @@ func TestFlagValuesRefusedBeforeConnecting(t *testing.T) {
 		{[]string{"idempotency", "resolve", "k", "--status", "200", "--body", "@/nonexistent/body", "--yes"}, "--body @/nonexistent/body"},
 		{[]string{"idempotency", "resolve", "k", "--refused", "--token", "0", "--yes"}, "--token 0"},
 		{[]string{"idempotency", "list", "-n", "x", "-A"}, "not both"},
+		{[]string{"idempotency", "list", "--state", "done"}, `--state "done"`},
+		{[]string{"idempotency", "list", "--state", "completed", "--uncertain"}, "not both"},
 		{[]string{"leases", "--limit", "-1"}, "--limit -1: give 1 to 100000"},
 		{[]string{"leases", "-n", "x", "-A"}, "not both"},
 		{[]string{"elections", "--limit", "200000"}, "--limit 200000: give 1 to 100000"},

@@ -66,3 +66,68 @@ func TestIdempotencyListShowsCompletedKeysWithTheirScope(t *testing.T) {
 	requireCode(t, e.run("idempotency", "list", "--state", "bogus"), exitUsage)
 	requireCode(t, e.run("idempotency", "list", "--state", "completed", "--uncertain"), exitUsage)
 }
+
+// --state completed read every completed execution of the namespaces
+// listed (millions on a busy table), and one history read for each,
+// before printing anything. With --state the listing is a page of
+// --limit keys, with the command for the next page, as list's is.
+func TestIdempotencyListCompletedIsPaged(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	srv := newChargeServer(e, "payments")
+	keys := []string{
+		"f00dfeed-0000-4000-8000-000000000001",
+		"f00dfeed-0000-4000-8000-000000000002",
+		"f00dfeed-0000-4000-8000-000000000003",
+	}
+	srv.post(t, "8e03978e-40d5-43e8-bc93-6894a57f9324", `{"amount":1}`) // the server's first charge panics
+	for _, k := range keys {
+		require.Equal(t, 201, srv.post(t, k, `{"amount":100}`).status)
+	}
+	seen := map[string]int{}
+	args := []string{"idempotency", "list", "--state", "completed", "--limit", "2"}
+	for page := 1; ; page++ {
+		require.LessOrEqual(t, page, 3, "pages")
+		r := e.run(args...)
+		requireCode(t, r, exitOK)
+		n := 0
+		for _, k := range keys {
+			if strings.Contains(r.stdout, k) {
+				seen[k]++
+				n++
+			}
+		}
+		require.LessOrEqual(t, n, 2, "a page of --limit 2: %s", r.stdout)
+		i := strings.Index(r.stderr, "more:\n  sentinel ")
+		if i < 0 {
+			break
+		}
+		line := strings.SplitN(r.stderr[i+len("more:\n  sentinel "):], "\n", 2)[0]
+		args = strings.Fields(line)
+		require.Contains(t, args, "--after", line)
+		require.Contains(t, args, e.schema, "the command keeps --schema: %s", line)
+		// e.run adds --schema first; the printed command has it already.
+		for j, a := range args {
+			if a == "--schema" {
+				args = append(args[:j:j], args[j+2:]...)
+				break
+			}
+		}
+	}
+	for _, k := range keys {
+		require.Equal(t, 1, seen[k], "key %s listed once over the pages", k)
+	}
+
+	r := e.run("idempotency", "list", "--state", "completed", "--limit", "2", "--json")
+	requireCode(t, r, exitOK)
+	var out struct {
+		Keys []idemKeyJSON
+		Next string
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
+	require.Len(t, out.Keys, 2)
+	require.NotEmpty(t, out.Next, "--json gives the next page's cursor")
+
+	requireCode(t, e.run("idempotency", "list", "--limit", "2"), exitUsage)
+	requireCode(t, e.run("idempotency", "list", "--state", "completed", "--limit", "0"), exitUsage)
+}

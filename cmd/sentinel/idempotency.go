@@ -76,9 +76,11 @@ type idemKeyJSON struct {
 
 func (a *app) idemListCmd() *cobra.Command {
 	var (
-		unc   bool
-		state string
-		ns    nsFlags
+		unc    bool
+		state  string
+		limit  int
+		cursor string
+		ns     nsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -88,10 +90,10 @@ given with --namespace) that are not completed (uncertain, being
 reconciled, in progress, handed back), uncertain ones first, each with its
 namespace, scope, key, the request's method and path, and how long it has
 been in its state. --uncertain keeps only the uncertain ones; --state only
-the keys in that state: --state completed lists the completed keys, each
-with its scope (the one to give inspect), which are not listed otherwise;
-it reads every completed execution of the namespaces listed, so give
---namespace on a large table. It ends with
+the keys in that state, a page of --limit at a time (the most recently
+changed first), with the command that lists the next page (--after
+CURSOR): --state completed lists the completed keys, each with its scope
+(the one to give inspect), which are not listed otherwise. It ends with
 the command that inspects each uncertain key. Other schemas of the
 database with uncertain executions (the first five that hold Sentinel's
 tables, in name order) are named on stderr, with the same listing there.
@@ -105,16 +107,20 @@ relied on that pass -n default.`,
 		Example: `  sentinel idempotency list --uncertain
   sentinel idempotency list -n payments
   sentinel idempotency list --uncertain --json
-  sentinel idempotency list --state completed -n payments   # a completed key's scope`,
+  sentinel idempotency list --state completed -n payments   # a completed key's scope
+  sentinel idempotency list --state completed --limit 500 --json`,
 		Args: args(0, 0),
-		RunE: a.runEChecked(func(*cobra.Command, []string) error {
+		RunE: a.runEChecked(func(cmd *cobra.Command, _ []string) error {
 			if err := checkState(state); err != nil {
 				return err
 			}
 			if unc && state != "" && sentinel.State(state) != sentinel.StateExecuting {
 				return usageErr("--uncertain keys are executing: give --uncertain or --state %s, not both", state)
 			}
-			return nil
+			if state == "" && (cmd.Flags().Changed("limit") || cmd.Flags().Changed("after")) {
+				return usageErr("--limit and --after page a listing of one state: give --state too (the keys not completed are listed whole)")
+			}
+			return checkLimit(limit)
 		}, func(cmd *cobra.Command, _ []string) error {
 			namespace, err := ns.listing(cmd, a)
 			if err != nil {
@@ -136,6 +142,7 @@ relied on that pass -n default.`,
 			}()
 			var keys []idemKeyJSON
 			var execs []sentinel.Execution
+			next := "" // with --state: the cursor of the next page
 			states := []sentinel.State{sentinel.StateExecuting, sentinel.StateReconciling, sentinel.StateClaimed}
 			if state != "" {
 				states = []sentinel.State{sentinel.State(state)}
@@ -146,6 +153,17 @@ relied on that pass -n default.`,
 				}
 				f := sentinel.ExecutionFilter{State: st, Uncertain: unc, Limit: sentinel.MaxExecutionsLimit,
 					Namespace: namespace, AllNamespaces: ns.all}
+				if state != "" {
+					// One state (completed keys can be millions): one
+					// page, and the command for the next.
+					f.Limit, f.After = limit, cursor
+					page, n, err := a.client.Executions(cmd.Context(), f)
+					if err != nil {
+						return err
+					}
+					execs, next = page, n
+					break
+				}
 				for {
 					page, next, err := a.client.Executions(cmd.Context(), f)
 					if err != nil {
@@ -193,6 +211,9 @@ relied on that pass -n default.`,
 				if keys == nil {
 					keys = []idemKeyJSON{}
 				}
+				if state != "" {
+					return a.printJSON(map[string]any{"keys": keys, "next": next})
+				}
 				return a.printJSON(map[string]any{"keys": keys})
 			}
 			if len(keys) == 0 {
@@ -201,6 +222,9 @@ relied on that pass -n default.`,
 					what = state + " "
 				}
 				fprintf(a.stdout, "no Idempotency-Keys %sin %s\n", what, nsLabel(namespace))
+				if next != "" { // a page of executions that are not the middleware's
+					fprintf(a.stderr, "more:\n  %s\n", a.again(cmd, "after", next))
+				}
 				return nil
 			}
 			w := a.table()
@@ -223,6 +247,9 @@ relied on that pass -n default.`,
 			if err := w.Flush(); err != nil {
 				return err
 			}
+			if next != "" {
+				fprintf(a.stderr, "more:\n  %s\n", a.again(cmd, "after", next))
+			}
 			first := true
 			for _, k := range keys {
 				if !k.Uncertain {
@@ -241,6 +268,8 @@ relied on that pass -n default.`,
 	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
 	cmd.Flags().BoolVar(&unc, "uncertain", false, "only uncertain keys (the request crashed: outcome unknown)")
 	cmd.Flags().StringVar(&state, "state", "", "only keys in this state: claimed, executing, reconciling, completed (completed keys are listed only so)")
+	cmd.Flags().IntVar(&limit, "limit", sentinel.DefaultExecutionsLimit, fmt.Sprintf("with --state: keys per page (1..%d)", sentinel.MaxExecutionsLimit))
+	cmd.Flags().StringVar(&cursor, "after", "", "with --state: the cursor printed with the previous page")
 	return cmd
 }
 

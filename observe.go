@@ -39,7 +39,10 @@ type Observer struct {
 	// A lease or turn whose deadline passes while its Release is in
 	// flight is reported when that Release returns, and only if Err then
 	// still reports the loss (a release that freed the live row makes it
-	// ErrReleased); Done closes at the deadline all the same.
+	// ErrReleased); Done closes at the deadline all the same. So is a
+	// running Once's execution lease whose deadline passes while its
+	// completion is in flight: no loss when the completion committed (the
+	// caller gets fn's result), the loss when it was refused.
 	LeaseLost func(e LeaseLoss)
 
 	// ReleaseFailed is called when a release statement failed (database

@@ -973,11 +973,26 @@ func replayOr[T any](ex *Execution, o callOptions, err error) (Result[T], error)
 // whether the transition was applied. When the outcome of the last attempt
 // is unknown (its reply was lost, or ctx ran out), the row is read back on
 // a fresh bounded context: a completion that landed is reported applied.
+//
+// requireAlive (the completion): the statement applies only while the
+// lease is live on the database clock, so the lease's end while it is in
+// flight (its local deadline passed) is reported (log, Observer) once the
+// outcome is known, as for a Release: none when it was applied, which
+// ends the lease released; the loss otherwise.
 func (c *Client) finish(ctx context.Context, l *Lease, o callOptions, to State, result []byte, resultErr, finalMsg string,
-	from []State, requireAlive bool, event string, meta ...any) (bool, error) {
+	from []State, requireAlive bool, event string, meta ...any) (applied bool, err error) {
+	if requireAlive {
+		l.beginRelease()
+		defer func() {
+			if applied {
+				l.endReleased(nil) // it was live when the statement applied
+			}
+			l.endRelease()
+		}()
+	}
 	c.hb.remove(l) // no renewal may race with the final transition
-	md, err := metadataJSON(o.metadata, meta...)
-	if err != nil {
+	md, merr := metadataJSON(o.metadata, meta...)
+	if merr != nil {
 		md = nil
 	}
 	var resErr, finErr any

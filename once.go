@@ -738,7 +738,13 @@ func (c *Client) claimed(ctx context.Context, ex *Execution, o callOptions, stat
 	l := c.newLease(kindExecution, o.namespace, ex.Key, ex.Token, o.ttl)
 	if ctx.Err() != nil {
 		// Claimed after the caller's ctx ended: fn will not run, so
-		// give the key back for the next caller, now.
+		// give the key back for the next caller, now. The claim's
+		// deadline bounds finish's retries of a transient error (with
+		// ReleaseTimeout); the lease, never registered with the
+		// heartbeat, would have none, and get one attempt.
+		l.mu.Lock()
+		l.deadline = sent.Add(ex.remaining - l.margin)
+		l.mu.Unlock()
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 		landed, ferr := c.finish(wctx, l, o, handBack(ex.Attempt), nil, "", "", []State{state}, false, "released", "reason", "caller's context ended")
 		wcancel()

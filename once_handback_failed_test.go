@@ -3,6 +3,8 @@ package sentinel_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,4 +167,77 @@ func TestClaimAsClientClosesWhoseGiveBackFailedSaysSo(t *testing.T) {
 		"the key is still in progress")
 	require.ErrorContains(t, err, "giving it back failed")
 	require.ErrorContains(t, err, "reads as uncertain")
+}
+
+// cutTracer, when armed, ends the claim's connection as the claim's reply
+// arrives (its backend terminated, and gone), then calls then: the next
+// statement on that connection fails with a dropped connection.
+type cutTracer struct {
+	match string
+	then  atomic.Pointer[func()]
+	t     *testing.T
+}
+
+func (c *cutTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, c.match) {
+		return context.WithValue(ctx, c, true)
+	}
+	return ctx
+}
+
+func (c *cutTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if ctx.Value(c) == nil {
+		return
+	}
+	if f := c.then.Swap(nil); f != nil {
+		terminateAbandoned(c.t, int32(conn.PgConn().PID()))
+		(*f)()
+	}
+}
+
+// A claim that lands as the caller's ctx ends (or as the client closes)
+// is given back before fn runs. That give-back got one attempt: finish
+// retries transient errors until the lease's deadline, and a lease never
+// registered with the heartbeat has none (the zero time), so one dropped
+// connection left the key executing until its lease expired, then
+// uncertain, though fn never ran. The give-back is now retried, as a
+// completion is, within ReleaseTimeout and the claim's expiry.
+func TestClaimGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		close bool
+	}{{"ctx ended", false}, {"client closed", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := ctxT(t)
+			tr := &cutTracer{match: "once_claim_packed", t: t}
+			c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+				c.MaxConns = 1 // the give-back goes on the claim's connection, cut
+				c.ConnConfig.Tracer = tr
+			}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 10 * time.Second})
+			octx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			f := func() { cancel() }
+			if tc.close {
+				f = func() {
+					go c.Close()
+					time.Sleep(200 * time.Millisecond) // Close has begun
+				}
+			}
+			tr.then.Store(&f)
+			ran := false
+			_, err := sentinel.Once(octx, c, "claimed-as-cut", func(context.Context) (int, error) { ran = true; return 1, nil })
+			require.Nil(t, tr.then.Load(), "the claim's connection was not cut")
+			require.False(t, ran)
+			t.Log(err)
+			if tc.close {
+				require.ErrorIs(t, err, sentinel.ErrClosed)
+			} else {
+				require.ErrorIs(t, err, context.Canceled)
+			}
+			require.NotContains(t, err.Error(), "giving it back failed")
+			require.Equal(t, 1, e.count("executions", "key = 'claimed-as-cut' AND state = 'claimed' AND lease_expires_at <= now()"),
+				"the key is given back: claimed, its lease ended")
+		})
+	}
 }

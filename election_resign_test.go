@@ -2,6 +2,8 @@ package sentinel_test
 
 import (
 	"context"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,4 +234,80 @@ func TestElectorCloseWhoseReleaseFailedSaysSo(t *testing.T) {
 	require.NoError(t, el.Resign(ctx), "Resign after Run returned releases the term")
 	require.Zero(t, e.count("leaders", "election = 'close-cut' AND expires_at > now()"), "released")
 	require.Empty(t, failures, "once")
+}
+
+// A resignation stops the term's renewals, then sends its release. When
+// the term's local deadline passed while that release was in flight
+// (here it waits for a lock on the leadership row), the deadline timer
+// reported the term lost at once (Observer.LeaseLost, Kind LossLeader,
+// and a warning "lease ended"), although the release then found the term
+// still live and committed, and Resign returned nil: a dashboard counted
+// a lost term nothing else reports. The end is now reported once the
+// release's outcome is known: no loss when it released the live term;
+// the loss, once, when the term had expired first (here the test's
+// transaction expires it), and then TermChanged's Err says the term was
+// lost (it said nil, a step-down).
+func TestElectorReleaseAcrossTheDeadlineIsNoLossToTheObserver(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		name := "released"
+		if !commit {
+			name = "expired first"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := ctxT(t)
+			var losses atomic.Int32
+			var logs lockedBuffer
+			demoted := make(chan sentinel.TermChange, 1)
+			c := e.client(&sentinel.Config{DefaultTTL: 3 * time.Second, SafetyMargin: 900 * time.Millisecond, ReleaseTimeout: 20 * time.Second,
+				Observer: &sentinel.Observer{LeaseLost: func(l sentinel.LeaseLoss) {
+					if l.Kind == sentinel.LossLeader {
+						losses.Add(1)
+					}
+				}, TermChanged: func(tc sentinel.TermChange) {
+					if tc.Self && tc.Demoted {
+						demoted <- tc
+					}
+				}},
+				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			el, err := c.Elector("slow-release", sentinel.ElectorOptions{})
+			require.NoError(t, err)
+			runElector(t, el)
+			waitFor(t, 10*time.Second, "to lead", el.IsLeader)
+
+			tx, err := admin.Begin(ctx)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+			_, err = tx.Exec(ctx, "SELECT 1 FROM "+e.table("leaders")+" WHERE election = 'slow-release' FOR NO KEY UPDATE")
+			require.NoError(t, err)
+			deadline := el.Deadline() // renewals wait for the lock from now on
+			require.False(t, deadline.IsZero())
+			resigned := make(chan error, 1)
+			go func() { resigned <- el.Resign(ctx) }()
+			// The term's deadline passes while the release waits; the
+			// row's expiry comes 0.9s after it.
+			time.Sleep(time.Until(deadline) + 300*time.Millisecond)
+			if !commit {
+				_, err = tx.Exec(ctx, "UPDATE "+e.table("leaders")+" SET expires_at = clock_timestamp() WHERE election = 'slow-release'")
+				require.NoError(t, err)
+			}
+			require.NoError(t, tx.Commit(ctx))
+			select {
+			case err = <-resigned:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Resign did not return")
+			}
+			require.NoError(t, err)
+			tc := <-demoted
+			if commit {
+				require.Zero(t, losses.Load(), "the Observer was told the term was lost although its release committed")
+				require.NotContains(t, logs.String(), "lease ended")
+				require.NoError(t, tc.Err, "a step-down")
+				return
+			}
+			require.Equal(t, int32(1), losses.Load(), "the loss is reported once")
+			require.Contains(t, logs.String(), "lease ended")
+			require.ErrorIs(t, tc.Err, sentinel.ErrLeaseLost, "TermChanged says the term was lost, as LeaseLost does")
+		})
+	}
 }

@@ -630,6 +630,10 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 	// expires, and OnElected has returned. A term that was taken over has
 	// nothing to release; one whose local deadline passed may still be
 	// released early, but trying past the row's expiry is pointless.
+	// The term's end while its release is in flight (its deadline) is
+	// reported once the release's outcome is known, as a Release's is
+	// (Lease.releasing): no loss when the release found the term live.
+	l.beginRelease()
 	e.c.hb.remove(l)
 	if err := l.ended(); lost == nil && err != nil && !errors.Is(err, ErrClosed) {
 		lost = err // lost while stepping down (OnElected had not returned yet)
@@ -639,21 +643,39 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 		// Stepping down: not lost. Client.Close's end is a step-down too
 		// (Close gives what it holds back): its release is retried and
 		// a failure reported as a Resign's is.
-		byClose := errors.Is(l.ended(), ErrClosed)
-		held := l.ended() == nil || byClose
+		prior := l.ended()
+		byClose := errors.Is(prior, ErrClosed)
+		held := prior == nil || byClose
 		until := time.Now().Add(e.c.cfg.ReleaseTimeout)
 		if !held {
 			until = l.Deadline().Add(l.margin)
 		}
 		rctx, cancel := context.WithDeadline(context.Background(), until)
-		err := e.resign(rctx, l.token)
+		live, err := e.resignLive(rctx, l.token)
 		cancel()
+		if err == nil && prior == nil {
+			if live {
+				l.endReleased(nil) // released live: an end meanwhile was no loss
+			} else if ended := l.ended(); ended == nil || !errors.Is(ended, ErrLeaseLost) {
+				// The term had expired (or been taken over) before
+				// the release reached it: lost, as a Release that finds
+				// its lease gone says.
+				l.end(&LostError{Namespace: e.ns, Key: e.group, Token: l.token, Kind: LossLeader, Reason: "expired or taken over before release",
+					Cause: &StaleTokenError{Namespace: e.ns, Key: e.group, Token: l.token}})
+			}
+			if ended := l.ended(); lost == nil && errors.Is(ended, ErrLeaseLost) {
+				lost = ended // TermChange.Err: the term was lost, not given up
+			}
+		}
 		if err != nil && held {
 			// The statement may have committed, its reply lost: try once
 			// more, which finds the term released (or releases it now).
 			rctx, cancel := context.WithTimeout(context.Background(), e.c.cfg.ReleaseTimeout)
-			err = e.resign(rctx, l.token)
+			live, err = e.resignLive(rctx, l.token)
 			cancel()
+			if live && prior == nil {
+				l.endReleased(nil)
+			}
 			if err != nil {
 				tm.releaseErr = e.releaseFailed(l.token, err)
 				// Logged and reported (Observer.ReleaseFailed) as a failed
@@ -671,6 +693,7 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 		}
 	}
 	l.end(ErrReleased)
+	l.endRelease()
 	e.mu.Lock()
 	e.term = nil
 	if tm.releaseErr != nil {
@@ -713,6 +736,15 @@ var (
 // so the successor is woken right after the commit without the
 // database's notify lock held across it.
 func (e *Elector) resign(ctx context.Context, term int64) error {
+	_, err := e.resignLive(ctx, term)
+	return err
+}
+
+// resignLive is resign; live reports that the statement found the term
+// live (unexpired on the database clock) and ended or handed it over:
+// false when the term had expired or been taken over before it, or when a
+// reply lost before it committed it.
+func (e *Elector) resignLive(ctx context.Context, term int64) (live bool, err error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(e.sql.resign, e.ns, e.group, e.c.cfg.Owner, term, e.memberToken())
@@ -723,7 +755,7 @@ func (e *Elector) resign(ctx context.Context, term int64) error {
 	}
 	br := e.c.pool.SendBatch(ctx, b)
 	var n int64
-	_, err := br.Exec()
+	_, err = br.Exec()
 	if err == nil {
 		err = br.QueryRow().Scan(&n)
 	}
@@ -735,8 +767,8 @@ func (e *Elector) resign(ctx context.Context, term int64) error {
 			e.c.cfg.Logger.Debug("sentinel: elector: waking the successor failed; it campaigns at the term's expiry", "group", e.group, "err", werr)
 		}
 		_ = br.Close() // committed: a wake-up's failure is only logged
-		return nil
+		return n > 0, nil
 	}
 	_ = br.Close()
-	return err
+	return err == nil && n > 0, err
 }

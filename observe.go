@@ -42,7 +42,10 @@ type Observer struct {
 	// ErrReleased); Done closes at the deadline all the same. So is a
 	// running Once's execution lease whose deadline passes while its
 	// completion is in flight: no loss when the completion committed (the
-	// caller gets fn's result), the loss when it was refused.
+	// caller gets fn's result), the loss when it was refused; and an
+	// elector's term whose deadline passes while its release (on Resign,
+	// Run's ctx ended, Client.Close) is in flight: no loss when the
+	// release found the term live, the loss when it had expired first.
 	LeaseLost func(e LeaseLoss)
 
 	// ReleaseFailed is called when a release statement failed (database
@@ -248,7 +251,8 @@ type TermChange struct {
 	// taken over, hard TTL; also reported to LeaseLost, Kind LossLeader)
 	// or the panic of one of its callbacks (what Run returns). It is nil
 	// when the node stepped down itself: Resign, Run's ctx ended, or
-	// Client.Close.
+	// Client.Close; but a term found expired by its own release (its
+	// deadline passed while the release waited) was lost, and Err says so.
 	Err error
 }
 

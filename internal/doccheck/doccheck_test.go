@@ -11,14 +11,7 @@ import (
 // in the repository's Markdown (README.md, CHANGELOG.md, docs/*.md,
 // examples/*/README.md, ...) resolves.
 func TestRepositoryLinks(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := Files(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, files := repository(t)
 	for _, want := range []string{"README.md", "CHANGELOG.md"} {
 		if !contains(files, want) {
 			t.Fatalf("Files(%s) = %v: %s missing; is the root right?", root, files, want)
@@ -32,6 +25,20 @@ func TestRepositoryLinks(t *testing.T) {
 		t.Errorf("broken link: %s", p)
 	}
 	t.Logf("checked the links of %d files: %s", len(files), strings.Join(files, " "))
+}
+
+// repository returns the repository's root and its Markdown files.
+func repository(t *testing.T) (string, []string) {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := Files(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, files
 }
 
 func contains(list []string, s string) bool {
@@ -146,14 +153,7 @@ func TestSlug(t *testing.T) {
 // the repository's Markdown has its header and delimiter rows, and every
 // row the header's number of cells.
 func TestRepositoryTables(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := Files(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, files := repository(t)
 	problems, err := Tables(root, files)
 	if err != nil {
 		t.Fatal(err)

@@ -77,14 +77,7 @@ func TestProgramsBuild(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command")
 	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := Files(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, files := repository(t)
 	progs, err := Programs(root, files)
 	if err != nil {
 		t.Fatal(err)

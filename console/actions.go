@@ -61,11 +61,13 @@ func confirmLink(action, ns, key string, token int64, extra url.Values) string {
 	return "confirm?" + v.Encode()
 }
 
-// keptFields are the fields of a refused action's form f that its form,
-// issued again, shows as typed: force-complete's value, resolve's
-// response, the reason and the operator's name. Never the operator token
-// (a secret, in a link) nor the CSRF token (issued anew).
-func keptFields(action string, f url.Values) url.Values {
+// keptFields are the fields of a refused action's form f that the form,
+// shown again in the refusal's answer (act's again), keeps as typed:
+// force-complete's value, resolve's response, the reason and the
+// operator's name. Never the operator token (a secret) nor the CSRF token
+// (issued anew); nor a name or reason that holds an operator token
+// (pasted into the wrong field), which the page must not show.
+func (cs *Console) keptFields(action string, f url.Values) url.Values {
 	keep := url.Values{}
 	if v := strings.TrimSpace(f.Get("value")); action == "force_complete" && v != "" {
 		keep.Set("value", v)
@@ -78,7 +80,7 @@ func keptFields(action string, f url.Values) url.Values {
 		}
 	}
 	for _, k := range []string{"reason", "operator"} {
-		if v := f.Get(k); v != "" {
+		if v := f.Get(k); v != "" && !cs.holdsToken(v) {
 			keep.Set(k, v)
 		}
 	}
@@ -100,6 +102,9 @@ type confirmData struct {
 	// Reason and Name are the reason and operator's name typed in a
 	// refused form, shown again.
 	Reason, Name string
+	// Refused is why the form, sent, was refused (act's again): the form
+	// is shown again below it, what was typed kept.
+	Refused *refusal
 	// ResultType is the type declared for the key (force-complete): the
 	// value must match it.
 	ResultType *sentinel.ResultType
@@ -110,8 +115,18 @@ type confirmData struct {
 	ResetEvidence *evidence
 }
 
+// refusal is why a sent form was refused (Why), and what to do with the
+// form shown again below it (ToDo).
+type refusal struct{ Heading, Why, ToDo string }
+
+// Text is what the page says above the form shown again.
+func (r refusal) Text() string { return strings.TrimSpace(r.Why + " " + r.ToDo) }
+
 // confirm is the confirmation step of an action: it shows the key as it is
-// now and the form that does the action.
+// now and the form that does the action. What an operator types is never
+// read from the link: it travels only in the form's POST body (a refused
+// form comes back in the answer to that POST: act's again), never in a URL,
+// where browser history, access logs and proxies would keep it.
 func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	action, ns, key := q.Get("action"), q.Get("ns"), q.Get("key")
@@ -119,8 +134,7 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 		cs.readOnly(w, r, ns, key)
 		return
 	}
-	a, ok := actions[action]
-	if !ok {
+	if _, ok := actions[action]; !ok {
 		cs.fail(w, r, http.StatusBadRequest, "Unknown action", fmt.Sprintf("There is no action %q.", action), "./")
 		return
 	}
@@ -129,9 +143,25 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 		cs.fail(w, r, http.StatusBadRequest, "Bad request", "The link carries no valid fencing token; open the action from the key's page.", keyLink(ns, key))
 		return
 	}
+	cs.showConfirm(w, r, http.StatusOK, action, ns, key, token, q.Get("evidence"), nil, nil)
+}
+
+// showConfirm renders the confirmation form of action on key at the
+// fencing token the operator saw, with status: the key read now, a fresh
+// CSRF token, the fields in typed (keptFields) as typed, and why the form
+// was refused when refused is set. evidenceID is the completion_refused
+// event whose value force-complete proposes.
+func (cs *Console) showConfirm(w http.ResponseWriter, r *http.Request, status int, action, ns, key string, token int64, evidenceID string, typed url.Values, refused *refusal) {
+	a := actions[action]
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
 	ex, err := cs.c.Inspect(ctx, key, sentinel.WithNamespace(ns))
+	if err != nil && refused != nil {
+		// No form to show again: the refusal, and that what was typed
+		// is not kept.
+		cs.fail(w, r, status, refused.Heading, refused.Why+" The key could not be read again to show the form with what you typed ("+err.Error()+"): open the action again from the key's page.", keyLink(ns, key))
+		return
+	}
 	if errors.Is(err, sentinel.ErrNotFound) {
 		cs.notHere(ctx, w, r, ns, key, err) // links to the key where it is
 		return
@@ -146,7 +176,7 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 	}
 	d := confirmData{Action: action, Label: a.Label, Verb: a.Verb, Help: a.Help, Exec: cs.view(*ex), Token: token,
 		CSRF: cs.csrfToken(cs.now(), action, ns, key, strconv.FormatInt(token, 10)), NeedsName: cs.opts.Operator == nil && cs.opts.OperatorToken != "",
-		Value: q.Get("value"), Reason: q.Get("reason"), Name: q.Get("operator")}
+		Value: typed.Get("value"), Reason: typed.Get("reason"), Name: typed.Get("operator"), Refused: refused}
 	switch {
 	case action == "resolve":
 		if d.HTTP = cs.readHTTPKey(ctx, ex); d.HTTP == nil {
@@ -154,9 +184,9 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d.Resolve = d.HTTP.prefill()
-		if q.Has("status") || q.Has("headers") || q.Has("body") {
-			// A refused form's response, as typed (keptFields).
-			d.Resolve = resolveForm{Status: q.Get("status"), Headers: q.Get("headers"), Body: q.Get("body")}
+		if typed.Has("status") || typed.Has("headers") || typed.Has("body") {
+			// A refused form's response, as typed.
+			d.Resolve = resolveForm{Status: typed.Get("status"), Headers: typed.Get("headers"), Body: typed.Get("body")}
 		}
 		if ex.Token != token || !resolvable(d.Exec) {
 			d.Moved = movedText(ex, token, a.From)
@@ -196,8 +226,8 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if evID := q.Get("evidence"); evID != "" && action == "force_complete" {
-		id, _ := strconv.ParseInt(evID, 10, 64)
+	if evidenceID != "" && action == "force_complete" && d.Value == "" {
+		id, _ := strconv.ParseInt(evidenceID, 10, 64)
 		hist, run, err := cs.keyEvents(ctx, ns, key)
 		if err == nil {
 			for _, ev := range evidenceEvents(hist, run) {
@@ -218,8 +248,15 @@ func (cs *Console) confirm(w http.ResponseWriter, r *http.Request) {
 			d.Error = "That completion_refused event is a Final outcome: fn returned an error every caller was to get, and no operator action stores one. " +
 				"A value stored here reaches every caller as a success; to run the work again, reset the key instead."
 		}
+	} else if evidenceID != "" && action == "force_complete" {
+		// A refused form's value, proposed from that event: the form
+		// sent again still records it (from_event).
+		d.FromEvidence, _ = strconv.ParseInt(evidenceID, 10, 64)
 	}
-	cs.render(w, r, http.StatusOK, "confirm.html", page{Nav: "executions", Data: d})
+	if refused != nil && d.Error != "" && strings.Contains(refused.Why, d.Error) {
+		d.Error = "" // the refusal says it already
+	}
+	cs.render(w, r, status, "confirm.html", page{Nav: "executions", Data: d})
 }
 
 func movedText(ex *sentinel.Execution, token int64, from sentinel.State) string {
@@ -269,15 +306,24 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	back := keyLink(ns, key)
-	// again is the confirmation form again, freshly issued, with what was
-	// typed (keptFields: the value, the response, the reason, the name;
-	// never the operator token): where the refusal is of what was typed
-	// (the operator token, the name, the reason, the response) or of the
-	// form's age, Back leads there, so that nothing typed is lost.
-	again := back
+	// again answers a refusal of what was typed (the operator token, the
+	// name, the reason, the value or response) or of the form's age with
+	// the form again, freshly issued, the key as it is now, what was typed
+	// kept (keptFields: never the operator token) and why it was refused
+	// above it: in this POST's answer, never in a link, so that nothing
+	// typed lands in a URL (browser history, access logs). Without a
+	// valid action and token it is a plain refusal leading to the key.
+	again := func(status int, heading, why, todo string) {
+		cs.fail(w, r, status, heading, why+" Go back to the key's page and open the action again.", back)
+	}
 	if t, err := strconv.ParseInt(tokStr, 10, 64); err == nil && t > 0 {
-		if _, ok := actions[action]; ok {
-			again = confirmLink(action, ns, key, t, keptFields(action, f))
+		if a, ok := actions[action]; ok {
+			again = func(status int, heading, why, todo string) {
+				if heading == "" {
+					heading = a.Label + ": refused"
+				}
+				cs.showConfirm(w, r, status, action, ns, key, t, f.Get("evidence"), cs.keptFields(action, f), &refusal{Heading: heading, Why: why, ToDo: todo})
+			}
 		}
 	}
 	if !sameOrigin(r) {
@@ -285,12 +331,14 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := cs.checkCSRF(f.Get("csrf"), action, ns, key, tokStr); err != nil {
-		cs.fail(w, r, http.StatusForbidden, "Refused", err.Error(), again)
+		again(http.StatusForbidden, "Refused", "The form is not valid (expired, or not issued by this console). Nothing was changed.",
+			"The form below is issued afresh, with the key as it is now and what you typed kept: check it and confirm again.")
 		return
 	}
 	name, auth, ok := cs.actor(r, f.Get("operator_token"), f.Get("operator"))
 	if !ok {
-		cs.fail(w, r, http.StatusForbidden, "Refused", "The operator token is missing or wrong. Nothing was changed: ← Back to the form (what you typed is kept) and give the token again.", again)
+		again(http.StatusForbidden, "Refused", "The operator token is missing or wrong. Nothing was changed.",
+			"What you typed is kept in the form below: give the token again and confirm.")
 		return
 	}
 	a, ok := actions[action]
@@ -307,7 +355,15 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 	}
 	// The form's maxlength counts characters: so does this.
 	if name == "" || utf8.RuneCountInString(name) > maxName || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
-		cs.fail(w, r, http.StatusBadRequest, "Your name is needed", fmt.Sprintf("Give your name (up to %d characters): it is recorded in the key's history with the action. Nothing was changed: ← Back to the form and confirm again.", maxName), again)
+		again(http.StatusBadRequest, "Your name is needed", fmt.Sprintf("Give your name (up to %d characters): it is recorded in the key's history with the action. Nothing was changed.", maxName),
+			"Give it in the form below and confirm again.")
+		return
+	}
+	if cs.holdsToken(f.Get("operator")) || cs.holdsToken(f.Get("reason")) {
+		// Recorded, it would be in the key's history for every reader.
+		again(http.StatusBadRequest, "Refused: an operator token in the form's text",
+			"The name or the reason you typed holds an operator token (pasted into the wrong field?): it is not recorded, and not shown again. Nothing was changed.",
+			"That field is emptied in the form below: type it again, the token only in the operator token field, and confirm.")
 		return
 	}
 	meta := map[string]any{"operator_name": name, "operator_auth": auth, "via": "console"}
@@ -315,7 +371,8 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		// The form's maxlength: refused beyond it, never cut (a cut by
 		// bytes lost half of a reason in Cyrillic, inside a character).
 		if utf8.RuneCountInString(reason) > maxReason {
-			cs.fail(w, r, http.StatusBadRequest, "Reason too long", fmt.Sprintf("The reason is longer than %d characters. Nothing was changed: ← Back to the form, shorten it and confirm again.", maxReason), again)
+			again(http.StatusBadRequest, "Reason too long", fmt.Sprintf("The reason is longer than %d characters. Nothing was changed.", maxReason),
+				"Shorten it in the form below and confirm again.")
 			return
 		}
 		meta["reason"] = reason
@@ -335,9 +392,8 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 	case "force_complete":
 		value := strings.TrimSpace(f.Get("value"))
 		if problem := notJSON(value); problem != "" {
-			// Back to the form, the value as typed, where it is wrong.
-			cs.render(w, r, http.StatusBadRequest, "message.html", page{Nav: "executions", Data: message{Kind: "refused",
-				Heading: a.Label + ": refused", Text: problem + " Nothing was changed.", Back: again}})
+			// The form again, the value as typed, where it is wrong.
+			again(http.StatusBadRequest, "", problem+" Nothing was changed.", "")
 			return
 		}
 		err = cs.c.ForceComplete(ctx, key, json.RawMessage(value), opts...)
@@ -354,12 +410,27 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		}
 		resp, perr := parseResolve(f, rec.Request.Fingerprint)
 		if perr != nil {
-			cs.fail(w, r, http.StatusBadRequest, "Bad response", perr.Error()+". Nothing was changed: ← Back to the form (what you typed is kept) and correct it.", again)
+			again(http.StatusBadRequest, "Bad response", perr.Error()+". Nothing was changed.",
+				"What you typed is kept in the form below: correct it and confirm again.")
 			return
 		}
 		var done int64
 		if done, err = idempotency.Resolve(ctx, cs.c, scope, ckey, resp, opts...); err == nil {
 			token = done
+		}
+	}
+	var te *sentinel.ResultTypeError
+	if errors.As(err, &te) {
+		// The form again, the value as typed, the error beside it.
+		again(http.StatusUnprocessableEntity, "", fmt.Sprintf("Refused, nothing was changed: the value does not match the result type %s declared for keys starting with %q: at %s: %s.",
+			te.Type, te.Prefix, te.Path, te.Reason), "Correct the value in the form below and confirm again.")
+		return
+	}
+	if errors.Is(err, sentinel.ErrInvalid) && action == "force_complete" {
+		if _, _, isHTTP := idempotency.ParseExecutionKey(key); !isHTTP {
+			// A value JSON does not carry (1e999): the form again with it.
+			again(http.StatusBadRequest, "Refused", err.Error()+". Nothing was changed.", "Correct the value in the form below and confirm again.")
+			return
 		}
 	}
 	ex, rerr := cs.c.Inspect(ctx, key, sentinel.WithNamespace(ns))
@@ -369,14 +440,7 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		ev = &v
 	}
 	var ee *sentinel.ExecutionError
-	var te *sentinel.ResultTypeError
 	switch {
-	case errors.As(err, &te):
-		// Back to the form, the value as typed, the error beside it.
-		text := fmt.Sprintf("Refused, nothing was changed: the value does not match the result type %s declared for keys starting with %q: at %s: %s.",
-			te.Type, te.Prefix, te.Path, te.Reason)
-		cs.render(w, r, http.StatusUnprocessableEntity, "message.html", page{Nav: "executions", Data: message{Kind: "refused",
-			Heading: a.Label + ": refused", Text: text, Back: again, Exec: ev}})
 	case err == nil:
 		cs.opts.Logger.Info("console: action done", "action", action, "namespace", ns, "key", key, "token", token, "operator", name)
 		cs.render(w, r, http.StatusOK, "message.html", page{Nav: "executions", Data: message{Kind: "ok", Heading: a.Label + ": done",
@@ -393,9 +457,6 @@ func (cs *Console) act(w http.ResponseWriter, r *http.Request) {
 		if _, _, isHTTP := idempotency.ParseExecutionKey(key); isHTTP && action == "force_complete" {
 			// Its value is an HTTP response: back to the form that asks for one.
 			back = confirmLink("resolve", ns, key, token, nil)
-		} else if action == "force_complete" {
-			// A value JSON does not carry (1e999): back to the form with it.
-			back = again
 		}
 		cs.fail(w, r, http.StatusBadRequest, "Refused", err.Error()+". Nothing was changed.", back)
 	default:

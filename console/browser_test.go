@@ -8,6 +8,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,6 +120,30 @@ func clickLink(t *testing.T, ctx context.Context, prefix, waitFor string) {
 	require.NoError(t, chromedp.Run(ctx, chromedp.WaitVisible(waitFor, chromedp.ByQuery)))
 }
 
+// formAgain checks that the page is a refused form shown again: the form,
+// in the answer to its POST (the address is the form's target, with no
+// query: what was typed is in no URL).
+func formAgain(t *testing.T, ctx context.Context) {
+	t.Helper()
+	var loc string
+	require.NoError(t, chromedp.Run(ctx, chromedp.WaitVisible(`#confirm-button`, chromedp.ByID), chromedp.Location(&loc)))
+	u, err := url.Parse(loc)
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(u.Path, "/act"), "the refused form is shown at %q", loc)
+	require.Empty(t, u.RawQuery, "the refused form's address carries a query: %q", loc)
+}
+
+// submitted clicks button and waits for the page the form's answer: a
+// refused form's answer is a page with the form again (formAgain), so the
+// page clicked on is marked to tell the two apart.
+func submitted(button string) []chromedp.Action {
+	return []chromedp.Action{
+		chromedp.Evaluate(`document.documentElement.setAttribute("data-submitted", "")`, nil),
+		chromedp.Click(button, chromedp.ByQuery),
+		chromedp.WaitVisible(`html:not([data-submitted]) #message-heading`, chromedp.ByQuery),
+	}
+}
+
 // confirmAs fills the confirmation form and submits it; it returns the
 // result page's heading and text.
 func confirmAs(t *testing.T, ctx context.Context, name, token, value string) (string, string) {
@@ -138,9 +163,8 @@ func confirmAs(t *testing.T, ctx context.Context, name, token, value string) (st
 		actions = append(actions, chromedp.SendKeys(`#operator_token`, token, chromedp.ByID))
 	}
 	var heading, text string
+	actions = append(actions, submitted(`#confirm-button`)...)
 	actions = append(actions,
-		chromedp.Click(`#confirm-button`, chromedp.ByID),
-		chromedp.WaitVisible(`#message-heading`, chromedp.ByID),
 		chromedp.Text(`#message-heading`, &heading, chromedp.ByID),
 		chromedp.Text(`#message-text`, &text, chromedp.ByID),
 	)

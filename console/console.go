@@ -349,7 +349,9 @@ func (cs *Console) csrfMAC(ts []byte, fields []string) []byte {
 	return m.Sum(nil)[:16]
 }
 
-var errCSRF = errors.New("the form is not valid (expired, or not issued by this console). Nothing was changed: ← Back opens the form again, freshly issued, with the key as it is now; check it and confirm again")
+// errCSRF refuses a form that is not valid: expired, or not issued by this
+// console (act shows it again, freshly issued).
+var errCSRF = errors.New("console: the form is not valid (expired, or not issued by this console)")
 
 func (cs *Console) checkCSRF(tok string, fields ...string) error {
 	b, err := base64.RawURLEncoding.DecodeString(tok)

@@ -45,7 +45,7 @@ func TestBrowserForceCompleteNotJSONKeepsTheValue(t *testing.T) {
 	require.Equal(t, sentinel.StateReconciling, now.State)
 
 	// Back: the form, the value as typed, what is wrong with it.
-	clickLink(t, ctx, "← Back", "#confirm-button")
+	formAgain(t, ctx)
 	var value, why string
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Value(`#value`, &value, chromedp.ByID),

@@ -122,7 +122,7 @@ func TestBrowserOperatorSeat(t *testing.T) {
 	require.Equal(t, sentinel.StateReconciling, ex.State, "a refused value was written")
 
 	// Back to the form: the value as typed, what is wrong with it.
-	clickLink(t, ctx, "← Back", "#confirm-button")
+	formAgain(t, ctx)
 	var typed, why string
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Value(`#value`, &typed, chromedp.ByID),

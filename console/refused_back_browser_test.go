@@ -40,7 +40,7 @@ func TestBrowserRefusedFormKeepsTheValue(t *testing.T) {
 	require.Contains(t, heading, "Refused")
 	require.Contains(t, text, "Nothing was changed")
 	require.Contains(t, text, "again", "what to do: %q", text)
-	clickLink(t, ctx, "← Back", "#confirm-button")
+	formAgain(t, ctx)
 	var kept string
 	require.NoError(t, chromedp.Run(ctx, chromedp.Value(`#value`, &kept, chromedp.ByID)))
 	require.Equal(t, value, kept, "the value typed is back in the form")

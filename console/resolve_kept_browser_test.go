@@ -1,12 +1,14 @@
 package console_test
 
 import (
+	"context"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
@@ -18,8 +20,9 @@ import (
 // cannot send) led back to a form with the response proposed at first
 // (201, Content-Type only, no body) and the reason and name empty: what
 // the operator typed at 3 a.m. was gone, only force-complete's value was
-// kept. Back now leads to the form with the status, headers, body, reason
-// and name as typed (never the operator token). The form also says when
+// kept. The refusal now answers with the form, the status, headers, body,
+// reason and name as typed (never the operator token), and none of it in
+// any address of the browser's history. The form also says when
 // the state it shows was read and, for a key with a lease, when that
 // lease expires. In a real browser.
 func TestBrowserRefusedResolveFormKeepsWhatWasTyped(t *testing.T) {
@@ -65,8 +68,7 @@ func TestBrowserRefusedResolveFormKeepsWhatWasTyped(t *testing.T) {
 			chromedp.SetValue(`#operator`, name, chromedp.ByID),
 			chromedp.SetValue(`#reason`, reason, chromedp.ByID),
 			chromedp.SetValue(`#operator_token`, token, chromedp.ByID),
-			chromedp.Click(`#confirm-button`, chromedp.ByID),
-			chromedp.WaitVisible(`#message-heading`, chromedp.ByID),
+			chromedp.Tasks(submitted(`#confirm-button`)),
 			chromedp.Text(`#message-heading`, &heading, chromedp.ByID),
 			chromedp.Text(`#message-text`, &text, chromedp.ByID)))
 		return heading, text
@@ -85,7 +87,7 @@ func TestBrowserRefusedResolveFormKeepsWhatWasTyped(t *testing.T) {
 	heading, text := fill("not-the-token")
 	require.Contains(t, heading, "Refused")
 	require.Contains(t, text, "Nothing was changed")
-	clickLink(t, ctx, "← Back", "#confirm-button")
+	formAgain(t, ctx)
 	require.Equal(t, want, kept(), "back at the form after a wrong operator token")
 
 	// A header the form cannot send: refused, and back to the form as typed.
@@ -98,15 +100,31 @@ func TestBrowserRefusedResolveFormKeepsWhatWasTyped(t *testing.T) {
 		chromedp.SetValue(`#operator`, name, chromedp.ByID),
 		chromedp.SetValue(`#reason`, reason, chromedp.ByID),
 		chromedp.SetValue(`#operator_token`, opToken, chromedp.ByID),
-		chromedp.Click(`#confirm-button`, chromedp.ByID),
-		chromedp.WaitVisible(`#message-heading`, chromedp.ByID),
+		chromedp.Tasks(submitted(`#confirm-button`)),
 		chromedp.Text(`#message-heading`, &h2, chromedp.ByID)))
 	require.Contains(t, h2, "Bad response")
-	clickLink(t, ctx, "← Back", "#confirm-button")
+	formAgain(t, ctx)
 	got := kept()
 	require.Equal(t, "X-Bad(id): 1", got["headers"], "the header as typed, to correct")
 	require.Equal(t, body, got["body"])
 	require.Equal(t, reason, got["reason"])
+
+	// What was typed is in no address the browser visited (its history,
+	// what the console's and proxies' access logs see).
+	var hist []string
+	require.NoError(t, chromedp.Run(ctx, chromedp.ActionFunc(func(ctx context.Context) error {
+		_, entries, err := page.GetNavigationHistory().Do(ctx)
+		for _, e := range entries {
+			hist = append(hist, e.URL)
+		}
+		return err
+	})))
+	require.NotEmpty(t, hist)
+	for _, u := range hist {
+		for _, typed := range []string{"ch_97ea", "PSP", "Lovelace", "body=", "reason=", "operator="} {
+			require.NotContains(t, u, typed, "an address in the browser's history carries what was typed: %q", u)
+		}
+	}
 
 	// Corrected, it goes through.
 	heading, _ = fill(opToken)

@@ -605,6 +605,20 @@ func (cs *Console) operatorOf(got string) (name string, named, ok bool) {
 	return name, named, ok
 }
 
+// holdsToken reports whether text holds one of the configured tokens as
+// a word (a token pasted into a name or reason field): such text is
+// neither shown again nor recorded. Each word is compared as operatorOf
+// compares, in constant time.
+func (cs *Console) holdsToken(text string) bool {
+	found := false
+	for _, w := range strings.Fields(text) {
+		if cs.checkOperatorToken(w) {
+			found = true
+		}
+	}
+	return found
+}
+
 // checkOperatorToken reports whether got is one of the configured tokens.
 func (cs *Console) checkOperatorToken(got string) bool {
 	_, _, ok := cs.operatorOf(got)

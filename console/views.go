@@ -57,6 +57,9 @@ type page struct {
 	// set for it when the page has no live view of its own) and reloads
 	// itself once the stream reads again (see live.js).
 	WaitDB bool
+	// Posted: the page answers a POST (a refused form shown again): a
+	// reload would send the form again, so the page does not offer one.
+	Posted bool
 }
 
 // downer is the data of a page that says when its read found the database
@@ -88,6 +91,7 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 	if name != "message.html" { // a result of a POST: not to be reloaded
 		p.ReadAt = cs.now()
 	}
+	p.Posted = r.Method == http.MethodPost
 	for _, v := range views() {
 		p.Views = append(p.Views, navItem{Path: v.path, Label: v.label})
 	}

@@ -75,6 +75,13 @@ func (e *Execution) Rerunnable() bool {
 	return e.State == StateExecuting && !e.LeaseAlive && e.Attempt < e.MaxAttempts
 }
 
+// LeaseLeft returns how long e's lease had left when e was read, on the
+// database clock (negative once expired, zero without a lease). Unlike
+// LeaseExpiresAt, it needs no clock of the reader's: a program that waits
+// for the expiry (the console's page) counts it down on its own
+// monotonic clock, whatever the offset of its wall clock.
+func (e *Execution) LeaseLeft() time.Duration { return e.remaining }
+
 // ResultLost reports whether e completed without its result: fn's value
 // could not be encoded (ResultError) and it was not a Final outcome, so
 // every caller gets ErrResult until an operator stores the value

@@ -18,12 +18,14 @@ import (
 // startWorker runs a worker process on key with lease TTL ttl, waits until
 // it is inside fn, and returns what kills it (SIGKILL: no event written;
 // the key is left executing, uncertain once its lease expires). It is
-// killed at the end of the test in any case.
-func startWorker(t *testing.T, schema, key string, ttl time.Duration) (kill func()) {
+// killed at the end of the test in any case. env is added to the
+// worker's environment (SENTINEL_CHILD_RERUN=2: Once with WithRerun(2)).
+func startWorker(t *testing.T, schema, key string, ttl time.Duration, env ...string) (kill func()) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "SENTINEL_CHILD_DB="+dbURL, "SENTINEL_CHILD_SCHEMA="+schema,
 		"SENTINEL_CHILD_KEY="+key, "SENTINEL_CHILD_TTL="+ttl.String())
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

@@ -20,9 +20,12 @@ type leaseState struct {
 	Token int64  `json:"token"`
 	State string `json:"state"`
 	// Alive: the lease is live on the database clock; LeaseExpiresAt is
-	// its expiry now (it moves on with each renewal).
+	// its expiry now (it moves on with each renewal) and LeaseLeftMS the
+	// time it had left at the read, on the database clock, which the page
+	// counts down on its own monotonic clock (no clock's offset counts).
 	Alive          bool   `json:"alive"`
 	LeaseExpiresAt string `json:"lease_expires_at,omitempty"`
+	LeaseLeftMS    int64  `json:"lease_left_ms"`
 	Uncertain      bool   `json:"uncertain"`
 	Badge          badge  `json:"badge"`
 	// Note says what the state means, as the key page says it.
@@ -67,7 +70,7 @@ func stateNote(v execView) string {
 
 // leaseStateJSON answers GET lease-state?ns=NS&key=KEY: the key's state
 // now, read on the database clock (leaseState), for live.js, which asks
-// once a running row's lease expiry as read has passed.
+// once the lease time a running row had left at its read has run out.
 func (cs *Console) leaseStateJSON(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	ctx, cancel := ctxTimeout(r)
@@ -89,6 +92,7 @@ func (cs *Console) leaseStateJSON(w http.ResponseWriter, r *http.Request) {
 		Badge: stateBadge(v), Note: stateNote(v), At: cs.now().UTC().Format(time.RFC3339Nano)}
 	if !ex.LeaseExpiresAt.IsZero() {
 		s.LeaseExpiresAt = ex.LeaseExpiresAt.UTC().Format(time.RFC3339Nano)
+		s.LeaseLeftMS = ex.LeaseLeft().Milliseconds()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(s)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,8 +32,8 @@ func TestMain(m *testing.M) {
 	os.Exit(testmain.Run(m, &dbURL, &admin))
 }
 
-// runChild is a worker process: it enters fn of a Once, says so, and
-// waits to be killed.
+// runChild is a worker process: it enters fn of a Once (with WithRerun
+// when SENTINEL_CHILD_RERUN is set), says so, and waits to be killed.
 func runChild() int {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("SENTINEL_CHILD_DB"))
@@ -52,11 +53,20 @@ func runChild() int {
 		fmt.Println("ERR", err)
 		return 1
 	}
+	var opts []sentinel.Option
+	if v := os.Getenv("SENTINEL_CHILD_RERUN"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			fmt.Println("ERR", err)
+			return 1
+		}
+		opts = append(opts, sentinel.WithRerun(n))
+	}
 	_, err = sentinel.Once(ctx, c, os.Getenv("SENTINEL_CHILD_KEY"), func(ctx context.Context) (string, error) {
 		fmt.Println("INSIDE")
 		time.Sleep(time.Hour)
 		return "unreachable", nil
-	})
+	}, opts...)
 	fmt.Println("ERR", err)
 	return 1
 }

@@ -250,13 +250,18 @@ type execView struct {
 	// Effect is the key's effect key (Execution.EffectKey), what fn got
 	// from sentinel.EffectKey to pass to a provider that deduplicates.
 	Effect string
+	// LeaseLeftMS is the lease time left at the read, in milliseconds,
+	// on the database clock (Execution.LeaseLeft): live.js counts it
+	// down on the browser's monotonic clock, which no clock's offset
+	// (the browser's, the console's) moves.
+	LeaseLeftMS int64
 }
 
 func (cs *Console) view(e sentinel.Execution) execView {
 	return execView{Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable(),
 		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, RerunPending: e.Rerunnable(),
 		ResultLost: e.ResultLost(),
-		Link:       keyLink(e.Namespace, e.Key), Effect: e.EffectKey()}
+		Link:       keyLink(e.Namespace, e.Key), Effect: e.EffectKey(), LeaseLeftMS: e.LeaseLeft().Milliseconds()}
 }
 
 func keyLink(ns, key string) string {

@@ -29,12 +29,22 @@
     return pre + x + suf;
   };
   // reltime:end
+  // Time is measured as elapsed since the page was read, never read off a
+  // wall clock: the browser's may be minutes off, and be stepped while
+  // the page is open. Elapsed is the larger of what the monotonic clock
+  // (performance.now: no step moves it, but it may stand still while the
+  // machine sleeps) and the wall clock (Date.now: moves on over a sleep)
+  // have counted: a lease then never looks alive for longer than it is.
+  var mono0 = window.performance && performance.now ? performance.now() : null, wall0 = Date.now();
+  var elapsed = function () {
+    var w = Date.now() - wall0;
+    return mono0 === null ? w : Math.max(performance.now() - mono0, w);
+  };
   var readAt = Number(document.body.getAttribute("data-read-at"));
   var ages = document.querySelectorAll(".age[data-t]");
   if (readAt && ages.length) {
-    var skew = readAt - Date.now();
     var tick = function () {
-      var now = Date.now() + skew;
+      var now = readAt + elapsed();
       for (var i = 0; i < ages.length; i++) {
         var e = ages[i], t = Date.parse(e.getAttribute("data-t"));
         if (isNaN(t)) { continue; }
@@ -54,21 +64,24 @@
   }
   // A running key (a row, or a key page, with data-lease-*) whose lease
   // expires: its executor died, and nothing writes an event then, so the
-  // live view cannot announce it. Once the lease's expiry as read has
-  // passed (the page's clock, counted on from its read), the page reads
-  // the key's state again (lease-state, on the database clock): renewed,
-  // it waits for the new expiry; expired, the row is marked as a reload
-  // would mark it (uncertain, handed back, rerun pending). A change that
-  // writes an event (completed, reconciled) is the live view's to count:
-  // the row is left as read. When the counts of the keys needing an
-  // operator change (attention), every running row is read again at once:
-  // the page's clock may be behind the database's.
+  // live view cannot announce it. Once the lease time it had left when
+  // the page was read (data-lease-left-ms, on the database clock) has
+  // passed (elapsed: no clock's offset counts, neither the browser's nor
+  // the console's), the page reads the key's state again (lease-state):
+  // renewed, it waits for the time then left; expired, the row is marked
+  // as a reload would mark it (uncertain, handed back, rerun pending). A
+  // change that writes an event (completed, reconciled) is the live
+  // view's to count: the row is left as read. When the counts of the keys
+  // needing an operator change (attention), every running row is read
+  // again at once.
   var recheckLeases = function () {};
-  var leased = document.querySelectorAll("[data-lease-expires]");
+  var leased = document.querySelectorAll("[data-lease-left-ms]");
   if (leased.length && window.fetch) {
-    var leaseSkew = readAt ? readAt - Date.now() : 0;
     var watch = [];
-    for (var li = 0; li < leased.length; li++) { watch.push({el: leased[li], next: 0, busy: false}); }
+    for (var li = 0; li < leased.length; li++) {
+      var left = Number(leased[li].getAttribute("data-lease-left-ms"));
+      watch.push({el: leased[li], due: isNaN(left) ? 0 : left, next: 0, busy: false});
+    }
     var mark = function (w, s) {
       var el = w.el;
       var cell = el.classList.contains("state-cell") ? el : el.querySelector(".state-cell");
@@ -92,9 +105,9 @@
       }
     };
     var check = function (w, force) {
-      var now = Date.now() + leaseSkew;
+      var now = elapsed();
       if (w.busy || w.done || now < w.next) { return; }
-      if (!force && now < Date.parse(w.el.getAttribute("data-lease-expires"))) { return; }
+      if (!force && now < w.due) { return; }
       w.busy = true;
       var q = "lease-state?ns=" + encodeURIComponent(w.el.getAttribute("data-lease-ns")) +
         "&key=" + encodeURIComponent(w.el.getAttribute("data-lease-key"));
@@ -111,6 +124,7 @@
         }
         if (s.alive) {
           if (s.lease_expires_at) { w.el.setAttribute("data-lease-expires", s.lease_expires_at); }
+          w.due = elapsed() + (Number(s.lease_left_ms) || 0);
           w.next = 0;
           return;
         }
@@ -118,7 +132,7 @@
         mark(w, s);
       }).catch(function () {
         w.busy = false;
-        w.next = Date.now() + leaseSkew + 5000; // the database or the console did not answer: later
+        w.next = elapsed() + 5000; // the database or the console did not answer: later
       });
     };
     window.setInterval(function () {

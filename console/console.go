@@ -192,6 +192,13 @@ type Console struct {
 	mux   *http.ServeMux
 	tmpl  *template.Template
 	now   func() time.Time
+	// dbClock is the database clock's offset from now's, as last
+	// measured (see measureDBClock).
+	dbClock struct {
+		sync.Mutex
+		at     time.Time
+		offset time.Duration
+	}
 	// elsewhere is Options.Elsewhere's last answer (see elsewhereNow).
 	elsewhere struct {
 		sync.Mutex

@@ -135,7 +135,7 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(struct {
 			Counts map[string]map[string]int64 `json:"counts"`
 			At     string                      `json:"at"`
-		}{kinds, cs.now().UTC().Format(time.RFC3339Nano)})
+		}{kinds, cs.dbNow().UTC().Format(time.RFC3339Nano)})
 		key, _ := json.Marshal(kinds)
 		if bytes.Equal(key, lastCounts) {
 			return

@@ -42,8 +42,9 @@ type page struct {
 	// UncertainDown: UncertainErr is the database not answering
 	// (unreachable): the page says so, and to reload it once it answers.
 	UncertainDown bool
-	// ReadAt is when the page was rendered: a page without a live view
-	// says so, since what it shows goes stale.
+	// ReadAt is when the page was rendered, on the database clock (the
+	// clock of every time the page shows, dbNow): a page without a live
+	// view says so, since what it shows goes stale.
 	ReadAt time.Time
 	// Schema is the client's schema; Elsewhere the other schemas with
 	// uncertain executions (Options.Elsewhere), each with the command
@@ -88,8 +89,9 @@ type nsCount struct {
 func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	p.Title = cs.opts.Title
 	p.ReadOnly = cs.opts.ReadOnly
+	cs.measureDBClock(r)
 	if name != "message.html" { // a result of a POST: not to be reloaded
-		p.ReadAt = cs.now()
+		p.ReadAt = cs.dbNow()
 	}
 	p.Posted = r.Method == http.MethodPost
 	for _, v := range views() {
@@ -143,6 +145,45 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// dbClockFresh is how long a measure of the database clock's offset from
+// the console's is used (measureDBClock).
+const dbClockFresh = 30 * time.Second
+
+// measureDBClock measures the database clock's offset from the console's
+// (SELECT clock_timestamp(), against the console's clock halfway through
+// the round trip) when the last measure is older than dbClockFresh: the
+// times a page shows were written by the database, and a relative time
+// ("3.1s ago", "in 12s") counted from the console's own clock was off by
+// the offset of the two (sentinel serve on a laptop whose clock is
+// minutes off: an expired lease read "in 9m58s, expired"). A measure that
+// fails keeps the last one (zero at first).
+func (cs *Console) measureDBClock(r *http.Request) {
+	d := &cs.dbClock
+	d.Lock()
+	defer d.Unlock()
+	if now := cs.now(); !d.at.IsZero() && now.Sub(d.at) < dbClockFresh && !now.Before(d.at) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	sent := cs.now()
+	var db time.Time
+	if err := cs.c.Pool().QueryRow(ctx, "SELECT pg_catalog.clock_timestamp()").Scan(&db); err != nil {
+		return
+	}
+	got := cs.now()
+	d.at, d.offset = got, db.Sub(sent.Add(got.Sub(sent)/2))
+}
+
+// dbNow is now on the database clock, as far as the console knows it: its
+// own clock plus the database's offset from it (measureDBClock).
+func (cs *Console) dbNow() time.Time {
+	d := &cs.dbClock
+	d.Lock()
+	defer d.Unlock()
+	return cs.now().Add(d.offset)
 }
 
 // elsewhereFresh is how long an answer of Options.Elsewhere is kept:
@@ -296,5 +337,5 @@ func (cs *Console) funcs() template.FuncMap {
 // (internal/reltime; live.js counts it on in the browser with the same
 // wording).
 func (cs *Console) age(t time.Time) string {
-	return reltime.Text(t, cs.now())
+	return reltime.Text(t, cs.dbNow())
 }

@@ -194,7 +194,8 @@ type Options struct {
 
 	// HardTTL caps how long a handler may run. When it passes, the
 	// handler's context is cancelled and its outcome is not stored (the
-	// key becomes uncertain; in transactional mode nothing is committed),
+	// key becomes uncertain, unless the handler calls NoEffect, which
+	// gives it back; in transactional mode nothing is committed),
 	// unless the handler returns within the lease's safety margin, before
 	// the claim ended on the database clock: its response is then stored
 	// as usual. Without Transactional, a handler that answers after that
@@ -1141,7 +1142,11 @@ func recorderOf(w http.ResponseWriter) *recorder {
 // no before any effect): the middleware sends it but does not store it,
 // and gives the key back, so the client's retry with the same key runs
 // the handler again. In transactional mode it also rolls the transaction
-// back. Call it before returning, from the handler given w (or a writer
+// back. This holds after the request's lease was lost too (the handler
+// ran past HardTTL, or heartbeats could not renew it): the key is given
+// back under the request's fencing token, unless an operator took it over
+// meanwhile (Reconcile), when it stays theirs; the request gets its
+// response either way. Call it before returning, from the handler given w (or a writer
 // wrapping it with an Unwrap() http.ResponseWriter method). It reports
 // false, changing nothing, when w is not the middleware's (the request
 // had no Idempotency-Key, or is not behind Middleware).

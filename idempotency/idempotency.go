@@ -294,7 +294,11 @@ type txKey struct{}
 // Tx returns the transaction of a request handled in transactional mode,
 // from the handler's r.Context(); nil otherwise. Do the request's database
 // writes in it: they commit together with the stored response. Do not
-// commit or roll it back yourself. A nil ctx carries no transaction: Tx
+// commit or roll it back yourself. Timeouts the handler sets in it with
+// SET LOCAL (statement_timeout, lock_timeout,
+// idle_in_transaction_session_timeout) bound its own statements only: the
+// middleware puts them back to the connection's configured values before
+// it stores the response and commits. A nil ctx carries no transaction: Tx
 // returns nil.
 func Tx(ctx context.Context) pgx.Tx {
 	if ctx == nil {
@@ -585,6 +589,9 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 				// the body): rolled back, as for a body too large.
 				return nil, errResponseTooLarge
 			}
+			if err := storeSettings(ctx, tx); err != nil {
+				return nil, err
+			}
 			first = rec
 			return data, nil
 		}, opts...)
@@ -785,6 +792,33 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			Detail: "the server's idempotency store failed or refused to record this request, and nothing was recorded for it; retry with the same Idempotency-Key after the Retry-After delay"}, 1)
 	}
 	return false
+}
+
+// resetTimeouts puts back, for the rest of a transactional request's
+// transaction, the timeouts a handler may have set for its own statements
+// with SET LOCAL (or set_config(..., true)) in Tx: the statement that
+// stores the response and the commit run in the same transaction, and ran
+// under the handler's statement_timeout, lock_timeout and
+// idle_in_transaction_session_timeout, so that a handler's
+// "SET LOCAL lock_timeout = '1ms'" failed the completion whenever another
+// session held the key's row (55P03), and its statement_timeout one that
+// took longer (57014): the store's failures, answered 503 and retried
+// with the same outcome. DEFAULT is the connection's configured value (the
+// server's, the role's or database's, the connection string's), under
+// which the store's statements run outside the transaction; they are
+// bounded by the request's lease besides.
+const resetTimeouts = "SET LOCAL statement_timeout TO DEFAULT; SET LOCAL lock_timeout TO DEFAULT; " +
+	"SET LOCAL idle_in_transaction_session_timeout TO DEFAULT"
+
+// storeSettings runs resetTimeouts in a transactional request's tx, after
+// the handler and before the completion. A transaction the handler closed
+// itself is left for OnceTx to find (the key is then uncertain, as
+// documented); any other failure is the store's.
+func storeSettings(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, resetTimeouts); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return fmt.Errorf("idempotency: reset the handler's timeouts before storing the response: %w", err)
+	}
+	return nil
 }
 
 // commitRefusedForHandler reports whether err, from a transactional

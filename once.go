@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sentinel-coordination/sentinel/internal/handback"
 	"github.com/sentinel-coordination/sentinel/internal/rerunhook"
 	"github.com/sentinel-coordination/sentinel/internal/shell"
 )
@@ -418,8 +419,44 @@ func (c *Client) start(ctx context.Context, key string, opts []Option, state Sta
 		// package idempotency's rerun guard: for this call, not fn's calls.
 		o.rerunGuard, ctx = g, rerunhook.WithGuard(ctx, nil)
 	}
+	slot := handback.From(ctx)
+	if slot != nil {
+		// package idempotency's hand-back slot: for this call, not fn's calls.
+		ctx = handback.WithSlot(ctx, nil)
+	}
 	ex, l, fnCtx, cleanup, err = c.begin(ctx, key, o, state)
+	if slot != nil && l != nil && err == nil {
+		slot.GiveBack = c.giveBackWhileRunning(l, o, fnCtx, state)
+	}
 	return o, ex, l, fnCtx, cleanup, err
+}
+
+// giveBackWhileRunning is the hand-back package idempotency calls through
+// internal/handback while fn still runs (its handler switched protocols,
+// and what follows is not protected by the key): the transition a
+// Retryable outcome makes (Once: to claimed, or in a re-run left
+// executing; OnceTx: claimed, its lease ended), with the same guarded
+// statement, from the claim's state and by its owner and token. The lease
+// then ends as released, which does not cancel fn's ctx (l.onEnd), also
+// when the statement failed: fn goes on, and the hand-back made when it
+// returns tries again (it finds the key given back, or moved on, and
+// writes nothing).
+func (c *Client) giveBackWhileRunning(l *Lease, o callOptions, fnCtx context.Context, state State) func(string) bool {
+	return func(reason string) bool {
+		to := StateClaimed
+		if state == StateExecuting {
+			to = handBack(Attempt(fnCtx))
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(fnCtx), c.cfg.ReleaseTimeout)
+		defer cancel()
+		landed, err := c.finish(wctx, l, o, to, nil, "", "", []State{state}, false, "released", "reason", reason)
+		l.end(ErrReleased)
+		if err != nil {
+			c.cfg.Logger.Warn("sentinel: giving the key back while fn runs failed; it is given back when fn returns",
+				"namespace", l.ns, "key", l.key, "token", l.token, "err", err)
+		}
+		return err == nil && landed
+	}
 }
 
 // onceOptions resolves the options of a Once (state executing) or OnceTx

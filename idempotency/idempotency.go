@@ -39,10 +39,13 @@
 //     is not protected by the key: what follows the 101 is not HTTP and
 //     can be neither stored nor replayed. The 101 goes out when written,
 //     Hijack works after it (and only then), nothing is stored, and the
-//     key is given back as with NoEffect (in transactional mode, the
-//     handler's writes in Tx are rolled back): a repeat with the key
-//     runs the handler and switches again. HardTTL still bounds the
-//     handler, its session included.
+//     key is given back as with NoEffect, at the 101 when the request
+//     asked to switch (it has an Upgrade header), else when the handler
+//     returns (in transactional mode, the handler's writes in Tx are
+//     rolled back when it returns): a repeat with the key runs the
+//     handler and switches again, while the first session goes on.
+//     HardTTL still bounds the handler, its session included: its
+//     context ends then, with an error matching sentinel.ErrHardTTL.
 //
 // Safe methods (GET, HEAD, OPTIONS, TRACE) pass through untouched. Keys are
 // scoped per principal by Options.Scope, which is required: two principals
@@ -148,6 +151,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/handback"
 	"github.com/sentinel-coordination/sentinel/internal/rerunhook"
 )
 
@@ -532,8 +536,45 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		})
 	}
 
+	txCtx := ctx // the ctx of the OnceTx call
+	var slot *handback.Slot
+	if r.Header.Get("Upgrade") != "" {
+		// The client asks to switch protocols, which the handler may do
+		// (a 101 answers only such a request): the key is then given back
+		// at the 101, not when the session ends (recorder.switchProtocols).
+		// Once takes the slot from its ctx (internal/handback) and keeps
+		// it out of fn's.
+		slot = new(handback.Slot)
+		onceCtx = handback.WithSlot(onceCtx, slot)
+		txCtx = handback.WithSlot(txCtx, slot)
+	}
+
 	run := func(ctx context.Context) (*recorder, *http.Request) {
 		rec := &recorder{header: make(http.Header), max: m.o.MaxResponseBytes, under: w}
+		if slot != nil {
+			// Given back at the 101, the key's lease no longer bounds the
+			// handler: HardTTL does, from now, as it would have.
+			hardTTL := m.o.HardTTL
+			if hardTTL == 0 {
+				hardTTL = m.c.Config().OnceHardTTL
+			}
+			hardBy := time.Now().Add(hardTTL)
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			defer cancel(nil)
+			var timer *time.Timer
+			defer func() {
+				if timer != nil {
+					timer.Stop()
+				}
+			}()
+			rec.onSwitch = func() {
+				if slot.GiveBack != nil {
+					rec.givenBack = slot.GiveBack("idempotency: the handler switched protocols (101 Switching Protocols); what follows is not protected by the key")
+				}
+				timer = time.AfterFunc(time.Until(hardBy), func() { cancel(errSessionHardTTL) })
+			}
+		}
 		req := r.WithContext(ctx)
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
@@ -546,7 +587,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 	var unstored *recorder // a response sent without being stored
 	var first *recorder    // this call ran the handler, and this is its response
 	if m.o.Transactional {
-		res, err = sentinel.OnceTx(ctx, m.c, onceKey, func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error) {
+		res, err = sentinel.OnceTx(txCtx, m.c, onceKey, func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error) {
 			if err := gate(ctx); err != nil {
 				return nil, err
 			}
@@ -642,7 +683,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 	if unstored != nil && unstored.switched {
 		// The connection is the handler's now (101 sent, maybe
 		// hijacked): nothing more is written on it.
-		if !errors.Is(err, errNotStored) || errors.Is(err, sentinel.ErrUncertain) {
+		if !unstored.givenBack && (!errors.Is(err, errNotStored) || errors.Is(err, sentinel.ErrUncertain)) {
 			m.c.Config().Logger.Warn("idempotency: the handler switched protocols (101); its key was not given back",
 				"idempotency_key", key, "scope", scope, "err", err)
 		}
@@ -875,6 +916,7 @@ var (
 	errWaitOver         = errors.New("idempotency: Options.Wait passed while the first request ran")
 	errResponseTooLarge = errors.New("idempotency: response too large to store")
 	errNotCommitted     = errors.New("idempotency: a statement of the handler failed; its transaction committed nothing")
+	errSessionHardTTL   = fmt.Errorf("idempotency: Options.HardTTL passed during the session that followed 101 Switching Protocols: %w", sentinel.ErrHardTTL)
 )
 
 func (m *middleware) reused(w http.ResponseWriter, key string, ee *sentinel.ExecutionError) {
@@ -1113,9 +1155,11 @@ type recorder struct {
 	body      bytes.Buffer
 	max       int
 	overflow  bool
-	noEffect  bool  // the handler called NoEffect
-	uncertain error // the handler called Uncertain: why
-	switched  bool  // the handler sent 101 Switching Protocols, live
+	noEffect  bool   // the handler called NoEffect
+	uncertain error  // the handler called Uncertain: why
+	switched  bool   // the handler sent 101 Switching Protocols, live
+	onSwitch  func() // after the 101: gives the key back, arms HardTTL; nil when the request did not ask to switch
+	givenBack bool   // onSwitch gave the key back
 }
 
 // Uncertain says that the outcome of the request the handler is serving is
@@ -1235,7 +1279,9 @@ func (rec *recorder) WriteHeader(code int) {
 // what follows is not HTTP (the handler takes the connection over with
 // Hijack), so it can be neither stored nor replayed. The request is then
 // not protected by its key: the middleware stores nothing, gives the key
-// back (in transactional mode, rolls back) and writes nothing more.
+// back (onSwitch, now, when the request asked to switch; else when the
+// handler returns; in transactional mode the handler's transaction rolls
+// back when it returns) and writes nothing more.
 func (rec *recorder) switchProtocols() {
 	rec.status = http.StatusSwitchingProtocols
 	rec.switched = true
@@ -1244,6 +1290,9 @@ func (rec *recorder) switchProtocols() {
 		uh[k] = append([]string(nil), v...)
 	}
 	rec.under.WriteHeader(http.StatusSwitchingProtocols)
+	if rec.onSwitch != nil {
+		rec.onSwitch()
+	}
 }
 
 // informational sends a 1xx response (103 Early Hints, say) to the client

@@ -2,16 +2,20 @@ package idempotency_test
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
 	"github.com/sentinel-coordination/sentinel/sentineltest"
 )
@@ -112,6 +116,121 @@ func TestSwitchingProtocolsPassesThrough(t *testing.T) {
 			var stored int
 			if err := c.Pool().QueryRow(ctxT(t), "SELECT count(*) FROM executions WHERE result IS NOT NULL").Scan(&stored); err != nil || stored != 0 {
 				t.Fatalf("%d results stored (%v), want none", stored, err)
+			}
+		})
+	}
+}
+
+// A handler that switched protocols held its key for the whole session:
+// the 101 promises nothing about the key (the docs: "the key is given
+// back"), yet a repeat while the session ran got 409 in progress, and once
+// the session outlived HardTTL, the key read as uncertain (without
+// Transactional: executing, its lease expired): the repeat got 500
+// ProblemUncertain, "an operator resolves it", and the key was listed
+// for operators until the session ended. The key is now given back at the
+// 101 (when the request asked to switch, Upgrade), and HardTTL still ends
+// the handler's context: a repeat switches again at any time.
+func TestSwitchedSessionGivesTheKeyBackAtThe101(t *testing.T) {
+	for _, transactional := range []bool{false, true} {
+		name := "plain"
+		if transactional {
+			name = "transactional"
+		}
+		t.Run(name, func(t *testing.T) {
+			c := sentineltest.New(t)
+			var runs atomic.Int64
+			var cause atomic.Value
+			inSession, pastHardTTL, finish := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			var finishOnce sync.Once
+			end := func() { finishOnce.Do(func() { close(finish) }) }
+			t.Cleanup(end) // the first session ends with the test, whatever happens
+			mw := idempotency.Middleware(c, idempotency.Options{Scope: idempotency.SingleTenant, Transactional: transactional,
+				TTL: 300 * time.Millisecond, HardTTL: 2 * time.Second})
+			handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := runs.Add(1)
+				w.Header().Set("Connection", "Upgrade")
+				w.Header().Set("Upgrade", "echo")
+				w.WriteHeader(http.StatusSwitchingProtocols)
+				conn, buf, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer conn.Close()
+				if n == 1 {
+					close(inSession)
+					<-r.Context().Done()
+					cause.Store(context.Cause(r.Context()))
+					close(pastHardTTL)
+					<-finish // the session goes on past HardTTL
+				}
+				_, _ = buf.WriteString("hello over echo")
+				_ = buf.Flush()
+			})
+			var served sync.WaitGroup
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				served.Add(1)
+				defer served.Done()
+				mw(handler).ServeHTTP(w, r)
+			}))
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+			srv.Start()
+			t.Cleanup(srv.Close)
+			addr := strings.TrimPrefix(srv.URL, "http://")
+
+			first := make(chan string, 1)
+			go func() {
+				conn, err := net.Dial("tcp", addr)
+				if err != nil {
+					first <- err.Error()
+					return
+				}
+				defer conn.Close()
+				_ = conn.SetDeadline(time.Now().Add(60 * time.Second))
+				_, _ = io.WriteString(conn, "POST /session HTTP/1.1\r\nHost: test\r\nConnection: Upgrade\r\nUpgrade: echo\r\n"+
+					"Idempotency-Key: switch\r\nContent-Length: 1\r\n\r\nx")
+				br := bufio.NewReader(conn)
+				resp, err := http.ReadResponse(br, &http.Request{Method: "POST"})
+				if err != nil {
+					first <- err.Error()
+					return
+				}
+				rest, _ := io.ReadAll(br)
+				first <- resp.Status + " " + string(rest)
+			}()
+			select {
+			case <-inSession:
+			case <-ctxT(t).Done():
+				t.Fatal("the first session did not start")
+			}
+			for i, when := range []string{"during the session", "during the session, past HardTTL"} {
+				if i == 1 {
+					<-pastHardTTL
+				}
+				resp, rest := upgrade(t, addr, "switch")
+				if resp.StatusCode != http.StatusSwitchingProtocols || rest != "hello over echo" {
+					t.Fatalf("a repeat %s: %d %q, want 101 and the handler's session: the key was not given back at the 101", when, resp.StatusCode, rest)
+				}
+			}
+			if err, _ := cause.Load().(error); !errors.Is(err, sentinel.ErrHardTTL) {
+				t.Fatalf("the session's context ended with %v, want HardTTL", err)
+			}
+			end()
+			if got := <-first; got != "101 Switching Protocols hello over echo" {
+				t.Fatalf("first: %s", got)
+			}
+			served.Wait()
+			if got := runs.Load(); got != 3 {
+				t.Fatalf("the handler ran %d times, want 3", got)
+			}
+			resp, _ := upgrade(t, addr, "switch")
+			served.Wait()
+			if resp.StatusCode != http.StatusSwitchingProtocols || runs.Load() != 4 {
+				t.Fatalf("after the sessions: %d after %d runs, want a fourth session", resp.StatusCode, runs.Load())
+			}
+			ex, err := c.Inspect(ctxT(t), idempotency.ExecutionKey("", "switch"))
+			if err != nil || ex.State != sentinel.StateClaimed || ex.LeaseAlive {
+				t.Fatalf("the key: %+v (%v), want given back", ex, err)
 			}
 		})
 	}

@@ -38,6 +38,15 @@ import (
 // and fn's error; it does not match ErrFinal, since no outcome was stored
 // (a later caller runs fn again rather than replaying it). Return the
 // failed statement's error instead. A nil ctx is refused (ErrInvalid).
+//
+// Settings fn makes in tx with SET LOCAL (statement_timeout, lock_timeout)
+// last until the commit, so they bind the completion statement and the
+// commit too: a lock_timeout of 1ms fails the completion whenever another
+// session holds the key's row a moment (a heartbeat's renewal, an
+// operator's read), and fn's writes roll back. Bound fn's own statements
+// with a context deadline instead (pgx cancels the statement), or set them
+// back (SET LOCAL lock_timeout TO DEFAULT) before fn returns, as package
+// idempotency does for its handlers.
 func OnceTx[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context, tx pgx.Tx) (T, error), opts ...Option) (Result[T], error) {
 	if err := checkCtx("OnceTx", ctx); err != nil {
 		return Result[T]{}, err

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -110,10 +109,7 @@ func TestElectorResignRetriedAfterALostReplyIsNil(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	px := newFreezeProxy(t, dbURL)
-	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
-		px.route(c)
-		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
+	c := e.proxiedClient(px, nil, &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
 	el, err := c.Elector("resign-lost", sentinel.ElectorOptions{})
 	require.NoError(t, err)
 	runElector(t, el)

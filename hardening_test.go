@@ -398,6 +398,20 @@ func (p *freezeProxy) route(c *pgxpool.Config) {
 	c.ConnConfig.TLSConfig = nil
 }
 
+// proxiedClient returns a client in e's schema whose connections go
+// through p, in the simple protocol (the statement's text is in the
+// message that runs it, for the proxy to match), traced by tr when it is
+// not nil.
+func (e *env) proxiedClient(p *freezeProxy, tr *hookTracer, cfg *sentinel.Config) *sentinel.Client {
+	return e.clientOn(e.pool(func(c *pgxpool.Config) {
+		p.route(c)
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		if tr != nil {
+			c.ConnConfig.Tracer = tr
+		}
+	}), cfg)
+}
+
 // hookTracer runs a hook when a statement containing match ends, before
 // its caller sees the result.
 type hookTracer struct {

@@ -138,12 +138,7 @@ func TestReleaseRetriedAfterALostReplyIsNil(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	px := newFreezeProxy(t, dbURL)
-	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
-		px.route(c)
-		// The statement's text in the message that runs it, for the proxy.
-		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	}),
-		&sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
+	c := e.proxiedClient(px, nil, &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
 	l, err := c.Lease(ctx, "reply-lost")
 	require.NoError(t, err)
 	px.armAfter("lease_release_to")
@@ -267,10 +262,7 @@ func TestReleaseAfterAFailedCloseReleaseIsNil(t *testing.T) {
 
 	// Close's statement committed, its reply lost.
 	px := newFreezeProxy(t, dbURL)
-	c = e.clientOn(e.pool(func(c *pgxpool.Config) {
-		px.route(c)
-		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
+	c = e.proxiedClient(px, nil, &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
 	l, err = c.Lease(ctx, "closing")
 	require.NoError(t, err)
 	px.armAfter("AS v(ns, key, token)") // sqlReleaseMany
@@ -373,11 +365,7 @@ func TestGrantAsCtxEndsWhoseGiveBackFailedSaysSo(t *testing.T) {
 	ctx := ctxT(t)
 	px := newFreezeProxy(t, dbURL)
 	tr := &hookTracer{match: "INSERT INTO"}
-	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
-		px.route(c)
-		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-		c.ConnConfig.Tracer = tr
-	}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 300 * time.Millisecond})
+	c := e.proxiedClient(px, tr, &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 300 * time.Millisecond})
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f := func() {

@@ -106,11 +106,7 @@ func TestClaimAsCtxEndsWhoseGiveBackFailedSaysSo(t *testing.T) {
 			ctx := ctxT(t)
 			px := newFreezeProxy(t, dbURL)
 			tr := &hookTracer{match: "once_claim_packed"}
-			c := e.clientOn(e.pool(func(c *pgxpool.Config) {
-				px.route(c)
-				c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-				c.ConnConfig.Tracer = tr
-			}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 300 * time.Millisecond})
+			c := e.proxiedClient(px, tr, &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 300 * time.Millisecond})
 			octx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			f := func() {
@@ -145,11 +141,7 @@ func TestClaimAsClientClosesWhoseGiveBackFailedSaysSo(t *testing.T) {
 	ctx := ctxT(t)
 	px := newFreezeProxy(t, dbURL)
 	tr := &hookTracer{match: "once_claim_packed("}
-	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
-		px.route(c)
-		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-		c.ConnConfig.Tracer = tr
-	}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 300 * time.Millisecond})
+	c := e.proxiedClient(px, tr, &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 300 * time.Millisecond})
 	f := func() {
 		px.arm("result_by_operator = CASE WHEN") // sqlFinish: the give-back never reaches the server
 		go c.Close()

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -208,11 +207,7 @@ func TestTurnReleaseRetriedAfterALostReplyIsNil(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	px := newFreezeProxy(t, dbURL)
-	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
-		px.route(c)
-		// The statement's text in the message that runs it, for the proxy.
-		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
+	c := e.proxiedClient(px, nil, &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
 	tn, err := c.Turn(ctx, "printer")
 	require.NoError(t, err)
 	px.armAfter("WHEN d.alive THEN") // sqlTicketLeave, sent in the leave's one round trip
@@ -326,10 +321,7 @@ func TestTurnErrAfterCloseSaysReleased(t *testing.T) {
 	require.Zero(t, nf, "no failed release")
 
 	px := newFreezeProxy(t, dbURL)
-	c = e.clientOn(e.pool(func(c *pgxpool.Config) {
-		px.route(c)
-		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	}), &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond, Observer: obs})
+	c = e.proxiedClient(px, nil, &sentinel.Config{DefaultTTL: time.Minute, ReleaseTimeout: 500 * time.Millisecond, Observer: obs})
 	tn, err = c.Turn(ctx, "printer")
 	require.NoError(t, err)
 	px.arm("WHEN d.alive THEN") // Close's leave never reaches the server

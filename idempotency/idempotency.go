@@ -258,7 +258,11 @@ type Options struct {
 	CanonicalJSON bool
 
 	// Transactional runs the handler inside a transaction (Tx) that commits
-	// with the stored response.
+	// with the stored response. A new key then costs five round trips
+	// besides the handler's own statements: sentinel.OnceTx's four (the
+	// claim, BEGIN, the completion, COMMIT) and one that sets the
+	// handler's SET LOCAL timeouts back (see Tx); a repeat costs one, as
+	// without it.
 	Transactional bool
 
 	// Rerun, above 1, declares that the handler's effect is deduplicated

@@ -306,8 +306,16 @@ type txKey struct{}
 // SET LOCAL (statement_timeout, lock_timeout,
 // idle_in_transaction_session_timeout) bound its own statements only: the
 // middleware puts them back to the connection's configured values before
-// it stores the response and commits. A nil ctx carries no transaction: Tx
-// returns nil.
+// it stores the response and commits. Set session state only with SET
+// LOCAL (or set_config(name, value, true)): tx is on a connection of the
+// client's pool, and a plain SET (or set_config(..., false)) commits with
+// the response and stays on that connection for whatever runs on it next,
+// another request's handler and the client's own statements included (a
+// SET statement_timeout = '1ms' fails them; a SET ROLE or a tenant set
+// for row-level security acts for the wrong principal). The middleware
+// does not reset the pool's sessions: that is the pool owner's choice
+// (pgxpool.Config.AfterRelease, PrepareConn). A nil ctx carries no
+// transaction: Tx returns nil.
 func Tx(ctx context.Context) pgx.Tx {
 	if ctx == nil {
 		return nil

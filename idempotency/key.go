@@ -1,5 +1,7 @@
 package idempotency
 
+// This file: ParseKey, the Idempotency-Key header field decoded (a Structured Field String or a bare token) and its length bound.
+
 import (
 	"errors"
 	"fmt"

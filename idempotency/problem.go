@@ -1,9 +1,13 @@
 package idempotency
 
+// This file: The problem responses: the Problem types (RFC 9457 problem+json), writeProblem, and the 422 of a reused key.
+
 import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/sentinel-coordination/sentinel"
 )
 
 // Problem types: the "type" member of the RFC 9457 problem details the
@@ -110,4 +114,17 @@ func writeProblem(w http.ResponseWriter, p Problem, retryAfter int) {
 	}
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
+}
+
+func (m *middleware) reused(w http.ResponseWriter, key string, ee *sentinel.ExecutionError) {
+	p := Problem{Type: ProblemKeyReused, Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity, Key: key,
+		Detail: "this Idempotency-Key was already used for a different request (method, path, query or body differ); use a new key for a new request"}
+	if ee != nil {
+		// The first request's outcome is not known yet: a client that
+		// meant to retry it must not be sent to a new key.
+		p.State, p.Token = string(ee.State), ee.Token
+		p.Detail = "this Idempotency-Key belongs to a different request (method, path, query or body differ) whose outcome is not known yet; " +
+			"if this is a retry of that request, send it exactly as the first time: a new key would perform it again"
+	}
+	writeProblem(w, p, 0)
 }

@@ -1,5 +1,7 @@
 package idempotency
 
+// This file: The record of a key: execution keys and scopes, the stored Response (decoded, checked, written back, encoded), the headers never stored, and what operators read and write (Request, Record, Inspect, Resolve, Command).
+
 import (
 	"context"
 	"encoding/base64"
@@ -114,6 +116,45 @@ func DecodeResponse(data []byte) (Response, error) {
 		return r, fmt.Errorf("%w: status %d is not a final HTTP status (200-999)", ErrNotResponse, r.Status)
 	}
 	return r, nil
+}
+
+func (s Response) write(w http.ResponseWriter, replayed bool) {
+	h := w.Header()
+	stored := s.Header
+	if replayed {
+		// Again on the way out: a record stored before names were
+		// compared in any case may hold a "set-cookie".
+		stored = StoredHeader(stored)
+	}
+	for k, v := range stored {
+		h[k] = append([]string(nil), v...)
+	}
+	if replayed {
+		h.Set(HeaderReplayed, "true")
+	}
+	trailer := s.Trailer
+	if replayed {
+		trailer = StoredHeader(trailer)
+	}
+	// Declared before the header goes out, so that net/http sends the
+	// trailer fields set after the body.
+	for _, k := range slices.Sorted(maps.Keys(trailer)) {
+		h.Add("Trailer", k)
+	}
+	w.WriteHeader(s.Status)
+	_, _ = w.Write(s.Body)
+	for k, v := range trailer {
+		h[k] = append([]string(nil), v...)
+	}
+}
+
+// encode is r as stored.
+func (r Response) encode() json.RawMessage {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic("idempotency: encode a response: " + err.Error()) // an http.Header and []byte always encode
+	}
+	return b
 }
 
 // CheckResult reports whether value (JSON) may be stored as the result of

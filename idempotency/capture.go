@@ -110,6 +110,14 @@ func recorderOf(w http.ResponseWriter) *recorder {
 // when the handler knows that nothing took effect; when in doubt, let the
 // response be stored. Options.Store decides by status for all responses;
 // NoEffect decides for one.
+//
+// A key given back belongs to no request: the next request with it runs,
+// even one with another body (no 422, as for a request refused before
+// its handler ran), and its handler reads the same sentinel.EffectKey.
+// So when the handler passed that reference downstream, call NoEffect only
+// if the provider kept nothing under it: a provider that stores a decline
+// under its idempotency reference answers the next request with that
+// decline, or refuses its other parameters.
 func NoEffect(w http.ResponseWriter) bool {
 	rec := recorderOf(w)
 	if rec == nil {

@@ -653,7 +653,10 @@ func (c *Client) RenewHandle(ctx context.Context, h LeaseHandle, ttl time.Durati
 
 // ReleaseHandle releases a lease by its plain values. It returns an error
 // matching ErrStaleToken when the handle is no longer the current grant
-// (already released, or taken over after expiry).
+// (already released, or taken over after expiry). A retry of a release
+// whose reply was lost (a dropped connection) gets it too when the first
+// attempt applied: either way the handle holds the key no more, so a
+// caller that retries may treat ErrStaleToken as released.
 // A nil ctx is refused (ErrInvalid).
 func (c *Client) ReleaseHandle(ctx context.Context, h LeaseHandle) error {
 	if err := checkCtx("Client.ReleaseHandle", ctx); err != nil {

@@ -144,7 +144,9 @@ func TestRunSmoke(t *testing.T) {
 	opts := options{
 		duration: 200 * time.Millisecond, rounds: 2, warmup: 50 * time.Millisecond, workers: []int{1, 2},
 		leases: 50, leaseTTL: 300 * time.Millisecond, rows: 2000, handoverMin: 1,
-		pglockLease: 100 * time.Millisecond, pglockHeartbeat: 40 * time.Millisecond,
+		// pglock bounds each of its statements by its lease: at 100 ms one
+		// on a loaded CI machine ran out (context deadline exceeded).
+		pglockLease: 500 * time.Millisecond, pglockHeartbeat: 200 * time.Millisecond,
 		peerCallers: []int{2}, crashTrials: 1,
 		// The bench's default TTL: a first worker whose charge takes
 		// longer than its lease (CI's machine under load: one did, at
@@ -152,7 +154,7 @@ func TestRunSmoke(t *testing.T) {
 		// uncertain instead of reaching the statement it is killed at.
 		crashTTL: time.Second,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	var out, log bytes.Buffer
 	if err := run(ctx, opts, &out, &log); err != nil {

@@ -45,6 +45,13 @@ type ExecutionFilter struct {
 	// Namespace.
 	AllNamespaces bool
 
+	// KeyPrefix keeps only keys starting with it (as LeaseFilter.Prefix):
+	// at most MaxKeyLen bytes of UTF-8 without NUL. Empty: every key.
+	// Within a namespace the primary key (namespace, key) is read from
+	// the prefix on (and only up to its end when the database's collation
+	// is C).
+	KeyPrefix string
+
 	// UpdatedBefore and UpdatedAfter keep executions whose state was
 	// entered (Execution.UpdatedAt) strictly before / strictly after the
 	// given time. Zero: no bound.
@@ -86,7 +93,7 @@ type ExecutionFilter struct {
 // (Client.Prune).
 //
 // A bad filter (unknown state, Uncertain with a state other than
-// executing, ResultLost with Uncertain or a state other than completed, Namespace with AllNamespaces, an empty time range, a limit out
+// executing, ResultLost with Uncertain or a state other than completed, Namespace with AllNamespaces, a KeyPrefix that is not storable text, an empty time range, a limit out
 // of range, a cursor that is not one) returns an error matching ErrInvalid.
 // A nil ctx is refused (ErrInvalid).
 func (c *Client) Executions(ctx context.Context, f ExecutionFilter) ([]Execution, string, error) {
@@ -155,6 +162,9 @@ func (c *Client) executionsQuery(f ExecutionFilter) (string, []any, int, error) 
 			return "", nil, 0, err
 		}
 	}
+	if len(f.KeyPrefix) > MaxKeyLen || f.KeyPrefix != storableText(f.KeyPrefix) {
+		return "", nil, 0, invalid("KeyPrefix", "must be at most %d bytes of UTF-8 without NUL", MaxKeyLen)
+	}
 	if !f.UpdatedBefore.IsZero() && !f.UpdatedAfter.IsZero() && !f.UpdatedAfter.Before(f.UpdatedBefore) {
 		return "", nil, 0, invalid("UpdatedAfter", "must be before UpdatedBefore (%s), got %s",
 			f.UpdatedBefore.Format(time.RFC3339Nano), f.UpdatedAfter.Format(time.RFC3339Nano))
@@ -191,6 +201,14 @@ func (c *Client) executionsQuery(f ExecutionFilter) (string, []any, int, error) 
 			// executions_open_idx (a parameter could not prove it).
 			where = append(where, "t.state <> 'completed'")
 		}
+	}
+	if f.KeyPrefix != "" {
+		// The bound gives the primary key (namespace, key) where to start
+		// (an extension of a string never sorts before it, in any
+		// collation); starts_with ends the range as well under a C
+		// collation, and is the test itself under the others.
+		p := arg(f.KeyPrefix)
+		where = append(where, "t.key >= "+p, "pg_catalog.starts_with(t.key, "+p+")")
 	}
 	if f.Uncertain {
 		where = append(where, "t.lease_expires_at <= pg_catalog.clock_timestamp()", "t.attempt >= t.max_attempts")

@@ -70,6 +70,10 @@ func TestExecutionsFilters(t *testing.T) {
 	require.Equal(t, []string{"billing/other-ns"}, keys(sentinel.ExecutionFilter{Namespace: "billing"}))
 	require.Equal(t, []string{"default/unc-1", "default/unc-2", "billing/other-ns"}, keys(sentinel.ExecutionFilter{Uncertain: true, AllNamespaces: true}))
 	require.Empty(t, keys(sentinel.ExecutionFilter{Namespace: "nobody"}))
+	require.Equal(t, []string{"default/unc-1", "default/unc-2"}, keys(sentinel.ExecutionFilter{KeyPrefix: "unc-"}))
+	require.Equal(t, []string{"default/done-1"}, keys(sentinel.ExecutionFilter{KeyPrefix: "done-1", State: sentinel.StateCompleted}))
+	require.Equal(t, []string{"billing/other-ns"}, keys(sentinel.ExecutionFilter{KeyPrefix: "oth", AllNamespaces: true}))
+	require.Empty(t, keys(sentinel.ExecutionFilter{KeyPrefix: "unc-%"}), "a prefix, not a pattern")
 
 	// Time bounds: UpdatedAt of the uncertain keys.
 	u1, err := c.Inspect(ctx, "unc-1")
@@ -161,6 +165,8 @@ func TestExecutionsInvalid(t *testing.T) {
 		"garbage cursor":          {After: "not a cursor"},
 		"base64 non-json cursor":  {After: "aGVsbG8"},
 		"cursor of another ns":    {After: cur, Namespace: "elsewhere"},
+		"key prefix with NUL":     {KeyPrefix: "a\x00"},
+		"key prefix too long":     {KeyPrefix: strings.Repeat("k", sentinel.MaxKeyLen+1)},
 	} {
 		_, _, err := c.Executions(ctx, f)
 		require.ErrorIs(t, err, sentinel.ErrInvalid, name)

@@ -131,3 +131,94 @@ func TestIdempotencyListCompletedIsPaged(t *testing.T) {
 	requireCode(t, e.run("idempotency", "list", "--limit", "2"), exitUsage)
 	requireCode(t, e.run("idempotency", "list", "--state", "completed", "--limit", "0"), exitUsage)
 }
+
+// On a busy table the key an operator was paged about could be found
+// only by paging through every completed key: idempotency list had no
+// filter by key. PREFIX (with its --scope, stored before the key) keeps
+// the keys starting with it, a page of --limit at a time, and the
+// command for the next page keeps the filter.
+func TestIdempotencyListByPrefix(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	srv := newChargeServer(e, "payments")
+	srv.post(t, "8e03978e-40d5-43e8-bc93-6894a57f9324", `{"amount":1}`) // the server's first charge panics
+	wanted := []string{
+		"f00dfeed-0000-4000-8000-000000000001",
+		"f00dfeed-0000-4000-8000-000000000002",
+		"f00dfeed-0000-4000-8000-000000000003",
+	}
+	others := []string{"beefcafe-0000-4000-8000-000000000001", "beefcafe-0000-4000-8000-000000000002"}
+	for _, k := range append(append([]string{}, others...), wanted...) {
+		require.Equal(t, 201, srv.post(t, k, `{"amount":100}`).status)
+	}
+	// Another scope's key with the same prefix.
+	require.Equal(t, 201, postCharge(t, srv.Server, "acct_7", "f00dfeed-0000-4000-8000-00000000000f", `{"amount":1}`).status)
+
+	seen := map[string]int{}
+	args := []string{"idempotency", "list", "--state", "completed", "f00dfeed", "--scope", "acct_42", "--limit", "2"}
+	for page := 1; ; page++ {
+		require.LessOrEqual(t, page, 3, "pages")
+		r := e.run(args...)
+		requireCode(t, r, exitOK)
+		for _, k := range append(append([]string{}, others...), "f00dfeed-0000-4000-8000-00000000000f") {
+			require.NotContains(t, r.stdout, k, "filtered out")
+		}
+		for _, k := range wanted {
+			if strings.Contains(r.stdout, k) {
+				seen[k]++
+			}
+		}
+		i := strings.Index(r.stderr, "more:\n  sentinel ")
+		if i < 0 {
+			break
+		}
+		line := strings.SplitN(r.stderr[i+len("more:\n  sentinel "):], "\n", 2)[0]
+		args = strings.Fields(line)
+		require.Contains(t, args, "f00dfeed", "the next page keeps PREFIX: %s", line)
+		require.Contains(t, args, "acct_42", "the next page keeps --scope: %s", line)
+		for j, a := range args {
+			if a == "--schema" {
+				args = append(args[:j:j], args[j+2:]...)
+				break
+			}
+		}
+	}
+	for _, k := range wanted {
+		require.Equal(t, 1, seen[k], "key %s listed once over the pages", k)
+	}
+
+	r := e.run("idempotency", "list", "--state", "completed", "f00dfeed", "--scope", "acct_42", "--limit", "2", "--json")
+	requireCode(t, r, exitOK)
+	var out struct {
+		Keys []idemKeyJSON
+		Next string
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
+	require.Len(t, out.Keys, 2)
+	require.NotEmpty(t, out.Next)
+	r = e.run("idempotency", "list", "--state", "completed", "f00dfeed", "--scope", "acct_42", "--limit", "2", "--after", out.Next, "--json")
+	requireCode(t, r, exitOK)
+	out.Keys, out.Next = nil, ""
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
+	require.Len(t, out.Keys, 1)
+	require.Empty(t, out.Next)
+
+	// --scope alone: that scope's keys; the open ones too.
+	r = e.run("idempotency", "list", "--state", "completed", "--scope", "acct_7", "--json")
+	requireCode(t, r, exitOK)
+	out.Keys = nil
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
+	require.Len(t, out.Keys, 1)
+	require.Equal(t, "acct_7", out.Keys[0].Scope)
+	r = e.run("idempotency", "list", "8e03978e", "--scope", "acct_42")
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stdout, "8e03978e-40d5-43e8-bc93-6894a57f9324")
+	r = e.run("idempotency", "list", "8e03978e", "--scope", "acct_7")
+	requireCode(t, r, exitOK)
+	require.NotContains(t, r.stdout, "8e03978e-40d5")
+
+	// PREFIX without its scope could match nothing the operator meant.
+	r = e.run("idempotency", "list", "--state", "completed", "f00dfeed")
+	requireCode(t, r, exitUsage)
+	require.Contains(t, r.stderr, "--scope")
+}

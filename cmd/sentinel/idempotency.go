@@ -17,6 +17,7 @@ import (
 
 	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
+	"github.com/sentinel-coordination/sentinel/internal/names"
 )
 
 // The idempotency commands address keys written by the idempotency
@@ -80,10 +81,11 @@ func (a *app) idemListCmd() *cobra.Command {
 		state  string
 		limit  int
 		cursor string
+		scope  string
 		ns     nsFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "list",
+		Use:   "list [PREFIX]",
 		Short: "List the middleware's keys not completed: uncertain first",
 		Long: `list shows the Idempotency-Keys of every namespace (or only of the one
 given with --namespace) that are not completed (uncertain, being
@@ -98,6 +100,13 @@ the command that inspects each uncertain key. Other schemas of the
 database with uncertain executions (the first five that hold Sentinel's
 tables, in name order) are named on stderr, with the same listing there.
 
+--scope S keeps only the keys of scope S (--scope '' those of
+idempotency.SingleTenant); PREFIX, with --scope, only the keys starting
+with PREFIX: the key a client or an alert names, found without paging
+through every completed key. The scope is stored before the key, so a
+PREFIX needs its --scope (inspect KEY without --scope says where else to
+look).
+
 A key handed back (the handler called NoEffect, or the request gave up
 before the handler ran) is listed as "handed back (safe to retry)": the
 client's retry runs it.
@@ -108,23 +117,52 @@ relied on that pass -n default.`,
   sentinel idempotency list -n payments
   sentinel idempotency list --uncertain --json
   sentinel idempotency list --state completed -n payments   # a completed key's scope
-  sentinel idempotency list --state completed --limit 500 --json`,
-		Args: args(0, 0),
-		RunE: a.runEChecked(func(cmd *cobra.Command, _ []string) error {
+  sentinel idempotency list --state completed --limit 500 --json
+  sentinel idempotency list --state completed 8e03978e --scope acct_42   # keys starting with 8e03978e`,
+		Args: args(0, 1),
+		RunE: a.runEChecked(func(cmd *cobra.Command, args []string) error {
 			if err := checkState(state); err != nil {
 				return err
 			}
 			if unc && state != "" && sentinel.State(state) != sentinel.StateExecuting {
 				return usageErr("--uncertain keys are executing: give --uncertain or --state %s, not both", state)
 			}
+			if len(args) == 1 && !cmd.Flags().Changed("scope") {
+				return usageErr("PREFIX %s needs --scope: the stored key starts with the scope the service gave the request "+
+					"(--scope '' for idempotency.SingleTenant); to find a key's scope, list without PREFIX", argText(args[0]))
+			}
+			if len(args) == 1 && args[0] == "" {
+				return usageErr("PREFIX is empty: give the start of the key, or leave PREFIX out")
+			}
+			if cmd.Flags().Changed("scope") {
+				prefix := ""
+				if len(args) == 1 {
+					prefix = args[0]
+				}
+				if why := names.Text(idempotency.ExecutionKey(scope, prefix)); why != "" || len(idempotency.ExecutionKey(scope, prefix)) > sentinel.MaxKeyLen {
+					return usageErr("invalid PREFIX %s or --scope %s: the start of the stored key (the key with its scope) must be at most %d bytes of UTF-8 text without NUL bytes",
+						argText(prefix), argText(scope), sentinel.MaxKeyLen)
+				}
+			}
 			if state == "" && (cmd.Flags().Changed("limit") || cmd.Flags().Changed("after")) {
 				return usageErr("--limit and --after page a listing of one state: give --state too (the keys not completed are listed whole)")
 			}
 			return checkLimit(limit)
-		}, func(cmd *cobra.Command, _ []string) error {
+		}, func(cmd *cobra.Command, args []string) error {
 			namespace, err := ns.listing(cmd, a)
 			if err != nil {
 				return err
+			}
+			// Only the middleware's keys (a page is not filled with the
+			// others' rows); with --scope, that scope's keys, starting
+			// with PREFIX: a prefix of the stored key, which the primary
+			// key serves.
+			keyPrefix := idempotency.KeyPrefix
+			if cmd.Flags().Changed("scope") {
+				keyPrefix = idempotency.ExecutionKey(scope, "")
+				if len(args) == 1 {
+					keyPrefix = idempotency.ExecutionKey(scope, args[0])
+				}
 			}
 			// Uncertain work of other schemas (an application whose
 			// middleware's client sets a Config.Schema of its own): named on
@@ -152,7 +190,7 @@ relied on that pass -n default.`,
 					continue
 				}
 				f := sentinel.ExecutionFilter{State: st, Uncertain: unc, Limit: sentinel.MaxExecutionsLimit,
-					Namespace: namespace, AllNamespaces: ns.all}
+					Namespace: namespace, AllNamespaces: ns.all, KeyPrefix: keyPrefix}
 				if state != "" {
 					// One state (completed keys can be millions): one
 					// page, and the command for the next.
@@ -221,7 +259,14 @@ relied on that pass -n default.`,
 				if state != "" && !unc {
 					what = state + " "
 				}
-				fprintf(a.stdout, "no Idempotency-Keys %sin %s\n", what, nsLabel(namespace))
+				which := ""
+				if cmd.Flags().Changed("scope") {
+					which = fmt.Sprintf("of scope %s ", argText(scope))
+					if len(args) == 1 {
+						which += fmt.Sprintf("starting with %s ", argText(args[0]))
+					}
+				}
+				fprintf(a.stdout, "no Idempotency-Keys %s%sin %s\n", what, which, nsLabel(namespace))
 				if next != "" { // a page of executions that are not the middleware's
 					fprintf(a.stderr, "more:\n  %s\n", a.again(cmd, "after", next))
 				}
@@ -270,6 +315,7 @@ relied on that pass -n default.`,
 	cmd.Flags().StringVar(&state, "state", "", "only keys in this state: claimed, executing, reconciling, completed (completed keys are listed only so)")
 	cmd.Flags().IntVar(&limit, "limit", sentinel.DefaultExecutionsLimit, fmt.Sprintf("with --state: keys per page (1..%d)", sentinel.MaxExecutionsLimit))
 	cmd.Flags().StringVar(&cursor, "after", "", "with --state: the cursor printed with the previous page")
+	cmd.Flags().StringVar(&scope, "scope", "", "only the keys of this scope, the principal Options.Scope returned ('' for idempotency.SingleTenant); needed with PREFIX")
 	return cmd
 }
 

@@ -505,7 +505,7 @@ func (a *app) storeValue(f *operatorFlags, question string,
 		if err := idempotency.CheckResult(key, []byte(value)); err != nil {
 			scope, ckey, _ := idempotency.ParseExecutionKey(key)
 			_, why := idempotency.DecodeResponse([]byte(value))
-			return usageErr("%q is the Idempotency-Key %q of the idempotency middleware, which could not replay this value to the client (%v); "+
+			return usageErr("%q is the Idempotency-Key %q of the idempotency middleware, which could not replay this value to the client (%w); "+
 				"resolve it with an HTTP response:\n  %s", key, ckey, why, a.idemCommand("resolve", ckey, scope, a.namespace))
 		}
 		if rt != nil {

@@ -613,7 +613,7 @@ matches.`,
 			} else {
 				resp, err = idempotency.NewResponse(rec.Request.Fingerprint, status, hdr, bodyBytes)
 				if err != nil {
-					return refused("%v", err)
+					return refused("%w", err)
 				}
 			}
 			who := esc(args[0])
@@ -663,7 +663,7 @@ func responseOf(status int, headers []string, body string, fromFlags bool) (http
 	if name, ok := strings.CutPrefix(body, "@"); ok && fromFlags {
 		b, err := os.ReadFile(name)
 		if err != nil {
-			return nil, nil, usageErr("--body @%s: %v", name, err)
+			return nil, nil, usageErr("--body @%s: %w", name, err)
 		}
 		bodyBytes = b
 	}

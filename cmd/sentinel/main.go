@@ -626,7 +626,7 @@ func (a *app) connect(ctx context.Context) error {
 	// An empty string makes pgx read the libpq PG* variables.
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return usageErr("bad connection string: %v", err)
+		return usageErr("bad connection string: %w", err)
 	}
 	cfg.MaxConns = 4
 	cc := cfg.ConnConfig

@@ -532,7 +532,7 @@ interrupt while waiting (exit 4, CMD did not run).` + fmt.Sprintf(guardPointer, 
 			set, err := a.client.TurnAll(tctx, resources, sentinel.WithLabel(label), sentinel.WithTTL(ttl))
 			if err != nil {
 				if errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-					return refused("queue lock %s: not served within --timeout %s: %v", strings.Join(resources, " "), timeout, err)
+					return refused("queue lock %s: not served within --timeout %s: %w", strings.Join(resources, " "), timeout, err)
 				}
 				if ctx.Err() != nil { // the tickets were cancelled
 					return refused("queue lock %s: interrupted while waiting; not served, nothing ran", strings.Join(resources, " "))

@@ -76,7 +76,7 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 				}
 				b, err := readSecretFile(tokenFile, stderr)
 				if err != nil {
-					return usageErr("--operator-token-file: %v", err)
+					return usageErr("--operator-token-file: %w", err)
 				}
 				token = strings.TrimSpace(string(b))
 				if token == "" {
@@ -90,7 +90,7 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 			if operatorsFile != "" {
 				ops, err := readOperators(operatorsFile, stderr)
 				if err != nil {
-					return usageErr("--operators-file: %v", err)
+					return usageErr("--operators-file: %w", err)
 				}
 				opts.Operators = ops
 			}
@@ -103,7 +103,7 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 				return usageErr("actions need an operator token: --operators-file, --operator-token-file or $SENTINEL_OPERATOR_TOKEN (make one with `sentinel serve --new-token`), or pass --read-only")
 			}
 			if err := console.CheckOptions(opts); err != nil { // a weak token (console.ErrWeakToken), a bad --allowed-host
-				return usageErr("%v", err)
+				return usageErr("%w", err)
 			}
 			return nil
 		}, func(cmd *cobra.Command, _ []string) error {
@@ -155,7 +155,7 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 			}
 			h, err := console.New(a.client, opts)
 			if err != nil { // checked before the connection (console.CheckOptions)
-				return usageErr("%v", err)
+				return usageErr("%w", err)
 			}
 			return console.Serve(cmd.Context(), addr, h, func(l net.Addr) {
 				fprintf(cmd.OutOrStdout(), "listening on http://%s/\n", l)

@@ -365,3 +365,42 @@ func TestEmptyListingsPointToEveryNamespace(t *testing.T) {
 		require.NotContains(t, r.stderr, "every namespace:")
 	}
 }
+
+// With --json the same listings printed [] and nothing else: the operator
+// piping `sentinel leases --json` into jq at 3 a.m. (no -n) read "no
+// leases" while every lease was in another namespace. stdout stays the
+// JSON; stderr says what the human listing says, with the command (its
+// --json kept) that lists every namespace.
+func TestEmptyJSONListingsPointToEveryNamespace(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	jobs := e.newClient("jobs")
+	l, err := jobs.Lease(ctxT(t), "nightly")
+	require.NoError(t, err)
+	defer func() { _ = l.Release(ctxT(t)) }()
+	e.runElector(jobs, "scheduler")
+	tu, err := jobs.Turn(ctxT(t), "printer")
+	require.NoError(t, err)
+	defer func() { _ = tu.Release(ctxT(t)) }()
+
+	for _, c := range []struct {
+		args      []string
+		every     string
+		everyFind string
+	}{
+		{[]string{"leases", "--json"}, "sentinel leases --json --all-namespaces", `"nightly"`},
+		{[]string{"elections", "--json"}, "sentinel elections --json --all-namespaces", `"scheduler"`},
+		{[]string{"queue", "status", "--json"}, "sentinel queue status --json --all-namespaces", `"printer"`},
+	} {
+		r := e.run(c.args...)
+		requireCode(t, r, exitOK)
+		require.JSONEq(t, "[]", r.stdout, "stdout stays JSON")
+		require.Contains(t, r.stderr, `namespace "default"`, "%q", c.args)
+		line := findCommand(t, r.stderr, c.every)
+		p := runPrinted(t, line, "")
+		requireCode(t, p, exitOK)
+		require.Contains(t, p.stdout, c.everyFind)
+		var v any
+		require.NoError(t, json.Unmarshal([]byte(p.stdout), &v))
+	}
+}

@@ -468,6 +468,9 @@ match). Liveness is decided by the database clock. See
 				es = es[:shown]
 				defer a.leftOut(shown, "election groups", "raise --limit")
 			}
+			if len(es) == 0 && namespace != "" && a.jsonOut {
+				fprintf(a.stderr, "no election groups in %s; every namespace:\n  %s\n", nsLabel(namespace), a.againEvery(cmd))
+			}
 			if a.jsonOut {
 				out := make([]electionJSON, len(es))
 				for i, e := range es {

@@ -68,6 +68,11 @@ stderr says so.`,
 				defer a.leftOut(shown, "leases", "give a PREFIX or raise --limit")
 			}
 			now := dbNow()
+			if len(hs) == 0 && !f.AllNamespaces && a.jsonOut {
+				// On stderr: stdout stays the JSON a script reads, but a
+				// person piping it into jq learns why it is empty.
+				fprintf(a.stderr, "no live leases in %s; every namespace:\n  %s\n", nsLabel(a.namespace), a.againEvery(cmd))
+			}
 			if a.jsonOut {
 				out := make([]holderJSON, len(hs))
 				for i, h := range hs {

@@ -124,6 +124,9 @@ has not yet confirmed its turn is marked "(handover)".`,
 					qs = append(qs, *q)
 				}
 			}
+			if len(qs) == 0 && !ns.all && a.jsonOut {
+				fprintf(a.stderr, "no queue in %s has a live ticket; every namespace:\n  %s\n", nsLabel(nsOf(&ns, a)), a.againEvery(cmd))
+			}
 			if a.jsonOut {
 				out := make([]queueJSON, len(qs))
 				for i, q := range qs {

@@ -681,6 +681,13 @@ func responseOf(status int, headers []string, body string, fromFlags bool) (http
 		}
 		hdr.Add(k, v)
 	}
+	// The header as package idempotency checks it (names HTTP tokens,
+	// values without control characters): bad input, exit 2, before the
+	// connection, not a refusal (4) once the key was read. The body is
+	// checked against the Content-Type later (exit 4, as documented).
+	if _, err := idempotency.NewResponse("-", status, hdr, nil); err != nil {
+		return nil, nil, usageErr("--header: %w", err)
+	}
 	if hdr.Get("Content-Type") == "" && json.Valid(bodyBytes) {
 		hdr.Set("Content-Type", "application/json")
 	}

@@ -292,3 +292,25 @@ func TestIdempotencyResolveRefused(t *testing.T) {
 	require.Empty(t, resp.Header.Get("Set-Cookie"))
 	require.EqualValues(t, 1, runs.Load())
 }
+
+// A --header resolve could never store (a name that is not an HTTP token,
+// a value with a control character) passed the command line's check and
+// was refused by the library once the key had been read: exit 4, "refused
+// or wrong state", where resolve's help promises exit 2 for bad input.
+// It is refused with the command line now, exit 2, before the connection.
+func TestIdempotencyResolveBadHeaderIsUsage(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	srv := newChargeServer(e, "default")
+	const crashed = "8e03978e-40d5-43e8-bc93-6894a57f9324"
+	srv.post(t, crashed, `{"amount":4200}`) // the handler panics: uncertain
+	for _, h := range []string{"X(y): v", "X-A: a\x01b"} {
+		r := e.run("idempotency", "resolve", crashed, "--scope", "acct_42", "--status", "201", "--body", "{}", "--header", h, "--yes")
+		requireCode(t, r, exitUsage)
+		require.Contains(t, r.stderr, "--header")
+		require.NotContains(t, r.stderr, "database ", "refused before the connection")
+	}
+	out := e.run("idempotency", "inspect", crashed, "--scope", "acct_42", "--json")
+	requireCode(t, out, exitOK)
+	require.Contains(t, out.stdout, `"uncertain": true`, "nothing was written")
+}

@@ -92,8 +92,8 @@ given with --namespace) that are not completed (uncertain, being
 reconciled, in progress, handed back), uncertain ones first, each with its
 namespace, scope, key, the request's method and path, and how long it has
 been in its state. --uncertain keeps only the uncertain ones; --state only
-the keys in that state, a page of --limit at a time (the most recently
-changed first), with the command that lists the next page (--after
+the keys in that state, a page of --limit at a time (the oldest state
+change first, as list), with the command that lists the next page (--after
 CURSOR): --state completed lists the completed keys, each with its scope
 (the one to give inspect), which are not listed otherwise. It ends with
 the command that inspects each uncertain key. Other schemas of the

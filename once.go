@@ -114,7 +114,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	switch {
 	case panicked:
 		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateExecuting}, false, "failed",
-			"error", fmt.Sprintf("panic: %v", panicVal))
+			append([]any{"error", fmt.Sprintf("panic: %v", panicVal)}, attemptMeta(fnCtx)...)...)
 		l.end(ErrReleased)
 		// The call's outcome, before the panic goes on: the key is
 		// uncertain. The observer (metrics, span) reads err, and the
@@ -125,7 +125,8 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	case fnErr != nil && IsFinal(fnErr):
 		// Handled with the successful outcomes below.
 	case fnErr != nil && IsRetryable(fnErr):
-		ok, ferr := c.finish(wctx, l, o, handBack(Attempt(fnCtx)), nil, "", "", []State{StateExecuting}, false, "retryable", "error", errText(fnErr))
+		ok, ferr := c.finish(wctx, l, o, handBack(Attempt(fnCtx)), nil, "", "", []State{StateExecuting}, false, "retryable",
+			append([]any{"error", errText(fnErr)}, attemptMeta(fnCtx)...)...)
 		if ferr != nil {
 			var herr error
 			if ok, herr = c.handBackFailed(ctx, l, o, fnCtx, fnErr, ferr); herr != nil {
@@ -146,7 +147,8 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		}
 		return res, fnErr
 	case fnErr != nil:
-		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateExecuting}, false, "failed", "error", errText(fnErr))
+		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateExecuting}, false, "failed",
+			append([]any{"error", errText(fnErr)}, attemptMeta(fnCtx)...)...)
 		if ex := c.rerunSuccessor(wctx, l, fnCtx); ex != nil {
 			return replayOr[T](ex, o, c.reject(wctx, ex, o, false))
 		}
@@ -191,7 +193,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 			// which would stop the re-run (ExecutionError.Rerun).
 			return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf(what+rerunNote(fnCtx), args...))
 		}
-		return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf(what+". "+advice, args...))
+		return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf(what+rerunNote(fnCtx)+". "+advice, args...))
 	}
 	if fnErr != nil {
 		return res, &FinalError{Namespace: o.namespace, Key: key, Token: l.token, Message: finalMsg, Err: fnErr}
@@ -229,14 +231,31 @@ func (c *Client) rerunSuccessor(ctx context.Context, l *Lease, fnCtx context.Con
 }
 
 // rerunNote tells the caller of an attempt that stopped without an outcome
-// that the key will be re-run, when it will: "" otherwise.
+// under WithRerun that the key will be re-run, when it will, or that this
+// was the last attempt its bound allows: "" without WithRerun.
 func rerunNote(fnCtx context.Context) string {
-	if !rerunPending(fnCtx) {
+	ri, ok := fnCtx.Value(runKey{}).(*runInfo)
+	switch {
+	case !ok || ri.maxAttempts <= 1:
 		return ""
+	case !rerunPending(fnCtx):
+		// Said as the next caller's error says it (Client.reject).
+		return fmt.Sprintf(" (attempt %d, the last WithRerun allows (%d): no re-run is left)", ri.attempt, ri.maxAttempts)
 	}
-	ri := fnCtx.Value(runKey{}).(*runInfo)
 	return fmt.Sprintf(" (WithRerun: unless an operator acts first, the next Once call for the key with WithRerun runs fn again, "+
 		"as attempt %d of at most %d)", ri.attempt+1, ri.maxAttempts)
+}
+
+// attemptMeta is the metadata a failed or retryable event of the attempt
+// of fnCtx carries under WithRerun (the key's bound above 1): its attempt
+// and the bound, so that the history tells an attempt the next caller
+// re-runs from the last one. None without WithRerun.
+func attemptMeta(fnCtx context.Context) []any {
+	ri, ok := fnCtx.Value(runKey{}).(*runInfo)
+	if !ok || ri.maxAttempts <= 1 {
+		return nil
+	}
+	return []any{"attempt", ri.attempt, "max_attempts", ri.maxAttempts}
 }
 
 // withLoss adds to fn's error the loss of fn's lease, when it was lost

@@ -36,7 +36,12 @@ import (
 // recorded bound to its caller's when that is smaller. A caller without
 // WithRerun gets ErrUncertain for a key that stopped; a key whose stopped
 // attempt ran without WithRerun is uncertain for every caller. So neither
-// side can re-run an effect the other did not declare idempotent.
+// side can re-run an effect the other did not declare idempotent. A key
+// left for a re-run waits for a caller with WithRerun: when none comes
+// (a deploy removed the option, or nobody calls the key again), its
+// callers get ErrUncertain with ExecutionError.Rerun and nothing counts
+// it uncertain; find such keys with ExecutionCounts (RerunPending) or
+// `sentinel status`, and reconcile them.
 //
 // In a re-run (Attempt above 1) an earlier attempt may have had its effect,
 // so the key is not handed back as claimed, which would let a caller
@@ -94,7 +99,10 @@ func TokenFromContext(ctx context.Context) (int64, bool) {
 // Attempt returns fn's attempt from the ctx passed to fn by Once: 1 for the
 // first run of a key, 2 for its first re-run after a crash (WithRerun), and
 // so on. A run after a first attempt handed the key back with Retryable is
-// attempt 1 again. 0 outside fn (a nil ctx included).
+// attempt 1 again, and so is the run after an operator reset the key
+// (ResetToClaimed): the count starts again where the key was last safe to
+// run from scratch; EffectKey stays the same. 0 outside fn (a nil ctx
+// included).
 func Attempt(ctx context.Context) int {
 	if ri, ok := runOf(ctx); ok {
 		return ri.attempt
@@ -104,8 +112,12 @@ func Attempt(ctx context.Context) int {
 
 // EffectKey returns the reference fn passes downstream so that the
 // provider deduplicates fn's effect (a card network's idempotency key),
-// from the ctx passed to fn by Once or OnceTx; "" outside fn (a nil ctx
-// included).
+// from the ctx passed to fn by Once or OnceTx (or a ctx derived from it);
+// "" outside fn (a nil ctx included). "" is the same for every call: a
+// ctx that is not fn's (the caller's ctx captured by fn's closure,
+// context.Background in a goroutine, a request behind package
+// idempotency without an Idempotency-Key) would give every such payment
+// the same reference at the provider, so check for "" and do not send it.
 //
 // It is the same on every attempt of a key, and differs between keys and
 // namespaces (and, behind package idempotency, between scopes, which are

@@ -265,23 +265,20 @@ func (c *Client) acquireRow(ctx context.Context, key string, o callOptions, scan
 		h.localExpiry = sent.Add(remaining)
 		return nil, &HeldError{Namespace: o.namespace, Key: key, Holder: &h, Self: c.holdsLease(o.namespace, key, h.Token)}, nil
 	}
+	l := c.newLease(kindLease, o.namespace, key, h.Token, o.ttl)
+	l.acquiredAt = h.AcquiredAt
 	if ctx.Err() != nil {
 		// Granted after ctx ended: the caller is gone. Give it back.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-		defer cancel()
-		_, rerr := c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, h.Token)
+		rerr := c.giveBackLease(ctx, l, sent.Add(remaining))
 		return nil, nil, fmt.Errorf("sentinel: acquire lease %q/%q: %w (%s)", o.namespace, key, context.Cause(ctx),
 			givenBack("granted", "released", rerr, o.ttl))
 	}
-	l := c.newLease(kindLease, o.namespace, key, h.Token, o.ttl)
-	l.acquiredAt = h.AcquiredAt
 	if !c.hb.add(l, sent, remaining, h.ExpiresAt, h.HardExpiresAt) {
 		// Close began while the grant was in flight: nobody would renew
 		// or release it. Give it back now.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-		defer cancel()
-		_, _ = c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, h.Token)
-		l.end(ErrReleased)
+		if rerr := c.giveBackLease(ctx, l, sent.Add(remaining)); rerr != nil {
+			return nil, nil, closedGivenBack(fmt.Sprintf("acquire lease %q/%q", o.namespace, key), "granted", rerr, o.ttl)
+		}
 		return nil, nil, ErrClosed
 	}
 	c.cfg.Logger.Debug("sentinel: lease acquired", "namespace", o.namespace, "key", key, "token", h.Token)
@@ -734,6 +731,67 @@ func givenBack(what, done string, err error, ttl time.Duration) string {
 		return fmt.Sprintf("%s as it ended; giving it back failed, so it is free only when it expires, within its TTL (%s): %v", what, ttl, err)
 	}
 	return what + " as it ended: " + done
+}
+
+// giveBack gives back l, a grant its caller cannot use (it came as the
+// caller's ctx ended, or as the client closed: l was never returned nor
+// renewed), with release, retrying a transient error (a dropped
+// connection, a restarting server; see transient) within
+// Config.ReleaseTimeout and never past expiry, the grant's local expiry:
+// after it there is nothing to give back. One dropped connection used to
+// leave the key held, by nobody, until it expired (a TTL), its waiters
+// asleep that long. l ends released, or, when the give-back finally
+// failed, as a failed release (logged, and reported to
+// Observer.ReleaseFailed as a Release's failure is): the key stays held
+// until it expires. It returns the last attempt's error.
+func (c *Client) giveBack(ctx context.Context, l *Lease, expiry time.Time, release func(ctx context.Context) error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+	defer cancel()
+	for {
+		err := release(rctx)
+		if err == nil {
+			l.end(ErrReleased)
+			return nil
+		}
+		if transient(err) && rctx.Err() == nil && time.Now().Add(giveBackPause).Before(expiry) {
+			c.cfg.Logger.Warn("sentinel: giving back an unused grant failed; retrying", "namespace", l.ns, "key", l.key,
+				"token", l.token, "err", err)
+			t := time.NewTimer(giveBackPause)
+			select {
+			case <-rctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			if rctx.Err() == nil {
+				continue
+			}
+		}
+		// Failed for good, or no time left: the last attempt's error
+		// (a dropped connection, say, rather than the timeout after it).
+		l.endAs(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(),
+			Reason: "given back unused, but the release failed; the key stays held, by nobody, until it expires, within its TTL, unless the release committed",
+			Cause:  err}, true)
+		return err
+	}
+}
+
+// giveBackPause is the pause between two attempts of a give-back.
+const giveBackPause = 100 * time.Millisecond
+
+// giveBackLease is giveBack for a lease l (its release statement).
+func (c *Client) giveBackLease(ctx context.Context, l *Lease, expiry time.Time) error {
+	return c.giveBack(ctx, l, expiry, func(ctx context.Context) error {
+		_, err := c.releaseRow(ctx, l.ns, l.key, l.owner, l.token)
+		return err
+	})
+}
+
+// closedGivenBack is the error of a call (op) whose grant (what) came as
+// the client closed and whose give-back failed (err): ErrClosed, saying
+// the key stays held, by nobody, until it expires.
+func closedGivenBack(op, what string, err error, ttl time.Duration) error {
+	return fmt.Errorf("sentinel: %s: %w (%s as the client closed; giving it back failed, so it is free only when it expires, within its TTL (%s): %w)",
+		op, ErrClosed, what, ttl, err)
 }
 
 // grantGrace is how long a statement that grants something (a lease, a

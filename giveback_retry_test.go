@@ -1,0 +1,158 @@
+package sentinel_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// giveBackTTL is long, so a grant left held after its give-back failed
+// shows: its key would stay held for a minute instead of being free.
+const giveBackTTL = time.Minute
+
+// cutOnRowTracer, when armed, ends the connection of the first statement
+// containing match that returns a row (its backend terminated, and gone),
+// then calls then, before the statement's caller sees the row: the next
+// statement on that connection fails with a dropped connection.
+type cutOnRowTracer struct {
+	match string
+	then  atomic.Pointer[func()]
+	t     *testing.T
+}
+
+func (c *cutOnRowTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, c.match) {
+		return context.WithValue(ctx, c, true)
+	}
+	return ctx
+}
+
+func (c *cutOnRowTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryEndData) {
+	if ctx.Value(c) == nil || d.Err != nil || d.CommandTag.RowsAffected() == 0 {
+		return
+	}
+	if f := c.then.Swap(nil); f != nil {
+		terminateAbandoned(c.t, int32(conn.PgConn().PID()))
+		(*f)()
+	}
+}
+
+// giveBackCases are the two reasons a grant is given back unused: the
+// caller's ctx ended as it came, or the client began to close.
+var giveBackCases = []struct {
+	name  string
+	close bool
+}{{"ctx ended", false}, {"client closed", true}}
+
+// cutThen is what the tracer does once it cut the connection: cancel the
+// caller's ctx, or start Close and let it begin.
+func cutThen(close bool, cancel context.CancelFunc, c *sentinel.Client) func() {
+	if close {
+		return func() {
+			go c.Close()
+			time.Sleep(200 * time.Millisecond) // Close has begun
+		}
+	}
+	return func() { cancel() }
+}
+
+// requireLeaseFree asserts that another client acquires key at once, not
+// after the grant's TTL.
+func requireLeaseFree(t *testing.T, e *env, key string) {
+	t.Helper()
+	require.Zero(t, e.count("leases", "key = $1 AND expires_at > pg_catalog.clock_timestamp()", key), "the grant was given back")
+	l, err := e.client(nil).Lease(ctxT(t), key)
+	require.NoError(t, err, "another client acquires the key at once")
+	require.NoError(t, l.Release(ctxT(t)))
+}
+
+// A lease granted as the caller's ctx ends (or as the client closes) is
+// given back at once. That give-back was one statement: one dropped
+// connection (the backend terminated, a reset) left the key held, by
+// nobody, until its TTL ran out, and its waiters asleep that long. It is
+// now retried within ReleaseTimeout and the grant's expiry.
+func TestLeaseGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
+	for _, tc := range giveBackCases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := ctxT(t)
+			tr := &cutOnRowTracer{match: "INSERT INTO", t: t} // the acquire statement
+			var failed atomic.Int32
+			c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+				c.MaxConns = 1 // the give-back goes on the grant's connection, cut
+				c.ConnConfig.Tracer = tr
+			}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: 10 * time.Second,
+				Observer: &sentinel.Observer{ReleaseFailed: func(sentinel.ReleaseFailure) { failed.Add(1) }}})
+			lctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			f := cutThen(tc.close, cancel, c)
+			tr.then.Store(&f)
+			l, err := c.Lease(lctx, "k")
+			require.Nil(t, tr.then.Load(), "the grant's connection was not cut")
+			require.Nil(t, l)
+			t.Log(err)
+			if tc.close {
+				require.ErrorIs(t, err, sentinel.ErrClosed)
+			} else {
+				require.ErrorIs(t, err, context.Canceled)
+			}
+			require.NotContains(t, err.Error(), "giving it back failed")
+			require.Zero(t, failed.Load(), "no failed release reported")
+			requireLeaseFree(t, e, "k")
+		})
+	}
+}
+
+// A give-back that finally fails (here the connection dropped and the
+// database stays unreachable until ReleaseTimeout runs out) says the key
+// stays held until it expires, with the last attempt's error, and is
+// reported to Observer.ReleaseFailed as a failed release is.
+func TestLeaseGiveBackThatFailsIsReported(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tr := &cutOnRowTracer{match: "INSERT INTO", t: t}
+	var unreachable atomic.Bool
+	failures := make(chan sentinel.ReleaseFailure, 4)
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.Tracer = tr
+		c.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+			if unreachable.Load() {
+				cc.Host, cc.Port, cc.Fallbacks = "127.0.0.1", 1, nil // connection refused
+			}
+			return nil
+		}
+	}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: time.Second,
+		Observer: &sentinel.Observer{ReleaseFailed: func(f sentinel.ReleaseFailure) { failures <- f }}})
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f := func() {
+		unreachable.Store(true)
+		cancel()
+	}
+	tr.then.Store(&f)
+	_, err := c.Lease(lctx, "k")
+	require.Nil(t, tr.then.Load(), "the grant's connection was not cut")
+	t.Log(err)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "giving it back failed, so it is free only when it expires")
+	require.NotContains(t, err.Error(), "deadline exceeded", "the last attempt's error, not the timeout after it")
+	select {
+	case rf := <-failures:
+		require.Equal(t, "k", rf.Key)
+		require.Equal(t, sentinel.LossLease, rf.Kind)
+		require.ErrorIs(t, rf.Err, sentinel.ErrLeaseLost)
+		require.ErrorContains(t, rf.Err, "until it expires")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the failed give-back was not reported to Observer.ReleaseFailed")
+	}
+	require.Equal(t, 1, e.count("leases", "key = 'k' AND expires_at > pg_catalog.clock_timestamp()"), "held until it expires")
+}

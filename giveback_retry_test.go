@@ -2,6 +2,7 @@ package sentinel_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,6 +99,60 @@ func TestLeaseGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
 			l, err := c.Lease(lctx, "k")
 			require.Nil(t, tr.then.Load(), "the grant's connection was not cut")
 			require.Nil(t, l)
+			t.Log(err)
+			if tc.close {
+				require.ErrorIs(t, err, sentinel.ErrClosed)
+			} else {
+				require.ErrorIs(t, err, context.Canceled)
+			}
+			require.NotContains(t, err.Error(), "giving it back failed")
+			require.Zero(t, failed.Load(), "no failed release reported")
+			requireLeaseFree(t, e, "k")
+		})
+	}
+}
+
+// A lease a release hands over to a waiter whose ctx ended meanwhile (or
+// whose client began to close) is given back at once, handed on to the
+// next waiter. That give-back was one statement too: one dropped
+// connection left the key held until the grant's TTL ran out.
+func TestHandedOverLeaseGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
+	for _, tc := range giveBackCases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := ctxT(t)
+			holder, err := e.client(nil).Lease(ctx, "k", sentinel.WithTTL(giveBackTTL))
+			require.NoError(t, err)
+			// The waiter reads its grant (no listener): the read is the
+			// statement cut, and its row the grant the waiter gives back.
+			tr := &cutOnRowTracer{match: "t.granted_waiter = $4", t: t}
+			var failed atomic.Int32
+			c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+				c.MaxConns = 1 // the give-back goes on the read's connection, cut
+				c.ConnConfig.Tracer = tr
+			}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: 10 * time.Second, DisableListen: true,
+				WaitRecheck: 50 * time.Millisecond,
+				Observer:    &sentinel.Observer{ReleaseFailed: func(sentinel.ReleaseFailure) { failed.Add(1) }}})
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			f := cutThen(tc.close, cancel, c)
+			tr.then.Store(&f)
+			errc := make(chan error, 1)
+			go func() {
+				l, err := c.Lease(wctx, "k", sentinel.WithWait(), sentinel.WithTTL(giveBackTTL))
+				if l != nil {
+					err = errors.New("the waiter got the lease")
+				}
+				errc <- err
+			}()
+			waitFor(t, 10*time.Second, "the waiter to register", func() bool { return e.count("lease_waiters", "") == 1 })
+			require.NoError(t, holder.Release(ctx)) // hands the lease to the waiter
+			select {
+			case err = <-errc:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the waiter did not return")
+			}
+			require.Nil(t, tr.then.Load(), "the grant read's connection was not cut")
 			t.Log(err)
 			if tc.close {
 				require.ErrorIs(t, err, sentinel.ErrClosed)

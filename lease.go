@@ -194,7 +194,12 @@ func (l *Lease) Handle() LeaseHandle {
 // returns ctx's error, rather than left held, unknown to anyone, for a TTL.
 // Likewise with WithWait, a lease a release hands to the waiter as its ctx
 // ends is released at once (handed on to the next waiter) and Lease
-// returns ctx's error. A nil ctx is refused (ErrInvalid).
+// returns ctx's error; and a lease granted or handed over as the client
+// closes is released, and Lease returns ErrClosed. Such a give-back is
+// retried after a transient error (a dropped connection), within
+// Config.ReleaseTimeout and the grant's expiry; when it still fails, the
+// error says so (the key stays held, by nobody, until the grant expires)
+// and Observer.ReleaseFailed is told. A nil ctx is refused (ErrInvalid).
 func (c *Client) Lease(ctx context.Context, key string, opts ...Option) (l *Lease, err error) {
 	if err := checkCtx("Client.Lease", ctx); err != nil {
 		return nil, err

@@ -404,20 +404,17 @@ func (c *Client) readGrant(ctx context.Context, key string, o callOptions, reg i
 // lease. The release hands the key on to the next waiter at once.
 func (c *Client) holdGrant(ctx context.Context, key string, o callOptions, token int64, acquired, sent time.Time,
 	remaining time.Duration, expires, hardAt time.Time) (*Lease, error) {
+	l := c.newLease(kindLease, o.namespace, key, token, o.ttl)
+	l.acquiredAt = acquired
 	if ctx.Err() != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-		defer cancel()
-		_, rerr := c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, token)
+		rerr := c.giveBackLease(ctx, l, sent.Add(remaining))
 		return nil, fmt.Errorf("sentinel: waiting for lease %q/%q: %w (%s)", o.namespace, key, context.Cause(ctx),
 			givenBack("handed over", "released", rerr, o.ttl))
 	}
-	l := c.newLease(kindLease, o.namespace, key, token, o.ttl)
-	l.acquiredAt = acquired
 	if !c.hb.add(l, sent, remaining, expires, hardAt) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-		defer cancel()
-		_, _ = c.releaseRow(rctx, o.namespace, key, c.cfg.Owner, token)
-		l.end(ErrReleased)
+		if rerr := c.giveBackLease(ctx, l, sent.Add(remaining)); rerr != nil {
+			return nil, closedGivenBack(fmt.Sprintf("waiting for lease %q/%q", o.namespace, key), "handed over", rerr, o.ttl)
+		}
 		return nil, ErrClosed
 	}
 	c.cfg.Logger.Debug("sentinel: lease handed over", "namespace", o.namespace, "key", key, "token", token)

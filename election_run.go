@@ -21,7 +21,10 @@ import (
 // of the release when it led then and that release failed: the term stays
 // live until it expires, and Resign retries the release), ErrClosed when
 // the client was closed (joined with that release error when Close ended
-// a term whose release failed), a *CallbackPanicError when a callback panicked,
+// a term whose release failed, or when a term won as the client closed
+// could not be given back: retried after a dropped connection within
+// Config.ReleaseTimeout, it stays live until it expires), a
+// *CallbackPanicError when a callback panicked,
 // and an error matching ErrNotMigrated at once, without retrying, when the
 // client's schema has no Sentinel tables (a wrong Config.Schema, or
 // Migrate never ran). One Run at a time per client, namespace and group.
@@ -544,14 +547,16 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 		// Close began while the campaign was in flight: nobody would renew
 		// this term, arm its deadline or cancel OnElected. Give it back at
 		// once (waking the followers) without starting OnElected, and stop.
-		rctx, cancel := context.WithTimeout(context.Background(), e.c.cfg.ReleaseTimeout)
-		err := e.resign(rctx, l.token)
-		cancel()
-		if err != nil {
-			e.c.cfg.Logger.Warn("sentinel: elector: releasing a term won as the client closed failed; it expires within its TTL",
-				"group", e.group, "term", l.token, "err", err)
+		// A transient error (a dropped connection) is retried, within
+		// ReleaseTimeout and the term's expiry; a give-back that finally
+		// fails is logged and reported (Observer.ReleaseFailed) as a
+		// failed release of a term: it stays live until it expires.
+		if err := e.c.giveBack(context.Background(), l, res.sent.Add(res.remaining), func(ctx context.Context) error {
+			return e.resign(ctx, l.token)
+		}); err != nil {
+			return fmt.Errorf("sentinel: elector %q/%q: %w (term %d won as the client closed; giving it back failed, so it is free only when it expires, within its TTL (%s): %w)",
+				e.ns, e.group, ErrClosed, l.token, e.ttl, err)
 		}
-		l.end(ErrReleased)
 		return ErrClosed
 	}
 	tm.lease = l

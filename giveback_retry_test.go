@@ -166,6 +166,44 @@ func TestHandedOverLeaseGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
 	}
 }
 
+// A term won as the client closes is given back at once, without
+// starting OnElected. That give-back was one statement: one dropped
+// connection left the group without a leader for the term's TTL, its
+// followers asleep that long.
+func TestTermWonAsClientClosesGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tr := &cutOnRowTracer{match: "mp AS (", t: t} // the campaign
+	var failed atomic.Int32
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+		c.MaxConns = 1 // the give-back goes on the campaign's connection, cut
+		c.ConnConfig.Tracer = tr
+	}), &sentinel.Config{DefaultTTL: closeRaceTTL, ReleaseTimeout: 10 * time.Second,
+		Observer: &sentinel.Observer{ReleaseFailed: func(sentinel.ReleaseFailure) { failed.Add(1) }}})
+	var started atomic.Int32
+	el, err := c.Elector("g", sentinel.ElectorOptions{OnElected: func(ctx context.Context, term int64) {
+		started.Add(1)
+		<-ctx.Done()
+	}})
+	require.NoError(t, err)
+	f := cutThen(true, nil, c)
+	tr.then.Store(&f)
+	errc := make(chan error, 1)
+	go func() { errc <- el.Run(ctx) }()
+	select {
+	case err = <-errc:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after Close")
+	}
+	require.Nil(t, tr.then.Load(), "the campaign's connection was not cut")
+	t.Log(err)
+	require.ErrorIs(t, err, sentinel.ErrClosed)
+	require.NotContains(t, err.Error(), "giving it back failed")
+	require.Zero(t, started.Load(), "OnElected started for a term won as the client closed")
+	require.Zero(t, failed.Load(), "no failed release reported")
+	checkNoGrantSurvives(t, e, "g")
+}
+
 // A give-back that finally fails (here the connection dropped and the
 // database stays unreachable until ReleaseTimeout runs out) says the key
 // stays held until it expires, with the last attempt's error, and is

@@ -164,6 +164,11 @@ type term struct {
 	// from failed (nil: released, or lost before): Resign returns it. Set
 	// before ended is closed.
 	releaseErr error
+	// lostErr says the term was lost (expired or taken over) before its
+	// release reached it, matching ErrLeaseLost, as TermChange.Err does:
+	// Resign returns it when the release did not fail. Set before ended
+	// is closed.
+	lostErr error
 }
 
 // electedKey marks OnElected's ctx, so Resign called with it does not wait
@@ -269,6 +274,13 @@ func (e *Elector) Status() Member {
 // this elector does not lead. A nil ctx is refused (ErrInvalid) and the
 // term left as it was.
 //
+// It returns an error matching ErrLeaseLost when the term had been lost
+// (its local deadline passed, or it expired or was taken over) before the
+// release reached it, as TermChange.Err and Observer.LeaseLost say then,
+// and as Lease.Release does for a lease: OnElected's work may have
+// overlapped the next leader's. The elector has stepped down all the
+// same; there is nothing to retry.
+//
 // When the release statement fails (the database unreachable, the
 // connection dropped) it is tried once more, so a release whose reply
 // alone was lost is found done. If that fails too, Resign returns the
@@ -304,7 +316,10 @@ func (e *Elector) Resign(ctx context.Context) error {
 	}
 	select {
 	case <-t.ended:
-		return t.releaseErr
+		if t.releaseErr != nil {
+			return t.releaseErr
+		}
+		return t.lostErr
 	case <-ctx.Done():
 		return fmt.Errorf("sentinel: resign %q/%q: handover not finished (OnElected still running?): %w", e.ns, e.group, context.Cause(ctx))
 	}

@@ -699,6 +699,12 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 	}
 	l.end(ErrReleased)
 	l.endRelease()
+	if errors.Is(lost, ErrLeaseLost) {
+		// Lost before the release reached it: the Resign waiting for
+		// this release says so, as Lease.Release does for a lease.
+		tm.lostErr = fmt.Errorf("sentinel: resign %q/%q: term %d was lost before it was released (OnElected's work may have overlapped the next leader's): %w",
+			e.ns, e.group, l.token, lost)
+	}
 	e.mu.Lock()
 	e.term = nil
 	if tm.releaseErr != nil {

@@ -249,3 +249,95 @@ func TestLeaseGiveBackThatFailsIsReported(t *testing.T) {
 	}
 	require.Equal(t, 1, e.count("leases", "key = 'k' AND expires_at > pg_catalog.clock_timestamp()"), "held until it expires")
 }
+
+// requireTurnFree asserts that another client is served on resource at
+// once, not after the abandoned ticket's TTL.
+func requireTurnFree(t *testing.T, e *env, resource string) {
+	t.Helper()
+	require.Zero(t, e.count("tickets", "resource = $1 AND expires_at > pg_catalog.clock_timestamp()", resource), "the ticket was given back")
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	tn, err := e.client(nil).Turn(ctx, resource)
+	require.NoError(t, err, "another client is served at once")
+	require.NoError(t, tn.Release(ctxT(t)))
+}
+
+// A ticket served as the caller's ctx ends is given up at once (abandon),
+// and so is one drawn as the client closes. Each give-up was one leave
+// statement: one dropped connection left the ticket in the queue, by
+// nobody, until its TTL ran out, and every ticket behind it asleep that
+// long; in the Close case the failure was not even logged nor reported.
+// It is now retried within ReleaseTimeout and the ticket's expiry.
+func TestTurnGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
+	for _, tc := range giveBackCases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := ctxT(t)
+			tr := &cutOnRowTracer{match: "queue_ahead(", t: t} // the draw
+			var failed atomic.Int32
+			c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+				c.MaxConns = 1 // the leave goes on the draw's connection, cut
+				c.ConnConfig.Tracer = tr
+			}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: 10 * time.Second,
+				Observer: &sentinel.Observer{ReleaseFailed: func(sentinel.ReleaseFailure) { failed.Add(1) }}})
+			tctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			f := cutThen(tc.close, cancel, c)
+			tr.then.Store(&f)
+			tn, err := c.Turn(tctx, "r")
+			require.Nil(t, tr.then.Load(), "the draw's connection was not cut")
+			require.Nil(t, tn)
+			t.Log(err)
+			if tc.close {
+				require.ErrorIs(t, err, sentinel.ErrClosed)
+			} else {
+				require.ErrorIs(t, err, context.Canceled)
+			}
+			require.NotContains(t, err.Error(), "giving it back failed")
+			require.Zero(t, failed.Load(), "no failed release reported")
+			requireTurnFree(t, e, "r")
+		})
+	}
+}
+
+// A ticket drawn as the client closes whose give-back finally fails (the
+// database unreachable after the cut until ReleaseTimeout runs out) is no
+// longer dropped silently: Turn's error says the ticket stays until it
+// expires, and Observer.ReleaseFailed is told.
+func TestTurnDrawnAsClientClosesGiveBackThatFailsIsReported(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tr := &cutOnRowTracer{match: "queue_ahead(", t: t}
+	var unreachable atomic.Bool
+	failures := make(chan sentinel.ReleaseFailure, 4)
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.Tracer = tr
+		c.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+			if unreachable.Load() {
+				cc.Host, cc.Port, cc.Fallbacks = "127.0.0.1", 1, nil // connection refused
+			}
+			return nil
+		}
+	}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: time.Second,
+		Observer: &sentinel.Observer{ReleaseFailed: func(f sentinel.ReleaseFailure) { failures <- f }}})
+	f := func() {
+		unreachable.Store(true)
+		go c.Close()
+		time.Sleep(200 * time.Millisecond) // Close has begun
+	}
+	tr.then.Store(&f)
+	_, err := c.Turn(ctx, "r")
+	require.Nil(t, tr.then.Load(), "the draw's connection was not cut")
+	t.Log(err)
+	require.ErrorIs(t, err, sentinel.ErrClosed)
+	require.ErrorContains(t, err, "giving it back failed, so it is free only when it expires")
+	select {
+	case rf := <-failures:
+		require.Equal(t, "r", rf.Key)
+		require.Equal(t, sentinel.LossTicket, rf.Kind)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the failed give-back was not reported to Observer.ReleaseFailed")
+	}
+	require.Equal(t, 1, e.count("tickets", "resource = 'r' AND expires_at > pg_catalog.clock_timestamp()"), "held until it expires")
+}

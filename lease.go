@@ -750,34 +750,57 @@ func givenBack(what, done string, err error, ttl time.Duration) string {
 // Observer.ReleaseFailed as a Release's failure is): the key stays held
 // until it expires. It returns the last attempt's error.
 func (c *Client) giveBack(ctx context.Context, l *Lease, expiry time.Time, release func(ctx context.Context) error) error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-	defer cancel()
-	for {
-		err := release(rctx)
-		if err == nil {
-			l.end(ErrReleased)
-			return nil
-		}
-		if transient(err) && rctx.Err() == nil && time.Now().Add(giveBackPause).Before(expiry) {
-			c.cfg.Logger.Warn("sentinel: giving back an unused grant failed; retrying", "namespace", l.ns, "key", l.key,
-				"token", l.token, "err", err)
-			t := time.NewTimer(giveBackPause)
-			select {
-			case <-rctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-			if rctx.Err() == nil {
-				continue
-			}
-		}
-		// Failed for good, or no time left: the last attempt's error
-		// (a dropped connection, say, rather than the timeout after it).
+	if err := c.retryGiveBack(ctx, l, expiry, "giving back an unused grant", release); err != nil {
 		l.endAs(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(),
 			Reason: "given back unused, but the release failed; the key stays held, by nobody, until it expires, within its TTL, unless the release committed",
 			Cause:  err}, true)
 		return err
 	}
+	l.end(ErrReleased)
+	return nil
+}
+
+// retryGiveBack runs release, the statement that gives l's row back (or
+// another row held for l: a member row, a registration), retrying a
+// transient error (see transient) after a short pause, within
+// Config.ReleaseTimeout and never past expiry (l's local expiry: after it
+// there is nothing to give back). what names the give-back in the log
+// line of a retry. It returns the last attempt's error (a dropped
+// connection, say, rather than the timeout after it), nil once release
+// succeeded; it does not end l: its caller does, as the give-back's
+// outcome says.
+func (c *Client) retryGiveBack(ctx context.Context, l *Lease, expiry time.Time, what string, release func(ctx context.Context) error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
+	defer cancel()
+	for {
+		err := release(rctx)
+		if err == nil {
+			return nil
+		}
+		if !transient(err) || rctx.Err() != nil || !time.Now().Add(giveBackPause).Before(expiry) {
+			return err // failed for good, or no time left
+		}
+		c.cfg.Logger.Warn("sentinel: "+what+" failed; retrying", "namespace", l.ns, "key", l.key,
+			"token", l.token, "err", err)
+		t := time.NewTimer(giveBackPause)
+		select {
+		case <-rctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if rctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// localExpiry is when l's row expires by the local (monotonic) clock, as
+// of its grant or its last renewal: its deadline plus the margin kept
+// before it.
+func (l *Lease) localExpiry() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline.Add(l.margin)
 }
 
 // giveBackPause is the pause between two attempts of a give-back.

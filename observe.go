@@ -53,8 +53,8 @@ type Observer struct {
 	// was done with: Lease.Release, Turn.Release, Client.Close's release,
 	// a waiting ticket given up, the release of a term an elector
 	// stepped down from (Kind LossLeader; see Elector.Resign), or the
-	// give-back of a lease or term granted as its caller's ctx ended or
-	// as the client closed (retried after a dropped connection first,
+	// give-back of a lease, ticket or term granted as its caller's ctx
+	// ended or as the client closed (retried after a dropped connection first,
 	// within Config.ReleaseTimeout). It is no loss: the row still carried
 	// the holder's token, and the key frees when the row expires, within
 	// one TTL (at once if the statement committed before its reply was

@@ -497,7 +497,12 @@ var errTicketLost = errors.New("sentinel: waiting ticket lost")
 // when ctx ends is let finish (for at most a second) so that its ticket is
 // known and cancelled too, never left to hold the queue for a TTL. A ticket
 // granted as ctx ended is given back the same way: its history reads
-// `granted` then `cancelled`, the turn nobody took. Options:
+// `granted` then `cancelled`, the turn nobody took; one drawn as the
+// client closes is given back too, and Turn returns ErrClosed. Such a
+// give-back is retried after a transient error (a dropped connection),
+// within Config.ReleaseTimeout and the ticket's expiry; when it still
+// fails, the ticket stays in the queue, by nobody, until it expires (the
+// error says so), and Observer.ReleaseFailed is told. Options:
 // WithLabel, WithTTL, WithNamespace.
 //
 // A turn is not reentrant: a second Turn on the same resource, even from
@@ -601,13 +606,18 @@ func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Tur
 	}
 }
 
-// abandon gives a ticket up (cancelled while waiting, or lost), and
-// returns the leave's error: nil when the row is gone.
+// abandon gives a ticket up (cancelled while waiting, served as its
+// caller's ctx ended, or lost), and returns the leave's error: nil when
+// the row is gone. A transient error (a dropped connection) is retried
+// within Config.ReleaseTimeout and the ticket's expiry (retryGiveBack):
+// one used to leave the ticket in the queue, by nobody, until it expired,
+// and every ticket behind it asleep that long.
 func (c *Client) abandon(ctx context.Context, t *Turn, why error) error {
 	c.hb.remove(t.l)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-	defer cancel()
-	if _, err := t.leave(rctx); err != nil {
+	if err := c.retryGiveBack(ctx, t.l, t.l.localExpiry(), "giving up a ticket", func(ctx context.Context) error {
+		_, err := t.leave(ctx)
+		return err
+	}); err != nil {
 		c.cfg.Logger.Warn("sentinel: giving up a ticket failed; it expires within its TTL", "namespace", t.l.ns,
 			"resource", t.l.key, "ticket", t.l.token, "err", err)
 		// A ticket its caller gave up is no loss when the statement

@@ -102,11 +102,17 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		}
 		l.onClose = t.endByClose
 		if !c.hb.add(l, sent, remaining, expiresAt, time.Time{}) {
+			// Close began while the draw was in flight: nobody would renew
+			// the ticket nor wait for it. Give it back now, retried after
+			// a dropped connection; a failure is logged and reported
+			// (Observer.ReleaseFailed), as a ticket given up is.
 			c.ln.endDraw(d.win, "", "")
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-			defer cancel()
-			_, _ = t.leave(rctx)
-			l.end(ErrReleased)
+			if rerr := c.giveBack(ctx, l, sent.Add(remaining), func(ctx context.Context) error {
+				_, err := t.leave(ctx)
+				return err
+			}); rerr != nil {
+				return nil, drawn{}, closedGivenBack(fmt.Sprintf("waiting for turn on %q/%q", o.namespace, resource), "drawn", rerr, o.ttl)
+			}
 			return nil, drawn{}, ErrClosed
 		}
 		d.sent = sent

@@ -341,3 +341,73 @@ func TestTurnDrawnAsClientClosesGiveBackThatFailsIsReported(t *testing.T) {
 	}
 	require.Equal(t, 1, e.count("tickets", "resource = 'r' AND expires_at > pg_catalog.clock_timestamp()"), "held until it expires")
 }
+
+// A waiter (Lease WithWait) that gives up withdraws its registration; if
+// a release granted it the key meanwhile, it reads that grant and
+// releases it, handing the key on. Each of the three statements was one
+// attempt: one dropped connection left the registration in place (the
+// next release granted the key to it, held by nobody for the TTL), or a
+// grant made meanwhile held for its TTL. Each is now retried within
+// ReleaseTimeout.
+func TestLeaseWaitWithdrawIsRetriedAfterADroppedConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		match string // the statement before the one that fails
+		grant bool   // the holder releases (grants to the waiter) before it gives up
+	}{
+		{"withdraw", "lease_acquire_wait(", false},               // the registration; the withdraw fails
+		{"grant read", "SELECT EXISTS (SELECT 1 FROM dw)", true}, // the withdraw; the read of the grant fails
+		{"release", "t.granted_waiter = $4", true},               // the read of the grant; its release fails
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := ctxT(t)
+			holder, err := e.client(nil).Lease(ctx, "k", sentinel.WithTTL(giveBackTTL))
+			require.NoError(t, err)
+			tr := &cutOnRowTracer{match: tc.match, t: t}
+			var failed atomic.Int32
+			c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+				c.MaxConns = 1 // the next statement goes on the cut connection
+				c.ConnConfig.Tracer = tr
+			}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: 10 * time.Second, DisableListen: true,
+				WaitRecheck: time.Minute, // the waiter does not read its grant on its own
+				Observer:    &sentinel.Observer{ReleaseFailed: func(sentinel.ReleaseFailure) { failed.Add(1) }}})
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			if !tc.grant {
+				f := func() { cancel() }
+				tr.then.Store(&f)
+			}
+			errc := make(chan error, 1)
+			go func() {
+				l, err := c.Lease(wctx, "k", sentinel.WithWait(), sentinel.WithTTL(giveBackTTL))
+				if l != nil {
+					err = errors.New("the waiter got the lease")
+				}
+				errc <- err
+			}()
+			if tc.grant {
+				waitFor(t, 10*time.Second, "the waiter to register", func() bool { return e.count("lease_waiters", "") == 1 })
+				time.Sleep(200 * time.Millisecond)      // the waiter's read of its (no) grant is done: it sleeps
+				require.NoError(t, holder.Release(ctx)) // grants the lease to the waiter, asleep
+				f := func() {}
+				tr.then.Store(&f)
+				cancel()
+			}
+			select {
+			case err = <-errc:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the waiter did not return")
+			}
+			require.Nil(t, tr.then.Load(), "the connection was not cut")
+			t.Log(err)
+			require.ErrorIs(t, err, context.Canceled)
+			if !tc.grant {
+				require.Zero(t, e.count("lease_waiters", ""), "the registration was withdrawn")
+				require.NoError(t, holder.Release(ctx))
+			}
+			require.Zero(t, failed.Load(), "no failed release reported")
+			requireLeaseFree(t, e, "k")
+		})
+	}
+}

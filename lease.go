@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 type leaseKind uint8
@@ -750,26 +752,33 @@ func givenBack(what, done string, err error, ttl time.Duration) string {
 // Observer.ReleaseFailed as a Release's failure is): the key stays held
 // until it expires. It returns the last attempt's error.
 func (c *Client) giveBack(ctx context.Context, l *Lease, expiry time.Time, release func(ctx context.Context) error) error {
-	if err := c.retryGiveBack(ctx, l, expiry, "giving back an unused grant", release); err != nil {
-		l.endAs(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(),
-			Reason: "given back unused, but the release failed; the key stays held, by nobody, until it expires, within its TTL, unless the release committed",
-			Cause:  err}, true)
+	if err := c.retryGiveBack(ctx, expiry, "giving back an unused grant", release, l.logAttrs()...); err != nil {
+		l.giveBackFailed(err)
 		return err
 	}
 	l.end(ErrReleased)
 	return nil
 }
 
-// retryGiveBack runs release, the statement that gives l's row back (or
-// another row held for l: a member row, a registration), retrying a
+// giveBackFailed ends l, a grant given back unused, as a failed release
+// (logged, and reported to Observer.ReleaseFailed): err is the give-back's
+// last error.
+func (l *Lease) giveBackFailed(err error) {
+	l.endAs(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(),
+		Reason: "given back unused, but the release failed; the key stays held, by nobody, until it expires, within its TTL, unless the release committed",
+		Cause:  err}, true)
+}
+
+// retryGiveBack runs release, the statement that gives a row back (a
+// grant's, a ticket's, a registration's, a member's), retrying a
 // transient error (see transient) after a short pause, within
-// Config.ReleaseTimeout and never past expiry (l's local expiry: after it
-// there is nothing to give back). what names the give-back in the log
-// line of a retry. It returns the last attempt's error (a dropped
-// connection, say, rather than the timeout after it), nil once release
-// succeeded; it does not end l: its caller does, as the give-back's
-// outcome says.
-func (c *Client) retryGiveBack(ctx context.Context, l *Lease, expiry time.Time, what string, release func(ctx context.Context) error) error {
+// Config.ReleaseTimeout and never past expiry (when the row expires by the
+// local clock: after it there is nothing to give back). what names the
+// give-back, and attrs the row, in the log line of a retry. It returns the
+// last attempt's error (a dropped connection, say, rather than the
+// timeout after it), nil once release succeeded; it ends nothing: its
+// caller does, as the give-back's outcome says.
+func (c *Client) retryGiveBack(ctx context.Context, expiry time.Time, what string, release func(ctx context.Context) error, attrs ...any) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 	defer cancel()
 	for {
@@ -780,8 +789,14 @@ func (c *Client) retryGiveBack(ctx context.Context, l *Lease, expiry time.Time, 
 		if !transient(err) || rctx.Err() != nil || !time.Now().Add(giveBackPause).Before(expiry) {
 			return err // failed for good, or no time left
 		}
-		c.cfg.Logger.Warn("sentinel: "+what+" failed; retrying", "namespace", l.ns, "key", l.key,
-			"token", l.token, "err", err)
+		if c.closed.Load() && cannotConnect(err) {
+			// The client is closing and the database cannot be reached
+			// at all (not one connection dropped): Close waits for these
+			// give-backs (a lease wait's withdrawal, say), and must not
+			// wait out an outage, as its own release does not.
+			return err
+		}
+		c.cfg.Logger.Warn("sentinel: "+what+" failed; retrying", append(attrs[:len(attrs):len(attrs)], "err", err)...)
 		t := time.NewTimer(giveBackPause)
 		select {
 		case <-rctx.Done():
@@ -794,6 +809,9 @@ func (c *Client) retryGiveBack(ctx context.Context, l *Lease, expiry time.Time, 
 	}
 }
 
+// logAttrs names l in a log line.
+func (l *Lease) logAttrs() []any { return []any{"namespace", l.ns, "key", l.key, "token", l.token} }
+
 // localExpiry is when l's row expires by the local (monotonic) clock, as
 // of its grant or its last renewal: its deadline plus the margin kept
 // before it.
@@ -801,6 +819,15 @@ func (l *Lease) localExpiry() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.deadline.Add(l.margin)
+}
+
+// cannotConnect reports whether err is a failure to open a connection (the
+// database unreachable, refusing connections or starting up), rather than
+// a connection lost under a statement.
+func cannotConnect(err error) bool {
+	var connErr *pgconn.ConnectError
+	var opErr *net.OpError
+	return errors.As(err, &connErr) || (errors.As(err, &opErr) && opErr.Op == "dial")
 }
 
 // giveBackPause is the pause between two attempts of a give-back.

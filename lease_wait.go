@@ -316,19 +316,44 @@ func (c *Client) leaseWaitRenew(ctx context.Context, o callOptions, key string, 
 	return left, newExact, newEpoch, true, nil
 }
 
-// leaseWaitWithdraw withdraws registration reg of a waiter that gives up,
-// best effort: a registration left behind expires within the waiter's TTL.
+// leaseWaitWithdraw withdraws registration reg of a waiter that gives up.
 // When it is already gone, a release may have granted the lease to it: that
 // grant is read and released, which hands the key to the next waiter.
+// These statements are retried after a transient error (a dropped
+// connection), within Config.ReleaseTimeout (retryGiveBack): one attempt
+// each used to leave, after one dropped connection, the registration in
+// place (the next release then granted the key to it) or the grant made
+// meanwhile, the key held by nobody until it expired, a TTL. A withdrawal
+// that still fails is logged; a grant whose release still fails ends as a
+// failed give-back (logged, Observer.ReleaseFailed).
 func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key string, reg int64, epoch, exact time.Time) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
-	defer cancel()
-	var was bool
-	if err := c.queryRow(rctx, c.sql.waitLeave, o.namespace, key, reg, epoch, exact).Scan(&was); err != nil || was {
-		return
-	}
-	if g, err := c.readGrant(rctx, key, o, reg, epoch); err == nil && g != nil {
-		_ = g.Release(rctx)
+	var g *Lease // the grant read, once read
+	// Nothing granted to reg outlives a TTL from now: the registration,
+	// last renewed before now, expires by then, and a grant to it made
+	// before now too.
+	expiry := time.Now().Add(o.ttl)
+	err := c.retryGiveBack(ctx, expiry, "withdrawing a lease wait", func(rctx context.Context) error {
+		if g == nil {
+			var was bool
+			if err := c.queryRow(rctx, c.sql.waitLeave, o.namespace, key, reg, epoch, exact).Scan(&was); err != nil || was {
+				return err
+			}
+			var err error
+			if g, err = c.readGrant(rctx, key, o, reg, epoch); err != nil || g == nil {
+				return err
+			}
+		}
+		_, err := c.releaseRow(rctx, g.ns, g.key, g.owner, g.token)
+		return err
+	}, "namespace", o.namespace, "key", key, "waiter", reg)
+	switch {
+	case g != nil && err == nil:
+		g.end(ErrReleased)
+	case g != nil:
+		g.giveBackFailed(err)
+	case err != nil && !errors.Is(err, ErrClosed): // a grant given back as the client closed: holdGrant said so
+		c.cfg.Logger.Warn("sentinel: withdrawing a lease wait failed; a release may grant the key to it, held by nobody until it expires, within its TTL",
+			"namespace", o.namespace, "key", key, "waiter", reg, "ttl", o.ttl, "err", err)
 	}
 }
 

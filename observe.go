@@ -54,7 +54,7 @@ type Observer struct {
 	// a waiting ticket given up, the release of a term an elector
 	// stepped down from (Kind LossLeader; see Elector.Resign), or the
 	// give-back of a lease, ticket or term granted as its caller's ctx
-	// ended or as the client closed (retried after a dropped connection first,
+	// ended or as the client closed, or to a waiter that gave up (retried after a dropped connection first,
 	// within Config.ReleaseTimeout). It is no loss: the row still carried
 	// the holder's token, and the key frees when the row expires, within
 	// one TTL (at once if the statement committed before its reply was

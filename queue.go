@@ -614,10 +614,10 @@ func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Tur
 // and every ticket behind it asleep that long.
 func (c *Client) abandon(ctx context.Context, t *Turn, why error) error {
 	c.hb.remove(t.l)
-	if err := c.retryGiveBack(ctx, t.l, t.l.localExpiry(), "giving up a ticket", func(ctx context.Context) error {
+	if err := c.retryGiveBack(ctx, t.l.localExpiry(), "giving up a ticket", func(ctx context.Context) error {
 		_, err := t.leave(ctx)
 		return err
-	}); err != nil {
+	}, t.l.logAttrs()...); err != nil {
 		c.cfg.Logger.Warn("sentinel: giving up a ticket failed; it expires within its TTL", "namespace", t.l.ns,
 			"resource", t.l.key, "ticket", t.l.token, "err", err)
 		// A ticket its caller gave up is no loss when the statement

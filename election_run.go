@@ -468,11 +468,10 @@ func (e *Elector) ensureMember(ctx context.Context) error {
 	l := e.c.newLease(kindMember, e.ns, e.group, token, e.ttl)
 	if !e.c.hb.add(l, sent, remaining, expires, time.Time{}) {
 		// Close began while the join was in flight: nobody would renew
-		// the row. Delete it now rather than leave it listed for a TTL.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.c.cfg.ReleaseTimeout)
-		defer cancel()
-		_, _ = e.c.pool.Exec(dctx, e.sql.leave, e.ns, e.group, e.c.cfg.Owner, token)
-		l.end(ErrReleased)
+		// the row. Delete it now rather than leave it listed for a TTL
+		// (and a resignation hand the term to it), retried after a
+		// dropped connection.
+		e.removeMember(ctx, l, sent.Add(remaining))
 		return ErrClosed
 	}
 	e.mu.Lock()
@@ -521,14 +520,35 @@ func (e *Elector) leave() {
 		return
 	}
 	e.c.hb.remove(m)
-	ctx, cancel := context.WithTimeout(context.Background(), e.c.cfg.ReleaseTimeout)
-	defer cancel()
+	e.removeMember(context.Background(), m, m.localExpiry())
+}
+
+// removeMember deletes member row m (sqlLeave), giving back a term a
+// resignation handed to it, and ends m. expiry is when m's row expires by
+// the local clock; a term handed to it lives a TTL longer at most. The
+// statement is retried after a transient error (a dropped connection),
+// within Config.ReleaseTimeout and that time (retryGiveBack): one attempt
+// used to leave, after one dropped connection, the member row live for its
+// TTL, so a resignation could hand the term to it, and a term handed to it
+// already held, by nobody, every follower asleep until it expired. A
+// removal that still fails is logged.
+func (e *Elector) removeMember(ctx context.Context, m *Lease, expiry time.Time) {
 	var gaveBack int64
-	if err := e.c.queryRow(ctx, e.sql.leave, e.ns, e.group, e.c.cfg.Owner, m.token).Scan(&gaveBack); err != nil {
-		e.c.cfg.Logger.Warn("sentinel: elector: removing member row failed; it expires by itself", "group", e.group, "err", err)
+	attempts := 0
+	err := e.c.retryGiveBack(ctx, expiry.Add(e.ttl), "elector: removing the member row", func(ctx context.Context) error {
+		attempts++
+		return e.c.queryRow(ctx, e.sql.leave, e.ns, e.group, e.c.cfg.Owner, m.token).Scan(&gaveBack)
+	}, "namespace", e.ns, "group", e.group, "token", m.token)
+	if err != nil {
+		e.c.cfg.Logger.Warn("sentinel: elector: removing member row failed; it expires by itself, and a term handed to it meanwhile with it",
+			"namespace", e.ns, "group", e.group, "err", err)
 	}
-	if gaveBack > 0 {
-		e.c.cfg.Logger.Info("sentinel: elector: stopping; gave back a term handed to it", "namespace", e.ns, "group", e.group)
+	// After a failed attempt, wake the followers anyway: that attempt may
+	// have given a term back, its count lost with its reply.
+	if gaveBack > 0 || (err == nil && attempts > 1) {
+		if gaveBack > 0 {
+			e.c.cfg.Logger.Info("sentinel: elector: stopping; gave back a term handed to it", "namespace", e.ns, "group", e.group)
+		}
 		e.c.wake("", payload(notifyElection, e.ns, e.group)) // the schema's channel: every follower of the group
 	}
 	m.end(ErrReleased)

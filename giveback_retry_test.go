@@ -411,3 +411,44 @@ func TestLeaseWaitWithdrawIsRetriedAfterADroppedConnection(t *testing.T) {
 		})
 	}
 }
+
+// An elector that stops removes its member row and gives back a term a
+// resignation handed to it meanwhile (leave). That statement was one
+// attempt: one dropped connection left the member row live for its TTL,
+// so the leader's resignation could hand the term to it, held by nobody,
+// every follower asleep until it expired. It is now retried within
+// ReleaseTimeout and the member row's expiry.
+func TestElectorLeaveIsRetriedAfterADroppedConnection(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	leader, err := e.client(&sentinel.Config{DefaultTTL: giveBackTTL}).Elector("g", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	stopLeader := runElector(t, leader)
+	waitFor(t, 10*time.Second, "the leader to lead", leader.IsLeader)
+	tr := &cutOnRowTracer{match: "mp AS (", t: t} // the follower's campaign
+	var failed atomic.Int32
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+		c.MaxConns = 1 // the leave goes on the campaign's connection, cut
+		c.ConnConfig.Tracer = tr
+	}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: 10 * time.Second, Owner: "follower",
+		Observer: &sentinel.Observer{ReleaseFailed: func(sentinel.ReleaseFailure) { failed.Add(1) }}})
+	el, err := c.Elector("g", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f := func() { cancel() }
+	tr.then.Store(&f)
+	errc := make(chan error, 1)
+	go func() { errc <- el.Run(fctx) }()
+	select {
+	case err = <-errc:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	require.Nil(t, tr.then.Load(), "the campaign's connection was not cut")
+	t.Log(err)
+	require.Zero(t, e.count("members", "owner = 'follower' AND expires_at > pg_catalog.clock_timestamp()"), "the member row was removed")
+	require.Zero(t, failed.Load(), "no failed release reported")
+	require.NoError(t, stopLeader())
+	checkNoGrantSurvives(t, e, "g")
+}

@@ -81,24 +81,35 @@ func requireLeaseFree(t *testing.T, e *env, key string) {
 // nobody, until its TTL ran out, and its waiters asleep that long. It is
 // now retried within ReleaseTimeout and the grant's expiry.
 func TestLeaseGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
+	testGiveBackAfterCut(t, "INSERT INTO", func(ctx context.Context, c *sentinel.Client) (any, error) { // the acquire statement
+		return c.Lease(ctx, "k")
+	}, func(t *testing.T, e *env) { requireLeaseFree(t, e, "k") })
+}
+
+// testGiveBackAfterCut runs get (a Lease, a Turn) on a client whose one
+// pool connection is cut as the reply of the statement containing match
+// (the grant, the draw) arrives, with the caller's ctx ending or the
+// client closing meanwhile (giveBackCases): get returns nothing and the
+// cause, the give-back after the cut is retried (no "giving it back
+// failed", no failed release reported), and free finds the key free.
+func testGiveBackAfterCut(t *testing.T, match string, get func(context.Context, *sentinel.Client) (any, error), free func(*testing.T, *env)) {
 	for _, tc := range giveBackCases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			ctx := ctxT(t)
-			tr := &cutOnRowTracer{match: "INSERT INTO", t: t} // the acquire statement
+			tr := &cutOnRowTracer{match: match, t: t}
 			var failed atomic.Int32
 			c := e.clientOn(e.pool(func(c *pgxpool.Config) {
-				c.MaxConns = 1 // the give-back goes on the grant's connection, cut
+				c.MaxConns = 1 // the give-back goes on the cut connection
 				c.ConnConfig.Tracer = tr
 			}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: 10 * time.Second,
 				Observer: &sentinel.Observer{ReleaseFailed: func(sentinel.ReleaseFailure) { failed.Add(1) }}})
-			lctx, cancel := context.WithCancel(ctx)
+			gctx, cancel := context.WithCancel(ctxT(t))
 			defer cancel()
 			f := cutThen(tc.close, cancel, c)
 			tr.then.Store(&f)
-			l, err := c.Lease(lctx, "k")
-			require.Nil(t, tr.then.Load(), "the grant's connection was not cut")
-			require.Nil(t, l)
+			got, err := get(gctx, c)
+			require.Nil(t, tr.then.Load(), "the connection was not cut")
+			require.Nil(t, got)
 			t.Log(err)
 			if tc.close {
 				require.ErrorIs(t, err, sentinel.ErrClosed)
@@ -107,7 +118,7 @@ func TestLeaseGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
 			}
 			require.NotContains(t, err.Error(), "giving it back failed")
 			require.Zero(t, failed.Load(), "no failed release reported")
-			requireLeaseFree(t, e, "k")
+			free(t, e)
 		})
 	}
 }
@@ -269,35 +280,9 @@ func requireTurnFree(t *testing.T, e *env, resource string) {
 // long; in the Close case the failure was not even logged nor reported.
 // It is now retried within ReleaseTimeout and the ticket's expiry.
 func TestTurnGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
-	for _, tc := range giveBackCases {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			ctx := ctxT(t)
-			tr := &cutOnRowTracer{match: "queue_ahead(", t: t} // the draw
-			var failed atomic.Int32
-			c := e.clientOn(e.pool(func(c *pgxpool.Config) {
-				c.MaxConns = 1 // the leave goes on the draw's connection, cut
-				c.ConnConfig.Tracer = tr
-			}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: 10 * time.Second,
-				Observer: &sentinel.Observer{ReleaseFailed: func(sentinel.ReleaseFailure) { failed.Add(1) }}})
-			tctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			f := cutThen(tc.close, cancel, c)
-			tr.then.Store(&f)
-			tn, err := c.Turn(tctx, "r")
-			require.Nil(t, tr.then.Load(), "the draw's connection was not cut")
-			require.Nil(t, tn)
-			t.Log(err)
-			if tc.close {
-				require.ErrorIs(t, err, sentinel.ErrClosed)
-			} else {
-				require.ErrorIs(t, err, context.Canceled)
-			}
-			require.NotContains(t, err.Error(), "giving it back failed")
-			require.Zero(t, failed.Load(), "no failed release reported")
-			requireTurnFree(t, e, "r")
-		})
-	}
+	testGiveBackAfterCut(t, "queue_ahead(", func(ctx context.Context, c *sentinel.Client) (any, error) { // the draw
+		return c.Turn(ctx, "r")
+	}, func(t *testing.T, e *env) { requireTurnFree(t, e, "r") })
 }
 
 // A ticket drawn as the client closes whose give-back finally fails (the

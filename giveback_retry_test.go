@@ -222,20 +222,7 @@ func TestTermWonAsClientClosesGiveBackIsRetriedAfterADroppedConnection(t *testin
 func TestLeaseGiveBackThatFailsIsReported(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	tr := &cutOnRowTracer{match: "INSERT INTO", t: t}
-	var unreachable atomic.Bool
-	failures := make(chan sentinel.ReleaseFailure, 4)
-	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
-		c.MaxConns = 1
-		c.ConnConfig.Tracer = tr
-		c.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
-			if unreachable.Load() {
-				cc.Host, cc.Port, cc.Fallbacks = "127.0.0.1", 1, nil // connection refused
-			}
-			return nil
-		}
-	}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: time.Second,
-		Observer: &sentinel.Observer{ReleaseFailed: func(f sentinel.ReleaseFailure) { failures <- f }}})
+	c, tr, unreachable, failures := unreachableAfterCut(t, e, "INSERT INTO")
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f := func() {
@@ -259,6 +246,29 @@ func TestLeaseGiveBackThatFailsIsReported(t *testing.T) {
 		t.Fatal("the failed give-back was not reported to Observer.ReleaseFailed")
 	}
 	require.Equal(t, 1, e.count("leases", "key = 'k' AND expires_at > pg_catalog.clock_timestamp()"), "held until it expires")
+}
+
+// unreachableAfterCut is a client on a pool of one connection, cut as the
+// reply of the statement containing match arrives (arm tr.then), that can
+// no longer connect once unreachable is set (connection refused): every
+// give-back attempt after the cut fails until ReleaseTimeout (1s) runs
+// out. Observer.ReleaseFailed reports go to failures.
+func unreachableAfterCut(t *testing.T, e *env, match string) (*sentinel.Client, *cutOnRowTracer, *atomic.Bool, chan sentinel.ReleaseFailure) {
+	tr := &cutOnRowTracer{match: match, t: t}
+	unreachable := new(atomic.Bool)
+	failures := make(chan sentinel.ReleaseFailure, 4)
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.Tracer = tr
+		c.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+			if unreachable.Load() {
+				cc.Host, cc.Port, cc.Fallbacks = "127.0.0.1", 1, nil // connection refused
+			}
+			return nil
+		}
+	}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: time.Second,
+		Observer: &sentinel.Observer{ReleaseFailed: func(f sentinel.ReleaseFailure) { failures <- f }}})
+	return c, tr, unreachable, failures
 }
 
 // requireTurnFree asserts that another client is served on resource at
@@ -292,20 +302,7 @@ func TestTurnGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
 func TestTurnDrawnAsClientClosesGiveBackThatFailsIsReported(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	tr := &cutOnRowTracer{match: "queue_ahead(", t: t}
-	var unreachable atomic.Bool
-	failures := make(chan sentinel.ReleaseFailure, 4)
-	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
-		c.MaxConns = 1
-		c.ConnConfig.Tracer = tr
-		c.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
-			if unreachable.Load() {
-				cc.Host, cc.Port, cc.Fallbacks = "127.0.0.1", 1, nil // connection refused
-			}
-			return nil
-		}
-	}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: time.Second,
-		Observer: &sentinel.Observer{ReleaseFailed: func(f sentinel.ReleaseFailure) { failures <- f }}})
+	c, tr, unreachable, failures := unreachableAfterCut(t, e, "queue_ahead(")
 	f := func() {
 		unreachable.Store(true)
 		go c.Close()

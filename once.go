@@ -761,26 +761,59 @@ WHERE t.namespace = $1 AND t.key = $2 AND t.state IN ('claimed', 'executing')
 RETURNING {{cols}}`
 
 // sqlUnwatch counts out a caller that waited for the outcome of the claim
-// at token $3 and leaves without it (its ctx ended): best effort, a row
-// locked by another transaction (a claim, a finish, a renewal) is skipped,
-// and a count left high costs a NOTIFY. Only a waiter pays for it, never
-// a Once that nobody waits for. $1 namespace, $2 key, $3 token.
+// at token $3 and leaves without it (its ctx ended). A row locked by
+// another transaction (a claim, a finish, a renewal: one statement, or
+// the waiter's own claim still running on the server after its ctx was
+// cancelled) is skipped rather than waited for, and the statement says
+// so: counted is whether it counted the caller out, skipped whether the
+// claim's row, still counting waiters, was locked (Client.unwatch tries
+// again). Only a waiter pays for it, never a Once that nobody waits for.
+// $1 namespace, $2 key, $3 token.
 const sqlUnwatch = `
 WITH lk AS (
     SELECT t.namespace, t.key FROM {{schema}}.executions t
     WHERE t.namespace = $1 AND t.key = $2 AND t.token = $3 AND t.waiters > 0
     FOR NO KEY UPDATE SKIP LOCKED
+), up AS (
+    UPDATE {{schema}}.executions t SET waiters = t.waiters - 1
+    FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
+    RETURNING 1
 )
-UPDATE {{schema}}.executions t SET waiters = t.waiters - 1
-FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key`
+SELECT EXISTS (SELECT 1 FROM up) AS counted,
+       NOT EXISTS (SELECT 1 FROM up) AND EXISTS (
+           SELECT 1 FROM {{schema}}.executions t
+           WHERE t.namespace = $1 AND t.key = $2 AND t.token = $3 AND t.waiters > 0) AS skipped`
+
+// unwatchPause is the pause before sqlUnwatch is sent again after it
+// found the row locked: a statement's lock, held for milliseconds.
+const unwatchPause = 20 * time.Millisecond
 
 // unwatch runs sqlUnwatch on a fresh context bounded by ReleaseTimeout
-// (the caller's ctx has usually ended).
+// (the caller's ctx has usually ended), again while it finds the row
+// locked: a count left high would make the claim's outcome send a
+// wake-up for nobody. Not counted out by then, or on an error, the count
+// stays high: a NOTIFY for nobody, no other effect.
 func (c *Client) unwatch(ctx context.Context, ns, key string, token int64) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 	defer cancel()
-	if _, err := c.pool.Exec(uctx, c.exe.unwatch, ns, key, token); err != nil {
-		c.cfg.Logger.Debug("sentinel: counting a waiter out failed; the outcome wakes nobody for it", "namespace", ns, "key", key, "err", err)
+	for {
+		var counted, skipped bool
+		err := c.pool.QueryRow(uctx, c.exe.unwatch, ns, key, token).Scan(&counted, &skipped)
+		if err != nil {
+			c.cfg.Logger.Debug("sentinel: counting a waiter out failed; the outcome wakes nobody for it", "namespace", ns, "key", key, "err", err)
+			return
+		}
+		if !skipped {
+			return // counted out, or the claim moved on: nothing to count out of
+		}
+		t := time.NewTimer(unwatchPause)
+		select {
+		case <-uctx.Done():
+			t.Stop()
+			c.cfg.Logger.Debug("sentinel: counting a waiter out: the key's row stayed locked; the outcome wakes nobody for it", "namespace", ns, "key", key)
+			return
+		case <-t.C:
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -73,6 +74,43 @@ func TestOnceWaiterThatGaveUpIsCountedOut(t *testing.T) {
 	require.Equal(t, 0, e.count("executions", "key = 'gaveup' AND waiters > 0"), "the waiter that left is counted out")
 	require.NoError(t, finish())
 	require.Zero(t, wakeUps(notes, "gaveup", 500*time.Millisecond), "an outcome nobody waits for sent a wake-up")
+}
+
+// A waiter that gives up while another transaction holds the key's row
+// lock (a renewal, a claim of its own still running on the server after
+// its ctx was cancelled) still counts itself out once the lock is gone:
+// the count-out used to skip a locked row, leaving a wake-up for nobody.
+func TestOnceWaiterCountedOutPastARowLock(t *testing.T) {
+	e := newEnv(t)
+	notes := notifications(t, e)
+	a, b := e.client(nil), e.client(nil)
+	finish := holding(a, "locked", time.Minute, func() (int, error) { return 7, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	go func() {
+		_, err := sentinel.Once(ctx, b, "locked", func(context.Context) (int, error) { return -1, nil }, sentinel.WithWait())
+		got <- err
+	}()
+	waitFor(t, 10*time.Second, "the waiter counted in", func() bool {
+		return e.count("executions", "key = 'locked' AND waiters > 0") == 1
+	})
+	p := e.pool(nil)
+	tx, err := p.Begin(context.Background())
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	_, err = tx.Exec(context.Background(), fmt.Sprintf("SELECT 1 FROM %s.executions WHERE key = 'locked' FOR NO KEY UPDATE",
+		pgx.Identifier{e.schema}.Sanitize()))
+	require.NoError(t, err)
+	unlocked := make(chan error, 1)
+	time.AfterFunc(300*time.Millisecond, func() { unlocked <- tx.Rollback(context.Background()) }) // the count-out meets the lock
+	cancel()
+	require.ErrorIs(t, <-got, context.Canceled)
+	require.NoError(t, <-unlocked)
+	waitFor(t, 5*time.Second, "the waiter counted out", func() bool {
+		return e.count("executions", "key = 'locked' AND waiters > 0") == 0
+	})
+	require.NoError(t, finish())
+	require.Zero(t, wakeUps(notes, "locked", 500*time.Millisecond), "an outcome nobody waits for sent a wake-up")
 }
 
 // A waiter woken by a hand-back claims the key itself and runs fn: its

@@ -21,6 +21,9 @@
 //	   while waiting (lock, elect, queue lock: nothing ran), pending
 //	   migrations (migrate status), migrate on libpq's default database
 //	   without a terminal or --yes
+//	5  needs an operator (status --exit-code only): an uncertain
+//	   execution, a completed one whose result was not stored, or one
+//	   rerun pending for longer than --rerun-pending-after
 //
 // `sentinel lock KEY -- CMD`, `sentinel elect GROUP -- CMD` and
 // `sentinel queue lock RESOURCE... -- CMD` exit with CMD's exit code
@@ -61,6 +64,8 @@ const (
 	exitUsage    = 2
 	exitNotFound = 3
 	exitRefused  = 4
+	// exitAttention: status --exit-code found what needs an operator.
+	exitAttention = 5
 )
 
 func main() {
@@ -298,7 +303,8 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found (also: no leader),
 4 refused or wrong state (also: a value that does not match the key's
 declared result type, a busy queue for 'queue reset', pending
 migrations for 'migrate status', an interrupt while waiting for lock, elect
-and queue lock). lock, elect and queue lock with a command exit with the
+and queue lock), 5 needs an operator ('status --exit-code': uncertain, result
+not stored, rerun pending too long). lock, elect and queue lock with a command exit with the
 command's code; the command and everything it starts stop before the lock
 passes on (Linux: even when sentinel is SIGKILLed; see 'sentinel lock
 --help').`,
@@ -309,6 +315,7 @@ passes on (Linux: even when sentinel is SIGKILLed; see 'sentinel lock
 
   # what needs attention, in every namespace
   sentinel status
+  sentinel status --exit-code >/dev/null || page-on-call   # exit 5: needs an operator
   sentinel list --uncertain
 
   # run a command while holding a lease, while leading, on a turn

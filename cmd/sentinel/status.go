@@ -73,6 +73,9 @@ type statusJSON struct {
 	// UncertainOtherNamespaces, with --namespace: the other namespaces
 	// with uncertain executions, and how many each has.
 	UncertainOtherNamespaces []nsCountJSON `json:"uncertain_in_other_namespaces,omitempty"`
+	// Attention, with --exit-code: what needs an operator, which the
+	// exit code pages on.
+	Attention *statusAttentionJSON `json:"attention,omitempty"`
 }
 
 // nsCountJSON is a namespace and a count.
@@ -83,8 +86,10 @@ type nsCountJSON struct {
 
 func (a *app) statusCmd() *cobra.Command {
 	var (
-		ns    nsFlags
-		limit int
+		ns           nsFlags
+		limit        int
+		exitCodeFlag bool
+		rerunAfter   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -120,18 +125,69 @@ executions (the first five in name order), with the command for each: an
 application that sets its own schema is not missed by a status run
 without --schema.
 
-Exit code 0 whether or not executions are uncertain; use --json (the
-"uncertain" list) or 'sentinel list --uncertain' in scripts.`,
+Without --exit-code, status exits 0 whether or not anything needs an
+operator. With --exit-code (as git diff --exit-code), for a cron job or a
+monitoring check, it exits 5 when something does, after its usual output,
+and says what on stderr, each with the command that lists it:
+
+  - an uncertain execution;
+  - a completed execution whose result was not stored (RESULT NOT STORED);
+  - an execution rerun pending for longer than --rerun-pending-after
+    (default 15m): its lease ended that long ago on the database clock
+    and no caller with WithRerun came back to re-run it (a client that
+    gave up, a job not redelivered), so nothing ever will.
+
+It covers every namespace, and, when neither --namespace nor --schema is
+given, the other schemas of the database that hold Sentinel's tables
+(the first five in name order): an operator who names nothing is paged
+for anything anywhere. --namespace or --schema sets the check's scope to
+what they name (one alert per team); the other namespaces and schemas
+with uncertain executions are still named in the output, as without
+--exit-code. With --json, "attention" holds what was found ("found": a
+line per schema, namespace and kind, with its count and since when) and
+"needs_operator". Exit 1 when the database cannot be read: a check must
+not read that as nothing to do.`,
 		Example: `  sentinel status
   sentinel status -n payments
-  sentinel status --json`,
+  sentinel status --json
+  sentinel status --exit-code                             # exit 5: needs an operator
+  sentinel status --exit-code --rerun-pending-after 1h --json`,
 		Args: args(0, 0),
-		RunE: a.runEChecked(func(*cobra.Command, []string) error { return checkLimit(limit) }, func(cmd *cobra.Command, _ []string) error {
+		RunE: a.runEChecked(func(cmd *cobra.Command, _ []string) error {
+			if err := checkLimit(limit); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("rerun-pending-after") && !exitCodeFlag {
+				return usageErr("--rerun-pending-after is the threshold of --exit-code: add --exit-code")
+			}
+			if rerunAfter <= 0 {
+				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", rerunAfter)
+			}
+			return nil
+		}, func(cmd *cobra.Command, _ []string) (err error) {
 			namespace, err := ns.listing(cmd, a)
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
+			// With --exit-code: read first, from the database, so that
+			// nothing printed can hide it; the exit code and the message
+			// come last, after the output and its notes.
+			var found []attentionJSON
+			var unreadFor []string
+			if exitCodeFlag {
+				if found, unreadFor, err = a.attention(cmd, namespace, rerunAfter); err != nil {
+					return err
+				}
+				defer func() {
+					if err == nil {
+						if len(unreadFor) > 0 && !a.jsonOut { // --json: "schemas_unread"
+							fprintf(a.stderr, "sentinel: note: schemas %s of this database hold Sentinel's tables but could not be read for what needs an operator (an older version, or no privilege)\n", quoteAll(unreadFor))
+						}
+						err = a.attentionErr(found, rerunAfter)
+					}
+				}()
+			}
 			// Namespaces other than the one asked for that need attention.
 			var elsewhere []string
 			var elsewhereJSON []nsCountJSON
@@ -194,6 +250,10 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 				if schemasErr != nil {
 					out.OtherSchemasUnread = schemasErr.Error()
 				}
+				if exitCodeFlag {
+					out.Attention = &statusAttentionJSON{NeedsOperator: len(found) > 0, RerunPendingAfter: rerunAfter.String(),
+						Found: append([]attentionJSON{}, found...), SchemasUnread: unreadFor}
+				}
 				for _, c := range counts {
 					out.Counts = append(out.Counts, countJSON{Namespace: c.Namespace, State: c.State,
 						Uncertain: c.Uncertain, RerunPending: c.RerunPending, ResultLost: c.ResultLost, Count: c.Count, Oldest: tsJSON(c.Oldest)})
@@ -251,6 +311,8 @@ Exit code 0 whether or not executions are uncertain; use --json (the
 	ns.add(cmd)
 	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
 	cmd.Flags().IntVar(&limit, "limit", 20, "list at most this many uncertain executions")
+	cmd.Flags().BoolVar(&exitCodeFlag, "exit-code", false, fmt.Sprintf("exit %d when something needs an operator: uncertain, result not stored, rerun pending too long", exitAttention))
+	cmd.Flags().DurationVar(&rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "with --exit-code: a key rerun pending (its lease ended, on the database clock) longer than this needs an operator")
 	return cmd
 }
 

@@ -1,0 +1,169 @@
+package main
+
+// This file: status --exit-code: what needs an operator, read in one
+// statement per schema, and the exit code and message that page on it.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+)
+
+// defaultRerunPendingAfter is status --rerun-pending-after's default: a
+// key left for a re-run this long with no caller coming back pages.
+const defaultRerunPendingAfter = 15 * time.Minute
+
+// Kinds of attentionJSON.Kind.
+const (
+	attentionUncertain    = "uncertain"
+	attentionResultLost   = "result_lost"
+	attentionRerunPending = "rerun_pending"
+)
+
+// attentionJSON is one line of what needs an operator (status --exit-code;
+// --json: "attention"."found"): kind, where, how many, since when.
+type attentionJSON struct {
+	Schema    string `json:"schema"`
+	Namespace string `json:"namespace"`
+	// Kind is uncertain (executing, lease expired, no re-run left),
+	// result_lost (completed, result not stored: callers get ErrResult)
+	// or rerun_pending (executing, lease expired, re-runs left, and
+	// nothing came back to re-run it for longer than
+	// rerun_pending_after).
+	Kind  string `json:"kind"`
+	Count int64  `json:"count"`
+	// Since is the earliest among them of when the lease ended (uncertain,
+	// rerun_pending: when its executor stopped, or was last known alive)
+	// or of the completion (result_lost), on the database clock.
+	Since *string `json:"since"`
+
+	since time.Time
+}
+
+// statusAttentionJSON is status --json's "attention", with --exit-code.
+type statusAttentionJSON struct {
+	// NeedsOperator is true when status exits 5 (exitAttention).
+	NeedsOperator bool `json:"needs_operator"`
+	// RerunPendingAfter is --rerun-pending-after (a Go duration).
+	RerunPendingAfter string          `json:"rerun_pending_after"`
+	Found             []attentionJSON `json:"found"`
+	// SchemasUnread are the other schemas that could not be read for
+	// what needs an operator (an older version, no privilege).
+	SchemasUnread []string `json:"schemas_unread,omitempty"`
+}
+
+// sqlAttention counts, per namespace (of $1, or every namespace when $1 is
+// ""), the executions of {{schema}} that need an operator, in one
+// statement over the two partial indexes of AttentionCounts (open
+// executions, and those with a result error): completed keys are not
+// read. Uncertain and rerun pending are StateCount's (ExecutionCounts),
+// the rerun pending ones only when their lease ended more than $2
+// microseconds ago on the database clock: the age is that of "nothing
+// runs it", not of the attempt's start (updated_at), which a long fn or a
+// crash late in it would make old at once.
+const sqlAttention = `
+SELECT a.namespace, a.kind, a.n, a.since FROM (
+    SELECT t.namespace,
+        CASE WHEN t.attempt >= t.max_attempts THEN 'uncertain' ELSE 'rerun_pending' END AS kind,
+        pg_catalog.count(*) AS n, pg_catalog.min(coalesce(t.lease_expires_at, t.updated_at)) AS since
+    FROM {{schema}}.executions t
+    WHERE t.state <> 'completed' AND t.state = 'executing' AND ($1::text = '' OR t.namespace = $1::text)
+      AND coalesce(t.lease_expires_at <= pg_catalog.clock_timestamp(), true)
+      AND (t.attempt >= t.max_attempts OR coalesce(t.lease_expires_at, t.updated_at)
+          <= pg_catalog.clock_timestamp() - $2::bigint * interval '1 microsecond')
+    GROUP BY 1, 2
+  UNION ALL
+    SELECT t.namespace, 'result_lost', pg_catalog.count(*), pg_catalog.min(t.updated_at)
+    FROM {{schema}}.executions t
+    WHERE t.state = 'completed' AND t.result_error IS NOT NULL AND t.final_error IS NULL
+      AND ($1::text = '' OR t.namespace = $1::text)
+    GROUP BY 1) a
+ORDER BY a.kind = 'uncertain' DESC, a.kind = 'result_lost' DESC, a.namespace`
+
+// attentionIn reads sqlAttention in schema for namespace ns ("" every
+// namespace), with rerun pending keys counted once pending longer than
+// after.
+func (a *app) attentionIn(ctx context.Context, schema, ns string, after time.Duration) ([]attentionJSON, error) {
+	q := strings.ReplaceAll(sqlAttention, "{{schema}}", pgx.Identifier{schema}.Sanitize())
+	rows, err := a.pool.Query(ctx, q, ns, after.Microseconds())
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (attentionJSON, error) {
+		j := attentionJSON{Schema: schema}
+		err := r.Scan(&j.Namespace, &j.Kind, &j.Count, &j.since)
+		j.Since = tsJSON(j.since)
+		return j, err
+	})
+}
+
+// attention reads what needs an operator for status --exit-code: in the
+// schema and namespace status shows, and, when the command line named
+// neither (--namespace, --schema), in the other schemas of the database
+// that hold Sentinel's tables (the first maxSchemasShown, as status
+// looks in for uncertain executions): an operator who names nothing is
+// paged for anything anywhere; one who names a namespace or a schema sets
+// the alert's scope (the others with uncertain executions are still
+// named in the output). A failure to read the schema shown is an error;
+// another schema that cannot be read is returned in unread.
+func (a *app) attention(cmd *cobra.Command, namespace string, after time.Duration) (found []attentionJSON, unread []string, err error) {
+	ctx := cmd.Context()
+	found, err = a.attentionIn(ctx, a.schema, namespace, after)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read what needs an operator: %w", err)
+	}
+	if cmd.Flags().Changed("namespace") || cmd.Flags().Changed("schema") {
+		return found, nil, nil
+	}
+	schemas, _, err := a.sentinelSchemas(ctx)
+	if err != nil {
+		// status notes it (other_schemas_unread): no schema was looked in.
+		return found, nil, nil
+	}
+	for _, s := range schemas {
+		more, err := a.attentionIn(ctx, s, "", after)
+		if err != nil {
+			unread = append(unread, s)
+			continue
+		}
+		found = append(found, more...)
+	}
+	return found, unread, nil
+}
+
+// attentionErr is status --exit-code's result: nil when found is empty,
+// else exit 5 (exitAttention) with what needs an operator, a line each,
+// and the command that lists it, runnable as printed.
+func (a *app) attentionErr(found []attentionJSON, after time.Duration) error {
+	if len(found) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "needs an operator (exit %d):", exitAttention)
+	own := a.schema
+	defer func() { a.schema = own }()
+	for _, f := range found {
+		a.schema = f.Schema
+		where := fmt.Sprintf("namespace %q", f.Namespace)
+		if f.Schema != own {
+			where += fmt.Sprintf(" of schema %q", f.Schema)
+		}
+		since := ts(f.since) + " (" + relative(f.since) + ")"
+		switch f.Kind {
+		case attentionUncertain:
+			fmt.Fprintf(&b, "\n%d uncertain in %s, lease ended %s; inspect, then reconcile:\n  %s",
+				f.Count, where, since, a.command("list", "--uncertain", "-n", f.Namespace))
+		case attentionResultLost:
+			fmt.Fprintf(&b, "\n%d completed with the result not stored in %s, since %s; inspect, then set-result:\n  %s",
+				f.Count, where, since, a.command("list", "--result-lost", "-n", f.Namespace))
+		case attentionRerunPending:
+			fmt.Fprintf(&b, "\n%d rerun pending for more than %s in %s (nothing re-runs them until the next caller with WithRerun), lease ended %s; inspect, then reconcile (listed as \"executing (rerun N/M pending)\"):\n  %s",
+				f.Count, after, where, since, a.command("list", "--state", "executing", "--older-than", after.String(), "-n", f.Namespace))
+		}
+	}
+	return &codeError{code: exitAttention, err: fmt.Errorf("%s", b.String())}
+}

@@ -265,7 +265,16 @@ type ExecutionError struct {
 	// WithRerun comes; the operator's tools (sentinel list --uncertain,
 	// ExecutionCounts, the console) leave such a key out of the uncertain
 	// ones, and the Observer counts the call as OutcomeRerunPending.
+	// A caller with WithRerun whose own bound the key's attempts reached
+	// gets it too (the key waits for a caller with a higher bound); its
+	// error says that no re-run is left for it, and OnceRetry does not
+	// retry it.
 	Rerun bool
+	// rerunHere, with Rerun: the call that got the error may itself run
+	// the key again, its WithRerun bound being above the key's attempt
+	// (Rerun says only that some caller with WithRerun may). OnceRetry
+	// retries such an error, and no other ErrUncertain.
+	rerunHere bool
 	// look is the `sentinel inspect` command line that shows the key
 	// (Client.inspectCommand), for an uncertain key: the message ends with
 	// it, so that whoever reads it in a log can run it as printed.

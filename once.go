@@ -980,9 +980,16 @@ func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions, locke
 	}
 	var cause error
 	switch {
+	case kind == ErrUncertain && ex.Rerunnable() && o.rerun > 1 && ex.Attempt >= o.rerun:
+		// Stopped under WithRerun, attempts left under the key's bound,
+		// but this caller's own bound is reached: it never runs the key
+		// again, however often it calls (OnceRetry does not retry it).
+		cause = fmt.Errorf("its executor stopped without an outcome at attempt %d of %d; this call's WithRerun(%d) allows no attempt after %d, "+
+			"so no re-run is left for it: a caller with WithRerun above %d runs it again; otherwise an operator must Reconcile it",
+			ex.Attempt, ex.MaxAttempts, o.rerun, o.rerun, ex.Attempt)
 	case kind == ErrUncertain && ex.Rerunnable():
 		// Stopped under WithRerun, attempts left, but not for this
-		// caller (no WithRerun, or a lower bound already reached).
+		// caller (no WithRerun, or its rerun guard refused).
 		cause = fmt.Errorf("its executor stopped without an outcome at attempt %d of %d; it was started with WithRerun, "+
 			"so a caller with WithRerun (bound above %d) runs it again; otherwise an operator must Reconcile it",
 			ex.Attempt, ex.MaxAttempts, ex.Attempt)
@@ -1002,6 +1009,10 @@ func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions, locke
 	if kind == ErrUncertain {
 		e.look = c.inspectCommand(ex.Namespace, ex.Key)
 		e.Rerun = ex.Rerunnable()
+		// A claim finds a key this caller may re-run locked (in progress),
+		// not uncertain; a caller superseded by a re-run (rerunSuccessor)
+		// finds it here, and may.
+		e.rerunHere = e.Rerun && rerunnable(ex, o.rerun)
 	}
 	return e
 }
@@ -1229,6 +1240,8 @@ func (c *Client) uncertainRun(l *Lease, o callOptions, fnCtx context.Context, ca
 	}
 	c.cfg.Logger.Info("sentinel: attempt stopped without an outcome; the next Once call with WithRerun runs it again",
 		"namespace", o.namespace, "key", l.key, "token", l.token, "cause", cause, "inspect", c.inspectCommand(o.namespace, l.key))
+	// The key's bound, recorded by this attempt's claim, is at most the
+	// caller's: attempts left for the key are left for this caller.
 	return &ExecutionError{Kind: ErrUncertain, Namespace: o.namespace, Key: l.key, State: StateExecuting,
-		Owner: l.owner, Token: l.token, Cause: cause, look: c.inspectCommand(o.namespace, l.key), Rerun: true}
+		Owner: l.owner, Token: l.token, Cause: cause, look: c.inspectCommand(o.namespace, l.key), Rerun: true, rerunHere: true}
 }

@@ -59,7 +59,8 @@ import (
 // sends it again): there, leave the option off, and an uncertain key waits
 // for an operator. maxAttempts must be 1 (no re-run, the default) to
 // math.MaxInt32 (the attempts a key can count). Once only (and OnceRetry,
-// which passes it to each Once): OnceTx needs no re-run (a crash rolls
+// which passes it to each Once, and retries an attempt that stopped only
+// while this bound leaves the retry a re-run): OnceTx needs no re-run (a crash rolls
 // fn's writes back and the next caller runs it), and other calls refuse
 // it with ErrInvalid.
 func WithRerun(maxAttempts int) Option {

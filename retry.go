@@ -202,8 +202,14 @@ func retry(ctx context.Context, opts RetryOptions, fn func(ctx context.Context) 
 // key usually replays the result the other worker stored). Under WithRerun,
 // an attempt that stopped without an outcome with attempts left (ErrUncertain
 // with ExecutionError.Rerun) is retried too: the retry is the re-run,
-// bounded by WithRerun's attempts as well as by ropts. Uncertain (with no
-// re-run left), reconciling and final outcomes are returned at once.
+// bounded by WithRerun's attempts as well as by ropts. Every other
+// ErrUncertain is returned at once, unchanged (not as a *RetryError), and
+// so are reconciling and final outcomes: a key whose attempts are spent
+// (fn's last allowed attempt failed, or returned Retryable after an
+// earlier attempt may have had its effect), and a key left for a re-run
+// that this call's own WithRerun bound does not allow (another caller,
+// with a higher bound, ran it as far: ExecutionError.Rerun, but the error
+// says that no re-run is left for this call), which no retry could change.
 // A nil ctx is refused (ErrInvalid).
 func OnceRetry[T any](ctx context.Context, c *Client, key string, fn func(ctx context.Context) (T, error), ropts RetryOptions, opts ...Option) (Result[T], error) {
 	if err := checkCtx("OnceRetry", ctx); err != nil {
@@ -234,8 +240,11 @@ func rerunRequested(opts []Option) bool {
 }
 
 // rerunPendingErr reports whether err says that the key's next Once call
-// with WithRerun runs fn again (ExecutionError.Rerun).
+// with WithRerun runs fn again (ExecutionError.Rerun) and that the call
+// that got it may be that call: its own bound is above the key's attempt.
+// A key left for callers with a higher bound only is not: retrying it
+// would get the same error until a bound of ropts.
 func rerunPendingErr(err error) bool {
 	var ee *ExecutionError
-	return errors.As(err, &ee) && ee.Rerun && errors.Is(ee.Kind, ErrUncertain)
+	return errors.As(err, &ee) && ee.Rerun && ee.rerunHere && errors.Is(ee.Kind, ErrUncertain)
 }

@@ -994,7 +994,8 @@ func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions, locke
 			"so a caller with WithRerun (bound above %d) runs it again; otherwise an operator must Reconcile it",
 			ex.Attempt, ex.MaxAttempts, ex.Attempt)
 	case kind == ErrUncertain && ex.MaxAttempts > 1:
-		cause = fmt.Errorf("its executor stopped without an outcome at attempt %d, the last WithRerun allows (%d); "+
+		// Said as the caller of that last attempt was told (rerunNote).
+		cause = fmt.Errorf("its executor stopped without an outcome at attempt %d, the last WithRerun allows (%d): no re-run is left; "+
 			"an operator must Reconcile it (its History lists the rerun events, and a completion_refused event if fn returned before its completion was refused)",
 			ex.Attempt, ex.MaxAttempts)
 	case kind == ErrUncertain:

@@ -170,7 +170,7 @@ func TestOnceRetryRerunOutcomes(t *testing.T) {
 		require.ErrorIs(t, err, sentinel.ErrUncertain)
 		require.Empty(t, p.attempts)
 		require.Empty(t, p.retried)
-		require.ErrorContains(t, err, "the last WithRerun allows (2)")
+		require.ErrorContains(t, err, "attempt 2, the last WithRerun allows (2): no re-run is left")
 	})
 
 	t.Run("retryable hand-back retried as before", func(t *testing.T) {
@@ -282,7 +282,7 @@ func TestOnceRetryWhileAnotherCallerReruns(t *testing.T) {
 		}
 		_, err := p.run(ctx, a, "k4", p.fn(timedOut), ropts, sentinel.WithRerun(2))
 		require.ErrorIs(t, err, sentinel.ErrUncertain)
-		require.ErrorContains(t, err, "the last WithRerun allows (2)")
+		require.ErrorContains(t, err, "attempt 2, the last WithRerun allows (2): no re-run is left")
 		require.Equal(t, []int{1}, p.attempts)
 		require.Equal(t, []int{2}, other.attempts)
 		require.Len(t, p.retried, 1)

@@ -277,6 +277,7 @@ type freezeProxy struct {
 	mu           sync.Mutex
 	marker       string
 	forwardFirst bool
+	resetAfter   time.Duration // how long a frozen connection stays open; 0: 3s
 	isFrozen     atomic.Bool
 	conns        []net.Conn
 }
@@ -344,7 +345,11 @@ func (p *freezeProxy) pipe(from, to net.Conn, frozen *atomic.Bool, fromClient bo
 				}
 				// Like a TCP keepalive giving up: reset the black-holed
 				// connection a while later, so closing pools need not wait.
-				time.AfterFunc(3*time.Second, func() { _ = from.Close(); _ = to.Close() })
+				after := p.resetAfter
+				if after == 0 {
+					after = 3 * time.Second
+				}
+				time.AfterFunc(after, func() { _ = from.Close(); _ = to.Close() })
 			}
 			p.mu.Unlock()
 		}
@@ -372,7 +377,7 @@ func (p *freezeProxy) pipe(from, to net.Conn, frozen *atomic.Bool, fromClient bo
 
 func (p *freezeProxy) arm(marker string) {
 	p.mu.Lock()
-	p.marker, p.forwardFirst = marker, false
+	p.marker, p.forwardFirst, p.resetAfter = marker, false, 0
 	p.mu.Unlock()
 }
 
@@ -380,7 +385,17 @@ func (p *freezeProxy) arm(marker string) {
 // acts on it and its reply is lost.
 func (p *freezeProxy) armAfter(marker string) {
 	p.mu.Lock()
-	p.marker, p.forwardFirst = marker, true
+	p.marker, p.forwardFirst, p.resetAfter = marker, true, 0
+	p.mu.Unlock()
+}
+
+// armDrop is armAfter, but the connection is reset after d (long enough
+// for the server to commit what it was sent) rather than black-holed for
+// seconds: the client's statement fails with a dropped connection, the
+// reply of a statement that committed lost.
+func (p *freezeProxy) armDrop(marker string, d time.Duration) {
+	p.mu.Lock()
+	p.marker, p.forwardFirst, p.resetAfter = marker, true, d
 	p.mu.Unlock()
 }
 

@@ -92,8 +92,10 @@ func (l *Lease) Done() <-chan struct{} { return l.done }
 // Err returns nil while the lease is held; afterwards ErrReleased, or an
 // error matching ErrLeaseLost (and ErrHardTTL when the hard TTL ended it).
 // Client.Close ends its leases as released before its release statement
-// runs; one that statement did not free reads as lost once Close returns
-// (and as released again once a Release frees it, see Release). Once
+// runs; one whose row that statement found gone reads as lost once Close
+// returns, and one it could not free, even retried, as a failed release
+// (matching ErrClosed; released again once a Release frees it, see
+// Release). Once
 // Release returns nil, Err returns ErrReleased, even when the lease ended
 // otherwise while that Release ran (its deadline passed while the
 // statement was in flight) or before it (a failed release it made good).
@@ -781,6 +783,13 @@ func (l *Lease) giveBackFailed(err error) {
 func (c *Client) retryGiveBack(ctx context.Context, expiry time.Time, what string, release func(ctx context.Context) error, attrs ...any) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 	defer cancel()
+	return c.retryWithin(rctx, expiry, what, release, attrs...)
+}
+
+// retryWithin is retryGiveBack bounded by rctx as it is, not by a
+// ReleaseTimeout of its own: Close's release and give-backs retry within
+// Close's one ReleaseTimeout (closeGiveBack).
+func (c *Client) retryWithin(rctx context.Context, expiry time.Time, what string, release func(ctx context.Context) error, attrs ...any) error {
 	for {
 		err := release(rctx)
 		if err == nil {

@@ -444,10 +444,19 @@ func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 // ErrClosed; Close waits for them for at most ReleaseTimeout) and closes the listener
 // connection. Its releases and give-backs (of leases, and of turns'
 // tickets) run together, within one ReleaseTimeout in all; one not done
-// by then expires within its TTL. A lease or turn Close gave back reads
+// by then expires within its TTL. The release of leases is retried after
+// a transient error (a dropped connection, a restarting server), within
+// that time, but not while the database cannot be reached at all: Close
+// does not wait out an outage. A lease or turn Close gave back reads
 // as released (Err returns ErrReleased); one it could not give back as
 // a failed release (matching ErrClosed, reported to
-// Observer.ReleaseFailed). An elector's term is not released by Close
+// Observer.ReleaseFailed); one whose row was gone before Close (taken
+// over or expired) as lost. A lease whose release committed but whose
+// reply was lost, so that the retry found its row freed already, reads as
+// released when that first attempt was sent before the lease's local
+// deadline (nobody could be granted the key by expiry before it arrived);
+// a takeover with WithForce while it was in flight then reads as
+// released too. An elector's term is not released by Close
 // but by its Run, once OnElected returned (Run then returns ErrClosed,
 // joined with the release's error if it failed): wait for Run to return
 // before closing the pool. It does not close the pool. Close is
@@ -514,61 +523,151 @@ func (c *Client) Close() {
 }
 
 // releaseAll releases leases, which Close ended as released, in one
-// statement. Leases whose rows were gone are reported lost instead, and
-// those it could not release (database unreachable) as failed releases
-// (Observer.ReleaseFailed); their rows expire by themselves, unless their
-// holders' Release frees them. Close calls it holding the leases' relMu.
+// statement (sqlReleaseMany), within ctx (Close's one ReleaseTimeout).
+// Close calls it holding the leases' relMu.
+//
+// A transient failure (a dropped connection, a restarting server; see
+// transient) is retried, as every other give-back is (retryWithin), for
+// the leases not yet known to be freed, 100 ms apart, each until its
+// local expiry; not when the database cannot be reached at all, as Close
+// must not wait out an outage. One dropped connection used to leave every
+// key held, by nobody, until it expired, a TTL, its waiters asleep.
+//
+// A retry that does not find a lease's row live has two readings: an
+// earlier attempt freed it, its reply lost (the statement committed, the
+// connection dropped before the answer came), or the row was gone before
+// Close (taken over, released or expired), a loss. The lease reads as
+// released when an earlier attempt that included it was sent before its
+// local deadline: Close had ended it (Done closed) before then, and
+// nobody could be granted its key by expiry before that deadline's margin
+// ran out, so whatever freed the row, the holder's work overlapped nobody's.
+// The wake-up the lost reply would have sent is sent (a spare one when
+// the key has no waiter). What this cannot tell from a release is a
+// forced takeover (WithForce, an operator's) that came while the first
+// attempt was in flight or before: an answered attempt reports it lost,
+// one whose reply was lost reports the lease released. Otherwise (the
+// lease was past its local deadline already when Close sent its first
+// attempt) it reads as lost, as it would have without the retry.
+//
+// A lease whose row the first answered attempt did not find was gone
+// before Close: a loss, whose error does not match ErrClosed. One not
+// freed when the attempts end (the database unreachable, ReleaseTimeout
+// or the lease's local expiry reached) is a failed release, reported to
+// Observer.ReleaseFailed; its row expires by itself, unless its holder's
+// Release frees it.
 func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 	if len(leases) == 0 {
 		return
 	}
-	nss, keys, tokens := make([]string, len(leases)), make([]string, len(leases)), make([]int64, len(leases))
+	type pending struct {
+		l                *Lease
+		deadline, expiry time.Time // local: the lease's deadline, and its row's expiry
+		// sentLive: an attempt that failed was sent before deadline;
+		// answered: an attempt answered for it (released: freed, by it
+		// or by such an earlier attempt; otherwise lost).
+		sentLive, answered, released bool
+	}
+	ps := make([]*pending, len(leases))
+	var last time.Time // the latest local expiry: no retry after it
 	for i, l := range leases {
-		nss[i], keys[i], tokens[i] = l.ns, l.key, l.token
+		ps[i] = &pending{l: l, deadline: l.Deadline(), expiry: l.localExpiry()}
+		if ps[i].expiry.After(last) {
+			last = ps[i].expiry
+		}
 	}
-	released := make(map[[2]string]bool, len(leases))
-	var wakes []string
-	rows, err := c.pool.Query(ctx, c.sql.releaseN, nss, keys, tokens, c.cfg.Owner)
-	if err == nil {
-		for rows.Next() {
-			var ns, key, wake string
-			if err = rows.Scan(&ns, &key, &wake); err != nil {
-				break
+	var prevErr error
+	first := true
+	err := c.retryWithin(ctx, last, "close: releasing leases", func(ctx context.Context) error {
+		var batch []*pending
+		now := time.Now()
+		for _, p := range ps {
+			// The first attempt includes every lease, as before: one
+			// past its local expiry may still be live by the database's
+			// clock. After it, there is nothing left to free.
+			if !p.answered && (first || now.Before(p.expiry)) {
+				batch = append(batch, p)
 			}
-			released[[2]string{ns, key}] = true
-			wakes = append(wakes, wake)
 		}
-		rows.Close()
+		first = false
+		if len(batch) == 0 {
+			return prevErr
+		}
+		nss, keys, tokens := make([]string, len(batch)), make([]string, len(batch)), make([]int64, len(batch))
+		for i, p := range batch {
+			nss[i], keys[i], tokens[i] = p.l.ns, p.l.key, p.l.token
+		}
+		freed := make(map[[2]string]bool, len(batch))
+		var wakes []string
+		sent := time.Now()
+		rows, err := c.pool.Query(ctx, c.sql.releaseN, nss, keys, tokens, c.cfg.Owner)
 		if err == nil {
-			err = rows.Err()
+			for rows.Next() {
+				var ns, key, wake string
+				if err = rows.Scan(&ns, &key, &wake); err != nil {
+					break
+				}
+				freed[[2]string{ns, key}] = true
+				wakes = append(wakes, wake)
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
 		}
-	}
-	if err == nil {
+		if err != nil {
+			// Rows read before the failure are not trusted: the
+			// statement may not have committed. The next attempt frees
+			// them, or finds them freed.
+			for _, p := range batch {
+				if sent.Before(p.deadline) {
+					p.sentLive = true
+				}
+			}
+			prevErr = err
+			return err
+		}
+		for _, p := range batch {
+			p.answered = true
+			switch {
+			case freed[[2]string{p.l.ns, p.l.key}]:
+				p.released = true
+			case p.sentLive: // freed by an earlier attempt, its reply lost
+				p.released = true
+				wakes = append(wakes, payload(notifyLease, p.l.ns, p.l.key))
+			}
+		}
 		c.wake("", wakes...) // the schema's channel: a waiter of any process may take the key
+		return nil
+	}, "leases", len(leases))
+	if err == nil {
+		err = prevErr // the failure of the last attempt, for a lease past its expiry by then
 	}
-	if err != nil {
-		c.cfg.Logger.Warn("sentinel: close: releasing leases failed; they expire by themselves", "leases", len(leases), "err", err)
-	}
-	for _, l := range leases {
-		if released[[2]string{l.ns, l.key}] {
-			continue
-		}
-		if err != nil { // the statement failed: no loss (Observer.ReleaseFailed)
-			failed := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed}
-			if l.notReleased(failed, true); l.ended() == failed {
+	failed := 0
+	for _, p := range ps {
+		l := p.l
+		switch {
+		case p.released:
+		case p.answered:
+			// The row was gone before Close: lost while held (taken
+			// over or expired), not ended by Close, so its error says
+			// so and does not match ErrClosed (an observer tells
+			// Close's own ends by it).
+			l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "taken over, released or expired",
+				Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}, false)
+		default: // not freed: no loss (Observer.ReleaseFailed)
+			failed++
+			lf := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed}
+			if l.notReleased(lf, true); l.ended() == lf {
 				// A failed release, as Lease.Release's own: a Release
 				// that frees the row still carrying the token, or finds
-				// it freed so (this statement committed, its reply
-				// lost), returns nil. Close holds l.relMu.
-				l.relFailed = failed
+				// it freed so (an attempt committed, its reply lost),
+				// returns nil. Close holds l.relMu.
+				l.relFailed = lf
 			}
-			continue
 		}
-		// The row was gone before Close: lost while held (taken over or
-		// expired), not ended by Close, so its error says so and does not
-		// match ErrClosed (an observer tells Close's own ends by it).
-		l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "taken over, released or expired",
-			Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}, false)
+	}
+	if failed > 0 {
+		c.cfg.Logger.Warn("sentinel: close: releasing leases failed; they expire by themselves", "leases", failed, "err", err)
 	}
 }
 

@@ -1,0 +1,227 @@
+package sentinel_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// cutAtSend, when armed, terminates the backend of the first statement
+// (or batch) containing match just before it is sent, and waits until
+// the backend is gone: the statement never runs, and its caller sees a
+// dropped connection. then, when set, runs after the cut.
+type cutAtSend struct {
+	match string
+	armed atomic.Bool
+	then  func()
+	t     *testing.T
+}
+
+func (c *cutAtSend) cut(conn *pgx.Conn) {
+	if c.armed.CompareAndSwap(true, false) {
+		terminateAbandoned(c.t, int32(conn.PgConn().PID()))
+		if c.then != nil {
+			c.then()
+		}
+	}
+}
+
+func (c *cutAtSend) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, c.match) {
+		c.cut(conn)
+	}
+	return ctx
+}
+
+func (c *cutAtSend) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *cutAtSend) TraceBatchStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	for _, q := range d.Batch.QueuedQueries {
+		if strings.Contains(q.SQL, c.match) {
+			c.cut(conn)
+			break
+		}
+	}
+	return ctx
+}
+
+func (c *cutAtSend) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *cutAtSend) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// closeObserver counts what Close's client reports: failed releases and
+// losses.
+type closeObserver struct{ failed, lost atomic.Int32 }
+
+func (o *closeObserver) observer() *sentinel.Observer {
+	return &sentinel.Observer{
+		ReleaseFailed: func(sentinel.ReleaseFailure) { o.failed.Add(1) },
+		LeaseLost:     func(sentinel.LeaseLoss) { o.lost.Add(1) },
+	}
+}
+
+// waitingLease starts a waiter (Lease WithWait) for key on a client of its
+// own whose TTL is long, so that it re-checks on its own only every 20 s:
+// it gets the key at once only when the release wakes it. It returns when
+// the waiter has registered; the channel says when it got the key.
+func waitingLease(t *testing.T, e *env, key string) <-chan error {
+	t.Helper()
+	got := make(chan error, 1)
+	w := e.client(&sentinel.Config{DefaultTTL: giveBackTTL})
+	go func() {
+		l, err := w.Lease(ctxT(t), key, sentinel.WithWait())
+		if err == nil {
+			err = l.Release(ctxT(t))
+		}
+		got <- err
+	}()
+	waitFor(t, 10*time.Second, "the waiter to register", func() bool {
+		return e.count("lease_waiters", "key = $1", key) == 1
+	})
+	time.Sleep(100 * time.Millisecond) // its first check is done: it sleeps
+	return got
+}
+
+// requireServedSoon asserts that a waiter (waitingLease, waitingTurn) got
+// what Close gave back within about a second of Close's return, not after
+// the TTL.
+func requireServedSoon(t *testing.T, got <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-time.After(2 * time.Second):
+		t.Fatalf("the waiter did not get the %s: it stays held, by nobody, until its TTL", what)
+	}
+}
+
+// Close released the leases it held in one statement, once: one dropped
+// connection (the backend terminated as the statement was sent) left
+// every key held, by nobody, for its whole TTL (a minute here), the
+// waiters asleep that long, and the leases read as failed releases. The
+// release is now retried, as every other give-back is: the key is free at
+// once, the waiter gets it, and the lease reads as released.
+func TestCloseReleaseIsRetriedAfterADroppedConnection(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tr := &cutAtSend{match: "AS v(ns, key, token)", t: t} // sqlReleaseMany, Close's release
+	var obs closeObserver
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) { c.ConnConfig.Tracer = tr }),
+		&sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: 10 * time.Second, Observer: obs.observer()})
+	l, err := c.Lease(ctx, "k")
+	require.NoError(t, err)
+	got := waitingLease(t, e, "k")
+	tr.armed.Store(true)
+	c.Close()
+	require.False(t, tr.armed.Load(), "the release's connection was not cut")
+	requireServedSoon(t, got, "lease")
+	require.ErrorIs(t, l.Err(), sentinel.ErrReleased)
+	require.Zero(t, obs.failed.Load(), "no failed release reported")
+	require.Zero(t, obs.lost.Load(), "no loss reported")
+	require.NoError(t, l.Release(ctx))
+}
+
+// A release whose statement committed but whose reply was lost (the
+// connection reset after the server had answered) is retried too, and the
+// retry finds nothing left to free: that is the first attempt's doing,
+// sent before the lease's local deadline, so nobody could have been
+// granted the key by expiry before it arrived. It reads as released, not
+// as lost ("taken over, released or expired"), and the waiter, whose
+// wake-up went with the lost reply, is woken.
+func TestCloseReleaseWhoseReplyIsLostReadsAsReleased(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	px := newFreezeProxy(t, dbURL)
+	var obs closeObserver
+	c := e.proxiedClient(px, nil, &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: 10 * time.Second, Observer: obs.observer()})
+	l, err := c.Lease(ctx, "k")
+	require.NoError(t, err)
+	other, err := c.Lease(ctx, "other")
+	require.NoError(t, err)
+	got := waitingLease(t, e, "k")
+	px.armDrop("AS v(ns, key, token)", 300*time.Millisecond) // sqlReleaseMany
+	c.Close()
+	require.True(t, px.frozen(), "the release's reply was not cut")
+	requireServedSoon(t, got, "lease")
+	require.Zero(t, e.count("leases", "key = 'other' AND expires_at > pg_catalog.clock_timestamp()"), "the first attempt committed")
+	for _, l := range []*sentinel.Lease{l, other} {
+		require.ErrorIs(t, l.Err(), sentinel.ErrReleased, "%s", l.Key())
+		require.NoError(t, l.Release(ctx))
+	}
+	require.Zero(t, obs.failed.Load(), "no failed release reported")
+	require.Zero(t, obs.lost.Load(), "no loss reported")
+}
+
+// Close does not wait out an outage: its release and give-back, cut as
+// they are sent with the database unreachable from then on, are not
+// retried until ReleaseTimeout runs out; Close returns at once, the lease
+// and the turn read as failed releases (ErrClosed), reported to
+// Observer.ReleaseFailed, and their rows are held until they expire.
+func TestCloseWithTheDatabaseUnreachableReturnsAtOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const timeout = 3 * time.Second
+	var unreachable atomic.Bool
+	lt := &cutAtSend{match: "AS v(ns, key, token)", t: t, then: func() { unreachable.Store(true) }}
+	tt := &cutAtSend{match: "WHEN d.alive THEN", t: t, then: func() { unreachable.Store(true) }}
+	var obs closeObserver
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+		c.ConnConfig.Tracer = &multiTracer{lt, tt}
+		c.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+			if unreachable.Load() {
+				cc.Host, cc.Port, cc.Fallbacks = "127.0.0.1", 1, nil // connection refused
+			}
+			return nil
+		}
+	}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: timeout, Observer: obs.observer()})
+	l, err := c.Lease(ctx, "k")
+	require.NoError(t, err)
+	tn, err := c.Turn(ctx, "r")
+	require.NoError(t, err)
+	lt.armed.Store(true)
+	tt.armed.Store(true)
+	start := time.Now()
+	c.Close()
+	took := time.Since(start)
+	// The first cut makes the database unreachable: the other statement
+	// may find no connection to cut, and fail to connect instead.
+	require.False(t, lt.armed.Load() && tt.armed.Load(), "no connection was cut")
+	require.Less(t, took, timeout, "Close waited out the outage")
+	for _, err := range []error{l.Err(), tn.Err()} {
+		require.ErrorIs(t, err, sentinel.ErrClosed)
+		require.ErrorIs(t, err, sentinel.ErrLeaseLost)
+	}
+	require.Equal(t, int32(2), obs.failed.Load(), "two failed releases reported")
+	require.Zero(t, obs.lost.Load(), "no loss reported")
+	require.Equal(t, 1, e.count("leases", "key = 'k' AND expires_at > pg_catalog.clock_timestamp()"), "held until it expires")
+	require.Equal(t, 1, e.count("tickets", "resource = 'r' AND expires_at > pg_catalog.clock_timestamp()"), "held until it expires")
+}
+
+// multiTracer runs the cuts of several cutAtSend.
+type multiTracer []*cutAtSend
+
+func (m multiTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	for _, c := range m {
+		ctx = c.TraceQueryStart(ctx, conn, d)
+	}
+	return ctx
+}
+
+func (m multiTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (m multiTracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	for _, c := range m {
+		ctx = c.TraceBatchStart(ctx, conn, d)
+	}
+	return ctx
+}
+
+func (m multiTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (m multiTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}

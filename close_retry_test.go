@@ -89,6 +89,27 @@ func waitingLease(t *testing.T, e *env, key string) <-chan error {
 	return got
 }
 
+// waitingTurn starts a Turn on resource on a client of its own, behind the
+// ticket held, with a long TTL (it re-checks on its own only when the
+// ticket ahead expires, a minute). It returns once the ticket is drawn.
+func waitingTurn(t *testing.T, e *env, resource string) <-chan error {
+	t.Helper()
+	got := make(chan error, 1)
+	w := e.client(&sentinel.Config{DefaultTTL: giveBackTTL})
+	go func() {
+		tn, err := w.Turn(ctxT(t), resource)
+		if err == nil {
+			err = tn.Release(ctxT(t))
+		}
+		got <- err
+	}()
+	waitFor(t, 10*time.Second, "the waiting ticket to be drawn", func() bool {
+		return e.count("tickets", "resource = $1", resource) == 2
+	})
+	time.Sleep(100 * time.Millisecond)
+	return got
+}
+
 // requireServedSoon asserts that a waiter (waitingLease, waitingTurn) got
 // what Close gave back within about a second of Close's return, not after
 // the TTL.
@@ -128,6 +149,29 @@ func TestCloseReleaseIsRetriedAfterADroppedConnection(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 }
 
+// The same for a turn Close gives back: its leave was one attempt, and a
+// dropped connection left the ticket in the queue, by nobody, until it
+// expired, and the ticket behind it asleep that long.
+func TestCloseTurnGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tr := &cutAtSend{match: "WHEN d.alive THEN", t: t} // sqlTicketLeave, in the leave's batch
+	var obs closeObserver
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) { c.ConnConfig.Tracer = tr }),
+		&sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: 10 * time.Second, Observer: obs.observer()})
+	tn, err := c.Turn(ctx, "r")
+	require.NoError(t, err)
+	got := waitingTurn(t, e, "r")
+	tr.armed.Store(true)
+	c.Close()
+	require.False(t, tr.armed.Load(), "the leave's connection was not cut")
+	requireServedSoon(t, got, "turn")
+	require.ErrorIs(t, tn.Err(), sentinel.ErrReleased)
+	require.Zero(t, obs.failed.Load(), "no failed release reported")
+	require.Zero(t, obs.lost.Load(), "no loss reported")
+	require.NoError(t, tn.Release(ctx))
+}
+
 // A release whose statement committed but whose reply was lost (the
 // connection reset after the server had answered) is retried too, and the
 // retry finds nothing left to free: that is the first attempt's doing,
@@ -155,6 +199,29 @@ func TestCloseReleaseWhoseReplyIsLostReadsAsReleased(t *testing.T) {
 		require.ErrorIs(t, l.Err(), sentinel.ErrReleased, "%s", l.Key())
 		require.NoError(t, l.Release(ctx))
 	}
+	require.Zero(t, obs.failed.Load(), "no failed release reported")
+	require.Zero(t, obs.lost.Load(), "no loss reported")
+}
+
+// The same for a turn: the retried leave finds the ticket gone, and the
+// ticket's own record in the queue's history says the first leave gave it
+// up while it was live.
+func TestCloseTurnGiveBackWhoseReplyIsLostReadsAsReleased(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	px := newFreezeProxy(t, dbURL)
+	var obs closeObserver
+	c := e.proxiedClient(px, nil, &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: 10 * time.Second, Observer: obs.observer()})
+	tn, err := c.Turn(ctx, "r")
+	require.NoError(t, err)
+	got := waitingTurn(t, e, "r")
+	px.armDrop("WHEN d.alive THEN", 300*time.Millisecond) // sqlTicketLeave
+	c.Close()
+	require.True(t, px.frozen(), "the leave's reply was not cut")
+	requireServedSoon(t, got, "turn")
+	require.Equal(t, 1, e.count("queue_events", "ticket = $1 AND event = 'completed'", tn.Ticket()), "the first leave committed")
+	require.ErrorIs(t, tn.Err(), sentinel.ErrReleased)
+	require.NoError(t, tn.Release(ctx))
 	require.Zero(t, obs.failed.Load(), "no failed release reported")
 	require.Zero(t, obs.lost.Load(), "no loss reported")
 }

@@ -154,7 +154,7 @@ func (t *Turn) Done() <-chan struct{} { return t.l.done }
 // Err returns nil while the turn is held; afterwards ErrReleased, or an
 // error matching ErrLeaseLost. Client.Close ends a held turn as released
 // before it gives the ticket back, as it does a lease: one whose give-back
-// failed reads as lost, matching ErrClosed, once Close returns (and as
+// failed, even retried, reads as lost, matching ErrClosed, once Close returns (and as
 // released again once a Release gives the ticket up, see Release); one
 // whose ticket Close found expired reads as lost.
 //
@@ -325,12 +325,21 @@ func (t *Turn) released(prior error) {
 // endByClose is how Client.Close ends the turn, as it ends a held lease:
 // released first (Done closes before the ticket is given up, so before
 // anyone behind can be served), then the ticket given back, by Close's
-// deadline (closeGiveBack). A leave that fails leaves it a failed release
-// (relFailed, reported to Observer.ReleaseFailed, matching ErrClosed): a
-// Release that then gives the still-live ticket up returns nil. One that
-// finds the ticket gone, or expired, makes it a loss: someone behind may
-// have been served. A turn that ended before (Release, its deadline) is
-// left as it is.
+// deadline (closeGiveBack). A leave that fails after a transient error (a
+// dropped connection) is retried within that deadline and the ticket's
+// local expiry, not when the database cannot be reached at all (Close
+// does not wait out an outage). A retry that finds the ticket gone after
+// a failed leave reads the ticket's own record in the queue's history
+// (sqlTicketGivenUp, as Release does): the failed leave committed, its
+// reply lost, and gave the live ticket up, a release; otherwise the
+// ticket expired (someone behind may have been served, or the record was
+// pruned), a loss. A leave that finally fails, or a read of that record
+// that fails, leaves it a failed release (relFailed, reported to
+// Observer.ReleaseFailed, matching ErrClosed): a Release that then gives
+// the still-live ticket up, or finds it given up so, returns nil. One
+// that finds the ticket gone, or expired, makes it a loss: someone
+// behind may have been served. A turn that ended before (Release, its
+// deadline) is left as it is.
 func (t *Turn) endByClose() {
 	t.relMu.Lock() // a Release under way finishes first
 	defer t.relMu.Unlock()
@@ -344,11 +353,36 @@ func (t *Turn) endByClose() {
 	l.end(ErrReleased)
 	ctx, cancel := t.c.closeGiveBack()
 	defer cancel()
-	res, err := t.leave(ctx)
+	var (
+		res       leaveResult
+		triedOnce bool // a leave failed: it may have committed
+	)
+	err := t.c.retryWithin(ctx, l.localExpiry(), "close: giving a ticket back", func(ctx context.Context) error {
+		r, err := t.leave(ctx)
+		if err != nil {
+			triedOnce = true
+			return err
+		}
+		res = r
+		return nil
+	}, "namespace", l.ns, "resource", l.key, "ticket", l.token)
+	what := "giving a ticket back failed; it is gone when it expires, within its TTL"
+	if err == nil && !res.found && triedOnce {
+		var givenUp bool
+		if err = t.c.pool.QueryRow(ctx, t.c.qsql().givenUp, l.ns, l.key, l.token, t.c.cfg.Owner).Scan(&givenUp); err != nil {
+			what = "the ticket is gone, but reading whether a failed give-back had given it up failed"
+			err = t.c.wrapErr(fmt.Sprintf("read queue history %q/%q (ticket %d)", l.ns, l.key, l.token), err)
+		} else if givenUp {
+			// A failed leave gave the live ticket up, its reply lost.
+			res = leaveResult{found: true, alive: true}
+			t.leftMu.Lock()
+			t.gaveBack = true
+			t.leftMu.Unlock()
+		}
+	}
 	switch {
 	case err != nil:
-		t.c.cfg.Logger.Warn("sentinel: close: giving a ticket back failed; it is gone when it expires, within its TTL",
-			"namespace", l.ns, "resource", l.key, "ticket", l.token, "err", err)
+		t.c.cfg.Logger.Warn("sentinel: close: "+what, "namespace", l.ns, "resource", l.key, "ticket", l.token, "err", err)
 		failed := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed}
 		if l.notReleased(failed, true); l.ended() == failed {
 			t.relFailed = failed

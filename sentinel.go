@@ -444,10 +444,10 @@ func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 // ErrClosed; Close waits for them for at most ReleaseTimeout) and closes the listener
 // connection. Its releases and give-backs (of leases, and of turns'
 // tickets) run together, within one ReleaseTimeout in all; one not done
-// by then expires within its TTL. The release of leases is retried after
-// a transient error (a dropped connection, a restarting server), within
-// that time, but not while the database cannot be reached at all: Close
-// does not wait out an outage. A lease or turn Close gave back reads
+// by then expires within its TTL. Each is retried after a transient
+// error (a dropped connection, a restarting server), within that time,
+// but not while the database cannot be reached at all: Close does not
+// wait out an outage. A lease or turn Close gave back reads
 // as released (Err returns ErrReleased); one it could not give back as
 // a failed release (matching ErrClosed, reported to
 // Observer.ReleaseFailed); one whose row was gone before Close (taken
@@ -456,7 +456,9 @@ func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 // released when that first attempt was sent before the lease's local
 // deadline (nobody could be granted the key by expiry before it arrived);
 // a takeover with WithForce while it was in flight then reads as
-// released too. An elector's term is not released by Close
+// released too. A turn's ticket found gone by a retry reads as released
+// when the ticket's record in the queue's history says the failed attempt
+// gave it up while it was live. An elector's term is not released by Close
 // but by its Run, once OnElected returned (Run then returns ErrClosed,
 // joined with the release's error if it failed): wait for Run to return
 // before closing the pool. It does not close the pool. Close is

@@ -69,7 +69,7 @@ func (a *app) checkNamesFirst(cmd *cobra.Command, args []string) error {
 var textFlags = map[string]int{"label": sentinel.MaxLabelLen, "app-version": sentinel.MaxOwnerLen, "reason": 0}
 
 // checkTextFlags refuses --operator, --label, --app-version, --reason and
-// leases' PREFIX where the library would refuse or alter them, and queue
+// leases' and list's PREFIX where the library would refuse or alter them, and queue
 // follow's negative --after.
 func (a *app) checkTextFlags(cmd *cobra.Command) error {
 	if a.operator != "" {
@@ -92,7 +92,7 @@ func (a *app) checkTextFlags(cmd *cobra.Command) error {
 			return usageErr("invalid --%s %s: %s", name, argText(v), why)
 		}
 	}
-	if cmd.CommandPath() == "sentinel leases" && len(cmd.Flags().Args()) == 1 {
+	if (cmd.CommandPath() == "sentinel leases" || cmd.CommandPath() == "sentinel list") && len(cmd.Flags().Args()) == 1 {
 		p := cmd.Flags().Arg(0)
 		why := names.Text(p)
 		if len(p) > sentinel.MaxKeyLen {

@@ -432,12 +432,16 @@ func (a *app) listCmd() *cobra.Command {
 		updatedTo, updatedFrom time.Time // the time filters, read by the check
 	)
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List executions by state, uncertain only, namespace and time",
+		Use:   "list [PREFIX]",
+		Short: "List executions by key prefix, state, uncertain only, namespace and time",
 		Long: `list pages through the Once executions of every namespace (or only of
 the one given with --namespace), oldest state change first, each row naming
 its namespace, with the filters of the library's ExecutionFilter:
 
+  PREFIX             only keys starting with PREFIX (KeyPrefix): the key
+                     or the family of keys an alert names, found without
+                     paging through the others; a PREFIX starting with "-"
+                     goes after "--" (sentinel list -- -k)
   --state S          claimed, executing, reconciling or completed
   --uncertain        executing with an expired lease: outcome unknown, and
                      no re-run left (WithRerun); a key that the next
@@ -451,9 +455,10 @@ its namespace, with the filters of the library's ExecutionFilter:
                                            the database's clock (D more
                                            than 0: 0 or less exits 2)
 
-It prints --limit rows and, when there are more, the command that lists the
-next page (--after CURSOR); --all follows every page. With --json it prints
-{"executions": [...], "next": CURSOR}.
+Every filter combines with the others. It prints --limit rows and, when
+there are more, the command that lists the next page (--after CURSOR, with
+the same PREFIX and filters); --all follows every page. With --json it
+prints {"executions": [...], "next": CURSOR}.
 
 A key handed back (claimed, no live lease: fn returned a Retryable error,
 the caller gave up before fn ran, an operator reset it) is listed as
@@ -463,12 +468,18 @@ Before 0.3 list covered only --namespace (default "default"); scripts that
 relied on that pass -n default.`,
 		Example: `  sentinel list --uncertain
   sentinel list --uncertain -n payments
+  sentinel list charge-42-                  # keys starting with charge-42-
+  sentinel list charge-42- --state executing --older-than 10m -n payments
   sentinel list --state reconciling
   sentinel list --result-lost
   sentinel list --state executing --older-than 10m --json
   sentinel list --state completed --updated-after 2026-11-01T00:00:00Z --all`,
-		Args: args(0, 0),
-		RunE: a.runEChecked(func(cmd *cobra.Command, _ []string) error {
+		Args: args(0, 1),
+		RunE: a.runEChecked(func(cmd *cobra.Command, args []string) error {
+			// A script's "$KEY" with KEY unset would list every key.
+			if len(args) == 1 && args[0] == "" {
+				return usageErr("PREFIX is empty: give the start of the key, or leave PREFIX out")
+			}
 			// 0 leaves a filter out: given, it would be dropped in silence.
 			for name, d := range map[string]time.Duration{"older-than": updatedBefore, "newer-than": within} {
 				if cmd.Flags().Changed(name) && d <= 0 {
@@ -501,10 +512,14 @@ relied on that pass -n default.`,
 				return usageErr("give --newer-than or --updated-after, not both")
 			}
 			return nil
-		}, func(cmd *cobra.Command, _ []string) error {
+		}, func(cmd *cobra.Command, args []string) error {
 			namespace, err := ns.listing(cmd, a)
 			if err != nil {
 				return err
+			}
+			prefix := ""
+			if len(args) == 1 {
+				prefix = args[0]
 			}
 			// --older-than and --newer-than count back from now on the
 			// database clock, which stamped every updated_at: a laptop's
@@ -517,7 +532,7 @@ relied on that pass -n default.`,
 			}
 			f := sentinel.ExecutionFilter{State: sentinel.State(state), Uncertain: unc, ResultLost: lost,
 				Namespace: namespace, AllNamespaces: ns.all, Limit: limit, After: cursor,
-				UpdatedBefore: updatedTo, UpdatedAfter: updatedFrom}
+				UpdatedBefore: updatedTo, UpdatedAfter: updatedFrom, KeyPrefix: prefix}
 			if unc {
 				// Uncertain work of other schemas (an application with a
 				// Config.Schema of its own): named on stderr, stdout unchanged.
@@ -557,7 +572,11 @@ relied on that pass -n default.`,
 				return a.printJSON(out)
 			}
 			if len(rows) == 0 {
-				fprintf(a.stderr, "no executions match in %s\n", nsLabel(namespace))
+				which := ""
+				if prefix != "" {
+					which = " with a key starting with " + argText(prefix)
+				}
+				fprintf(a.stderr, "no executions match in %s%s\n", nsLabel(namespace), which)
 				return nil
 			}
 			a.execTable(rows)

@@ -17,11 +17,21 @@ import (
 // key left for a re-run this long with no caller coming back pages.
 const defaultRerunPendingAfter = 15 * time.Minute
 
+// defaultReconcilingAfter is status --reconciling-after's default: a key
+// an operator put in reconciling this long ago and never resolved
+// (force-complete, reset) pages. Reconciling is a person's step, and
+// every caller of the key gets ErrReconciling until it ends: an hour
+// leaves time to look the effect up at a provider, and past it the step
+// was most likely abandoned (a closed terminal, a console tab, an
+// operator called away).
+const defaultReconcilingAfter = time.Hour
+
 // Kinds of attentionJSON.Kind.
 const (
 	attentionUncertain    = "uncertain"
 	attentionResultLost   = "result_lost"
 	attentionRerunPending = "rerun_pending"
+	attentionReconciling  = "reconciling"
 )
 
 // attentionJSON is one line of what needs an operator (status --exit-code;
@@ -31,14 +41,17 @@ type attentionJSON struct {
 	Namespace string `json:"namespace"`
 	// Kind is uncertain (executing, lease expired, no re-run left),
 	// result_lost (completed, result not stored: callers get ErrResult)
-	// or rerun_pending (executing, lease expired, re-runs left, and
-	// nothing came back to re-run it for longer than
-	// rerun_pending_after).
+	// rerun_pending (executing, lease expired, re-runs left, and nothing
+	// came back to re-run it for longer than rerun_pending_after) or
+	// reconciling (an operator began reconciling it more than
+	// reconciling_after ago and has not resolved it: callers get
+	// ErrReconciling).
 	Kind  string `json:"kind"`
 	Count int64  `json:"count"`
 	// Since is the earliest among them of when the lease ended (uncertain,
-	// rerun_pending: when its executor stopped, or was last known alive)
-	// or of the completion (result_lost), on the database clock.
+	// rerun_pending: when its executor stopped, or was last known alive),
+	// of the completion (result_lost) or of the start of reconciling
+	// (reconciling), on the database clock.
 	Since *string `json:"since"`
 
 	since time.Time
@@ -49,8 +62,10 @@ type statusAttentionJSON struct {
 	// NeedsOperator is true when status exits 5 (exitAttention).
 	NeedsOperator bool `json:"needs_operator"`
 	// RerunPendingAfter is --rerun-pending-after (a Go duration).
-	RerunPendingAfter string          `json:"rerun_pending_after"`
-	Found             []attentionJSON `json:"found"`
+	RerunPendingAfter string `json:"rerun_pending_after"`
+	// ReconcilingAfter is --reconciling-after (a Go duration).
+	ReconcilingAfter string          `json:"reconciling_after"`
+	Found            []attentionJSON `json:"found"`
 	// SchemasUnread are the other schemas that could not be read for
 	// what needs an operator (an older version, no privilege).
 	SchemasUnread []string `json:"schemas_unread,omitempty"`
@@ -64,7 +79,12 @@ type statusAttentionJSON struct {
 // the rerun pending ones only when their lease ended more than $2
 // microseconds ago on the database clock: the age is that of "nothing
 // runs it", not of the attempt's start (updated_at), which a long fn or a
-// crash late in it would make old at once.
+// crash late in it would make old at once. Reconciling ones count when
+// they entered reconciling more than $3 microseconds ago: updated_at,
+// which the operator's Reconcile set (statement_timestamp) and nothing
+// changes while the key is reconciling (a worker's finish is fenced off
+// by the new token and owner; only force-complete and reset move it on,
+// and they leave reconciling).
 const sqlAttention = `
 SELECT a.namespace, a.kind, a.n, a.since FROM (
     SELECT t.namespace,
@@ -77,19 +97,31 @@ SELECT a.namespace, a.kind, a.n, a.since FROM (
           <= pg_catalog.clock_timestamp() - $2::bigint * interval '1 microsecond')
     GROUP BY 1, 2
   UNION ALL
+    SELECT t.namespace, 'reconciling', pg_catalog.count(*), pg_catalog.min(t.updated_at)
+    FROM {{schema}}.executions t
+    WHERE t.state <> 'completed' AND t.state = 'reconciling' AND ($1::text = '' OR t.namespace = $1::text)
+      AND t.updated_at <= pg_catalog.clock_timestamp() - $3::bigint * interval '1 microsecond'
+    GROUP BY 1
+  UNION ALL
     SELECT t.namespace, 'result_lost', pg_catalog.count(*), pg_catalog.min(t.updated_at)
     FROM {{schema}}.executions t
     WHERE t.state = 'completed' AND t.result_error IS NOT NULL AND t.final_error IS NULL
       AND ($1::text = '' OR t.namespace = $1::text)
     GROUP BY 1) a
-ORDER BY a.kind = 'uncertain' DESC, a.kind = 'result_lost' DESC, a.namespace`
+ORDER BY a.kind = 'uncertain' DESC, a.kind = 'reconciling' DESC, a.kind = 'result_lost' DESC, a.namespace`
+
+// attentionAfter are status --exit-code's thresholds: how long a key may
+// be rerun pending, and reconciling, before it needs an operator.
+type attentionAfter struct {
+	rerunPending, reconciling time.Duration
+}
 
 // attentionIn reads sqlAttention in schema for namespace ns ("" every
-// namespace), with rerun pending keys counted once pending longer than
-// after.
-func (a *app) attentionIn(ctx context.Context, schema, ns string, after time.Duration) ([]attentionJSON, error) {
+// namespace), with rerun pending and reconciling keys counted once so for
+// longer than after says.
+func (a *app) attentionIn(ctx context.Context, schema, ns string, after attentionAfter) ([]attentionJSON, error) {
 	q := strings.ReplaceAll(sqlAttention, "{{schema}}", pgx.Identifier{schema}.Sanitize())
-	rows, err := a.pool.Query(ctx, q, ns, after.Microseconds())
+	rows, err := a.pool.Query(ctx, q, ns, after.rerunPending.Microseconds(), after.reconciling.Microseconds())
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +142,7 @@ func (a *app) attentionIn(ctx context.Context, schema, ns string, after time.Dur
 // the alert's scope (the others with uncertain executions are still
 // named in the output). A failure to read the schema shown is an error;
 // another schema that cannot be read is returned in unread.
-func (a *app) attention(cmd *cobra.Command, namespace string, after time.Duration) (found []attentionJSON, unread []string, err error) {
+func (a *app) attention(cmd *cobra.Command, namespace string, after attentionAfter) (found []attentionJSON, unread []string, err error) {
 	ctx := cmd.Context()
 	found, err = a.attentionIn(ctx, a.schema, namespace, after)
 	if err != nil {
@@ -138,7 +170,7 @@ func (a *app) attention(cmd *cobra.Command, namespace string, after time.Duratio
 // attentionErr is status --exit-code's result: nil when found is empty,
 // else exit 5 (exitAttention) with what needs an operator, a line each,
 // and the command that lists it, runnable as printed.
-func (a *app) attentionErr(found []attentionJSON, after time.Duration) error {
+func (a *app) attentionErr(found []attentionJSON, after attentionAfter) error {
 	if len(found) == 0 {
 		return nil
 	}
@@ -162,7 +194,10 @@ func (a *app) attentionErr(found []attentionJSON, after time.Duration) error {
 				f.Count, where, since, a.command("list", "--result-lost", "-n", f.Namespace))
 		case attentionRerunPending:
 			fmt.Fprintf(&b, "\n%d rerun pending for more than %s in %s (nothing re-runs them until the next caller with WithRerun), lease ended %s; inspect, then reconcile (listed as \"executing (rerun N/M pending)\"):\n  %s",
-				f.Count, after, where, since, a.command("list", "--state", "executing", "--older-than", after.String(), "-n", f.Namespace))
+				f.Count, after.rerunPending, where, since, a.command("list", "--state", "executing", "--older-than", after.rerunPending.String(), "-n", f.Namespace))
+		case attentionReconciling:
+			fmt.Fprintf(&b, "\n%d reconciling for more than %s in %s (every caller gets ErrReconciling until an operator resolves them), since %s; inspect, then force-complete (the work happened) or reset (it did not):\n  %s",
+				f.Count, after.reconciling, where, since, a.command("list", "--state", "reconciling", "--older-than", after.reconciling.String(), "-n", f.Namespace))
 		}
 	}
 	return &codeError{code: exitAttention, err: fmt.Errorf("%s", b.String())}

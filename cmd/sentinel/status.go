@@ -89,7 +89,7 @@ func (a *app) statusCmd() *cobra.Command {
 		ns           nsFlags
 		limit        int
 		exitCodeFlag bool
-		rerunAfter   time.Duration
+		after        attentionAfter
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -135,7 +135,14 @@ and says what on stderr, each with the command that lists it:
   - an execution rerun pending for longer than --rerun-pending-after
     (default 15m): its lease ended that long ago on the database clock
     and no caller with WithRerun came back to re-run it (a client that
-    gave up, a job not redelivered), so nothing ever will.
+    gave up, a job not redelivered), so nothing ever will;
+  - an execution reconciling for longer than --reconciling-after
+    (default 1h): an operator started reconciling it (reconcile, or the
+    console) that long ago on the database clock and never resolved it
+    with force-complete or reset, and every caller gets ErrReconciling
+    until someone does. Reconciling is a person's step (look the effect
+    up, then decide); an hour leaves time for that, and past it the step
+    was most likely abandoned.
 
 It covers every namespace, and, when neither --namespace nor --schema is
 given, the other schemas of the database that hold Sentinel's tables
@@ -151,7 +158,8 @@ not read that as nothing to do.`,
   sentinel status -n payments
   sentinel status --json
   sentinel status --exit-code                             # exit 5: needs an operator
-  sentinel status --exit-code --rerun-pending-after 1h --json`,
+  sentinel status --exit-code --rerun-pending-after 1h --json
+  sentinel status --exit-code --reconciling-after 4h      # slow investigations`,
 		Args: args(0, 0),
 		RunE: a.runEChecked(func(cmd *cobra.Command, _ []string) error {
 			if err := checkLimit(limit); err != nil {
@@ -160,8 +168,14 @@ not read that as nothing to do.`,
 			if cmd.Flags().Changed("rerun-pending-after") && !exitCodeFlag {
 				return usageErr("--rerun-pending-after is the threshold of --exit-code: add --exit-code")
 			}
-			if rerunAfter <= 0 {
-				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", rerunAfter)
+			if after.rerunPending <= 0 {
+				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", after.rerunPending)
+			}
+			if cmd.Flags().Changed("reconciling-after") && !exitCodeFlag {
+				return usageErr("--reconciling-after is the threshold of --exit-code: add --exit-code")
+			}
+			if after.reconciling <= 0 {
+				return usageErr("--reconciling-after %s: give a duration of more than 0 (such as 1h)", after.reconciling)
 			}
 			return nil
 		}, func(cmd *cobra.Command, _ []string) (err error) {
@@ -176,7 +190,7 @@ not read that as nothing to do.`,
 			var found []attentionJSON
 			var unreadFor []string
 			if exitCodeFlag {
-				if found, unreadFor, err = a.attention(cmd, namespace, rerunAfter); err != nil {
+				if found, unreadFor, err = a.attention(cmd, namespace, after); err != nil {
 					return err
 				}
 				defer func() {
@@ -184,7 +198,7 @@ not read that as nothing to do.`,
 						if len(unreadFor) > 0 && !a.jsonOut { // --json: "schemas_unread"
 							fprintf(a.stderr, "sentinel: note: schemas %s of this database hold Sentinel's tables but could not be read for what needs an operator (an older version, or no privilege)\n", quoteAll(unreadFor))
 						}
-						err = a.attentionErr(found, rerunAfter)
+						err = a.attentionErr(found, after)
 					}
 				}()
 			}
@@ -251,8 +265,8 @@ not read that as nothing to do.`,
 					out.OtherSchemasUnread = schemasErr.Error()
 				}
 				if exitCodeFlag {
-					out.Attention = &statusAttentionJSON{NeedsOperator: len(found) > 0, RerunPendingAfter: rerunAfter.String(),
-						Found: append([]attentionJSON{}, found...), SchemasUnread: unreadFor}
+					out.Attention = &statusAttentionJSON{NeedsOperator: len(found) > 0, RerunPendingAfter: after.rerunPending.String(),
+						ReconcilingAfter: after.reconciling.String(), Found: append([]attentionJSON{}, found...), SchemasUnread: unreadFor}
 				}
 				for _, c := range counts {
 					out.Counts = append(out.Counts, countJSON{Namespace: c.Namespace, State: c.State,
@@ -311,8 +325,9 @@ not read that as nothing to do.`,
 	ns.add(cmd)
 	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
 	cmd.Flags().IntVar(&limit, "limit", 20, "list at most this many uncertain executions")
-	cmd.Flags().BoolVar(&exitCodeFlag, "exit-code", false, fmt.Sprintf("exit %d when something needs an operator: uncertain, result not stored, rerun pending too long", exitAttention))
-	cmd.Flags().DurationVar(&rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "with --exit-code: a key rerun pending (its lease ended, on the database clock) longer than this needs an operator")
+	cmd.Flags().BoolVar(&exitCodeFlag, "exit-code", false, fmt.Sprintf("exit %d when something needs an operator: uncertain, result not stored, rerun pending or reconciling too long", exitAttention))
+	cmd.Flags().DurationVar(&after.rerunPending, "rerun-pending-after", defaultRerunPendingAfter, "with --exit-code: a key rerun pending (its lease ended, on the database clock) longer than this needs an operator")
+	cmd.Flags().DurationVar(&after.reconciling, "reconciling-after", defaultReconcilingAfter, "with --exit-code: a key reconciling (since reconcile, on the database clock) longer than this needs an operator")
 	return cmd
 }
 

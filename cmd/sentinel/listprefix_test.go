@@ -174,6 +174,9 @@ func TestListKeyPrefixBadInput(t *testing.T) {
 		{"list", "bad\xffutf8"},
 		{"list", strings.Repeat("k", sentinel.MaxKeyLen+1)},
 		{"list", "a", "b"},
+		// leases takes a PREFIX too: "$KEY" with KEY unset listed every lease.
+		{"leases", ""},
+		{"leases", "--all-namespaces", ""},
 	} {
 		r := runBin(t, []string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=2"}, nil, args...)
 		requireCode(t, r, exitUsage)

@@ -94,6 +94,10 @@ func (a *app) checkTextFlags(cmd *cobra.Command) error {
 	}
 	if (cmd.CommandPath() == "sentinel leases" || cmd.CommandPath() == "sentinel list") && len(cmd.Flags().Args()) == 1 {
 		p := cmd.Flags().Arg(0)
+		if p == "" {
+			// A script's "$KEY" with KEY unset would list every key.
+			return usageErr("PREFIX is empty: give the start of the key, or leave PREFIX out")
+		}
 		why := names.Text(p)
 		if len(p) > sentinel.MaxKeyLen {
 			why = fmt.Sprintf("is %d bytes, the limit is %d", len(p), sentinel.MaxKeyLen)

@@ -491,10 +491,6 @@ relied on that pass -n default.`,
   sentinel list --state completed --updated-after 2026-11-01T00:00:00Z --all`,
 		Args: args(0, 1),
 		RunE: a.runEChecked(func(cmd *cobra.Command, args []string) error {
-			// A script's "$KEY" with KEY unset would list every key.
-			if len(args) == 1 && args[0] == "" {
-				return usageErr("PREFIX is empty: give the start of the key, or leave PREFIX out")
-			}
 			// 0 leaves a filter out: given, it would be dropped in silence.
 			for name, d := range map[string]time.Duration{"older-than": updatedBefore, "newer-than": within} {
 				if cmd.Flags().Changed(name) && d <= 0 {

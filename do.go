@@ -19,9 +19,11 @@ import (
 // guard its writes with l.Token(), see VerifyToken); so it does, and
 // ErrClosed too, when Client.Close ended the lease while fn ran (Close
 // frees the key as it cancels fn's context). A failed release is
-// reported only when fn succeeded. When the lease cannot be acquired, fn
-// does not run and Do returns Lease's error (ErrNotAcquired without
-// WithWait). A nil ctx is refused (ErrInvalid).
+// reported only when fn succeeded. When fn hands the lease on
+// (Lease.Detach), Do neither releases it nor reports that as a loss: it
+// returns fn's error, and the row is the handle's receiver's. When the
+// lease cannot be acquired, fn does not run and Do returns Lease's error
+// (ErrNotAcquired without WithWait). A nil ctx is refused (ErrInvalid).
 func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, l *Lease) error, opts ...Option) (err error) {
 	if err := checkCtx("Client.Do", ctx); err != nil {
 		return err
@@ -48,6 +50,9 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 		rerr := l.Release(rctx)
 		rcancel()
 		switch {
+		case errors.Is(lost, ErrDetached):
+			// fn handed the lease on: Release freed nothing, and
+			// must not; the receiver holds it.
 		case lost != nil && !errors.Is(lost, ErrReleased):
 			err = errors.Join(err, lost)
 		case byClose:

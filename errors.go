@@ -37,6 +37,13 @@ var (
 	// ErrReleased is the reason given by Lease.Err after Release.
 	ErrReleased = errors.New("sentinel: lease released")
 
+	// ErrDetached is the reason given by Lease.Err after Lease.Detach: this
+	// client handed the lease on by its LeaseHandle and stopped renewing
+	// it. It is neither a release (the key stays held, by the handle's
+	// receiver) nor a loss. Lease.Release on a detached lease frees
+	// nothing and returns an error matching it.
+	ErrDetached = errors.New("sentinel: lease detached")
+
 	// ErrStaleToken reports that a fencing token is no longer the current
 	// token for its key (or its lease expired).
 	ErrStaleToken = errors.New("sentinel: stale fencing token")

@@ -22,7 +22,7 @@ const (
 )
 
 // Lease is a held, fenced lease on one key. The client renews it in the
-// background until Release, loss, hard TTL or Close. Watch Done to learn of
+// background until Release, Detach, loss, hard TTL or Close. Watch Done to learn of
 // a loss: it closes before the database could grant the key to anyone else.
 // A Lease is safe for concurrent use.
 type Lease struct {
@@ -85,12 +85,13 @@ func (l *Lease) Owner() string { return l.owner }
 // for any key before it. Pass it to downstream writes (see VerifyToken).
 func (l *Lease) Token() int64 { return l.token }
 
-// Done returns a channel that is closed when the lease ends: released, lost,
-// or past its hard TTL. Err says which.
+// Done returns a channel that is closed when the lease ends: released,
+// handed on (Detach), lost, or past its hard TTL. Err says which.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
-// Err returns nil while the lease is held; afterwards ErrReleased, or an
-// error matching ErrLeaseLost (and ErrHardTTL when the hard TTL ended it).
+// Err returns nil while the lease is held; afterwards ErrReleased,
+// ErrDetached after Detach, or an error matching ErrLeaseLost (and
+// ErrHardTTL when the hard TTL ended it).
 // Client.Close ends its leases as released before its release statement
 // runs; one whose row that statement found gone reads as lost once Close
 // returns, and one it could not free, even retried, as a failed release
@@ -168,6 +169,13 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 // LeaseHandle identifies a granted lease by plain values, so one process
 // can acquire a lease and another renew or release it (for example a
 // dispatcher and its worker). It encodes to JSON as is.
+//
+// The acquiring process hands the lease on with Lease.Detach, which
+// returns the handle and stops that process's renewals; the receiver then
+// keeps the lease alive with Client.RenewHandle and frees it with
+// Client.ReleaseHandle, or lets it expire. A handle from Lease.Handle
+// alone leaves the lease renewed, and released at Client.Close, by the
+// client that acquired it.
 type LeaseHandle struct {
 	Namespace string `json:"namespace"`
 	Key       string `json:"key"`
@@ -175,9 +183,94 @@ type LeaseHandle struct {
 	Token     int64  `json:"token"`
 }
 
-// Handle returns the lease's plain-value handle.
+// Handle returns the lease's plain-value handle. It hands nothing on:
+// this client goes on renewing the lease, and releases it at Close, so a
+// key handed to another process this way never expires while this client
+// lives (even when the receiver died), and a release by the receiver
+// ends this Lease as lost at its next renewal. To hand the lease to
+// another process, use Detach, which returns the same handle.
 func (l *Lease) Handle() LeaseHandle {
 	return LeaseHandle{Namespace: l.ns, Key: l.key, Owner: l.owner, Token: l.token}
+}
+
+// Detach hands the lease on: it stops this client's renewals and ends the
+// Lease here without releasing its row, and returns the lease's handle,
+// for another process (a worker) to renew with Client.RenewHandle and
+// release with Client.ReleaseHandle. It does not touch the database.
+//
+// Afterwards Done is closed, contexts from Context are cancelled (with
+// ErrDetached as their cause), Err returns ErrDetached (which is no loss:
+// not logged as one, not reported to Observer.LeaseLost), Heartbeat
+// returns ErrDetached and sends nothing, Release frees nothing and
+// returns an error matching ErrDetached (free the key with
+// Client.ReleaseHandle instead, if the handle could not be delivered),
+// and Client.Close leaves the row alone. Stop the work done under the
+// lease before Detach: the token is the receiver's from then on.
+//
+// The row stays held until ExpiresAt (on the database clock: the expiry
+// as of the last renewal, at most one TTL away), unless the receiver
+// renews it. A renewal by this client's heartbeat already under way when
+// Detach is called may still run and move the expiry once more, by one
+// TTL from that renewal (later than ExpiresAt says, never earlier); no
+// other follows. So when the receiver dies, or the handle never reaches
+// it, the key frees by itself within about one TTL of Detach, or of the
+// receiver's last renewal. The receiver should call RenewHandle as soon
+// as it has the handle, and every third of the TTL after: the first
+// renewal returns its new expiry, or an error matching ErrStaleToken when
+// the lease expired in transit (the key may then be someone else's: do
+// not start the work). A hard TTL (WithHardTTL) still holds: the database
+// never renews a lease past it.
+//
+// Detach waits for a Release (or Client.Close's release) under way, and
+// then returns that outcome instead. When the lease has ended already
+// (released, lost, past its local deadline: see Err), Detach returns the
+// zero LeaseHandle and Err's error. Detaching a detached lease returns
+// its handle and nil.
+func (l *Lease) Detach() (LeaseHandle, error) {
+	l.relMu.Lock() // after a Release or Close under way, never during it
+	defer l.relMu.Unlock()
+	if err := l.endDetached(); err != nil {
+		return LeaseHandle{}, err
+	}
+	l.c.cfg.Logger.Debug("sentinel: lease detached", l.logAttrs()...)
+	return l.Handle(), nil
+}
+
+// endDetached ends the lease as detached (ErrDetached) if it is held and
+// its local deadline has not passed: it returns nil then, or when it was
+// detached already. Otherwise it returns why the lease ended (ending it
+// as lost first when the deadline passed, as Err does). The lease is
+// removed from the heartbeater: a renewal in flight that then finds the
+// row gone takes it for no loss (see renewBatch).
+func (l *Lease) endDetached() error {
+	l.mu.Lock()
+	if l.err != nil {
+		err := l.err
+		l.mu.Unlock()
+		if err == ErrDetached {
+			return nil
+		}
+		return err
+	}
+	if !time.Now().Before(l.deadline) {
+		// The process was frozen past the deadline, the timer has not
+		// fired yet: it is lost, not handed on.
+		l.mu.Unlock()
+		l.checkDeadline()
+		return l.ended()
+	}
+	l.err = ErrDetached
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	onEnd := l.onEnd
+	close(l.done)
+	l.mu.Unlock()
+	l.c.hb.remove(l)
+	if onEnd != nil {
+		onEnd(ErrDetached)
+	}
+	return nil
 }
 
 // Lease acquires the lease on key for this client, in one statement: it
@@ -339,7 +432,9 @@ func (c *Client) newLease(kind leaseKind, ns, key string, token int64, ttl time.
 // Release may then be called again: it returns nil if it frees the row
 // while the row still carries the lease's token, or finds the row freed
 // still carrying it (the failed statement committed, its reply lost). So
-// it does after a Client.Close whose release statement failed. A nil ctx
+// it does after a Client.Close whose release statement failed. After
+// Detach, Release sends nothing and returns an error matching
+// ErrDetached: the row is the handle's receiver's to release. A nil ctx
 // is refused (ErrInvalid) and the lease left as it was.
 func (l *Lease) Release(ctx context.Context) error {
 	if err := checkCtx("Lease.Release", ctx); err != nil {
@@ -350,6 +445,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	prior := l.err
 	l.mu.Unlock()
+	if prior == ErrDetached {
+		return fmt.Errorf("sentinel: release lease %q/%q: %w: it was handed on; release it by its handle (Client.ReleaseHandle)", l.ns, l.key, ErrDetached)
+	}
 	if errors.Is(prior, ErrReleased) || l.retried {
 		return nil
 	}
@@ -431,7 +529,8 @@ func (c *Client) releaseRow(ctx context.Context, ns, key, owner string, token in
 // Heartbeat renews the lease now, in one statement, instead of waiting for
 // the background heartbeat. It returns nil only when the lease was renewed
 // (up to its hard TTL, past which nothing extends it). Once the lease has
-// ended it returns Err (ErrReleased after Release) and sends nothing, and
+// ended it returns Err (ErrReleased after Release, ErrDetached after
+// Detach) and sends nothing, and
 // so it does when the lease's local deadline has passed (Err reports the
 // loss); a lease that ends while the renewal is in flight returns why. It
 // returns an error matching ErrLeaseLost (and ErrStaleToken when the lease
@@ -550,7 +649,7 @@ func (l *Lease) endRelease() {
 }
 
 // reportEnd logs and observes why the lease ended. A release is not a
-// loss, nor is the end at Close of a turn (Close ends it released before
+// loss, nor a detach (Lease.Detach: the lease was handed on), nor is the end at Close of a turn (Close ends it released before
 // it gives the ticket back, see Turn.endByClose), of a term or of an
 // elector's member row (the elector's Run sees Done, resigns the term and
 // removes its row, and returns ErrClosed): they are given back as a lease
@@ -563,7 +662,7 @@ func (l *Lease) endRelease() {
 func (l *Lease) reportEnd(err error, releaseFailed bool) {
 	closed := errors.Is(err, ErrClosed) && (l.kind == kindTicket || l.kind == kindLeader || l.kind == kindMember)
 	switch {
-	case errors.Is(err, ErrReleased):
+	case errors.Is(err, ErrReleased), errors.Is(err, ErrDetached):
 	case releaseFailed:
 		l.c.cfg.Logger.Warn("sentinel: lease release failed; it expires within its TTL", "namespace", l.ns, "key", l.key,
 			"token", l.token, "err", err)
@@ -624,7 +723,14 @@ func (l *Lease) checkDeadline() {
 // clock, or an error matching ErrStaleToken when the handle is no longer the
 // current grant. ttl must be from MinTTL to MaxTTL. A renewal never moves the
 // expiry earlier than the one already granted: renewing with a TTL shorter
-// than the holder's cannot cut the lease its holder is trusting.
+// than the holder's cannot cut the lease its holder is trusting. Nor does
+// it move it past the lease's hard TTL (WithHardTTL).
+//
+// Nothing renews a handle in the background: the receiver of a lease
+// handed on (Lease.Detach) renews it once on receipt, which also tells it
+// the lease did not expire in transit, and then every third of ttl or so
+// while it works, stopping its work before the last expiry returned
+// (minus the clock skew it allows for) when a renewal fails.
 // A nil ctx is refused (ErrInvalid).
 func (c *Client) RenewHandle(ctx context.Context, h LeaseHandle, ttl time.Duration) (time.Time, error) {
 	if err := checkCtx("Client.RenewHandle", ctx); err != nil {

@@ -35,7 +35,8 @@ type Observer struct {
 
 	// LeaseLost is called when a held lease or a running Once's execution
 	// lease is lost (renewal deadline passed, taken over, hard TTL), not
-	// when it is released, nor when its release failed (ReleaseFailed).
+	// when it is released or handed on (Lease.Detach), nor when its
+	// release failed (ReleaseFailed).
 	// A lease or turn whose deadline passes while its Release is in
 	// flight is reported when that Release returns, and only if Err then
 	// still reports the loss (a release that freed the live row makes it
@@ -330,9 +331,9 @@ func (o *Observer) leaseEnd(ctx context.Context, c *Client, key string, opts []O
 	o.LeaseEnd(ctx, e)
 }
 
-// lost reports a lease loss; a release is not a loss.
+// lost reports a lease loss; a release or a detach is not a loss.
 func (o *Observer) lost(l *Lease, err error) {
-	if o == nil || o.LeaseLost == nil || errors.Is(err, ErrReleased) {
+	if o == nil || o.LeaseLost == nil || errors.Is(err, ErrReleased) || errors.Is(err, ErrDetached) {
 		return
 	}
 	o.LeaseLost(LeaseLoss{Namespace: l.ns, Key: l.key, Token: l.token, Execution: l.kind == kindExecution,

@@ -435,7 +435,8 @@ func (c *Client) Owner() string { return c.cfg.Owner }
 // Pool returns the pool the client uses.
 func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 
-// Close stops heartbeats, releases every lease the client still holds (an
+// Close stops heartbeats, releases every lease the client still holds (not
+// one handed on with Lease.Detach, which its receiver holds; an
 // execution lease held by a running Once ends, cancelling fn's context,
 // and so does the lease of a running Do, whose error then matches
 // ErrLeaseLost and ErrClosed),

@@ -39,8 +39,9 @@
 //   - [Client.Lease] grants a [Lease]: [Lease.Token] is its fencing token,
 //     [Lease.Done] closes when it is lost, [Lease.Release] gives it back.
 //   - [Client.Do] runs fn while holding a lease; [Client.Holder] and
-//     [Client.Leases] read who holds what ([Holder]); [Lease.Handle],
-//     [Client.RenewHandle] and [Client.ReleaseHandle] act across processes.
+//     [Client.Leases] read who holds what ([Holder]); [Lease.Detach]
+//     hands a lease to another process as a [LeaseHandle], which
+//     [Client.RenewHandle] and [Client.ReleaseHandle] act on.
 //   - [Client.VerifyToken] guards a write with a lease's token in your
 //     transaction ([StaleTokenError]).
 //

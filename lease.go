@@ -729,8 +729,9 @@ func (l *Lease) checkDeadline() {
 // Nothing renews a handle in the background: the receiver of a lease
 // handed on (Lease.Detach) renews it once on receipt, which also tells it
 // the lease did not expire in transit, and then every third of ttl or so
-// while it works, stopping its work before the last expiry returned
-// (minus the clock skew it allows for) when a renewal fails.
+// while it works. It trusts the lease until the time it sent its last
+// successful renewal plus ttl, less a safety margin, on its own monotonic
+// clock (as a Lease does), and fences its writes with the token.
 // A nil ctx is refused (ErrInvalid).
 func (c *Client) RenewHandle(ctx context.Context, h LeaseHandle, ttl time.Duration) (time.Time, error) {
 	if err := checkCtx("Client.RenewHandle", ctx); err != nil {

@@ -2,6 +2,7 @@ package sentinel_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -44,7 +45,12 @@ func ExampleLease_Handle() {
 	if err != nil {
 		panic(err)
 	}
-	h := lease.Handle() // {Namespace, Key, Owner, Token}: send it to the worker as JSON
+	// {Namespace, Key, Owner, Token}: send it to the worker as JSON.
+	// Detach, not Handle alone: this client stops renewing it.
+	h, err := lease.Detach()
+	if err != nil {
+		panic(err)
+	}
 	_, err = client.RenewHandle(ctx, h, 10*time.Second)
 	fmt.Println("renewed:", err)
 	fmt.Println("released:", client.ReleaseHandle(ctx, h))
@@ -60,4 +66,50 @@ func ExampleLease_Handle() {
 	// renewed: <nil>
 	// released: <nil>
 	// stale: true
+}
+
+// A dispatcher hands a job's lease to a worker in another process: Detach
+// stops the dispatcher's renewals without releasing the row, and the
+// worker renews and releases the lease by its handle. Were the worker to
+// die, the key would free by itself within its TTL.
+func ExampleLease_Detach() {
+	dispatcher, done := exampleClient("example_detach")
+	defer done()
+	worker, err := sentinel.New(dispatcher.Pool(), &sentinel.Config{Schema: "example_detach"}) // another process
+	if err != nil {
+		panic(err)
+	}
+	defer worker.Close()
+	ctx := context.Background()
+
+	// The dispatcher: take the job, hand it on.
+	lease, err := dispatcher.Lease(ctx, "job-42", sentinel.WithTTL(5*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	h, err := lease.Detach()
+	if err != nil {
+		panic(err) // lost before it could be handed on: dispatch again
+	}
+	msg, _ := json.Marshal(h) // onto the job queue, say
+	fmt.Println("dispatcher:", lease.Err())
+	fmt.Println("dispatcher's Release frees nothing:", errors.Is(lease.Release(ctx), sentinel.ErrDetached))
+
+	// The worker: take the lease up at once, renew it while working
+	// (every third of its TTL), release it when done.
+	var job sentinel.LeaseHandle
+	if err := json.Unmarshal(msg, &job); err != nil {
+		panic(err)
+	}
+	if _, err := worker.RenewHandle(ctx, job, 5*time.Second); err != nil {
+		panic(err) // ErrStaleToken: it expired in transit, do not start
+	}
+	holder, _ := worker.Holder(ctx, "job-42")
+	fmt.Println("worker holds the job's token:", holder.Token == job.Token)
+	fmt.Println("worker released:", worker.ReleaseHandle(ctx, job))
+	// Output:
+	// dispatcher: sentinel: lease detached
+	// dispatcher's Release frees nothing: true
+	// worker holds the job's token: true
+	// worker released: <nil>
 }

@@ -2,6 +2,7 @@ package sentinel_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -46,6 +47,22 @@ func runChild(mode string) int {
 		if err == nil {
 			fmt.Println("ACQUIRED", l.Token())
 			time.Sleep(time.Hour)
+		}
+		fmt.Println("ERR", err)
+		return 1
+	case "adopt":
+		// Adopt the lease handed on in SENTINEL_CHILD_HANDLE (JSON), then
+		// hold it until killed: this client's heartbeat renews it.
+		var h sentinel.LeaseHandle
+		if err := json.Unmarshal([]byte(os.Getenv("SENTINEL_CHILD_HANDLE")), &h); err != nil {
+			fmt.Println("ERR", err)
+			return 1
+		}
+		l, err := c.AdoptHandle(ctx, h)
+		if err == nil {
+			fmt.Println("ADOPTED", l.Token())
+			<-l.Done()
+			err = l.Err()
 		}
 		fmt.Println("ERR", err)
 		return 1

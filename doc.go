@@ -41,7 +41,8 @@
 //   - [Client.Do] runs fn while holding a lease; [Client.Holder] and
 //     [Client.Leases] read who holds what ([Holder]); [Lease.Detach]
 //     hands a lease to another process as a [LeaseHandle], which
-//     [Client.RenewHandle] and [Client.ReleaseHandle] act on.
+//     [Client.AdoptHandle] takes up there as a Lease of its own (or
+//     [Client.RenewHandle] and [Client.ReleaseHandle] act on).
 //   - [Client.VerifyToken] guards a write with a lease's token in your
 //     transaction ([StaleTokenError]).
 //

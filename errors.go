@@ -324,7 +324,7 @@ type StaleTokenError struct {
 	Key       string
 	Token     int64 // the token that was checked
 	// Current is the current token, 0 when the key is free or expired, as
-	// VerifyToken, VerifyExecutionToken and VerifyTerm read it. The other
+	// VerifyToken, VerifyExecutionToken, VerifyTerm and AdoptHandle read it. The other
 	// refusals (VerifyTurn, which reads only the ticket it checks,
 	// RenewHandle, ReleaseHandle, the cause of a lost lease) do not read
 	// it: their Current is 0 whatever holds the key.

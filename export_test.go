@@ -16,6 +16,9 @@ func WithFollowStarted(ctx context.Context, f func()) context.Context {
 	return context.WithValue(ctx, followStartedKey{}, f)
 }
 
+// AdoptSQL is c's adoption statement (Client.AdoptHandle).
+func AdoptSQL(c *Client) string { return c.sql.adopt }
+
 // RenewSQL is c's heartbeat renewal statement.
 func RenewSQL(c *Client) string { return c.sql.renew }
 

@@ -172,10 +172,12 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 //
 // The acquiring process hands the lease on with Lease.Detach, which
 // returns the handle and stops that process's renewals; the receiver then
-// keeps the lease alive with Client.RenewHandle and frees it with
-// Client.ReleaseHandle, or lets it expire. A handle from Lease.Handle
-// alone leaves the lease renewed, and released at Client.Close, by the
-// client that acquired it.
+// takes it up with Client.AdoptHandle, which makes it a Lease of the
+// receiver's own (renewed by its heartbeat, under its name, with a new
+// token), or, at a lower level, keeps it alive with Client.RenewHandle
+// and frees it with Client.ReleaseHandle, or lets it expire. A handle
+// from Lease.Handle alone leaves the lease renewed, and released at
+// Client.Close, by the client that acquired it.
 type LeaseHandle struct {
 	Namespace string `json:"namespace"`
 	Key       string `json:"key"`
@@ -186,8 +188,9 @@ type LeaseHandle struct {
 // Handle returns the lease's plain-value handle. It hands nothing on:
 // this client goes on renewing the lease, and releases it at Close, so a
 // key handed to another process this way never expires while this client
-// lives (even when the receiver died), and a release by the receiver
-// ends this Lease as lost at its next renewal. To hand the lease to
+// lives (even when the receiver died), and a release or an adoption
+// (Client.AdoptHandle) by the receiver ends this Lease as lost at its
+// next renewal. To hand the lease to
 // another process, use Detach, which returns the same handle.
 func (l *Lease) Handle() LeaseHandle {
 	return LeaseHandle{Namespace: l.ns, Key: l.key, Owner: l.owner, Token: l.token}
@@ -195,8 +198,9 @@ func (l *Lease) Handle() LeaseHandle {
 
 // Detach hands the lease on: it stops this client's renewals and ends the
 // Lease here without releasing its row, and returns the lease's handle,
-// for another process (a worker) to renew with Client.RenewHandle and
-// release with Client.ReleaseHandle. It does not touch the database.
+// for another process (a worker) to take up with Client.AdoptHandle (or
+// to renew with Client.RenewHandle and release with
+// Client.ReleaseHandle). It does not touch the database.
 //
 // Afterwards Done is closed, contexts from Context are cancelled (with
 // ErrDetached as their cause), Err returns ErrDetached (which is no loss:
@@ -214,12 +218,12 @@ func (l *Lease) Handle() LeaseHandle {
 // TTL from that renewal (later than ExpiresAt says, never earlier); no
 // other follows. So when the receiver dies, or the handle never reaches
 // it, the key frees by itself within about one TTL of Detach, or of the
-// receiver's last renewal. The receiver should call RenewHandle as soon
-// as it has the handle, and every third of the TTL after: the first
-// renewal returns its new expiry, or an error matching ErrStaleToken when
-// the lease expired in transit (the key may then be someone else's: do
-// not start the work). A hard TTL (WithHardTTL) still holds: the database
-// never renews a lease past it.
+// receiver's last renewal. The receiver should call AdoptHandle as soon
+// as it has the handle (or RenewHandle, then every third of the TTL):
+// it returns an error matching ErrStaleToken when the lease expired in
+// transit (the key may then be someone else's: do not start the work).
+// Once adopted, the handle and its token are stale. A hard TTL
+// (WithHardTTL) still holds: the database never renews a lease past it.
 //
 // Detach waits for a Release (or Client.Close's release) under way, and
 // then returns that outcome instead. When the lease has ended already
@@ -369,22 +373,38 @@ func (c *Client) acquireRow(ctx context.Context, key string, o callOptions, scan
 	}
 	l := c.newLease(kindLease, o.namespace, key, h.Token, o.ttl)
 	l.acquiredAt = h.AcquiredAt
-	if ctx.Err() != nil {
-		// Granted after ctx ended: the caller is gone. Give it back.
-		rerr := c.giveBackLease(ctx, l, sent.Add(remaining))
-		return nil, nil, fmt.Errorf("sentinel: acquire lease %q/%q: %w (%s)", o.namespace, key, context.Cause(ctx),
-			givenBack("granted", "released", rerr, o.ttl))
-	}
-	if !c.hb.add(l, sent, remaining, h.ExpiresAt, h.HardExpiresAt) {
-		// Close began while the grant was in flight: nobody would renew
-		// or release it. Give it back now.
-		if rerr := c.giveBackLease(ctx, l, sent.Add(remaining)); rerr != nil {
-			return nil, nil, closedGivenBack(fmt.Sprintf("acquire lease %q/%q", o.namespace, key), "granted", rerr, o.ttl)
-		}
-		return nil, nil, ErrClosed
+	if err := c.keepGrant(ctx, l, fmt.Sprintf("acquire lease %q/%q", o.namespace, key), "granted",
+		sent, remaining, h.ExpiresAt, h.HardExpiresAt); err != nil {
+		return nil, nil, err
 	}
 	c.cfg.Logger.Debug("sentinel: lease acquired", "namespace", o.namespace, "key", key, "token", h.Token)
 	return l, nil, nil
+}
+
+// keepGrant registers l, a lease just granted to this client, with the
+// heartbeat, and returns nil. sent is when the granting statement was
+// sent, remaining the lease's time left as the database measured it,
+// expiresAt and hardAt its expiry and hard expiry (zero: none) on the
+// database clock. When ctx ended meanwhile (the caller is gone), or
+// Close began while the grant was in flight (nobody would renew or
+// release it), it gives the grant back instead (giveBackLease) and
+// returns the caller's error: ctx's, or ErrClosed. op names the call in
+// that error ("acquire lease ..."), what the grant ("granted").
+func (c *Client) keepGrant(ctx context.Context, l *Lease, op, what string, sent time.Time, remaining time.Duration, expiresAt, hardAt time.Time) error {
+	if ctx.Err() != nil {
+		// Granted after ctx ended: the caller is gone. Give it back.
+		rerr := c.giveBackLease(ctx, l, sent.Add(remaining))
+		return fmt.Errorf("sentinel: %s: %w (%s)", op, context.Cause(ctx), givenBack(what, "released", rerr, l.ttl))
+	}
+	if !c.hb.add(l, sent, remaining, expiresAt, hardAt) {
+		// Close began while the grant was in flight: nobody would renew
+		// or release it. Give it back now.
+		if rerr := c.giveBackLease(ctx, l, sent.Add(remaining)); rerr != nil {
+			return closedGivenBack(op, what, rerr, l.ttl)
+		}
+		return ErrClosed
+	}
+	return nil
 }
 
 // holdsLease reports whether this client itself holds the lease ns/key at
@@ -732,7 +752,11 @@ func (l *Lease) checkDeadline() {
 // while it works. It trusts the lease until the time it sent its last
 // successful renewal plus ttl, less a safety margin, on its own monotonic
 // clock (as a Lease does), and fences its writes with the token.
-// A nil ctx is refused (ErrInvalid).
+// Client.AdoptHandle does all of that for it: it takes the handle up as a
+// Lease of this client's, renewed by its heartbeat, with a new token
+// and this process named as the holder. RenewHandle keeps the row as it
+// is: the acquiring process's name, and its token, which the acquirer can
+// still fence with. A nil ctx is refused (ErrInvalid).
 func (c *Client) RenewHandle(ctx context.Context, h LeaseHandle, ttl time.Duration) (time.Time, error) {
 	if err := checkCtx("Client.RenewHandle", ctx); err != nil {
 		return time.Time{}, err

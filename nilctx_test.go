@@ -144,6 +144,7 @@ func nilCtxRefusals(ctx context.Context, c *sentinel.Client, l *sentinel.Lease, 
 			return c.Do(ctx, "k1", func(context.Context, *sentinel.Lease) error { ran.Add(1); return nil })
 		},
 		"Client.Holder":        func() error { return errOf(c.Holder(ctx, "k")) },
+		"Client.AdoptHandle":   func() error { return errOf(c.AdoptHandle(ctx, h)) },
 		"Client.RenewHandle":   func() error { return errOf(c.RenewHandle(ctx, h, time.Minute)) },
 		"Client.ReleaseHandle": func() error { return c.ReleaseHandle(ctx, h) },
 		"Client.Leases":        func() error { return errOf(c.Leases(ctx, sentinel.LeaseFilter{})) },

@@ -26,11 +26,14 @@ type Observer struct {
 	// context OnceStart returned.
 	OnceEnd func(ctx context.Context, e OnceEvent)
 
-	// LeaseStart is called when Client.Lease begins; like OnceStart, its
-	// context is used for the rest of the call.
+	// LeaseStart is called when Client.Lease or Client.AdoptHandle
+	// begins; like OnceStart, its context is used for the rest of the
+	// call.
 	LeaseStart func(ctx context.Context, namespace, key string) context.Context
 
-	// LeaseEnd is called when Client.Lease returns, acquired or not.
+	// LeaseEnd is called when Client.Lease or Client.AdoptHandle
+	// returns, acquired (adopted) or not; LeaseEvent.Adopted tells
+	// the two apart.
 	LeaseEnd func(ctx context.Context, e LeaseEvent)
 
 	// LeaseLost is called when a held lease or a running Once's execution
@@ -160,15 +163,19 @@ type OnceEvent struct {
 	Err       error
 }
 
-// LeaseEvent describes a finished Client.Lease call.
+// LeaseEvent describes a finished Client.Lease or Client.AdoptHandle
+// call.
 type LeaseEvent struct {
 	Namespace string
 	Key       string
 	Wait      bool  // WithWait: Duration includes the wait for the holder
-	Acquired  bool  // the lease was granted
+	Acquired  bool  // the lease was granted (adopted, for AdoptHandle)
 	Token     int64 // the granted token; 0 when not acquired
 	Duration  time.Duration
-	Err       error // nil when acquired; a *HeldError when held elsewhere
+	Err       error // nil when acquired; a *HeldError when held elsewhere (ErrStaleToken for AdoptHandle)
+	// Adopted: the call was Client.AdoptHandle, which takes a lease
+	// handed on over (Acquired when it did), rather than Client.Lease.
+	Adopted bool
 }
 
 // LeaseLoss describes a lost lease.
@@ -325,6 +332,26 @@ func (o *Observer) leaseEnd(ctx context.Context, c *Client, key string, opts []O
 		}
 	}
 	e := LeaseEvent{Namespace: co.namespace, Key: key, Wait: co.wait, Duration: time.Since(start), Err: *err}
+	if *l != nil {
+		e.Acquired, e.Token = true, (*l).token
+	}
+	o.LeaseEnd(ctx, e)
+}
+
+// adoptStart calls LeaseStart for Client.AdoptHandle; o is not nil.
+func (o *Observer) adoptStart(ctx context.Context, h LeaseHandle) context.Context {
+	if o.LeaseStart == nil {
+		return ctx
+	}
+	return o.LeaseStart(ctx, h.Namespace, h.Key)
+}
+
+// adoptEnd calls LeaseEnd with Client.AdoptHandle's named results.
+func (o *Observer) adoptEnd(ctx context.Context, h LeaseHandle, start time.Time, l **Lease, err *error) {
+	if o.LeaseEnd == nil {
+		return
+	}
+	e := LeaseEvent{Namespace: h.Namespace, Key: h.Key, Adopted: true, Duration: time.Since(start), Err: *err}
 	if *l != nil {
 		e.Acquired, e.Token = true, (*l).token
 	}

@@ -1,6 +1,6 @@
 package sentinel
 
-// This file: The lease statements (acquire, its waiting form, release, their set forms, the waiters' renewal and withdrawal, grants, renewal, Holder, the fencing checks) and newQueries, which fills in the schema.
+// This file: The lease statements (acquire, its waiting form, release, their set forms, the waiters' renewal and withdrawal, grants, adoption by handle, renewal, Holder, the fencing checks) and newQueries, which fills in the schema.
 
 import (
 	"crypto/sha256"
@@ -30,6 +30,7 @@ type queries struct {
 	waitRenew string // sqlLeaseWaitRenew
 	waitLeave string // sqlLeaseWaitLeave
 	grant     string // sqlLeaseGrant
+	adopt     string // sqlAdopt
 	renew     string
 	holder    string
 	untaken   string // sqlLeaseUntaken
@@ -52,6 +53,7 @@ func newQueries(schema string) *queries {
 		waitRenew: r.Replace(sqlLeaseWaitRenew),
 		waitLeave: r.Replace(sqlLeaseWaitLeave),
 		grant:     r.Replace(sqlLeaseGrant),
+		adopt:     r.Replace(sqlAdopt),
 		renew:     r.Replace(renewSQL()),
 		holder:    r.Replace(sqlHolder),
 		untaken:   r.Replace(sqlLeaseUntaken),
@@ -454,6 +456,61 @@ SELECT t.token, t.acquired_at, t.expires_at, nullif(t.hard_expires_at, 'infinity
 FROM {{schema}}.leases t
 WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.granted_waiter = $4
   AND t.expires_at > pg_catalog.clock_timestamp() AND coalesce(pg_catalog.pg_stat_get_bgwriter_stat_reset_time(), pg_catalog.pg_postmaster_start_time()) = $5::timestamptz`
+
+// sqlAdopt transfers a live lease, named by its handle, to another
+// client (Client.AdoptHandle): a new grant of the key to a new holder, in
+// one statement guarded by the handle's owner and token and by the
+// lease's expiry and hard expiry on the database clock.
+//
+// It locks the row FOR UPDATE, SKIP LOCKED, as a takeover does
+// (sqlAcquire's lk): the lock that conflicts with VerifyToken's FOR KEY
+// SHARE, so no adoption commits while a guarded transaction on the old
+// token is open, and none runs beside one after it: the old token is
+// stale from the commit on. It writes this client's owner, host and pid,
+// mints a new token (nextval under the row lock, from the sequence every
+// grant uses: tokens only grow, so the handle and every copy of it are
+// stale), sets acquired_at and renewed_at, and an expiry of one TTL
+// counted from clock_timestamp(), never past the hard expiry, which it
+// keeps: the hard TTL bounds the lease, whoever holds it. It clears
+// granted_waiter (the grant a release made to a waiter is read by that
+// waiter's owner: the row is no longer its grant) and keeps waiters: a
+// caller waiting for the key (WithWait) waits on, and the adopter's
+// release hands the key to it as the first holder's would have. Nothing
+// is notified: a held key changing hands frees nothing.
+//
+// It returns one row when it adopted (true, then the grant as sqlAcquire
+// returns it, time left counted from statement_timestamp()). Otherwise
+// the live row as it is, if any: false, then whether it still carries
+// the handle (its owner and token: locked by another transaction, a
+// renewal or a guarded transaction, so it was skipped: busy, try again)
+// and its token (another: the key's current holder). No row: the key is
+// free or expired.
+// $1 namespace, $2 key, $3 the handle's owner, $4 its token, $5 owner,
+// $6 host, $7 pid, $8 ttl µs.
+const sqlAdopt = `
+WITH lk AS (
+    SELECT t.namespace, t.key FROM {{schema}}.leases t
+    WHERE t.namespace = $1 AND t.key = $2 AND t.owner = $3 AND t.token = $4
+      AND t.expires_at > pg_catalog.clock_timestamp() AND t.hard_expires_at > pg_catalog.clock_timestamp()
+    FOR UPDATE SKIP LOCKED
+),
+up AS (
+    UPDATE {{schema}}.leases t SET
+        owner = $5, token = pg_catalog.nextval({{seq}}), host = $6, pid = $7,
+        acquired_at = pg_catalog.clock_timestamp(), renewed_at = pg_catalog.clock_timestamp(),
+        expires_at = least(pg_catalog.clock_timestamp() + $8::bigint * interval '1 microsecond', t.hard_expires_at),
+        granted_waiter = NULL
+    FROM lk WHERE t.namespace = lk.namespace AND t.key = lk.key
+    RETURNING t.token, t.acquired_at, t.expires_at, nullif(t.hard_expires_at, 'infinity') AS hard,
+        t.expires_at - pg_catalog.statement_timestamp() AS remaining
+)
+SELECT true, false, token, acquired_at, expires_at, hard, remaining FROM up
+UNION ALL
+SELECT false, t.owner = $3 AND t.token = $4, t.token, t.acquired_at, t.expires_at,
+    nullif(t.hard_expires_at, 'infinity'), interval '0'
+FROM {{schema}}.leases t
+WHERE t.namespace = $1 AND t.key = $2 AND t.expires_at > pg_catalog.clock_timestamp()
+  AND NOT EXISTS (SELECT 1 FROM up)`
 
 // renewKind is one kind of row the heartbeat renews. Every kind adds a
 // lock+update step to the one renewal statement per tick (see renewSQL), so a

@@ -18,8 +18,11 @@
 //	                                           closed before fn ran: see sentinel.OnceOutcome)
 //	                                           and sentinel.namespace
 //	sentinel.once.duration          histogram  seconds per call, same attributes
-//	sentinel.lease.acquisitions     counter    Client.Lease calls, by sentinel.result
-//	                                           (acquired; held: held elsewhere, for a
+//	sentinel.lease.acquisitions     counter    Client.Lease and Client.AdoptHandle calls,
+//	                                           by sentinel.result (acquired; adopted:
+//	                                           AdoptHandle took a lease handed on over;
+//	                                           stale: AdoptHandle's handle was no longer
+//	                                           the current grant; held: held elsewhere, for a
 //	                                           WithWait call until its ctx ended;
 //	                                           canceled: the caller's ctx ended first,
 //	                                           no failure; closed: Client.Close ended
@@ -71,13 +74,13 @@
 // Keys never become metric attributes (unbounded cardinality); they are on
 // the spans: one span per Once call ("sentinel.Once": sentinel.key,
 // sentinel.namespace, sentinel.token, sentinel.outcome; fn's context is its
-// child) and one per lease acquisition ("sentinel.Lease": sentinel.key,
+// child) and one per lease acquisition or adoption ("sentinel.Lease": sentinel.key,
 // sentinel.namespace, sentinel.result, sentinel.wait, sentinel.token when
 // acquired). A span's status is Error only for a failure: a Once outcome
 // uncertain, result_lost or error, a lease result error. A rerun_pending
 // span is not an error (the next caller with WithRerun runs fn again, as
 // designed); fn's error is recorded on it as an event. An outcome the
-// caller expects (cached, final, in_progress, ...; held), its own ctx
+// caller expects (cached, final, in_progress, ...; held, stale), its own ctx
 // ending first (canceled), or the client's Close (closed) leaves it Unset.
 // A fencing refusal is recorded as an event on the span in the checking
 // call's context.
@@ -278,7 +281,11 @@ func (o *observer) leaseStart(ctx context.Context, ns, key string) context.Conte
 func (o *observer) leaseEnd(ctx context.Context, e sentinel.LeaseEvent) {
 	result := "acquired"
 	switch {
+	case e.Acquired && e.Adopted:
+		result = "adopted"
 	case e.Acquired:
+	case e.Adopted && errors.Is(e.Err, sentinel.ErrStaleToken):
+		result = "stale" // expected: the lease expired in transit, or was adopted already
 	case errors.Is(e.Err, sentinel.ErrNotAcquired):
 		result = "held"
 	case errors.Is(e.Err, sentinel.ErrClosed):

@@ -1,0 +1,47 @@
+package otelsentinel_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/otelsentinel"
+)
+
+// Client.AdoptHandle counts in sentinel.lease.acquisitions as "adopted"
+// (a lease taken over from another process, not a second acquisition of
+// the key) or "stale" (the handle was no longer the current grant: an
+// outcome the caller expects, so its span is no error).
+func TestAdoptHandleMetricsAndSpans(t *testing.T) {
+	w := newWorld(t)
+	ctx := ctxT(t)
+	dispatcher, worker := w.client(nil), w.client(nil)
+	l, err := dispatcher.Lease(ctx, "job")
+	require.NoError(t, err)
+	h, err := l.Detach()
+	require.NoError(t, err)
+	adopted, err := worker.AdoptHandle(ctx, h)
+	require.NoError(t, err)
+	_, err = worker.AdoptHandle(ctx, h)
+	require.ErrorIs(t, err, sentinel.ErrStaleToken)
+	require.NoError(t, adopted.Release(ctx))
+
+	m := w.metrics()
+	require.Equal(t, map[string]int64{"acquired": 1, "adopted": 1, "stale": 1},
+		sumBy(t, m["sentinel.lease.acquisitions"], otelsentinel.AttrResult))
+	results := map[string]int{}
+	for _, s := range w.spans.Ended() {
+		if s.Name() != "sentinel.Lease" {
+			continue
+		}
+		r := spanAttr(s, otelsentinel.AttrResult).AsString()
+		results[r]++
+		require.Equal(t, codes.Unset, s.Status().Code, r)
+		if r == "adopted" {
+			require.Equal(t, adopted.Token(), spanAttr(s, otelsentinel.AttrToken).AsInt64())
+		}
+	}
+	require.Equal(t, map[string]int{"acquired": 1, "adopted": 1, "stale": 1}, results)
+}

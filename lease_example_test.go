@@ -70,8 +70,10 @@ func ExampleLease_Handle() {
 
 // A dispatcher hands a job's lease to a worker in another process: Detach
 // stops the dispatcher's renewals without releasing the row, and the
-// worker renews and releases the lease by its handle. Were the worker to
-// die, the key would free by itself within its TTL.
+// worker takes the lease up with AdoptHandle, as a Lease of its own:
+// renewed by its heartbeat, named after it, with a new token that makes
+// the dispatcher's stale. Were the worker to die, the key would free by
+// itself within its TTL.
 func ExampleLease_Detach() {
 	dispatcher, done := exampleClient("example_detach")
 	defer done()
@@ -95,21 +97,26 @@ func ExampleLease_Detach() {
 	fmt.Println("dispatcher:", lease.Err())
 	fmt.Println("dispatcher's Release frees nothing:", errors.Is(lease.Release(ctx), sentinel.ErrDetached))
 
-	// The worker: take the lease up at once, renew it while working
-	// (every third of its TTL), release it when done.
+	// The worker: take the lease up at once, work under it, release it.
 	var job sentinel.LeaseHandle
 	if err := json.Unmarshal(msg, &job); err != nil {
 		panic(err)
 	}
-	if _, err := worker.RenewHandle(ctx, job, 5*time.Second); err != nil {
+	l, err := worker.AdoptHandle(ctx, job, sentinel.WithTTL(5*time.Second))
+	if err != nil {
 		panic(err) // ErrStaleToken: it expired in transit, do not start
 	}
+	// Work under l.Context(ctx) (cancelled if the lease is lost),
+	// fencing the writes with l.Token(); this client renews the lease.
 	holder, _ := worker.Holder(ctx, "job-42")
-	fmt.Println("worker holds the job's token:", holder.Token == job.Token)
-	fmt.Println("worker released:", worker.ReleaseHandle(ctx, job))
+	fmt.Println("the key names the worker:", holder.Owner == worker.Owner(), holder.Token == l.Token())
+	stale := dispatcher.VerifyToken(ctx, dispatcher.Pool(), "job-42", job.Token)
+	fmt.Println("the dispatcher's token is stale:", errors.Is(stale, sentinel.ErrStaleToken))
+	fmt.Println("worker released:", l.Release(ctx))
 	// Output:
 	// dispatcher: sentinel: lease detached
 	// dispatcher's Release frees nothing: true
-	// worker holds the job's token: true
+	// the key names the worker: true true
+	// the dispatcher's token is stale: true
 	// worker released: <nil>
 }

@@ -5,12 +5,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
+
+	"github.com/sentinel-coordination/sentinel"
 )
 
 // defaultRerunPendingAfter is status --rerun-pending-after's default: a
@@ -146,7 +150,7 @@ func (a *app) attention(cmd *cobra.Command, namespace string, after attentionAft
 	ctx := cmd.Context()
 	found, err = a.attentionIn(ctx, a.schema, namespace, after)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read what needs an operator: %w", err)
+		return nil, nil, fmt.Errorf("read what needs an operator: %w", notMigrated(a.schema, err))
 	}
 	if cmd.Flags().Changed("namespace") || cmd.Flags().Changed("schema") {
 		return found, nil, nil
@@ -166,6 +170,34 @@ func (a *app) attention(cmd *cobra.Command, namespace string, after attentionAft
 	}
 	return found, unread, nil
 }
+
+// notMigrated is err, matching sentinel.ErrNotMigrated as the library's
+// errors do when it says the schema has no Sentinel tables, or not those
+// of this version (a missing schema, table, column or function: the
+// statement is sqlAttention), so that run names the schemas that have
+// them, each with the same command, as for status without --exit-code.
+func notMigrated(schema string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42P01", "3F000", "42883", "42703": // undefined_table, invalid_schema_name, undefined_function, undefined_column
+			return &notMigratedError{schema: schema, err: err}
+		}
+	}
+	return err
+}
+
+// notMigratedError is notMigrated's error.
+type notMigratedError struct {
+	schema string
+	err    error
+}
+
+func (e *notMigratedError) Error() string {
+	return fmt.Sprintf("schema %q is not migrated (%v)", e.schema, e.err)
+}
+
+func (e *notMigratedError) Unwrap() []error { return []error{sentinel.ErrNotMigrated, e.err} }
 
 // attentionErr is status --exit-code's result: nil when found is empty,
 // else exit 5 (exitAttention) with what needs an operator, a line each,

@@ -288,6 +288,14 @@ func (a *app) nextSteps(e *sentinel.Execution, refused *sentinel.Event) {
 		}
 		fprintf(a.stdout, "\nnext: if the work happened, %s:\n  %s\n", how, complete)
 		fprintf(a.stdout, "if it did not, let the next caller run it:\n  %s\n", a.keyCommand("reset", []string{e.Key}, "-n", e.Namespace, "--token", tok))
+	case e.Rerunnable() && -e.LeaseLeft() >= defaultRerunPendingAfter:
+		// Nothing runs it until the next caller with WithRerun, which has
+		// not come for as long as status --exit-code waits by default
+		// before it pages: the operator takes it as an uncertain key. A
+		// key that stopped a moment ago is no operator's case yet: no
+		// command, lest reconcile stop the re-run the application asked for.
+		fprintf(a.stdout, "\nnext: its lease ended %s ago and no caller with WithRerun came back to run attempt %d of %d; if none will, find out whether the work happened, then reconcile (no caller re-runs it after that):\n  %s\n",
+			(-e.LeaseLeft()).Round(time.Second), e.Attempt+1, e.MaxAttempts, a.keyCommand("reconcile", []string{e.Key}, "-n", e.Namespace, "--token", tok))
 	case e.ResultLost():
 		fprintf(a.stdout, "\nnext: fn succeeded but its result was not stored; store it (it asks for the value):\n  %s\n",
 			a.keyCommand("set-result", []string{e.Key}, "-n", e.Namespace, "--token", tok))

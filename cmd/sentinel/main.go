@@ -22,8 +22,9 @@
 //	   migrations (migrate status), migrate on libpq's default database
 //	   without a terminal or --yes
 //	5  needs an operator (status --exit-code only): an uncertain
-//	   execution, a completed one whose result was not stored, or one
-//	   rerun pending for longer than --rerun-pending-after
+//	   execution, a completed one whose result was not stored, one
+//	   rerun pending for longer than --rerun-pending-after, or one
+//	   reconciling for longer than --reconciling-after
 //
 // `sentinel lock KEY -- CMD`, `sentinel elect GROUP -- CMD` and
 // `sentinel queue lock RESOURCE... -- CMD` exit with CMD's exit code
@@ -304,10 +305,10 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found (also: no leader),
 declared result type, a busy queue for 'queue reset', pending
 migrations for 'migrate status', an interrupt while waiting for lock, elect
 and queue lock), 5 needs an operator ('status --exit-code': uncertain, result
-not stored, rerun pending too long). lock, elect and queue lock with a command exit with the
-command's code; the command and everything it starts stop before the lock
-passes on (Linux: even when sentinel is SIGKILLed; see 'sentinel lock
---help').`,
+not stored, rerun pending too long, reconciling too long). lock, elect and
+queue lock with a command exit with the command's code; the command and
+everything it starts stop before the lock passes on (Linux: even when
+sentinel is SIGKILLed; see 'sentinel lock --help').`,
 		Example: `  # find uncertain executions and resolve one
   sentinel inspect payment-order-789 --namespace payments
   sentinel reconcile payment-order-789 --namespace payments --yes

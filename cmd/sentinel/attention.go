@@ -30,6 +30,13 @@ const defaultRerunPendingAfter = 15 * time.Minute
 // operator called away).
 const defaultReconcilingAfter = time.Hour
 
+// maxAttentionSchemas bounds the other schemas status --exit-code reads
+// for what needs an operator when no --schema is given: every one in a
+// real database (an application or two with a Config.Schema of its own),
+// one statement each over two partial indexes, not the listing's
+// maxSchemasShown, past which a check would exit 0 without having looked.
+const maxAttentionSchemas = 100
+
 // Kinds of attentionJSON.Kind.
 const (
 	attentionUncertain    = "uncertain"
@@ -73,6 +80,10 @@ type statusAttentionJSON struct {
 	// SchemasUnread are the other schemas that could not be read for
 	// what needs an operator (an older version, no privilege).
 	SchemasUnread []string `json:"schemas_unread,omitempty"`
+	// MoreSchemas is true when more than maxAttentionSchemas (100) other
+	// schemas hold Sentinel's tables: only the first, in name order,
+	// were read; the others need a check each (--schema).
+	MoreSchemas bool `json:"more_schemas,omitempty"`
 }
 
 // sqlAttention counts, per namespace (of $1, or every namespace when $1 is
@@ -139,26 +150,26 @@ func (a *app) attentionIn(ctx context.Context, schema, ns string, after attentio
 
 // attention reads what needs an operator for status --exit-code: in the
 // schema and namespace status shows, and, when the command line named
-// neither (--namespace, --schema), in the other schemas of the database
-// that hold Sentinel's tables (the first maxSchemasShown, as status
-// looks in for uncertain executions): an operator who names nothing is
+// neither (--namespace, --schema), in every other schema of the database
+// that holds Sentinel's tables (up to maxAttentionSchemas, in name order;
+// moreSchemas says there were more): an operator who names nothing is
 // paged for anything anywhere; one who names a namespace or a schema sets
 // the alert's scope (the others with uncertain executions are still
 // named in the output). A failure to read the schema shown is an error;
 // another schema that cannot be read is returned in unread.
-func (a *app) attention(cmd *cobra.Command, namespace string, after attentionAfter) (found []attentionJSON, unread []string, err error) {
+func (a *app) attention(cmd *cobra.Command, namespace string, after attentionAfter) (found []attentionJSON, unread []string, moreSchemas bool, err error) {
 	ctx := cmd.Context()
 	found, err = a.attentionIn(ctx, a.schema, namespace, after)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read what needs an operator: %w", notMigrated(a.schema, err))
+		return nil, nil, false, fmt.Errorf("read what needs an operator: %w", notMigrated(a.schema, err))
 	}
 	if cmd.Flags().Changed("namespace") || cmd.Flags().Changed("schema") {
-		return found, nil, nil
+		return found, nil, false, nil
 	}
-	schemas, _, err := a.sentinelSchemas(ctx)
+	schemas, moreSchemas, err := a.sentinelSchemasUpTo(ctx, maxAttentionSchemas)
 	if err != nil {
 		// status notes it (other_schemas_unread): no schema was looked in.
-		return found, nil, nil
+		return found, nil, false, nil
 	}
 	for _, s := range schemas {
 		more, err := a.attentionIn(ctx, s, "", after)
@@ -168,7 +179,7 @@ func (a *app) attention(cmd *cobra.Command, namespace string, after attentionAft
 		}
 		found = append(found, more...)
 	}
-	return found, unread, nil
+	return found, unread, moreSchemas, nil
 }
 
 // notMigrated is err, matching sentinel.ErrNotMigrated as the library's

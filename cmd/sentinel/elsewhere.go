@@ -195,7 +195,13 @@ LIMIT $2`
 // sentinelSchemas reads sqlSentinelSchemas: the first maxSchemasShown
 // other schemas holding Sentinel's tables, and whether there are more.
 func (a *app) sentinelSchemas(ctx context.Context) (schemas []string, more bool, err error) {
-	rows, err := a.pool.Query(ctx, sqlSentinelSchemas, a.schema, maxSchemasShown+1)
+	return a.sentinelSchemasUpTo(ctx, maxSchemasShown)
+}
+
+// sentinelSchemasUpTo reads sqlSentinelSchemas: the first n other schemas
+// holding Sentinel's tables, and whether there are more.
+func (a *app) sentinelSchemasUpTo(ctx context.Context, n int) (schemas []string, more bool, err error) {
+	rows, err := a.pool.Query(ctx, sqlSentinelSchemas, a.schema, n+1)
 	if err != nil {
 		return nil, false, err
 	}
@@ -203,8 +209,8 @@ func (a *app) sentinelSchemas(ctx context.Context) (schemas []string, more bool,
 	if err != nil {
 		return nil, false, err
 	}
-	if len(schemas) > maxSchemasShown {
-		schemas, more = schemas[:maxSchemasShown], true
+	if len(schemas) > n {
+		schemas, more = schemas[:n], true
 	}
 	return schemas, more, nil
 }

@@ -145,9 +145,9 @@ and says what on stderr, each with the command that lists it:
     was most likely abandoned.
 
 It covers every namespace, and, when neither --namespace nor --schema is
-given, the other schemas of the database that hold Sentinel's tables
-(the first five in name order): an operator who names nothing is paged
-for anything anywhere. --namespace or --schema sets the check's scope to
+given, every other schema of the database that holds Sentinel's tables
+(up to 100, in name order; a note, --json "more_schemas", says when there
+are more): an operator who names nothing is paged for anything anywhere. --namespace or --schema sets the check's scope to
 what they name (one alert per team); the other namespaces and schemas
 with uncertain executions are still named in the output, as without
 --exit-code. With --json, "attention" holds what was found ("found": a
@@ -189,14 +189,18 @@ not read that as nothing to do.`,
 			// come last, after the output and its notes.
 			var found []attentionJSON
 			var unreadFor []string
+			var moreFor bool
 			if exitCodeFlag {
-				if found, unreadFor, err = a.attention(cmd, namespace, after); err != nil {
+				if found, unreadFor, moreFor, err = a.attention(cmd, namespace, after); err != nil {
 					return err
 				}
 				defer func() {
 					if err == nil {
 						if len(unreadFor) > 0 && !a.jsonOut { // --json: "schemas_unread"
 							fprintf(a.stderr, "sentinel: note: schemas %s of this database hold Sentinel's tables but could not be read for what needs an operator (an older version, or no privilege)\n", quoteAll(unreadFor))
+						}
+						if moreFor && !a.jsonOut { // --json: "more_schemas"
+							fprintf(a.stderr, "sentinel: note: more than %d other schemas of this database hold Sentinel's tables; only the first %d (in name order) were read for what needs an operator: check the others with --schema\n", maxAttentionSchemas, maxAttentionSchemas)
 						}
 						err = a.attentionErr(found, after)
 					}
@@ -266,7 +270,7 @@ not read that as nothing to do.`,
 				}
 				if exitCodeFlag {
 					out.Attention = &statusAttentionJSON{NeedsOperator: len(found) > 0, RerunPendingAfter: after.rerunPending.String(),
-						ReconcilingAfter: after.reconciling.String(), Found: append([]attentionJSON{}, found...), SchemasUnread: unreadFor}
+						ReconcilingAfter: after.reconciling.String(), Found: append([]attentionJSON{}, found...), SchemasUnread: unreadFor, MoreSchemas: moreFor}
 				}
 				for _, c := range counts {
 					out.Counts = append(out.Counts, countJSON{Namespace: c.Namespace, State: c.State,

@@ -70,6 +70,14 @@ type statusJSON struct {
 	// in (the catalog could not be read): uncertain_in_other_schemas is
 	// then not known, not empty.
 	OtherSchemasUnread string `json:"other_schemas_unread,omitempty"`
+	// UncertainOtherSchemasUnread are the other schemas holding
+	// Sentinel's tables that could not be read for uncertain executions
+	// (an older version, no privilege).
+	UncertainOtherSchemasUnread []string `json:"uncertain_other_schemas_unread,omitempty"`
+	// MoreOtherSchemas is true when more than five other schemas hold
+	// Sentinel's tables: only the first five (in name order) were looked
+	// in for uncertain_in_other_schemas.
+	MoreOtherSchemas bool `json:"more_other_schemas,omitempty"`
 	// UncertainOtherNamespaces, with --namespace: the other namespaces
 	// with uncertain executions, and how many each has.
 	UncertainOtherNamespaces []nsCountJSON `json:"uncertain_in_other_namespaces,omitempty"`
@@ -268,6 +276,7 @@ not read that as nothing to do.`,
 				if schemasErr != nil {
 					out.OtherSchemasUnread = schemasErr.Error()
 				}
+				out.UncertainOtherSchemasUnread, out.MoreOtherSchemas = unread, moreSchemas
 				if exitCodeFlag {
 					out.Attention = &statusAttentionJSON{NeedsOperator: len(found) > 0, RerunPendingAfter: after.rerunPending.String(),
 						ReconcilingAfter: after.reconciling.String(), Found: append([]attentionJSON{}, found...), SchemasUnread: unreadFor, MoreSchemas: moreFor}

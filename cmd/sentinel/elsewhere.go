@@ -255,6 +255,13 @@ func (a *app) schemasElsewhere(ctx context.Context, cmd *cobra.Command) string {
 // error saying so (errSchemasUnread): no schema was looked in, which the
 // caller says, lest "none found" read as "none there".
 func (a *app) uncertainInSchemas(ctx context.Context) (found, unread []string, more bool, err error) {
+	return a.uncertainInSchemasWith(ctx, "")
+}
+
+// uncertainInSchemasWith is uncertainInSchemas for the keys starting with
+// prefix (list PREFIX --uncertain): a schema whose uncertain keys all
+// start otherwise is not one where the same listing finds anything.
+func (a *app) uncertainInSchemasWith(ctx context.Context, prefix string) (found, unread []string, more bool, err error) {
 	if a.pool == nil {
 		return nil, nil, false, nil
 	}
@@ -270,7 +277,7 @@ func (a *app) uncertainInSchemas(ctx context.Context) (found, unread []string, m
 			unread = append(unread, s)
 			continue
 		}
-		ex, _, err := c.Executions(ctx, sentinel.ExecutionFilter{Uncertain: true, AllNamespaces: true, Limit: 1})
+		ex, _, err := c.Executions(ctx, sentinel.ExecutionFilter{Uncertain: true, AllNamespaces: true, KeyPrefix: prefix, Limit: 1})
 		c.Close()
 		switch {
 		case err != nil:

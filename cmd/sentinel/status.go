@@ -561,7 +561,7 @@ relied on that pass -n default.`,
 				// Uncertain work of other schemas (an application with a
 				// Config.Schema of its own): named on stderr, stdout unchanged.
 				defer func() {
-					found, _, _, err := a.uncertainInSchemas(cmd.Context())
+					found, _, _, err := a.uncertainInSchemasWith(cmd.Context(), prefix)
 					a.noteSchemasUnread(err)
 					if len(found) == 0 {
 						return
@@ -614,7 +614,7 @@ relied on that pass -n default.`,
 	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
 	fl := cmd.Flags()
 	fl.StringVar(&state, "state", "", "only this state: claimed, executing, reconciling, completed")
-	fl.BoolVar(&unc, "uncertain", false, "only uncertain executions (executing, lease expired); other schemas of the database with some are named on stderr")
+	fl.BoolVar(&unc, "uncertain", false, "only uncertain executions (executing, lease expired); other schemas of the database with some (starting with PREFIX, when given) are named on stderr")
 	fl.BoolVar(&lost, "result-lost", false, "only completed executions whose result was not stored (callers get ErrResult until set-result)")
 	fl.StringVar(&before, "updated-before", "", "only state changes before this RFC 3339 time")
 	fl.StringVar(&after, "updated-after", "", "only state changes after this RFC 3339 time")

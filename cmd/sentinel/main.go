@@ -181,6 +181,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// Line by line: a message may end with a command to run, on a
 		// line of its own; each line is escaped (see esc).
 		for i, line := range strings.Split(innerPrefixes(trimPrefix(msg)), "\n") {
+			// A line's leading tabs are an indent (pgx lists each
+			// address it tried so), shown as one; esc would print \t.
+			if t := strings.TrimLeft(line, "\t"); i > 0 && len(t) < len(line) {
+				line = strings.Repeat("  ", len(line)-len(t)) + t
+			}
 			if i == 0 {
 				fprintln(stderr, "sentinel:", line)
 			} else {

@@ -35,3 +35,15 @@ func TestWaitingCommandsSayTheDatabaseIsUnreachable(t *testing.T) {
 		require.LessOrEqual(t, strings.Count(string(out), "retrying"), 2, "%v: a line per retry: %s", args, out)
 	}
 }
+
+// A connection error lists each address pgx tried on a line of its own,
+// indented with a tab: the error printer showed the tab as a literal \t
+// ("\t127.0.0.1:1 (127.0.0.1): dial error"), where an operator reads an
+// indent. Tabs inside a line are still escaped (see esc).
+func TestConnectionErrorLinesAreIndentedNotEscaped(t *testing.T) {
+	r := runBin(t, []string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=2"}, nil, "leases")
+	requireCode(t, r, exitError)
+	require.Contains(t, r.stderr, "connection refused")
+	require.NotContains(t, r.stderr, `\t`, "a tab shown escaped: %s", r.stderr)
+	require.Contains(t, r.stderr, "\n  127.0.0.1:1 (127.0.0.1): dial error", r.stderr)
+}

@@ -1,0 +1,326 @@
+package sentinel
+
+// This file: Client.Close, read top to bottom: it ends the waits and the held leases and turns, then releases the leases in one statement, retried after a transient error (releaseAll); then closeGiveBack (the context its give-backs share), checkOpen, and the bookkeeping of the waits it ends (beginWait, endWait, endWaits).
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Close stops heartbeats, releases every lease the client still holds (not
+// one handed on with Lease.Detach, which its receiver holds; an
+// execution lease held by a running Once ends, cancelling fn's context,
+// and so does the lease of a running Do, whose error then matches
+// ErrLeaseLost and ErrClosed),
+// ends the waits under way, of Lease and of Once with WithWait (they
+// withdraw, or count out of the claim they waited for, and return
+// ErrClosed; Close waits for them for at most ReleaseTimeout) and closes the listener
+// connection. Its releases and give-backs (of leases, and of turns'
+// tickets) run together, within one ReleaseTimeout in all; one not done
+// by then expires within its TTL. Each is retried after a transient
+// error (a dropped connection, a restarting server), within that time,
+// but not while the database cannot be reached at all: Close does not
+// wait out an outage. A lease or turn Close gave back reads
+// as released (Err returns ErrReleased); one it could not give back as
+// a failed release (matching ErrClosed, reported to
+// Observer.ReleaseFailed); one whose row was gone before Close (taken
+// over or expired) as lost. A lease whose release committed but whose
+// reply was lost, so that the retry found its row freed already, reads as
+// released when that first attempt was sent before the lease's local
+// deadline (nobody could be granted the key by expiry before it arrived);
+// a takeover with WithForce while it was in flight then reads as
+// released too. A turn's ticket found gone by a retry reads as released
+// when the ticket's record in the queue's history says the failed attempt
+// gave it up while it was live. An elector's term is not released by Close
+// but by its Run, once OnElected returned (Run then returns ErrClosed,
+// joined with the release's error if it failed): wait for Run to return
+// before closing the pool. It does not close the pool. Close is
+// idempotent; later calls on the client return ErrClosed.
+func (c *Client) Close() {
+	c.once.Do(func() {
+		c.closed.Store(true)
+		held := c.hb.stop()
+		c.endWaits() // a grant they read now is given back (hb.add fails)
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ReleaseTimeout)
+		defer cancel()
+		c.closeCtx.Store(&ctx)
+		var leases, others []*Lease
+		for _, l := range held {
+			if l.kind == kindLease {
+				// Wait for a Release under way; release the rest below
+				// while holding their release locks.
+				l.relMu.Lock()
+				defer l.relMu.Unlock()
+				if l.ended() == nil {
+					// End it before the release frees the key: its
+					// holder's Done closes before anyone else can be
+					// granted it (releaseAll reports one it did not
+					// free as lost).
+					l.mu.Lock()
+					l.byClose = true
+					l.mu.Unlock()
+					l.end(ErrReleased)
+					leases = append(leases, l)
+				}
+			} else {
+				others = append(others, l)
+			}
+		}
+		// The others end together: ending a turn gives its ticket back,
+		// a statement bounded by ReleaseTimeout, and N of them one after
+		// the other took N x ReleaseTimeout when the server was slow.
+		// Bounded by the pool's size, as they would queue for it anyway,
+		// and all by ctx (closeGiveBack): one ReleaseTimeout in all.
+		ending := make(chan struct{})
+		go func() {
+			defer close(ending)
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, max(1, int(c.pool.Config().MaxConns)))
+			for _, l := range others {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					if l.onClose != nil { // a turn: released as a lease is (Turn.endByClose)
+						l.onClose()
+						return
+					}
+					l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed})
+				}()
+			}
+			wg.Wait()
+		}()
+		c.releaseAll(ctx, leases)
+		<-ending
+		c.flushWakes() // the wake-ups of handovers made before Close
+		c.ln.close()
+	})
+}
+
+// releaseAll releases leases, which Close ended as released, in one
+// statement (sqlReleaseMany), within ctx (Close's one ReleaseTimeout).
+// Close calls it holding the leases' relMu.
+//
+// A transient failure (a dropped connection, a restarting server; see
+// transient) is retried, as every other give-back is (retryWithin), for
+// the leases not yet known to be freed, 100 ms apart, each until its
+// local expiry; not when the database cannot be reached at all, as Close
+// must not wait out an outage. One dropped connection used to leave every
+// key held, by nobody, until it expired, a TTL, its waiters asleep.
+//
+// A retry that does not find a lease's row live has two readings: an
+// earlier attempt freed it, its reply lost (the statement committed, the
+// connection dropped before the answer came), or the row was gone before
+// Close (taken over, released or expired), a loss. The lease reads as
+// released when an earlier attempt that included it was sent before its
+// local deadline: Close had ended it (Done closed) before then, and
+// nobody could be granted its key by expiry before that deadline's margin
+// ran out, so whatever freed the row, the holder's work overlapped nobody's.
+// The wake-up the lost reply would have sent is sent (a spare one when
+// the key has no waiter). What this cannot tell from a release is a
+// forced takeover (WithForce, an operator's) that came while the first
+// attempt was in flight or before: an answered attempt reports it lost,
+// one whose reply was lost reports the lease released. Otherwise (the
+// lease was past its local deadline already when Close sent its first
+// attempt) it reads as lost, as it would have without the retry.
+//
+// A lease whose row the first answered attempt did not find was gone
+// before Close: a loss, whose error does not match ErrClosed. One not
+// freed when the attempts end (the database unreachable, ReleaseTimeout
+// or the lease's local expiry reached) is a failed release, reported to
+// Observer.ReleaseFailed; its row expires by itself, unless its holder's
+// Release frees it.
+func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
+	if len(leases) == 0 {
+		return
+	}
+	type pending struct {
+		l                *Lease
+		deadline, expiry time.Time // local: the lease's deadline, and its row's expiry
+		// sentLive: an attempt that failed was sent before deadline;
+		// answered: an attempt answered for it (released: freed, by it
+		// or by such an earlier attempt; otherwise lost).
+		sentLive, answered, released bool
+	}
+	ps := make([]*pending, len(leases))
+	var last time.Time // the latest local expiry: no retry after it
+	for i, l := range leases {
+		ps[i] = &pending{l: l, deadline: l.Deadline(), expiry: l.localExpiry()}
+		if ps[i].expiry.After(last) {
+			last = ps[i].expiry
+		}
+	}
+	var prevErr error
+	first := true
+	err := c.retryWithin(ctx, last, "close: releasing leases", func(ctx context.Context) error {
+		var batch []*pending
+		now := time.Now()
+		for _, p := range ps {
+			// The first attempt includes every lease, as before: one
+			// past its local expiry may still be live by the database's
+			// clock. After it, there is nothing left to free.
+			if !p.answered && (first || now.Before(p.expiry)) {
+				batch = append(batch, p)
+			}
+		}
+		first = false
+		if len(batch) == 0 {
+			return prevErr
+		}
+		nss, keys, tokens := make([]string, len(batch)), make([]string, len(batch)), make([]int64, len(batch))
+		for i, p := range batch {
+			nss[i], keys[i], tokens[i] = p.l.ns, p.l.key, p.l.token
+		}
+		freed := make(map[[2]string]bool, len(batch))
+		var wakes []string
+		sent := time.Now()
+		rows, err := c.pool.Query(ctx, c.sql.releaseN, nss, keys, tokens, c.cfg.Owner)
+		if err == nil {
+			for rows.Next() {
+				var ns, key, wake string
+				if err = rows.Scan(&ns, &key, &wake); err != nil {
+					break
+				}
+				freed[[2]string{ns, key}] = true
+				wakes = append(wakes, wake)
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+		if err != nil {
+			// Rows read before the failure are not trusted: the
+			// statement may not have committed. The next attempt frees
+			// them, or finds them freed.
+			for _, p := range batch {
+				if sent.Before(p.deadline) {
+					p.sentLive = true
+				}
+			}
+			prevErr = err
+			return err
+		}
+		for _, p := range batch {
+			p.answered = true
+			switch {
+			case freed[[2]string{p.l.ns, p.l.key}]:
+				p.released = true
+			case p.sentLive: // freed by an earlier attempt, its reply lost
+				p.released = true
+				wakes = append(wakes, payload(notifyLease, p.l.ns, p.l.key))
+			}
+		}
+		c.wake("", wakes...) // the schema's channel: a waiter of any process may take the key
+		return nil
+	}, "leases", len(leases))
+	if err == nil {
+		err = prevErr // the failure of the last attempt, for a lease past its expiry by then
+	}
+	failed := 0
+	for _, p := range ps {
+		l := p.l
+		switch {
+		case p.released:
+		case p.answered:
+			// The row was gone before Close: lost while held (taken
+			// over or expired), not ended by Close, so its error says
+			// so and does not match ErrClosed (an observer tells
+			// Close's own ends by it).
+			l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "taken over, released or expired",
+				Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}, false)
+		default: // not freed: no loss (Observer.ReleaseFailed)
+			failed++
+			lf := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed}
+			if l.notReleased(lf, true); l.ended() == lf {
+				// A failed release, as Lease.Release's own: a Release
+				// that frees the row still carrying the token, or finds
+				// it freed so (an attempt committed, its reply lost),
+				// returns nil. Close holds l.relMu.
+				l.relFailed = lf
+			}
+		}
+	}
+	if failed > 0 {
+		c.cfg.Logger.Warn("sentinel: close: releasing leases failed; they expire by themselves", "leases", failed, "err", err)
+	}
+}
+
+// closeGiveBack returns the context of a give-back Close makes: Close's
+// own, so that every give-back ends by Close's one ReleaseTimeout, not
+// ReleaseTimeout after it got a connection. Outside Close, a
+// ReleaseTimeout of its own.
+func (c *Client) closeGiveBack() (context.Context, context.CancelFunc) {
+	if p := c.closeCtx.Load(); p != nil {
+		return context.WithCancel(*p)
+	}
+	return context.WithTimeout(context.Background(), c.cfg.ReleaseTimeout)
+}
+
+func (c *Client) checkOpen() error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// waitCount counts the lease waits of a client under way; idle, when set
+// by Close, is closed once none is left.
+type waitCount struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{}
+}
+
+// beginWait counts a wait (Lease's, or Once's with WithWait) in, unless
+// the client is closed.
+func (c *Client) beginWait() bool {
+	w := &c.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c.closed.Load() {
+		return false
+	}
+	w.n++
+	return true
+}
+
+// endWait counts a lease wait out, once it withdrew its registration.
+func (c *Client) endWait() {
+	w := &c.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n--
+	if w.n == 0 && w.idle != nil {
+		close(w.idle)
+		w.idle = nil
+	}
+}
+
+// endWaits wakes the waits under way (Lease's, and Once's with WithWait),
+// which find the client closed and withdraw their registrations (a
+// registration left behind would be handed the key by the next release,
+// stranding it for the waiter's TTL; a Once waiter counts out of the claim
+// it waited for), and waits for them, for at most ReleaseTimeout: they must withdraw
+// before the caller closes the pool. No wait begins once closed is set.
+func (c *Client) endWaits() {
+	w := &c.waits
+	w.mu.Lock()
+	var idle chan struct{}
+	if w.n > 0 {
+		idle = make(chan struct{})
+		w.idle = idle
+	}
+	w.mu.Unlock()
+	if idle == nil {
+		return
+	}
+	c.ln.wakeAll()
+	t := time.NewTimer(c.cfg.ReleaseTimeout)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
+}

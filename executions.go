@@ -31,6 +31,16 @@ type ExecutionFilter struct {
 	// operator (Client.Reconcile). State may be empty or StateExecuting.
 	Uncertain bool
 
+	// RerunPending keeps only rerun-pending executions: executing with a
+	// lease that expired on the database clock (their worker crashed,
+	// froze or failed), and a re-run left (Execution.Rerunnable: the key
+	// was run WithRerun and Attempt < MaxAttempts). Nothing runs them
+	// until the next Once caller with WithRerun; a caller without it gets
+	// ErrUncertain. Among the executing executions whose lease expired,
+	// they are exactly those Uncertain leaves out. State may be empty or
+	// StateExecuting; not with Uncertain or ResultLost.
+	RerunPending bool
+
 	// ResultLost keeps only the completed executions whose result was not
 	// stored (fn's value could not be encoded: Execution.ResultError; not
 	// a Final outcome): every caller gets ErrResult until an operator
@@ -80,8 +90,9 @@ type ExecutionFilter struct {
 // commits after the pages have moved past that time (its statement waited
 // for a row lock, or its commit for a synchronous standby) lands behind the
 // cursor, and an execution that matched the filter only after it is
-// skipped. So is, with Uncertain, a key whose lease expires behind the
-// cursor: becoming uncertain changes no row. To see every change, page
+// skipped. So is, with Uncertain or RerunPending, a key whose lease
+// expires behind the cursor: becoming uncertain or rerun pending changes
+// no row. To see every change, page
 // again from the start, or follow the events (Client.Follow), which
 // delivers late commits.
 //
@@ -92,8 +103,9 @@ type ExecutionFilter struct {
 // every state at once, reads the whole namespace's rows in order; prune them
 // (Client.Prune).
 //
-// A bad filter (unknown state, Uncertain with a state other than
-// executing, ResultLost with Uncertain or a state other than completed, Namespace with AllNamespaces, a KeyPrefix that is not storable text, an empty time range, a limit out
+// A bad filter (unknown state, Uncertain or RerunPending with a state
+// other than executing, RerunPending with Uncertain or ResultLost,
+// ResultLost with Uncertain or a state other than completed, Namespace with AllNamespaces, a KeyPrefix that is not storable text, an empty time range, a limit out
 // of range, a cursor that is not one) returns an error matching ErrInvalid.
 // A nil ctx is refused (ErrInvalid).
 func (c *Client) Executions(ctx context.Context, f ExecutionFilter) ([]Execution, string, error) {
@@ -144,6 +156,15 @@ func (c *Client) executionsQuery(f ExecutionFilter) (string, []any, int, error) 
 	if f.Uncertain && f.State != "" && f.State != StateExecuting {
 		return "", nil, 0, invalid("Uncertain", "selects executing executions; it cannot be combined with State %q", f.State)
 	}
+	if f.RerunPending && f.State != "" && f.State != StateExecuting {
+		return "", nil, 0, invalid("RerunPending", "selects executing executions; it cannot be combined with State %q", f.State)
+	}
+	if f.RerunPending && f.Uncertain {
+		return "", nil, 0, invalid("RerunPending", "selects executions with a re-run left, Uncertain those with none: give one of them")
+	}
+	if f.RerunPending && f.ResultLost {
+		return "", nil, 0, invalid("RerunPending", "selects executing executions, ResultLost completed ones: give one of them")
+	}
 	if f.ResultLost && f.Uncertain {
 		return "", nil, 0, invalid("ResultLost", "selects completed executions, Uncertain executing ones: give one of them")
 	}
@@ -187,7 +208,7 @@ func (c *Client) executionsQuery(f ExecutionFilter) (string, []any, int, error) 
 		where = append(where, "t.namespace = "+arg(ns))
 	}
 	state := f.State
-	if f.Uncertain {
+	if f.Uncertain || f.RerunPending {
 		state = StateExecuting
 	}
 	if f.ResultLost {
@@ -212,6 +233,9 @@ func (c *Client) executionsQuery(f ExecutionFilter) (string, []any, int, error) 
 	}
 	if f.Uncertain {
 		where = append(where, "t.lease_expires_at <= pg_catalog.clock_timestamp()", "t.attempt >= t.max_attempts")
+	}
+	if f.RerunPending {
+		where = append(where, "t.lease_expires_at <= pg_catalog.clock_timestamp()", "t.attempt < t.max_attempts")
 	}
 	if !f.UpdatedBefore.IsZero() {
 		where = append(where, "t.updated_at < "+arg(f.UpdatedBefore))

@@ -123,7 +123,7 @@ func TestStatusExitCodeRerunPendingAge(t *testing.T) {
 	r = e.run("status", "--exit-code")
 	requireCode(t, r, exitAttention)
 	require.Contains(t, r.stderr, `1 rerun pending for more than 15m0s in namespace "default"`)
-	p := runPrinted(t, findCommand(t, r.stderr, "sentinel list --state executing"), "")
+	p := runPrinted(t, findCommand(t, r.stderr, "sentinel list --rerun-pending"), "")
 	requireCode(t, p, exitOK)
 	require.Contains(t, p.stdout, "pay-1")
 	require.Contains(t, p.stdout, "rerun 2/3 pending")
@@ -208,7 +208,7 @@ func TestStatusExitCodeOtherSchemas(t *testing.T) {
 	r := run("status", "--exit-code")
 	requireCode(t, r, exitAttention)
 	require.Contains(t, r.stderr, `1 rerun pending for more than 15m0s in namespace "billing" of schema "app_one"`)
-	p := runPrinted(t, strings.Replace(findCommand(t, r.stderr, "sentinel list --state executing"), "sentinel ", "sentinel --database-url '"+dbu+"' ", 1), "")
+	p := runPrinted(t, strings.Replace(findCommand(t, r.stderr, "sentinel list --rerun-pending"), "sentinel ", "sentinel --database-url '"+dbu+"' ", 1), "")
 	requireCode(t, p, exitOK)
 	require.Contains(t, p.stdout, "inv-1")
 

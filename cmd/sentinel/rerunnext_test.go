@@ -32,7 +32,7 @@ func TestInspectRerunPendingPrintsReconcile(t *testing.T) {
 
 	r := e.run("status", "--exit-code")
 	requireCode(t, r, exitAttention)
-	p := runPrinted(t, findCommand(t, r.stderr, "sentinel list --state executing"), "")
+	p := runPrinted(t, findCommand(t, r.stderr, "sentinel list --rerun-pending"), "")
 	requireCode(t, p, exitOK)
 	require.Contains(t, p.stdout, "executing (rerun 2/3 pending)")
 

@@ -143,7 +143,12 @@ and says what on stderr, each with the command that lists it:
   - an execution rerun pending for longer than --rerun-pending-after
     (default 15m): its lease ended that long ago on the database clock
     and no caller with WithRerun came back to re-run it (a client that
-    gave up, a job not redelivered), so nothing ever will;
+    gave up, a job not redelivered), so nothing ever will. The command
+    printed, sentinel list --rerun-pending, lists every rerun pending
+    key: the ones paged about are those whose lease ended more than
+    --rerun-pending-after ago (inspect shows when; --json:
+    "lease_expires_at"), the others may still be re-run by a caller
+    coming back;
   - an execution reconciling for longer than --reconciling-after
     (default 1h): an operator started reconciling it (reconcile, or the
     console) that long ago on the database clock and never resolved it
@@ -452,7 +457,7 @@ func (a *app) listCmd() *cobra.Command {
 	var (
 		ns                     nsFlags
 		state                  string
-		unc, lost, all         bool
+		unc, rerun, lost, all  bool
 		before, after          string
 		limit                  int
 		cursor                 string
@@ -461,7 +466,7 @@ func (a *app) listCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "list [PREFIX]",
-		Short: "List executions by key prefix, state, uncertain only, namespace and time",
+		Short: "List executions by key prefix, state, uncertain or rerun pending only, namespace and time",
 		Long: `list pages through the Once executions of every namespace (or only of
 the one given with --namespace), oldest state change first, each row naming
 its namespace, with the filters of the library's ExecutionFilter:
@@ -475,6 +480,14 @@ its namespace, with the filters of the library's ExecutionFilter:
                      no re-run left (WithRerun); a key that the next
                      caller re-runs is listed as "executing (rerun N/M
                      pending)" without --uncertain
+  --rerun-pending    executing with an expired lease and a re-run left
+                     (WithRerun): nothing runs it until the next caller
+                     with WithRerun; the keys status --exit-code pages on
+                     once their lease ended more than --rerun-pending-after
+                     ago. It lists every rerun pending key, the paged ones
+                     and those whose lease ended a moment ago (--older-than
+                     is by state change, not by lease end: an attempt that
+                     ran long is old at once)
   --result-lost      completed, but fn's result was not stored (it could
                      not be encoded): every caller gets ErrResult until
                      an operator stores it (set-result)
@@ -496,6 +509,7 @@ Before 0.3 list covered only --namespace (default "default"); scripts that
 relied on that pass -n default.`,
 		Example: `  sentinel list --uncertain
   sentinel list --uncertain -n payments
+  sentinel list --rerun-pending -n payments   # waiting for a caller with WithRerun
   sentinel list charge-42-                  # keys starting with charge-42-
   sentinel list charge-42- --state executing --older-than 10m -n payments
   sentinel list --state reconciling
@@ -519,6 +533,12 @@ relied on that pass -n default.`,
 			switch {
 			case lost && unc:
 				return usageErr("give --result-lost (completed executions) or --uncertain (executing ones), not both")
+			case rerun && unc:
+				return usageErr("give --rerun-pending (a re-run left) or --uncertain (none left), not both")
+			case rerun && lost:
+				return usageErr("give --rerun-pending (executing executions) or --result-lost (completed ones), not both")
+			case rerun && state != "" && state != string(sentinel.StateExecuting):
+				return usageErr("--rerun-pending lists executing executions: not with --state %s", state)
 			case lost && state != "" && state != string(sentinel.StateCompleted):
 				return usageErr("--result-lost lists completed executions: not with --state %s", state)
 			}
@@ -554,7 +574,7 @@ relied on that pass -n default.`,
 			if within > 0 {
 				updatedFrom = dbNow().Add(-within)
 			}
-			f := sentinel.ExecutionFilter{State: sentinel.State(state), Uncertain: unc, ResultLost: lost,
+			f := sentinel.ExecutionFilter{State: sentinel.State(state), Uncertain: unc, RerunPending: rerun, ResultLost: lost,
 				Namespace: namespace, AllNamespaces: ns.all, Limit: limit, After: cursor,
 				UpdatedBefore: updatedTo, UpdatedAfter: updatedFrom, KeyPrefix: prefix}
 			if unc {
@@ -615,6 +635,7 @@ relied on that pass -n default.`,
 	fl := cmd.Flags()
 	fl.StringVar(&state, "state", "", "only this state: claimed, executing, reconciling, completed")
 	fl.BoolVar(&unc, "uncertain", false, "only uncertain executions (executing, lease expired); other schemas of the database with some (starting with PREFIX, when given) are named on stderr")
+	fl.BoolVar(&rerun, "rerun-pending", false, "only executions waiting for a re-run (executing, lease expired, attempts left: the next caller with WithRerun runs them)")
 	fl.BoolVar(&lost, "result-lost", false, "only completed executions whose result was not stored (callers get ErrResult until set-result)")
 	fl.StringVar(&before, "updated-before", "", "only state changes before this RFC 3339 time")
 	fl.StringVar(&after, "updated-after", "", "only state changes after this RFC 3339 time")

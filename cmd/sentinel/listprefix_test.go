@@ -127,6 +127,15 @@ func TestListKeyPrefix(t *testing.T) {
 	r = e.run("list", "charge-42-", "-n", "mail")
 	requireCode(t, r, exitOK)
 	require.Contains(t, r.stderr, `no executions match in namespace "mail" with a key starting with "charge-42-"`)
+	// The operator named the wrong namespace: the listing that shows the
+	// keys is printed, and runs as printed.
+	p := runPrinted(t, findCommand(t, r.stderr, "sentinel list"), "")
+	requireCode(t, p, exitOK)
+	require.Regexp(t, `billing\s+charge-42-c`, p.stdout)
+	require.Regexp(t, `payments\s+charge-42-a`, p.stdout)
+	r = e.run("list", "charge-99-", "-n", "mail")
+	requireCode(t, r, exitOK)
+	require.NotContains(t, r.stderr, "other namespaces", "no other namespace has such keys")
 	keys, next = listKeys(t, e, "charge-99-")
 	require.Empty(t, keys)
 	require.Empty(t, next)

@@ -499,7 +499,9 @@ its namespace, with the filters of the library's ExecutionFilter:
 Every filter combines with the others. It prints --limit rows and, when
 there are more, the command that lists the next page (--after CURSOR, with
 the same PREFIX and filters); --all follows every page. With --json it
-prints {"executions": [...], "next": CURSOR}.
+prints {"executions": [...], "next": CURSOR}. When nothing matches in the
+namespace given with --namespace but other namespaces have matches, stderr
+says so with the listing for every namespace.
 
 A key handed back (claimed, no live lease: fn returned a Retryable error,
 the caller gave up before fn ran, an operator reset it) is listed as
@@ -621,6 +623,17 @@ relied on that pass -n default.`,
 					which = " with a key starting with " + argText(prefix)
 				}
 				fprintf(a.stderr, "no executions match in %s%s\n", nsLabel(namespace), which)
+				if f.Namespace != "" && !f.AllNamespaces && f.After == "" {
+					// The operator named a namespace (or took the
+					// default's from the config) and the key is in
+					// another: say so, with the listing that shows it.
+					g := f
+					g.Namespace, g.AllNamespaces, g.Limit = "", true, 1
+					if more, _, err := a.client.Executions(cmd.Context(), g); err == nil && len(more) > 0 {
+						fprintf(a.stderr, "other namespaces have some; every namespace:\n  %s\n",
+							a.againWith(cmd, []string{"namespace", "all-namespaces", "after"}, "--all-namespaces"))
+					}
+				}
 				return nil
 			}
 			a.execTable(rows)

@@ -4,8 +4,11 @@ package sentinel
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Close stops heartbeats, releases every lease the client still holds (not
@@ -28,11 +31,11 @@ import (
 // over or expired) as lost. A lease whose release committed but whose
 // reply was lost, so that the retry found its row freed already, reads as
 // released when that first attempt was sent before the lease's local
-// deadline (nobody could be granted the key by expiry before it arrived);
-// a takeover with WithForce while it was in flight then reads as
-// released too. A turn's ticket found gone by a retry reads as released
-// when the ticket's record in the queue's history says the failed attempt
-// gave it up while it was live. An elector's term is not released by Close
+// deadline and the row still carries its grant (nobody was granted the key
+// since); one granted to someone since (a waiter after the lost reply, or
+// a takeover with WithForce) reads as a failed release. A turn's ticket
+// found gone by a retry reads as released when the ticket's record in the
+// queue's history says the failed attempt gave it up while it was live. An elector's term is not released by Close
 // but by its Run, once OnElected returned (Run then returns ErrClosed,
 // joined with the release's error if it failed): wait for Run to return
 // before closing the pool. It does not close the pool. Close is
@@ -112,18 +115,18 @@ func (c *Client) Close() {
 // A retry that does not find a lease's row live has two readings: an
 // earlier attempt freed it, its reply lost (the statement committed, the
 // connection dropped before the answer came), or the row was gone before
-// Close (taken over, released or expired), a loss. The lease reads as
-// released when an earlier attempt that included it was sent before its
-// local deadline: Close had ended it (Done closed) before then, and
-// nobody could be granted its key by expiry before that deadline's margin
-// ran out, so whatever freed the row, the holder's work overlapped nobody's.
-// The wake-up the lost reply would have sent is sent (a spare one when
-// the key has no waiter). What this cannot tell from a release is a
-// forced takeover (WithForce, an operator's) that came while the first
-// attempt was in flight or before: an answered attempt reports it lost,
-// one whose reply was lost reports the lease released. Otherwise (the
-// lease was past its local deadline already when Close sent its first
-// attempt) it reads as lost, as it would have without the retry.
+// Close (taken over, released or expired), a loss. When an earlier attempt
+// that included it failed, having been sent before the lease's local
+// deadline, the retry reads the row, as Lease.Release does in the same
+// case (sqlLeaseUntaken): if it still carries the lease's grant, nobody
+// was granted the key since, and the lease reads as released (the
+// wake-up the lost reply would have sent is sent, a spare NOTIFY when the
+// key has no waiter); if someone was granted it since, that may be a
+// waiter served after the lost reply or a forced takeover (WithForce)
+// before Close, the holder's work overlapping the new holder's, and not
+// knowing which, the lease reads as a failed release, as it did before
+// the retry. Otherwise (no attempt failed before, or the lease was past
+// its local deadline already when Close sent it) it reads as lost.
 //
 // A lease whose row the first answered attempt did not find was gone
 // before Close: a loss, whose error does not match ErrClosed. One not
@@ -142,6 +145,10 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 		// answered: an attempt answered for it (released: freed, by it
 		// or by such an earlier attempt; otherwise lost).
 		sentLive, answered, released bool
+		// unknown: answered, not found, after a failed attempt, and the
+		// row granted to someone since: freed by that attempt or taken
+		// over, not known which (a failed release).
+		unknown bool
 	}
 	ps := make([]*pending, len(leases))
 	var last time.Time // the latest local expiry: no retry after it
@@ -166,7 +173,7 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 		}
 		first = false
 		if len(batch) == 0 {
-			return prevErr
+			return errNoneLeft // not transient: the loop ends (err is prevErr then)
 		}
 		nss, keys, tokens := make([]string, len(batch)), make([]string, len(batch)), make([]int64, len(batch))
 		for i, p := range batch {
@@ -202,20 +209,62 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 			prevErr = err
 			return err
 		}
+		var maybe []*pending // not found after a failed attempt: perhaps its doing
 		for _, p := range batch {
-			p.answered = true
 			switch {
 			case freed[[2]string{p.l.ns, p.l.key}]:
-				p.released = true
-			case p.sentLive: // freed by an earlier attempt, its reply lost
-				p.released = true
-				wakes = append(wakes, payload(notifyLease, p.l.ns, p.l.key))
+				p.answered, p.released = true, true
+			case p.sentLive:
+				maybe = append(maybe, p)
+			default:
+				p.answered = true // gone before Close: a loss
+			}
+		}
+		if len(maybe) > 0 {
+			// Freed by an earlier attempt, its reply lost, only if the row
+			// still carries the lease's grant (sqlLeaseUntaken, which
+			// Lease.Release reads in the same case): nobody was granted
+			// the key since. A row granted to someone else may have been
+			// taken over before Close (WithForce), the holder's work
+			// overlapping the new holder's: that must not read as
+			// released. Not known either way, it stays a failed release,
+			// as Lease.Release's own would.
+			b := &pgx.Batch{}
+			for _, p := range maybe {
+				b.Queue(c.sql.untaken, p.l.ns, p.l.key, c.cfg.Owner, p.l.token)
+			}
+			br := c.pool.SendBatch(ctx, b)
+			untaken := make([]bool, len(maybe))
+			var rerr error
+			for i := range maybe {
+				if rerr = br.QueryRow().Scan(&untaken[i]); rerr != nil {
+					break
+				}
+			}
+			if cerr := br.Close(); rerr == nil {
+				rerr = cerr
+			}
+			if rerr != nil {
+				// Read again by the next attempt, if any.
+				c.wake("", wakes...)
+				rerr = c.wrapErr("read leases after a failed release", rerr)
+				prevErr = rerr
+				return rerr
+			}
+			for i, p := range maybe {
+				p.answered = true
+				if untaken[i] {
+					p.released = true
+					wakes = append(wakes, payload(notifyLease, p.l.ns, p.l.key))
+				} else {
+					p.unknown = true
+				}
 			}
 		}
 		c.wake("", wakes...) // the schema's channel: a waiter of any process may take the key
 		return nil
 	}, "leases", len(leases))
-	if err == nil {
+	if err == nil || err == errNoneLeft {
 		err = prevErr // the failure of the last attempt, for a lease past its expiry by then
 	}
 	failed := 0
@@ -223,7 +272,7 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 		l := p.l
 		switch {
 		case p.released:
-		case p.answered:
+		case p.answered && !p.unknown:
 			// The row was gone before Close: lost while held (taken
 			// over or expired), not ended by Close, so its error says
 			// so and does not match ErrClosed (an observer tells
@@ -246,6 +295,12 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 		c.cfg.Logger.Warn("sentinel: close: releasing leases failed; they expire by themselves", "leases", failed, "err", err)
 	}
 }
+
+// errNoneLeft ends releaseAll's attempts when no lease is left to send (the
+// rest answered, or past their local expiry): returning the last failure,
+// transient, would have the loop send nothing every 100 ms until
+// ReleaseTimeout or the latest expiry, an answered lease's perhaps.
+var errNoneLeft = errors.New("sentinel: close: no lease left to release")
 
 // closeGiveBack returns the context of a give-back Close makes: Close's
 // own, so that every give-back ends by Close's one ReleaseTimeout, not

@@ -292,3 +292,32 @@ func (m multiTracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, d pgx.
 
 func (m multiTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (m multiTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// A lease taken over (WithForce) before Close, its holder not told yet
+// (its next renewal is far off), and Close's first release attempt cut
+// before it ran: the retry finds the row gone. Nothing Close sent freed
+// it; the holder's work overlapped the new holder's. It must not read as
+// released (before the retry it read as a failed release, matching
+// ErrClosed): the retry reads the row, as Lease.Release does after a
+// failed release (sqlLeaseUntaken), and finds another grant on it.
+func TestCloseRetryDoesNotReadATakeoverBeforeCloseAsReleased(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tr := &cutAtSend{match: "AS v(ns, key, token)", t: t} // sqlReleaseMany, Close's release
+	var obs closeObserver
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) { c.ConnConfig.Tracer = tr }),
+		&sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: 10 * time.Second, Observer: obs.observer()})
+	l, err := c.Lease(ctx, "k")
+	require.NoError(t, err)
+	forcer := e.client(&sentinel.Config{DefaultTTL: giveBackTTL})
+	fl, err := forcer.Lease(ctx, "k", sentinel.WithForce())
+	require.NoError(t, err)
+	tr.armed.Store(true)
+	c.Close()
+	require.False(t, tr.armed.Load(), "the release's connection was not cut")
+	require.NotErrorIs(t, l.Err(), sentinel.ErrReleased, "a lease taken over before Close read as released")
+	require.ErrorIs(t, l.Err(), sentinel.ErrLeaseLost)
+	require.Equal(t, int32(1), obs.failed.Load()+obs.lost.Load(), "one loss or failed release reported")
+	require.Error(t, l.Release(ctx), "Release said the lease taken over was released")
+	require.NoError(t, fl.Heartbeat(ctx), "the forcer's lease was freed")
+}

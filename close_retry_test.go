@@ -2,6 +2,7 @@ package sentinel_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -320,4 +321,108 @@ func TestCloseRetryDoesNotReadATakeoverBeforeCloseAsReleased(t *testing.T) {
 	require.Equal(t, int32(1), obs.failed.Load()+obs.lost.Load(), "one loss or failed release reported")
 	require.Error(t, l.Release(ctx), "Release said the lease taken over was released")
 	require.NoError(t, fl.Heartbeat(ctx), "the forcer's lease was freed")
+}
+
+// countingCut is a cutAtSend that also counts the statements (or batches)
+// containing its match.
+type countingCut struct {
+	cutAtSend
+	n atomic.Int32
+}
+
+func (c *countingCut) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, c.match) {
+		c.n.Add(1)
+	}
+	return c.cutAtSend.TraceQueryStart(ctx, conn, d)
+}
+
+// Close with many leases, turns and a wait under way, the release's
+// connection cut once: the release is retried in one statement for all
+// the leases (not one each), everything is given back, and Close takes
+// well under one ReleaseTimeout.
+func TestCloseRetryOfManyLeasesIsOneStatement(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const timeout = 3 * time.Second
+	tr := &countingCut{cutAtSend: cutAtSend{match: "AS v(ns, key, token)", t: t}}
+	var obs closeObserver
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) { c.ConnConfig.Tracer = tr }),
+		&sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: timeout, Observer: obs.observer()})
+	var leases []*sentinel.Lease
+	for i := range 50 {
+		l, err := c.Lease(ctx, "k"+strconv.Itoa(i))
+		require.NoError(t, err)
+		leases = append(leases, l)
+	}
+	var turns []*sentinel.Turn
+	for _, r := range []string{"r0", "r1"} {
+		tn, err := c.Turn(ctx, r)
+		require.NoError(t, err)
+		turns = append(turns, tn)
+	}
+	other := e.client(&sentinel.Config{DefaultTTL: giveBackTTL})
+	_, err := other.Lease(ctx, "busy")
+	require.NoError(t, err)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := c.Lease(ctx, "busy", sentinel.WithWait())
+		waited <- err
+	}()
+	waitFor(t, 10*time.Second, "the wait to register", func() bool {
+		return e.count("lease_waiters", "key = 'busy'") == 1
+	})
+	tr.armed.Store(true)
+	start := time.Now()
+	c.Close()
+	took := time.Since(start)
+	require.False(t, tr.armed.Load(), "the release's connection was not cut")
+	require.Less(t, took, timeout/2, "Close took too long")
+	require.Equal(t, int32(2), tr.n.Load(), "release statements sent: the first, cut, and one retry for all")
+	require.ErrorIs(t, <-waited, sentinel.ErrClosed)
+	for _, l := range leases {
+		require.ErrorIs(t, l.Err(), sentinel.ErrReleased, "%s", l.Key())
+	}
+	for _, tn := range turns {
+		require.ErrorIs(t, tn.Err(), sentinel.ErrReleased)
+	}
+	require.Zero(t, e.count("leases", "key LIKE 'k%' AND expires_at > pg_catalog.clock_timestamp()"), "every lease freed")
+	require.Zero(t, e.count("tickets", "resource IN ('r0', 'r1')"), "every ticket given back")
+	require.Zero(t, e.count("lease_waiters", "key = 'busy'"), "the wait withdrew")
+	require.Zero(t, obs.failed.Load(), "no failed release reported")
+	require.Zero(t, obs.lost.Load(), "no loss reported")
+}
+
+// The retried leave finds the ticket gone after a leave whose reply was
+// lost, and reading the ticket's record in the queue's history fails (its
+// connection cut): the turn reads as a failed release (ErrClosed,
+// reported once), not as released nor lost, and a later Release reads the
+// record again and makes it good.
+func TestCloseTurnGiveBackHistoryReadFailingIsAFailedRelease(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	px := newFreezeProxy(t, dbURL)
+	tr := &cutAtSend{match: "e.by_ticket IS NULL", t: t} // sqlTicketGivenUp
+	var obs closeObserver
+	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+		px.route(c)
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		c.ConnConfig.Tracer = tr
+	}), &sentinel.Config{DefaultTTL: giveBackTTL, ReleaseTimeout: 10 * time.Second, Observer: obs.observer()})
+	tn, err := c.Turn(ctx, "r")
+	require.NoError(t, err)
+	px.armDrop("WHEN d.alive THEN", 300*time.Millisecond) // sqlTicketLeave
+	tr.armed.Store(true)
+	c.Close()
+	require.True(t, px.frozen(), "the leave's reply was not cut")
+	require.False(t, tr.armed.Load(), "the history read was not cut")
+	require.ErrorIs(t, tn.Err(), sentinel.ErrClosed)
+	require.ErrorIs(t, tn.Err(), sentinel.ErrLeaseLost)
+	require.Equal(t, int32(1), obs.failed.Load(), "one failed release reported")
+	require.Zero(t, obs.lost.Load(), "no loss reported")
+	require.NoError(t, tn.Release(ctx), "a later Release reads the history again")
+	require.ErrorIs(t, tn.Err(), sentinel.ErrReleased)
+	require.NoError(t, tn.Release(ctx))
+	require.Equal(t, int32(1), obs.failed.Load())
+	require.Zero(t, obs.lost.Load())
 }

@@ -176,8 +176,18 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 			return errNoneLeft // not transient: the loop ends (err is prevErr then)
 		}
 		nss, keys, tokens := make([]string, len(batch)), make([]string, len(batch)), make([]int64, len(batch))
+		// newest: the newest token of each key in the batch. A row freed
+		// names its key, not its token, and the client may hold two
+		// grants of one key (it took its own key over with WithForce,
+		// the older lease not told yet): only the newest can still be on
+		// the row (every grant mints a greater token), so a freed key is
+		// that one's; the older one was taken over.
+		newest := make(map[[2]string]int64, len(batch))
 		for i, p := range batch {
 			nss[i], keys[i], tokens[i] = p.l.ns, p.l.key, p.l.token
+			if k := [2]string{p.l.ns, p.l.key}; p.l.token > newest[k] {
+				newest[k] = p.l.token
+			}
 		}
 		freed := make(map[[2]string]bool, len(batch))
 		var wakes []string
@@ -211,8 +221,8 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 		}
 		var maybe []*pending // not found after a failed attempt: perhaps its doing
 		for _, p := range batch {
-			switch {
-			case freed[[2]string{p.l.ns, p.l.key}]:
+			switch k := [2]string{p.l.ns, p.l.key}; {
+			case freed[k] && p.l.token == newest[k]:
 				p.answered, p.released = true, true
 			case p.sentLive:
 				maybe = append(maybe, p)

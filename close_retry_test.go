@@ -426,3 +426,29 @@ func TestCloseTurnGiveBackHistoryReadFailingIsAFailedRelease(t *testing.T) {
 	require.Equal(t, int32(1), obs.failed.Load())
 	require.Zero(t, obs.lost.Load())
 }
+
+// A client holding two grants of one key (it took its own key over with
+// WithForce; the older lease has not learnt of it yet): Close's release
+// frees the row, which carries the newer token, and returns the key, not
+// the token. Both leases read as released, the older one's takeover
+// hidden: the release's rows are now matched to the newest token of the
+// key (tokens only grow), and the older lease reads as lost.
+func TestCloseOfTwoGrantsOfOneKeyReadsTheOlderAsLost(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var obs closeObserver
+	c := e.client(&sentinel.Config{DefaultTTL: giveBackTTL, Observer: obs.observer()})
+	old, err := c.Lease(ctx, "k")
+	require.NoError(t, err)
+	cur, err := c.Lease(ctx, "k", sentinel.WithForce())
+	require.NoError(t, err)
+	require.Greater(t, cur.Token(), old.Token())
+	c.Close()
+	require.ErrorIs(t, cur.Err(), sentinel.ErrReleased)
+	require.NotErrorIs(t, old.Err(), sentinel.ErrReleased, "the lease taken over before Close read as released")
+	require.ErrorIs(t, old.Err(), sentinel.ErrLeaseLost)
+	require.NotErrorIs(t, old.Err(), sentinel.ErrClosed)
+	require.Equal(t, int32(1), obs.lost.Load(), "one loss reported")
+	require.Zero(t, obs.failed.Load(), "no failed release reported")
+	require.Zero(t, e.count("leases", "key = 'k' AND expires_at > pg_catalog.clock_timestamp()"), "the key freed")
+}

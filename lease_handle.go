@@ -146,7 +146,11 @@ func (l *Lease) endDetached() error {
 // expired, past its hard TTL, adopted already, or never this lease's)
 // gets an error matching ErrStaleToken, and nothing is written: the key
 // may be someone else's, so the work must not start. Its Current is the
-// token that holds the key now, 0 when the key is free. When another
+// token that holds the key now, 0 when the key is free. A lease whose
+// hard expiry comes within the safety margin of the TTL asked (its
+// Lease would be past its deadline as it is returned) is given back, the
+// key freed, and AdoptHandle returns an error matching ErrHardTTL (and
+// ErrLeaseLost): the work must not start either. When another
 // transaction keeps the row locked (a guarded transaction still open on
 // the handle's token, say) for a renewal interval of the TTL, AdoptHandle
 // gives up with an error matching ErrBusy, having written nothing.
@@ -252,6 +256,21 @@ func (c *Client) adoptRow(ctx context.Context, h LeaseHandle, o callOptions) (l 
 	}
 	l = c.newLease(kindLease, h.Namespace, h.Key, token, o.ttl)
 	l.acquiredAt = acquiredAt
+	if hard != nil && hardAt.Sub(expiresAt) < cappedSlack && !sent.Add(remaining-l.margin).After(time.Now()) {
+		// Capped by the hard expiry, with no more left of it than the
+		// margin of the TTL asked: the Lease would be past its deadline
+		// as it is returned, ended at once (a loss reported for a lease
+		// nobody could use), and the row held, by nobody, until the hard
+		// expiry. Give it back: the key is free.
+		rerr := c.giveBackLease(ctx, l, sent.Add(remaining))
+		lost := &LostError{Namespace: h.Namespace, Key: h.Key, Token: h.Token, Kind: LossLease, Reason: "hard TTL reached", Cause: ErrHardTTL}
+		back := "given back: the key is free"
+		if rerr != nil {
+			back = fmt.Sprintf("giving it back failed, so it is free only at its hard expiry: %v", rerr)
+		}
+		return nil, false, fmt.Errorf("sentinel: %s: %w (%s left before its hard expiry, no more than the safety margin (%s) of the TTL asked (%s); %s)",
+			op, lost, remaining, l.margin, o.ttl, back)
+	}
 	if err := c.keepGrant(ctx, l, op, "adopted", sent, remaining, expiresAt, hardAt); err != nil {
 		return nil, false, err
 	}

@@ -1,7 +1,6 @@
 package sentinel_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -64,18 +63,7 @@ func TestAdoptHandleBeforeTheDispatchersRenewalInFlight(t *testing.T) {
 	l, err := dispatcher.Lease(ctx, "job", sentinel.WithTTL(3*time.Second)) // renewed every second
 	require.NoError(t, err)
 
-	tx, err := admin.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(context.Background())
-	_, err = tx.Exec(ctx, "LOCK TABLE "+e.table("leases")+" IN ACCESS EXCLUSIVE MODE")
-	require.NoError(t, err)
-	var locker int32
-	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&locker))
-	require.Eventually(t, func() bool {
-		var n int
-		err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE $1 = ANY (pg_catalog.pg_blocking_pids(pid))", locker).Scan(&n)
-		return err == nil && n > 0
-	}, 10*time.Second, 5*time.Millisecond, "the renewal waits for the table")
+	tx := holdRenewalOnLeasesLock(t, ctx, e)
 
 	h, err := l.Detach()
 	require.NoError(t, err)

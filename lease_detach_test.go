@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -280,18 +281,7 @@ func TestDetachWithARenewalInFlight(t *testing.T) {
 	l, err := dispatcher.Lease(ctx, "job", sentinel.WithTTL(3*time.Second)) // renewed every second
 	require.NoError(t, err)
 
-	tx, err := admin.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(context.Background())
-	_, err = tx.Exec(ctx, "LOCK TABLE "+e.table("leases")+" IN ACCESS EXCLUSIVE MODE")
-	require.NoError(t, err)
-	var locker int32
-	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&locker))
-	require.Eventually(t, func() bool {
-		var n int
-		err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE $1 = ANY (pg_catalog.pg_blocking_pids(pid))", locker).Scan(&n)
-		return err == nil && n > 0
-	}, 10*time.Second, 5*time.Millisecond, "the renewal waits for the table")
+	tx := holdRenewalOnLeasesLock(t, ctx, e)
 
 	start := time.Now()
 	h, err := l.Detach()
@@ -410,4 +400,25 @@ func TestDetachedLeaseKeepsItsHardTTL(t *testing.T) {
 	var now time.Time
 	require.NoError(t, admin.QueryRow(ctx, "SELECT pg_catalog.clock_timestamp()").Scan(&now))
 	require.False(t, now.Before(held.HardExpiresAt), "refused only at its hard TTL")
+}
+
+// holdRenewalOnLeasesLock locks e's leases table in a transaction and
+// returns once a statement (the heartbeat's renewal) waits for it: the
+// renewal is then in flight until the caller rolls tx back (a deferred
+// rollback is registered too).
+func holdRenewalOnLeasesLock(t *testing.T, ctx context.Context, e *env) pgx.Tx {
+	t.Helper()
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, "LOCK TABLE "+e.table("leases")+" IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+	var locker int32
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&locker))
+	require.Eventually(t, func() bool {
+		var n int
+		err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE $1 = ANY (pg_catalog.pg_blocking_pids(pid))", locker).Scan(&n)
+		return err == nil && n > 0
+	}, 10*time.Second, 5*time.Millisecond, "the renewal waits for the table")
+	return tx
 }

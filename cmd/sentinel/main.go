@@ -104,7 +104,8 @@ type app struct {
 	stdin          io.Reader
 	stdinLines     *bufio.Reader // stdin read by lines: answers, values (see input)
 	stdout, stderr io.Writer
-	ran            bool // a command's RunE started: errors before it are usage errors
+	ran            bool     // a command's RunE started: errors before it are usage errors
+	argv           []string // the command line as given, less the program name
 
 	pool   *pgxpool.Pool
 	client *sentinel.Client
@@ -153,7 +154,7 @@ func exitCode(err error) int {
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, argv: args}
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -348,6 +349,8 @@ sentinel is SIGKILLed; see 'sentinel lock --help').`,
 				names += "..."
 			}
 			err = fmt.Errorf("%w; a command to run goes after --: %s %s -- CMD [ARGS...]; %s", err, c.CommandPath(), names, h)
+		} else if line, word := a.dashWordLine(c, err); line != "" {
+			err = fmt.Errorf("%w\nif %s is %s (one that starts with -), it goes after --:\n  %s", err, shell.Quote(word), positionalOf(c), line)
 		}
 		return &codeError{code: exitUsage, err: err}
 	})
@@ -376,6 +379,64 @@ sentinel is SIGKILLed; see 'sentinel lock --help').`,
 		a.idempotencyCmd(),
 	)
 	return root
+}
+
+// dashWordLine answers cobra's refusal err of a word that starts with a
+// single "-" and is no flag of c ("unknown shorthand flag: 'd' in
+// -dash-key"), for a command that takes a KEY, GROUP, VALUE or RESOURCE:
+// an operator who typed a key as list shows it. It returns the command
+// line as given with that word moved after "--" (where it is taken as
+// is), runnable as printed, and the word; "" when err is another
+// refusal. The connection (--database-url) is left out, as in every
+// printed line.
+func (a *app) dashWordLine(c *cobra.Command, err error) (line, word string) {
+	_, rest, ok := strings.Cut(err.Error(), "unknown shorthand flag: ")
+	if !ok || positionalOf(c) == "" || slices.Contains(a.argv, "--") {
+		return "", ""
+	}
+	_, rest, ok = strings.Cut(rest, " in -")
+	if !ok {
+		return "", ""
+	}
+	// pflag names what was left of the word when it failed ("-yes" with
+	// a -y flag: "in -es"): the word is the first that ends with it.
+	at := slices.IndexFunc(a.argv, func(w string) bool {
+		return strings.HasPrefix(w, "-") && !strings.HasPrefix(w, "--") && strings.HasSuffix(w, rest)
+	})
+	if at < 0 {
+		return "", ""
+	}
+	word = a.argv[at]
+	words := []string{"sentinel"}
+	for i := 0; i < len(a.argv); i++ {
+		switch w := a.argv[i]; {
+		case i == at:
+		case w == "--database-url":
+			i++
+		case strings.HasPrefix(w, "--database-url="):
+		default:
+			words = append(words, shell.Quote(w))
+		}
+	}
+	return strings.Join(append(words, "--", shell.Quote(word)), " "), word
+}
+
+// positionalOf names c's positional words (KEY, GROUP, KEY [VALUE]...)
+// as its usage line has them: "the KEY", or "" when it takes none.
+func positionalOf(c *cobra.Command) string {
+	var names []string
+	for _, w := range strings.Fields(c.Use)[1:] {
+		w = strings.Trim(w, "[].")
+		if w != "" && w == strings.ToUpper(w) && w[0] >= 'A' && w[0] <= 'Z' {
+			names = append(names, w)
+		} else {
+			break
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "the " + strings.Join(names, " or the ")
 }
 
 // runE wraps a command body: it marks that arguments parsed, and connects

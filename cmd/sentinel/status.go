@@ -46,6 +46,11 @@ type countJSON struct {
 	Namespace string         `json:"namespace"`
 	State     sentinel.State `json:"state"`
 	Uncertain bool           `json:"uncertain"`
+	// HandedBack: claimed with no live lease (a Retryable error, a
+	// caller that gave up before fn ran, a reset): nothing runs it, the
+	// next caller does; the text's "handed back (safe to retry)". A
+	// claimed count without it is in progress.
+	HandedBack bool `json:"handed_back"`
 	// RerunPending: executing, stopped, with attempts left (WithRerun):
 	// nothing runs it until the next caller with WithRerun.
 	RerunPending bool `json:"rerun_pending"`
@@ -288,7 +293,7 @@ not read that as nothing to do.`,
 				}
 				for _, c := range counts {
 					out.Counts = append(out.Counts, countJSON{Namespace: c.Namespace, State: c.State,
-						Uncertain: c.Uncertain, RerunPending: c.RerunPending, ResultLost: c.ResultLost, Count: c.Count, Oldest: tsJSON(c.Oldest)})
+						Uncertain: c.Uncertain, HandedBack: c.HandedBack, RerunPending: c.RerunPending, ResultLost: c.ResultLost, Count: c.Count, Oldest: tsJSON(c.Oldest)})
 				}
 				for i := range unc {
 					out.Uncertain = append(out.Uncertain, toExecJSON(&unc[i]))

@@ -740,7 +740,9 @@ until interrupted (exit 0), or until --count events were printed. With
 			defer func() {
 				// Not the cursor given, when Follow refused it.
 				if resume != "" && !(resume == after && errors.Is(err, sentinel.ErrInvalid)) {
-					fmt.Fprintf(a.stderr, "resume with --after %s\n", resume)
+					// The whole line: --after alone, typed as `sentinel follow
+					// --after C`, follows "default" of schema "sentinel".
+					fmt.Fprintf(a.stderr, "resume with --after %s:\n  %s\n", resume, a.again(cmd, "after", resume))
 				}
 			}()
 			err = a.client.Follow(ctx, f, func(ev sentinel.Event) error {

@@ -45,6 +45,7 @@ import (
 	"os/signal"
 	"os/user"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -470,12 +471,29 @@ func (a *app) runEChecked(check, fn func(cmd *cobra.Command, args []string) erro
 			fprintf(a.stderr, "sentinel: %s, %s (%s)\n", a.target, a.namespaceText(cmd), a.source())
 		}
 		err := fn(cmd, args)
+		err = a.tokenMoved(cmd, err)
 		if lk, ok := keyCommands[cmd.CommandPath()]; ok && len(args) > 0 &&
 			(errors.Is(err, sentinel.ErrNotFound) || errors.Is(err, sentinel.ErrNoLeader)) {
 			err = a.elsewhere(cmd, lk, args[0], err)
 		}
 		return err
 	}
+}
+
+// tokenMoved adds to err, a refusal of a step on an execution because
+// --token no longer matches (the key moved on: another operator, a
+// worker's re-run), the inspect command line for the key, to look at it
+// again before acting: the library's text says "Inspect it again", a
+// method of its own.
+func (a *app) tokenMoved(cmd *cobra.Command, err error) error {
+	var ee *sentinel.ExecutionError
+	f := cmd.Flags().Lookup("token")
+	if f == nil || !f.Changed || keyCommands[cmd.CommandPath()].table != "executions" || !errors.Is(err, sentinel.ErrWrongState) ||
+		!errors.As(err, &ee) || strconv.FormatInt(ee.Token, 10) == f.Value.String() {
+		return err
+	}
+	return fmt.Errorf("%w\nthe key is at token %d now, not %s: look at it again before acting:\n  %s",
+		err, ee.Token, f.Value.String(), a.keyCommand("inspect", []string{ee.Key}, "-n", ee.Namespace))
 }
 
 // checkSelectors refuses an empty --namespace or --schema given on the

@@ -121,7 +121,7 @@ relied on that pass -n default.`,
   sentinel idempotency list --state completed 8e03978e --scope acct_42   # keys starting with 8e03978e`,
 		Args: args(0, 1),
 		RunE: a.runEChecked(func(cmd *cobra.Command, args []string) error {
-			if err := checkState(state); err != nil {
+			if err := a.checkState(cmd, state); err != nil {
 				return err
 			}
 			if unc && state != "" && sentinel.State(state) != sentinel.StateExecuting {

@@ -384,13 +384,24 @@ func (a *app) httpKeysNext(es []sentinel.Execution, more bool, namespace string)
 }
 
 // checkState refuses a --state that is not one of the library's states
-// (the library would too, but only once connected).
-func checkState(state string) error {
+// (the library would too, but only once connected). A word the tables
+// show in their STATE column that is no state (UNCERTAIN, rerun pending,
+// RESULT NOT STORED) is refused with the flag of cmd that lists those,
+// and the command line with it instead of --state.
+func (a *app) checkState(cmd *cobra.Command, state string) error {
 	switch sentinel.State(state) {
 	case "", sentinel.StateClaimed, sentinel.StateExecuting, sentinel.StateReconciling, sentinel.StateCompleted:
 		return nil
 	}
-	return usageErr("--state %q: give claimed, executing, reconciling or completed", state)
+	err := usageErr("--state %q: give claimed, executing, reconciling or completed", state)
+	word := strings.Join(strings.FieldsFunc(strings.ToLower(state), func(r rune) bool { return r == ' ' || r == '_' || r == '-' }), "-")
+	flag := map[string]string{"uncertain": "uncertain", "rerun-pending": "rerun-pending", "rerun": "rerun-pending",
+		"result-lost": "result-lost", "result-not-stored": "result-lost"}[word]
+	if flag == "" || cmd.Flags().Lookup(flag) == nil {
+		return err
+	}
+	return usageErr("%v\n%s is not a state: list them with --%s:\n  %s", err.(*codeError).err, state, flag,
+		a.againWith(cmd, []string{"state"}, "--"+flag))
 }
 
 // checkLimit checks --limit against the library's page bounds.
@@ -534,7 +545,7 @@ relied on that pass -n default.`,
 			if err := checkLimit(limit); err != nil {
 				return err
 			}
-			if err := checkState(state); err != nil {
+			if err := a.checkState(cmd, state); err != nil {
 				return err
 			}
 			switch {

@@ -18,10 +18,25 @@ import (
 // ErrLeaseLost and ErrClosed),
 // ends the waits under way, of Lease and of Once with WithWait (they
 // withdraw, or count out of the claim they waited for, and return
-// ErrClosed; Close waits for them for at most ReleaseTimeout) and closes the listener
-// connection. Its releases and give-backs (of leases, and of turns'
-// tickets) run together, within one ReleaseTimeout in all; one not done
-// by then expires within its TTL. Each is retried after a transient
+// ErrClosed) and closes the listener connection.
+//
+// Close returns within one Config.ReleaseTimeout from the call (plus
+// local work), whatever the database does, an outage that drops packets
+// included: the waits' end, the releases and give-backs (of leases, and of
+// turns' tickets), the wake-ups of handovers and the listener's close run
+// to one deadline, the waits' end beside the releases. A termination
+// grace period a little longer than ReleaseTimeout covers it. What is not
+// done by then: a release or give-back expires within its TTL; a wait
+// still withdrawing goes on after Close, within a ReleaseTimeout of its
+// own (if the pool is closed meanwhile, its registration expires within
+// the waiter's TTL, and a release may hand it the key until then); a
+// wake-up not sent is a hint waiters do without. One wait is not Close's
+// to bound: a Lease.Release under way on another goroutine, which ends by
+// its own ctx, is waited for before that lease is released. When the
+// database answers, the waits withdraw before Close returns, so before the
+// caller closes the pool.
+//
+// Each release and give-back is retried after a transient
 // error (a dropped connection, a restarting server), within that time,
 // but not while the database cannot be reached at all: Close does not
 // wait out an outage. A lease or turn Close gave back reads
@@ -44,10 +59,25 @@ func (c *Client) Close() {
 	c.once.Do(func() {
 		c.closed.Store(true)
 		held := c.hb.stop()
-		c.endWaits() // a grant they read now is given back (hb.add fails)
+		// One deadline for all Close does: the waits' end, the releases
+		// and give-backs, the wake-ups and the listener. The waits ended
+		// before the releases began, each with a ReleaseTimeout of its
+		// own, so in an outage in which packets are dropped (a
+		// withdrawal hanging on a dead connection) Close took two, and
+		// a pod's grace period sized by ReleaseTimeout ran out mid-Close.
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ReleaseTimeout)
 		defer cancel()
 		c.closeCtx.Store(&ctx)
+		// The waits end beside the releases, not before them: a
+		// withdrawal stuck on a dead connection leaves the releases the
+		// rest of the pool and the whole deadline. A grant a wait reads
+		// meanwhile (one of these releases' included) is given back:
+		// hb.add fails once hb stopped.
+		waitsEnded := make(chan struct{})
+		go func() {
+			defer close(waitsEnded)
+			c.endWaits(ctx)
+		}()
 		var leases, others []*Lease
 		for _, l := range held {
 			if l.kind == kindLease {
@@ -96,8 +126,9 @@ func (c *Client) Close() {
 		}()
 		c.releaseAll(ctx, leases)
 		<-ending
-		c.flushWakes() // the wake-ups of handovers made before Close
-		c.ln.close()
+		<-waitsEnded
+		c.flushWakes(ctx) // the wake-ups of handovers made before Close
+		c.ln.close(ctx)
 	})
 }
 
@@ -367,9 +398,10 @@ func (c *Client) endWait() {
 // which find the client closed and withdraw their registrations (a
 // registration left behind would be handed the key by the next release,
 // stranding it for the waiter's TTL; a Once waiter counts out of the claim
-// it waited for), and waits for them, for at most ReleaseTimeout: they must withdraw
-// before the caller closes the pool. No wait begins once closed is set.
-func (c *Client) endWaits() {
+// it waited for), and waits for them until ctx ends (Close's deadline, one
+// ReleaseTimeout in all): they must withdraw before the caller closes the
+// pool. No wait begins once closed is set.
+func (c *Client) endWaits(ctx context.Context) {
 	w := &c.waits
 	w.mu.Lock()
 	var idle chan struct{}
@@ -382,10 +414,8 @@ func (c *Client) endWaits() {
 		return
 	}
 	c.ln.wakeAll()
-	t := time.NewTimer(c.cfg.ReleaseTimeout)
-	defer t.Stop()
 	select {
 	case <-idle:
-	case <-t.C:
+	case <-ctx.Done():
 	}
 }

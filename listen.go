@@ -354,13 +354,13 @@ func parsePayload(p string) (waitKey, bool) {
 }
 
 // close detaches the client from its hub (the hub's connection closes
-// with its last client).
-func (ln *listener) close() {
+// with its last client; close waits for it until ctx ends).
+func (ln *listener) close(ctx context.Context) {
 	ln.mu.Lock()
 	h := ln.hub
 	ln.hub, ln.closed = nil, true
 	ln.mu.Unlock()
 	if h != nil {
-		h.leave(ln)
+		h.leave(ctx, ln)
 	}
 }

@@ -251,8 +251,9 @@ func (h *listenHub) retireIdle(timeout time.Duration) bool {
 }
 
 // leave removes ln; the last member stops the hub and waits for its
-// connection to close.
-func (h *listenHub) leave(ln *listener) {
+// connection to close, until ctx ends (Close's deadline): after it, the
+// connection closes in the background, within a second (run).
+func (h *listenHub) leave(ctx context.Context, ln *listener) {
 	hubsMu.Lock()
 	h.mu.Lock()
 	if i := slices.Index(h.members, ln); i >= 0 {
@@ -266,7 +267,10 @@ func (h *listenHub) leave(ln *listener) {
 	hubsMu.Unlock()
 	if empty {
 		h.cancel()
-		<-h.done
+		select {
+		case <-h.done:
+		case <-ctx.Done():
+		}
 	}
 }
 

@@ -148,7 +148,9 @@ type Config struct {
 	ListenIdleTimeout time.Duration
 
 	// ReleaseTimeout bounds a Release whose context was already cancelled,
-	// the releases done by Close, the release after Do's fn, and what
+	// all of Client.Close (its waits' end, releases, give-backs and
+	// listener close share one ReleaseTimeout, an outage included: size a
+	// termination grace period by it), the release after Do's fn, and what
 	// follows fn in Once, OnceTx and OnceSQLTx (the completion or commit,
 	// a rollback, the claim's release), counted from when fn returns.
 	// Default 5s; at least MinTTL: a completion cut off leaves its key

@@ -139,14 +139,19 @@ func (c *Client) sendWakes(idle chan struct{}) {
 	}
 }
 
-// flushWakes waits until the wake-ups queued so far were sent (or failed).
-func (c *Client) flushWakes() {
+// flushWakes waits until the wake-ups queued so far were sent (or failed),
+// or ctx ends (Close's deadline): a wake-up is a hint, and one still
+// under way then is sent, or fails, within wakeTimeout.
+func (c *Client) flushWakes(ctx context.Context) {
 	w := &c.wk
 	w.mu.Lock()
 	idle := w.idle
 	busy := w.busy
 	w.mu.Unlock()
 	if busy {
-		<-idle
+		select {
+		case <-idle:
+		case <-ctx.Done():
+		}
 	}
 }

@@ -172,7 +172,14 @@ type LeaseEvent struct {
 	Acquired  bool  // the lease was granted (adopted, for AdoptHandle)
 	Token     int64 // the granted token; 0 when not acquired
 	Duration  time.Duration
-	Err       error // nil when acquired; a *HeldError when held elsewhere (ErrStaleToken for AdoptHandle)
+	// Err is the call's error, nil when acquired: a *HeldError when held
+	// elsewhere (Client.Lease), ctx's error, ErrClosed, ... For
+	// AdoptHandle: ErrStaleToken when the handle was no longer the
+	// current grant, or a *LostError matching ErrHardTTL (and
+	// ErrLeaseLost) when the lease's hard expiry was within the margin
+	// of the TTL asked, so it was given back (no LeaseLost is reported
+	// for it).
+	Err error
 	// Adopted: the call was Client.AdoptHandle, which takes a lease
 	// handed on over (Acquired when it did), rather than Client.Lease.
 	Adopted bool

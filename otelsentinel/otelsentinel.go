@@ -22,7 +22,10 @@
 //	                                           by sentinel.result (acquired; adopted:
 //	                                           AdoptHandle took a lease handed on over;
 //	                                           stale: AdoptHandle's handle was no longer
-//	                                           the current grant; held: held elsewhere, for a
+//	                                           the current grant; hard_ttl: AdoptHandle
+//	                                           refused, and gave back, a lease whose hard
+//	                                           expiry was within the margin of the TTL
+//	                                           asked (ErrHardTTL; no loss); held: held elsewhere, for a
 //	                                           WithWait call until its ctx ended;
 //	                                           canceled: the caller's ctx ended first,
 //	                                           no failure; closed: Client.Close ended
@@ -80,8 +83,9 @@
 // uncertain, result_lost or error, a lease result error. A rerun_pending
 // span is not an error (the next caller with WithRerun runs fn again, as
 // designed); fn's error is recorded on it as an event. An outcome the
-// caller expects (cached, final, in_progress, ...; held, stale), its own ctx
-// ending first (canceled), or the client's Close (closed) leaves it Unset.
+// caller expects (cached, final, in_progress, ...; held, stale, hard_ttl:
+// its error is recorded as an event), its own ctx ending first (canceled),
+// or the client's Close (closed) leaves it Unset.
 // A fencing refusal is recorded as an event on the span in the checking
 // call's context.
 package otelsentinel
@@ -286,6 +290,11 @@ func (o *observer) leaseEnd(ctx context.Context, e sentinel.LeaseEvent) {
 	case e.Acquired:
 	case e.Adopted && errors.Is(e.Err, sentinel.ErrStaleToken):
 		result = "stale" // expected: the lease expired in transit, or was adopted already
+	case e.Adopted && errors.Is(e.Err, sentinel.ErrHardTTL):
+		// Expected: the lease's hard expiry is within the margin of the
+		// TTL asked, so AdoptHandle gave it back (the word lease.losses
+		// uses for that reason; this is no loss: nobody held the Lease).
+		result = "hard_ttl"
 	case errors.Is(e.Err, sentinel.ErrNotAcquired):
 		result = "held"
 	case errors.Is(e.Err, sentinel.ErrClosed):
@@ -312,7 +321,7 @@ func (o *observer) leaseEnd(ctx context.Context, e sentinel.LeaseEvent) {
 		} else if result == "error" && e.Err != nil {
 			span.RecordError(e.Err)
 			span.SetStatus(codes.Error, "lease acquisition failed")
-		} else if (result == "canceled" || result == "closed") && e.Err != nil {
+		} else if (result == "canceled" || result == "closed" || result == "hard_ttl") && e.Err != nil {
 			span.RecordError(e.Err) // what the caller was told; no failure, so no Error status
 		}
 	}

@@ -31,9 +31,9 @@ type Execution struct {
 	Namespace      string
 	Key            string
 	State          State
-	Owner          string // the worker (or operator) that last claimed it
-	Host           string
-	PID            int
+	Owner          string    // the worker (or operator) that last claimed it
+	Host           string    // Owner's host (its Config.Host): the operator's after Reconcile, ForceComplete or ResetToClaimed, like Owner
+	PID            int       // Owner's process id (Config.PID), likewise; the worker's host and pid stay in that event's Metadata (previous_host, previous_pid)
 	Token          int64     // fencing token of the current claim
 	CreatedAt      time.Time // database clock
 	UpdatedAt      time.Time // when State was entered

@@ -24,6 +24,12 @@ import (
 // While reconciling, Once callers get ErrReconciling. Finish with
 // ForceComplete (the work did happen) or ResetToClaimed (it did not).
 //
+// The row's owner, host and pid become this client's (Config.Owner, Host,
+// PID), as for ForceComplete and ResetToClaimed; the history event
+// (reconciling) keeps the worker's in its metadata: previous_owner,
+// previous_host, previous_pid and previous_token, so where the stopped
+// attempt ran can still be found.
+//
 // From any other state it writes nothing and returns an *ExecutionError
 // matching ErrWrongState with the current state (ErrNotFound when the key
 // has no execution). Options: WithNamespace, WithMetadata (recorded in the
@@ -98,7 +104,7 @@ func (c *Client) operate(ctx context.Context, key string, opts []Option, from, t
 	}
 	var applied bool
 	ex, err := scanExecution(c.pool.QueryRow(ctx, c.exe.operator, o.namespace, key, string(from), string(to), mint, c.cfg.Owner,
-		result, event, meta, o.token), &applied)
+		result, event, meta, o.token, c.cfg.Host, c.cfg.PID), &applied)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("sentinel: %s %q/%q: no such execution: %w", operatorMethods[event], o.namespace, key, ErrNotFound)
 	}
@@ -271,15 +277,19 @@ WHERE t.namespace = $1 AND t.key = $2 AND NOT EXISTS (SELECT 1 FROM u)`
 
 // sqlOperator is an operator's transition ($3 from state -> $4 to state),
 // guarded by state (and, from executing, by an expired lease; by token $10
-// when not 0). $5 mints a new token; $6 owner; $7 result; $8 event;
-// $9 metadata. When the guard
+// when not 0). $5 mints a new token; $6 owner, $11 host and $12 pid: the
+// operator's, so that the row names one process, never the operator with
+// the worker's host and pid; $7 result; $8 event; $9 metadata, to which
+// the event adds whom the row was taken from (previous_owner,
+// previous_host, previous_pid; previous_token when $5 minted a new one):
+// where the crashed attempt ran stays in the history. When the guard
 // fails, the current row is returned and nothing is written. The row is
 // locked FOR UPDATE first (lk): that waits for a VerifyExecutionToken
 // guard's FOR KEY SHARE, so no operator transition commits while a guarded
 // transaction of the current claim is open (see sqlVerify).
 const sqlOperator = `
 WITH lk AS (
-    SELECT t.namespace, t.key FROM {{schema}}.executions t
+    SELECT t.namespace, t.key, t.owner, t.host, t.pid, t.token FROM {{schema}}.executions t
     WHERE t.namespace = $1 AND t.key = $2
     FOR UPDATE
 ),
@@ -288,6 +298,8 @@ u AS (
         state = $4,
         token = CASE WHEN $5::bool THEN pg_catalog.nextval({{seq}}) ELSE t.token END,
         owner = $6,
+        host = $11,
+        pid = $12,
         result = CASE WHEN $4 = 'completed' THEN $7::bytea ELSE t.result END,
         result_error = CASE WHEN $4 = 'completed' THEN NULL ELSE t.result_error END,
         final_error = CASE WHEN $4 = 'completed' THEN NULL ELSE t.final_error END,
@@ -303,7 +315,11 @@ u AS (
 ),
 ev AS (
     INSERT INTO {{schema}}.events (namespace, key, event, state, token, owner, metadata)
-    SELECT $1, $2, $8, u.state, u.token, $6, $9::jsonb FROM u
+    SELECT $1, $2, $8, u.state, u.token, $6,
+        coalesce($9::jsonb, '{}'::jsonb) || pg_catalog.jsonb_build_object(
+            'previous_owner', lk.owner, 'previous_host', lk.host, 'previous_pid', lk.pid)
+        || CASE WHEN $5::bool THEN pg_catalog.jsonb_build_object('previous_token', lk.token) ELSE '{}'::jsonb END
+    FROM u, lk
 )
 SELECT true, u.* FROM u
 UNION ALL

@@ -38,6 +38,11 @@ type keyData struct {
 	Evidence         []evidence
 	Actions          []actionLink
 	HTTP             *httpKey // the key is the idempotency middleware's
+	// TakenFrom is the worker an operator's reconcile took the key from,
+	// while the row (Owner, Host) names the operator: where the stopped
+	// attempt ran, from the last run's reconciling event. Nil when the
+	// last run has none.
+	TakenFrom *takenFrom
 }
 
 // keyHistoryShown is how many of a key's newest events its page shows: a
@@ -87,6 +92,50 @@ func keyCommand(schema, verb, ns, key string, flags ...string) string {
 		return "sentinel " + verb + fl + " -- " + shell.Quote(key)
 	}
 	return "sentinel " + verb + " " + shell.Quote(key) + fl
+}
+
+// takenFrom is the worker a reconcile took a key from, as its
+// reconciling event records it (metadata previous_owner, previous_host,
+// previous_pid, previous_token).
+type takenFrom struct {
+	Owner, Host string
+	PID         int
+	Token       int64
+	At          time.Time // when it was reconciled
+	By          string    // the operator who reconciled it
+}
+
+// readTakenFrom returns the worker the latest run's reconcile took the key
+// from (hist and run as keyEvents read them), or nil: no reconcile in
+// that run, or one recorded before reconcile recorded the worker.
+func readTakenFrom(hist, run []sentinel.Event) *takenFrom {
+	evs := run
+	if evs == nil {
+		evs = hist
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		ev := evs[i]
+		if ev.Type == "claimed" {
+			return nil // a later run than any reconcile before it
+		}
+		if ev.Type != "reconciling" {
+			continue
+		}
+		owner, ok := ev.Metadata["previous_owner"].(string)
+		if !ok {
+			return nil
+		}
+		t := &takenFrom{Owner: owner, At: ev.At, By: ev.Owner}
+		t.Host, _ = ev.Metadata["previous_host"].(string)
+		if n, ok := ev.Metadata["previous_pid"].(float64); ok {
+			t.PID = int(n)
+		}
+		if n, ok := ev.Metadata["previous_token"].(float64); ok {
+			t.Token = int64(n)
+		}
+		return t
+	}
+	return nil
 }
 
 // evidenceEvents returns the completion_refused events of the key's
@@ -218,6 +267,7 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 		}
 		d.History = append(d.History, v)
 	}
+	d.TakenFrom = readTakenFrom(hist, run)
 	for _, ev := range evidenceEvents(hist, run) {
 		d.Evidence = append(d.Evidence, readEvidence(ev))
 	}

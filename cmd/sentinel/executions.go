@@ -52,11 +52,27 @@ type execJSON struct {
 	// its completion was refused (the lease was lost first): the event
 	// carries fn's result. Only for uncertain and reconciling keys.
 	CompletionRefused *eventJSON `json:"completion_refused,omitempty"`
+	// TakenFrom is the worker an operator's reconcile took the key from,
+	// while the row names the operator (reconciling, and after
+	// force-complete or reset): where the stopped attempt ran, from the
+	// reconciling event's history. Inspect only.
+	TakenFrom *takenFromJSON `json:"taken_from,omitempty"`
 	// IdempotencyKey: the key is an HTTP request's, written by the
 	// idempotency middleware; the idempotency commands address it by
 	// this scope and client's key (sentinel idempotency inspect KEY
 	// --scope SCOPE -n NAMESPACE), and resolve it with an HTTP response.
 	IdempotencyKey *idemRefJSON `json:"idempotency_key,omitempty"`
+}
+
+// takenFromJSON is the worker a reconcile took a key from.
+type takenFromJSON struct {
+	Owner string  `json:"owner"`
+	Host  string  `json:"host"`
+	PID   int     `json:"pid"`
+	Token int64   `json:"token"` // the worker's fencing token
+	At    *string `json:"at"`    // when the key was reconciled
+	By    string  `json:"by"`    // the operator who reconciled it
+	at    time.Time
 }
 
 // idemRefJSON names the HTTP request of a middleware's key: the scope
@@ -178,13 +194,41 @@ func refusedEvidence(evs []sentinel.Event) *sentinel.Event {
 	return nil
 }
 
-func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, rt *sentinel.ResultType) error {
+// takenFrom returns the worker the key's reconcile took it from, from
+// the reconciling event of evs (the key's last run, oldest first), which
+// records it (previous_owner, previous_host, previous_pid, previous_token;
+// nil for an event written before reconcile recorded them).
+func takenFrom(evs []sentinel.Event) *takenFromJSON {
+	for i := len(evs) - 1; i >= 0; i-- {
+		ev := evs[i]
+		if ev.Type != "reconciling" {
+			continue
+		}
+		owner, ok := ev.Metadata["previous_owner"].(string)
+		if !ok {
+			return nil
+		}
+		t := &takenFromJSON{Owner: owner, At: tsJSON(ev.At), By: ev.Owner, at: ev.At}
+		t.Host, _ = ev.Metadata["previous_host"].(string)
+		if n, ok := ev.Metadata["previous_pid"].(float64); ok {
+			t.PID = int(n)
+		}
+		if n, ok := ev.Metadata["previous_token"].(float64); ok {
+			t.Token = int64(n)
+		}
+		return t
+	}
+	return nil
+}
+
+func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, taken *takenFromJSON, rt *sentinel.ResultType) error {
 	if a.jsonOut {
 		j := toExecJSON(e)
 		if refused != nil {
 			ev := toEventJSON(*refused)
 			j.CompletionRefused = &ev
 		}
+		j.TakenFrom = taken
 		j.ResultType = toResultTypeJSON(rt)
 		return a.printJSON(j)
 	}
@@ -194,6 +238,11 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, rt 
 	row(w, "state:", stateLabel(e))
 	row(w, "since:", ts(e.UpdatedAt)+"  ("+relative(e.UpdatedAt)+")")
 	row(w, "owner:", fmt.Sprintf("%s (host %s, pid %d)", e.Owner, e.Host, e.PID))
+	if taken != nil {
+		// The row names the operator's process; the worker's is in the history.
+		row(w, "taken from:", fmt.Sprintf("%s (host %s, pid %d), token %d, by reconcile at %s (%s)",
+			taken.Owner, taken.Host, taken.PID, taken.Token, ts(taken.at), taken.By))
+	}
 	row(w, "token:", e.Token)
 	if e.MaxAttempts > 1 || e.Attempt > 1 {
 		row(w, "attempt:", fmt.Sprintf("%d of at most %d (WithRerun)", e.Attempt, e.MaxAttempts))
@@ -312,7 +361,10 @@ outcome is unknown and Sentinel will not run it again until an operator
 reconciles it; unless it was run with WithRerun and has attempts left
 (shown as "attempt N of at most M"): then the next caller runs it again. When fn returned success but its completion was refused
 (the lease was lost first), inspect shows that evidence and fn's result
-from the history. When the application declared the result type of the
+from the history. For a key an operator took over (reconciling,
+force-completed, reset), whose owner, host and pid are the operator's, it
+shows where the stopped attempt ran (taken from: the worker, its host,
+pid and token), from the history. When the application declared the result type of the
 key's space (sentinel.RegisterResultType), inspect shows it and the
 expected shape of a value. It ends with the commands that come next, each
 runnable as printed. Exit code 3 when the key has no execution; the error
@@ -326,19 +378,31 @@ there.`,
 			if err != nil {
 				return err
 			}
-			var refused *sentinel.Event
-			if uncertain(e) || e.State == sentinel.StateReconciling {
+			var (
+				refused *sentinel.Event
+				taken   *takenFromJSON
+			)
+			// An operator's key (reconciling, force-completed, reset to
+			// claimed) names the operator's process: the worker's is in
+			// the last run's reconciling event.
+			operators := e.State == sentinel.StateReconciling || e.ResultByOperator || e.State == sentinel.StateClaimed
+			if uncertain(e) || operators {
 				evs, err := a.client.LastRun(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
-				refused = refusedEvidence(evs)
+				if uncertain(e) || e.State == sentinel.StateReconciling {
+					refused = refusedEvidence(evs)
+				}
+				if operators {
+					taken = takenFrom(evs)
+				}
 			}
 			rt, err := a.resultType(cmd.Context(), e.Namespace, e.Key)
 			if err != nil {
 				return err
 			}
-			return a.printExecution(e, refused, rt)
+			return a.printExecution(e, refused, taken, rt)
 		}),
 	}
 }

@@ -76,15 +76,19 @@ func (a *app) leaderCmd() *cobra.Command {
 		Long: `leader prints the leader of GROUP in --namespace: owner, host, pid, term (its
 fencing token) and when its leadership expires unless renewed. Exit code 3
 when the group has no leader (never elected, resigned, or expired by the
-database clock); the error then names the other namespaces that have a
-group of that name, each with the same command there.`,
+database clock); the error then gives the members command line for the
+group when it is in --namespace, and names the other namespaces that have
+a group of that name, each with the same command there.`,
 		Example: `  sentinel leader scheduler -n billing
   sentinel leader scheduler --json`,
 		Args: args(1, 1),
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
 			l, err := a.client.Leader(cmd.Context(), args[0])
+			if errors.Is(err, sentinel.ErrNoLeader) {
+				return a.noLeader(cmd, args[0], err) // exit 3
+			}
 			if err != nil {
-				return badGroup(err, args[0]) // ErrNoLeader: exit 3
+				return badGroup(err, args[0])
 			}
 			if a.jsonOut {
 				return a.printJSON(toLeaderJSON(l))
@@ -101,6 +105,45 @@ group of that name, each with the same command there.`,
 			return w.Flush()
 		}),
 	}
+}
+
+// noLeaderError is leader's error when GROUP has no leader: err (the
+// library's, matching sentinel.ErrNoLeader: exit 3) said in the
+// operator's words, with the command lines to run next and where else the
+// group is already in it.
+type noLeaderError struct {
+	msg string
+	err error
+}
+
+func (e *noLeaderError) Error() string { return e.msg }
+func (e *noLeaderError) Unwrap() error { return e.err }
+
+// noLeader is leader's error for group, which has no leader in the
+// namespace (err, the library's): when the group is here (a leadership
+// row, resigned or expired, or live electors), the members command line to
+// see who campaigns, and any other namespace that has the group; when it
+// is not, that the namespace has no such group, and where it is instead
+// (elsewhereHint). The library's text names its Go method (Members);
+// the operator needs a command line.
+func (a *app) noLeader(cmd *cobra.Command, group string, err error) error {
+	ctx := cmd.Context()
+	ms, merr := a.client.Members(ctx, group)
+	found, capped, here, lerr := a.lookElsewhere(ctx, electionLookup, group)
+	here = here || (merr == nil && len(ms) > 0)
+	var b strings.Builder
+	if here {
+		fmt.Fprintf(&b, "election group %q of namespace %q has no leader now (resigned or expired by the database clock; wait for an elector to win); its live electors:\n  %s",
+			group, a.namespace, a.keyCommand("members", []string{group}, "--namespace", a.namespace))
+	} else {
+		fmt.Fprintf(&b, "namespace %q has no election group %q, so no leader (no elector of it runs or has led there)", a.namespace, group)
+	}
+	if lerr == nil {
+		if hint := a.elsewhereText(cmd, electionLookup, group, found, capped, here); hint != "" {
+			b.WriteString("\n" + hint)
+		}
+	}
+	return &noLeaderError{msg: b.String(), err: err}
 }
 
 func (a *app) membersCmd() *cobra.Command {

@@ -102,8 +102,19 @@ func (a *app) lookElsewhere(ctx context.Context, lk nsLookup, name string) (foun
 // elsewhereHint is elsewhere's text; empty when the lookup failed (it is a
 // courtesy: what the command met stands).
 func (a *app) elsewhereHint(cmd *cobra.Command, lk nsLookup, name, shown string) string {
-	found, capped, _, err := a.lookElsewhere(cmd.Context(), lk, name)
+	found, capped, here, err := a.lookElsewhere(cmd.Context(), lk, name)
 	if err != nil {
+		return ""
+	}
+	return a.elsewhereText(cmd, lk, shown, found, capped, here)
+}
+
+// elsewhereText is elsewhereHint's text for what lookElsewhere found.
+// When name is here too (a group with no leader or no live elector now),
+// it names only the other namespaces that have it, if any: "no other
+// namespace has it either" would read as "it is not here".
+func (a *app) elsewhereText(cmd *cobra.Command, lk nsLookup, shown string, found []string, capped, here bool) string {
+	if here && len(found) == 0 {
 		return ""
 	}
 	looked := ""

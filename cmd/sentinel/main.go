@@ -472,7 +472,8 @@ func (a *app) runEChecked(check, fn func(cmd *cobra.Command, args []string) erro
 		}
 		err := fn(cmd, args)
 		err = a.tokenMoved(cmd, err)
-		if lk, ok := keyCommands[cmd.CommandPath()]; ok && len(args) > 0 &&
+		var said *noLeaderError // leader's own: where else, already said
+		if lk, ok := keyCommands[cmd.CommandPath()]; ok && len(args) > 0 && !errors.As(err, &said) &&
 			(errors.Is(err, sentinel.ErrNotFound) || errors.Is(err, sentinel.ErrNoLeader)) {
 			err = a.elsewhere(cmd, lk, args[0], err)
 		}

@@ -72,6 +72,7 @@ type idemKeyJSON struct {
 	Method       string  `json:"method,omitempty"`
 	Path         string  `json:"path,omitempty"`
 	UpdatedAt    *string `json:"updated_at"`
+	Since        *string `json:"since"` // when it entered the state shown (SINCE): sinceOf
 	CreatedAt    *string `json:"created_at"`
 }
 
@@ -221,7 +222,7 @@ relied on that pass -n default.`,
 					continue
 				}
 				k := idemKeyJSON{Scope: scope, Key: key, Namespace: e.Namespace, State: e.State, Uncertain: uncertain(e),
-					HandedBack: handedBack(e), RerunPending: e.Rerunnable(), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), CreatedAt: tsJSON(e.CreatedAt)}
+					HandedBack: handedBack(e), RerunPending: e.Rerunnable(), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(sinceOf(e)), CreatedAt: tsJSON(e.CreatedAt)}
 				evs, err := a.client.LastRun(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))
 				if err != nil {
 					return err
@@ -287,7 +288,7 @@ relied on that pass -n default.`,
 					state += " (in progress)"
 				}
 				row(w, state, k.Namespace, idemOrDash(k.Scope), k.Key, idemOrDash(k.Method), idemOrDash(k.Path),
-					relative(timeOf(k.UpdatedAt)), k.Token)
+					relative(timeOf(k.Since)), k.Token)
 			}
 			if err := w.Flush(); err != nil {
 				return err
@@ -371,6 +372,7 @@ type idemRecordJSON struct {
 	Token         int64             `json:"token"`
 	EffectKey     string            `json:"effect_key"` // what sentinel.EffectKey gave the handler for the key
 	UpdatedAt     *string           `json:"updated_at"`
+	Since         *string           `json:"since"` // when it entered the state shown (since:): sinceOf
 	Method        string            `json:"method,omitempty"`
 	Path          string            `json:"path,omitempty"`
 	Fingerprint   string            `json:"fingerprint,omitempty"`
@@ -426,7 +428,7 @@ of that scope has one, each with the same command there.`,
 			e := rec.Execution
 			if a.jsonOut {
 				return a.printJSON(idemRecordJSON{Scope: rec.Scope, Key: rec.Key, ExecutionKey: e.Key, Namespace: e.Namespace,
-					State: e.State, Uncertain: uncertain(e), RerunPending: e.Rerunnable(), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt),
+					State: e.State, Uncertain: uncertain(e), RerunPending: e.Rerunnable(), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(sinceOf(e)),
 					Method: rec.Request.Method, Path: rec.Request.Path, Fingerprint: rec.Request.Fingerprint,
 					Response: toIdemResponseJSON(rec.Response), ResponseError: rec.ResponseError, Refused: toIdemResponseJSON(rec.Refused)})
 			}
@@ -435,7 +437,7 @@ of that scope has one, each with the same command there.`,
 			row(w, "scope:", esc(idemOrDash(rec.Scope)))
 			row(w, "namespace:", e.Namespace)
 			row(w, "state:", stateLabel(e))
-			row(w, "since:", ts(e.UpdatedAt)+"  ("+relative(e.UpdatedAt)+")")
+			row(w, "since:", ts(sinceOf(e))+"  ("+relative(sinceOf(e))+")")
 			row(w, "token:", e.Token)
 			row(w, "effect key:", e.EffectKey()+"  (sentinel.EffectKey: look the effect up at the provider by it)")
 			if rec.Request.Method != "" {

@@ -114,6 +114,15 @@ worker crashed or lost its lease mid-run, and the outcome is unknown) with
 their owner and since when. Those need an operator: see 'sentinel inspect'
 and 'sentinel reconcile'.
 
+"since" (SINCE; --json "since") is when the key entered the state
+shown: for a key claimed or executing whose lease has ended on the
+database clock (uncertain, rerun pending, handed back by a caller that
+gave up) the lease's end, as status --exit-code ages it; for any other
+key its last change. "updated_at" in --json stays the row's last write,
+which for a stopped attempt is when it started (renewals do not move it).
+The counts' OLDEST is the oldest last change (--json "oldest_updated_at")
+in each state.
+
 Keys handed back (claimed, no live lease: fn returned a Retryable error,
 the caller gave up before fn ran, an operator reset them) are counted as
 "handed back (safe to retry)": nothing runs them, the next caller does,
@@ -464,7 +473,8 @@ func (a *app) execTable(es []sentinel.Execution) {
 		case e.ResultLost():
 			state = resultLostLabel
 		}
-		row(w, e.Namespace, e.Key, state, ts(e.UpdatedAt)+" ("+relative(e.UpdatedAt)+")", e.Owner, e.Host, e.PID, e.Token)
+		since := sinceOf(e)
+		row(w, e.Namespace, e.Key, state, ts(since)+" ("+relative(since)+")", e.Owner, e.Host, e.PID, e.Token)
 	}
 	_ = w.Flush()
 }
@@ -522,6 +532,14 @@ says so with the listing for every namespace.
 A key handed back (claimed, no live lease: fn returned a Retryable error,
 the caller gave up before fn ran, an operator reset it) is listed as
 "handed back (safe to retry)": nothing runs it, the next caller does.
+
+"since" (SINCE; --json "since") is when the key entered the state
+shown: for a key claimed or executing whose lease has ended on the
+database clock (uncertain, rerun pending, handed back by a caller that
+gave up) the lease's end, as status --exit-code ages it; for any other
+key its last change. "updated_at" in --json stays the row's last write,
+which for a stopped attempt is when it started (renewals do not move it).
+Rows are in order of updated_at, as the time filters are.
 
 Before 0.3 list covered only --namespace (default "default"); scripts that
 relied on that pass -n default.`,

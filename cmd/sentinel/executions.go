@@ -807,9 +807,10 @@ func (a *app) resetCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reset KEY",
 		Short: "Resolve a reconciling key as not done: the next caller runs it",
-		Long: `reset resolves a reconciling key as not done: it becomes claimed with an
-expired lease, so the next Once caller runs fn again, with a new token.
-Only allowed from reconciling.
+		Long: `reset resolves a reconciling key as not done: it is handed back (safe to
+retry), as status, list and inspect then show it (claimed with no live
+lease), so the next Once caller runs fn again, with a new token. Only
+allowed from reconciling.
 
 Exit code 4 when the key is not reconciling or --token no longer matches;
 3 when it does not exist.`,
@@ -822,7 +823,8 @@ Exit code 4 when the key is not reconciling or --token no longer matches;
 			if err := a.client.ResetToClaimed(cmd.Context(), args[0], f.options()...); err != nil {
 				return err
 			}
-			return a.printChanged(cmd.Context(), args[0], "%s/%s is claimed with an expired lease; the next caller runs it\n")
+			// In the words status, list and inspect then show it in.
+			return a.printChanged(cmd.Context(), args[0], "%s/%s is "+handedBackLabel+": nothing runs it, the next caller does\n")
 		})),
 	}
 	f.add(cmd)

@@ -195,7 +195,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			}
 		}
 		if code == exitUsage && !a.ran {
-			fprintln(stderr, "Run 'sentinel --help' for usage.")
+			// The help of the command the error is in (cmd: the root for
+			// an unknown command), unless the message named it already.
+			help := "sentinel --help"
+			if cmd != nil {
+				help = cmd.CommandPath() + " --help"
+			}
+			if !strings.Contains(msg, "'"+help+"'") {
+				fprintf(stderr, "Run '%s' for usage.\n", help)
+			}
 		}
 		if errors.Is(err, sentinel.ErrNotMigrated) {
 			for _, line := range strings.Split(elsewhere, "\n") {

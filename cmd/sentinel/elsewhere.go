@@ -305,10 +305,13 @@ func (a *app) uncertainInSchemasWith(ctx context.Context, prefix string) (found,
 var errSchemasUnread = errors.New("the other schemas of this database could not be looked in for uncertain executions (reading the catalog failed)")
 
 // noteSchemasUnread says on stderr that the other schemas were not looked
-// in, when err says so.
+// in, when err says so, its cause's lines as lines (fprintLines). The
+// callers leave it out when the command itself failed: the cause is then
+// most often the command's own error (the database unreachable), which is
+// printed anyway.
 func (a *app) noteSchemasUnread(err error) {
 	if err != nil {
-		fprintf(a.stderr, "sentinel: note: %v\n", err)
+		fprintLines(a.stderr, "sentinel: note:", err.Error())
 	}
 }
 

@@ -149,7 +149,7 @@ relied on that pass -n default.`,
 				return usageErr("--limit and --after page a listing of one state: give --state too (the keys not completed are listed whole)")
 			}
 			return checkLimit(limit)
-		}, func(cmd *cobra.Command, args []string) error {
+		}, func(cmd *cobra.Command, args []string) (err error) {
 			namespace, err := ns.listing(cmd, a)
 			if err != nil {
 				return err
@@ -169,8 +169,11 @@ relied on that pass -n default.`,
 			// middleware's client sets a Config.Schema of its own): named on
 			// stderr, as list --uncertain does; stdout unchanged.
 			defer func() {
-				found, _, _, err := a.uncertainInSchemas(cmd.Context())
-				a.noteSchemasUnread(err)
+				if err != nil {
+					return // the listing failed: its error says why
+				}
+				found, _, _, schemasErr := a.uncertainInSchemas(cmd.Context())
+				a.noteSchemasUnread(schemasErr)
 				if len(found) == 0 {
 					return
 				}

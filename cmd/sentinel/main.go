@@ -180,20 +180,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	var ee *codeError
 	if !errors.As(err, &ee) || ee.err != nil {
-		// Line by line: a message may end with a command to run, on a
-		// line of its own; each line is escaped (see esc).
-		for i, line := range strings.Split(innerPrefixes(trimPrefix(msg)), "\n") {
-			// A line's leading tabs are an indent (pgx lists each
-			// address it tried so), shown as one; esc would print \t.
-			if t := strings.TrimLeft(line, "\t"); i > 0 && len(t) < len(line) {
-				line = strings.Repeat("  ", len(line)-len(t)) + t
-			}
-			if i == 0 {
-				fprintln(stderr, "sentinel:", line)
-			} else {
-				fprintln(stderr, line)
-			}
-		}
+		fprintLines(stderr, "sentinel:", innerPrefixes(trimPrefix(msg)))
 		if code == exitUsage && !a.ran {
 			// The help of the command the error is in (cmd: the root for
 			// an unknown command), unless the message named it already.
@@ -223,6 +210,24 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	}
 	return code
+}
+
+// fprintLines prints msg, an error's text, after prefix, line by line: a
+// message may end with a command to run, on a line of its own; each line
+// is escaped (see esc).
+func fprintLines(w io.Writer, prefix, msg string) {
+	for i, line := range strings.Split(msg, "\n") {
+		// A line's leading tabs are an indent (pgx lists each address it
+		// tried so), shown as one; esc would print \t.
+		if t := strings.TrimLeft(line, "\t"); i > 0 && len(t) < len(line) {
+			line = strings.Repeat("  ", len(line)-len(t)) + t
+		}
+		if i == 0 {
+			fprintln(w, prefix, line)
+		} else {
+			fprintln(w, line)
+		}
+	}
 }
 
 // innerPrefixes drops the library's "sentinel: " prefix where a wrapped

@@ -264,7 +264,9 @@ not read that as nothing to do.`,
 							fprintln(a.stdout, line)
 						}
 					}
-					a.noteSchemasUnread(schemasErr)
+					if err == nil { // else that error says it
+						a.noteSchemasUnread(schemasErr)
+					}
 					if len(unread) > 0 {
 						fprintf(a.stderr, "sentinel: note: schemas %s of this database hold Sentinel's tables but could not be read for uncertain executions (an older version, or no privilege)\n", quoteAll(unread))
 					}
@@ -592,7 +594,7 @@ relied on that pass -n default.`,
 				return usageErr("give --newer-than or --updated-after, not both")
 			}
 			return nil
-		}, func(cmd *cobra.Command, args []string) error {
+		}, func(cmd *cobra.Command, args []string) (err error) {
 			namespace, err := ns.listing(cmd, a)
 			if err != nil {
 				return err
@@ -617,8 +619,11 @@ relied on that pass -n default.`,
 				// Uncertain work of other schemas (an application with a
 				// Config.Schema of its own): named on stderr, stdout unchanged.
 				defer func() {
-					found, _, _, err := a.uncertainInSchemasWith(cmd.Context(), prefix)
-					a.noteSchemasUnread(err)
+					if err != nil {
+						return // the listing failed: its error says why
+					}
+					found, _, _, schemasErr := a.uncertainInSchemasWith(cmd.Context(), prefix)
+					a.noteSchemasUnread(schemasErr)
 					if len(found) == 0 {
 						return
 					}

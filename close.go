@@ -30,10 +30,12 @@ import (
 // still withdrawing goes on after Close, within a ReleaseTimeout of its
 // own (if the pool is closed meanwhile, its registration expires within
 // the waiter's TTL, and a release may hand it the key until then); a
-// wake-up not sent is a hint waiters do without. One wait is not Close's
-// to bound: a Lease.Release under way on another goroutine, which ends by
-// its own ctx, is waited for before that lease is released. When the
-// database answers, the waits withdraw before Close returns, so before the
+// wake-up not sent is a hint waiters do without. A Lease.Release or
+// Turn.Release under way on another goroutine (a deferred one racing
+// Close) is waited for until that same deadline: the lease or turn is that
+// Release's, which Close neither releases again nor reports; one still
+// running then is left to end it by its own ctx (Done closes when its
+// statement returns), and Close returns. When the database answers, the waits withdraw before Close returns, so before the
 // caller closes the pool.
 //
 // Each release and give-back is retried after a transient
@@ -59,6 +61,9 @@ func (c *Client) Close() {
 	c.once.Do(func() {
 		c.closed.Store(true)
 		held := c.hb.stop()
+		if c.testAfterStop != nil {
+			c.testAfterStop()
+		}
 		// One deadline for all Close does: the waits' end, the releases
 		// and give-backs, the wake-ups and the listener. The waits ended
 		// before the releases began, each with a ReleaseTimeout of its
@@ -78,29 +83,26 @@ func (c *Client) Close() {
 			defer close(waitsEnded)
 			c.endWaits(ctx)
 		}()
-		var leases, others []*Lease
+		var leases, others, busy []*Lease
 		for _, l := range held {
-			if l.kind == kindLease {
-				// Wait for a Release under way; release the rest below
-				// while holding their release locks.
-				l.relMu.Lock()
-				defer l.relMu.Unlock()
-				if l.ended() == nil {
-					// End it before the release frees the key: its
-					// holder's Done closes before anyone else can be
-					// granted it (releaseAll reports one it did not
-					// free as lost).
-					l.mu.Lock()
-					l.byClose = true
-					l.mu.Unlock()
-					l.end(ErrReleased)
-					leases = append(leases, l)
-				}
-			} else {
+			if l.kind != kindLease {
 				others = append(others, l)
+				continue
+			}
+			// Release the leases below holding their release locks; one
+			// whose lock is held has a Release under way (or a Detach),
+			// waited for beside them until ctx ends (releaseAfter).
+			if !l.relMu.tryLock() {
+				busy = append(busy, l)
+				continue
+			}
+			defer l.relMu.Unlock()
+			if l.endByClose() {
+				leases = append(leases, l)
 			}
 		}
-		// The others end together: ending a turn gives its ticket back,
+		// The others end together, and the Releases under way are waited
+		// for beside them: ending a turn gives its ticket back,
 		// a statement bounded by ReleaseTimeout, and N of them one after
 		// the other took N x ReleaseTimeout when the server was slow.
 		// Bounded by the pool's size, as they would queue for it anyway,
@@ -109,6 +111,13 @@ func (c *Client) Close() {
 		go func() {
 			defer close(ending)
 			var wg sync.WaitGroup
+			for _, l := range busy {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c.releaseAfter(ctx, l)
+				}()
+			}
 			sem := make(chan struct{}, max(1, int(c.pool.Config().MaxConns)))
 			for _, l := range others {
 				wg.Add(1)
@@ -130,6 +139,38 @@ func (c *Client) Close() {
 		c.flushWakes(ctx) // the wake-ups of handovers made before Close
 		c.ln.close(ctx)
 	})
+}
+
+// endByClose ends l as released by Close, unless it ended already (a
+// Release, Detach, its deadline), and reports whether it did: before the
+// release frees the key, so that its holder's Done closes before anyone
+// else can be granted it (releaseAll reports one it did not free as lost).
+// Called holding l's release lock (a ticket's: its Turn's).
+func (l *Lease) endByClose() bool {
+	if l.ended() != nil {
+		return false
+	}
+	l.mu.Lock()
+	l.byClose = true
+	l.mu.Unlock()
+	l.end(ErrReleased)
+	return true
+}
+
+// releaseAfter waits, until ctx ends (Close's deadline), for the holder
+// of l's release lock: a Release under way on another goroutine (or a
+// Detach), whose outcome is the lease's. One still running then is left
+// to finish the lease by its own ctx: Close neither releases it again nor
+// reports it, and returns. A lease still held once the lock is had (every
+// holder ends it: not expected) is released as Close's others are.
+func (c *Client) releaseAfter(ctx context.Context, l *Lease) {
+	if !l.relMu.lockCtx(ctx) {
+		return
+	}
+	defer l.relMu.Unlock()
+	if l.endByClose() {
+		c.releaseAll(ctx, []*Lease{l})
+	}
 }
 
 // releaseAll releases leases, which Close ended as released, in one

@@ -181,3 +181,18 @@ func GiveBack(ctx context.Context, t *Turn) (bool, error) {
 	r, err := t.leave(ctx)
 	return r.found && r.alive, err
 }
+
+// ReleaseUnderWay reports whether a Release of l (Lease.Release) is in
+// flight: it holds l's release lock and has not returned.
+func ReleaseUnderWay(l *Lease) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.releasing
+}
+
+// SetCloseAfterStop makes c's Close call f once its heartbeater stopped,
+// before it ends the leases and turns it held. Call it before Close.
+func SetCloseAfterStop(c *Client, f func()) { c.testAfterStop = f }
+
+// TurnReleaseUnderWay reports whether a Turn.Release of t is in flight.
+func TurnReleaseUnderWay(t *Turn) bool { return ReleaseUnderWay(t.l) }

@@ -60,16 +60,70 @@ type Lease struct {
 	releasing  bool
 	unreported error
 
-	// relMu serializes Release calls (and Close's release) on this lease,
-	// so a second caller sees the first one's outcome instead of a row
-	// that is already gone.
-	relMu sync.Mutex
+	// relMu serializes Release calls (and Close's release, and Detach) on
+	// this lease, so a second caller sees the first one's outcome instead
+	// of a row that is already gone. Close waits for it no longer than its
+	// deadline (relLock.lockCtx).
+	relMu relLock
 	// relFailed is the error a failed release statement (Release's, or
 	// Close's) ended the lease with: an end, not a loss, so a later Release that frees the row
 	// still carrying the token reports success. retried: one did, and
 	// the Releases after it report success too. Both under relMu.
 	relFailed error
 	retried   bool
+}
+
+// relLock is a mutex whose waiters can give up: Client.Close waits for a
+// Release under way (Lease's or Turn's, which holds it) no longer than its
+// deadline. A sync.Mutex cannot be waited for with a deadline but by
+// polling TryLock. The zero value is unlocked; it must not be copied.
+type relLock struct {
+	once sync.Once
+	ch   chan struct{} // 1-buffered: the lock is held while it holds a value
+}
+
+func (m *relLock) c() chan struct{} {
+	m.once.Do(func() { m.ch = make(chan struct{}, 1) })
+	return m.ch
+}
+
+// Lock waits for the lock.
+func (m *relLock) Lock() { m.c() <- struct{}{} }
+
+// lockCtx waits for the lock until ctx ends: it reports whether it has it
+// (it takes a free lock even when ctx has ended).
+func (m *relLock) lockCtx(ctx context.Context) bool {
+	ch := m.c()
+	select {
+	case ch <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case ch <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// tryLock takes the lock if it is free, and reports whether it did.
+func (m *relLock) tryLock() bool {
+	select {
+	case m.c() <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// Unlock releases the lock, which must be held.
+func (m *relLock) Unlock() {
+	select {
+	case <-m.c():
+	default:
+		panic("sentinel: unlock of an unlocked relLock")
+	}
 }
 
 // Key returns the lease's key.

@@ -114,7 +114,7 @@ type Turn struct {
 	drawn time.Time // local time the ticket was drawn, for the queue-wait metric
 	ahead int       // live tickets ahead when drawn, for the observer; -1 when not counted
 
-	relMu sync.Mutex
+	relMu relLock // serializes Release and Close's give-back (see Lease.relMu)
 	// relFailed is the error a failed leave ended the turn with (under
 	// relMu): an end, not a loss (see Lease.relFailed).
 	relFailed error
@@ -339,20 +339,21 @@ func (t *Turn) released(prior error) {
 // the still-live ticket up, or finds it given up so, returns nil. One
 // that finds the ticket gone, or expired, makes it a loss: someone
 // behind may have been served. A turn that ended before (Release, its
-// deadline) is left as it is.
+// deadline) is left as it is. A Release under way is waited for until
+// Close's deadline; one still running then is left to end the turn (it
+// is that Release's to give back and to report), as Close's wait for a
+// Lease.Release is (Client.Close).
 func (t *Turn) endByClose() {
-	t.relMu.Lock() // a Release under way finishes first
-	defer t.relMu.Unlock()
-	l := t.l
-	if l.ended() != nil {
-		return
-	}
-	l.mu.Lock()
-	l.byClose = true
-	l.mu.Unlock()
-	l.end(ErrReleased)
 	ctx, cancel := t.c.closeGiveBack()
 	defer cancel()
+	if !t.relMu.lockCtx(ctx) {
+		return // a Release under way past Close's deadline: the turn is its own
+	}
+	defer t.relMu.Unlock()
+	l := t.l
+	if !l.endByClose() {
+		return
+	}
 	var (
 		res       leaveResult
 		triedOnce bool // a leave failed: it may have committed

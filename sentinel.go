@@ -327,6 +327,10 @@ type Client struct {
 	// the give-backs Close makes (closeGiveBack): one ReleaseTimeout for
 	// all of them, however many wait for a connection.
 	closeCtx atomic.Pointer[context.Context]
+	// testAfterStop, set by tests only (before Close), runs in Close once
+	// the heartbeater stopped, before Close ends the leases it held: a
+	// Release started there races Close as a deferred one can.
+	testAfterStop func()
 }
 
 // New returns a Client using pool. cfg may be nil for all defaults. New does

@@ -93,6 +93,16 @@ func (l *Lease) Detach() (LeaseHandle, error) {
 // row gone takes it for no loss (see renewBatch).
 func (l *Lease) endDetached() error {
 	l.mu.Lock()
+	for l.err == nil && !time.Now().Before(l.deadline) {
+		// The process was frozen past the deadline, the timer has not
+		// fired yet: it is lost, not handed on. checkDeadline re-reads
+		// the deadline under the lock: a renewal whose reply landed in
+		// between moved it, and the lease lives (not ended: nil from
+		// ended, which must not read as detached), so look again.
+		l.mu.Unlock()
+		l.checkDeadline()
+		l.mu.Lock()
+	}
 	if l.err != nil {
 		err := l.err
 		l.mu.Unlock()
@@ -100,13 +110,6 @@ func (l *Lease) endDetached() error {
 			return nil
 		}
 		return err
-	}
-	if !time.Now().Before(l.deadline) {
-		// The process was frozen past the deadline, the timer has not
-		// fired yet: it is lost, not handed on.
-		l.mu.Unlock()
-		l.checkDeadline()
-		return l.ended()
 	}
 	l.err = ErrDetached
 	if l.timer != nil {

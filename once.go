@@ -168,7 +168,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		if cause == nil {
 			cause = errors.New("the claim is no longer current")
 		}
-		c.recordRefused(wctx, l, o, data, resultErr, finalMsg, cause)
+		c.recordRefused(wctx, l, o, data, resultErr, finalMsg, cause, rerunPending(fnCtx))
 		if ex := c.rerunSuccessor(wctx, l, fnCtx); ex != nil {
 			return replayOr[T](ex, o, c.reject(wctx, ex, o, false))
 		}

@@ -13,8 +13,11 @@ import (
 
 // recordRefused appends a completion_refused event with fn's encoded
 // result: the evidence an operator needs to tell "fn succeeded" from a
-// crash. It writes no state.
-func (c *Client) recordRefused(ctx context.Context, l *Lease, o callOptions, data []byte, resultErr, finalMsg string, cause error) {
+// crash. It writes no state. rerun: the attempt had re-runs left
+// (WithRerun), so the key is not uncertain (the next caller with
+// WithRerun runs fn again, or a re-run took the key over already) and the
+// refusal is logged at Info, not as the Warn that asks for an operator.
+func (c *Client) recordRefused(ctx context.Context, l *Lease, o callOptions, data []byte, resultErr, finalMsg string, cause error, rerun bool) {
 	extra := []any{"cause", cause.Error()}
 	switch {
 	case data != nil && json.Valid(data) && bytes.Equal(storableJSON(data), data):
@@ -39,6 +42,11 @@ func (c *Client) recordRefused(ctx context.Context, l *Lease, o callOptions, dat
 	if _, err := c.pool.Exec(ctx, c.exe.insertEvent, l.ns, l.key, "completion_refused", string(state), l.token, l.owner, meta); err != nil {
 		c.cfg.Logger.Error("sentinel: could not record a refused completion; fn had succeeded",
 			"namespace", l.ns, "key", l.key, "token", l.token, "err", err)
+	}
+	if rerun {
+		c.cfg.Logger.Info("sentinel: completion refused; the key is left for a re-run (WithRerun): the next Once call with WithRerun runs fn again, unless a re-run took it over already",
+			"namespace", l.ns, "key", l.key, "token", l.token, "cause", cause)
+		return
 	}
 	c.cfg.Logger.Warn("sentinel: completion refused; the key is uncertain",
 		"namespace", l.ns, "key", l.key, "token", l.token, "cause", cause)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,5 +187,56 @@ func TestRerunSupersededRetryableAttemptGetsTheKeysOutcome(t *testing.T) {
 		require.NoError(t, got.err, "the re-run completed the key")
 		require.True(t, got.res.Cached)
 		require.Equal(t, "ch_1", got.res.Value)
+	}
+}
+
+// The refused completion of an attempt with re-runs left, and of one a
+// re-run superseded, is logged at Info, not as the Warn "completion
+// refused; the key is uncertain": the key is not uncertain (the next
+// caller with WithRerun runs fn again, or a re-run already took it over),
+// and WithRerun promises no page for a failure the provider absorbs. The
+// last attempt's refused completion (here: without WithRerun) still warns.
+func TestRerunRefusedCompletionLogsNoUncertainKey(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	logs := &lockedBuffer{}
+	c := e.client(&sentinel.Config{SafetyMargin: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	frozen := func(key string, superseded bool) func(context.Context) (string, error) {
+		return func(ctx context.Context) (string, error) {
+			<-ctx.Done() // the lease is lost (hard TTL)
+			waitLeaseExpired(t, c, key)
+			if superseded {
+				other := e.client(nil)
+				res, err := sentinel.Once(context.WithoutCancel(ctx), other, key,
+					func(context.Context) (string, error) { return "ch_1", nil }, sentinel.WithRerun(3))
+				require.NoError(t, err)
+				require.False(t, res.Cached)
+			}
+			return "ch_1", nil
+		}
+	}
+	for _, tc := range []struct {
+		key        string
+		max        int
+		superseded bool
+		warn       bool
+	}{{"pending", 3, false, false}, {"superseded", 3, true, false}, {"last", 1, false, true}} {
+		before := len(logs.String())
+		res, err := sentinel.Once(ctx, c, tc.key, frozen(tc.key, tc.superseded),
+			sentinel.WithRerun(tc.max), sentinel.WithTTL(400*time.Millisecond), sentinel.WithHardTTL(800*time.Millisecond))
+		if tc.superseded {
+			require.NoError(t, err) // the re-run's result
+			require.True(t, res.Cached)
+		} else {
+			require.ErrorIs(t, err, sentinel.ErrUncertain)
+		}
+		got := logs.String()[before:]
+		require.Contains(t, got, "completion refused", tc.key)
+		require.Equal(t, tc.warn, strings.Contains(got, "level=WARN msg=\"sentinel: completion refused; the key is uncertain\""), "%s:\n%s", tc.key, got)
+		if !tc.warn {
+			require.Contains(t, got, "level=INFO msg=\"sentinel: completion refused", "%s:\n%s", tc.key, got)
+			require.NotContains(t, got, "the key is uncertain", "%s:\n%s", tc.key, got)
+		}
 	}
 }

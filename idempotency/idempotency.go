@@ -634,8 +634,15 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		// problem; an operator resolves the key with it (resolve
 		// --refused). (With Transactional an unknown commit may or may
 		// not have landed: the problem below.)
-		m.c.Config().Logger.Warn("idempotency: the handler answered, but its completion was refused; its response was sent to the request that ran it, and the key is uncertain for its repeats until an operator resolves it",
-			"idempotency_key", key, "scope", scope, "status", first.statusCode(), "err", err)
+		// With Options.Rerun and attempts left the key is not uncertain:
+		// a repeat runs the handler again (no operator, so no Warn).
+		if ee := (*sentinel.ExecutionError)(nil); errors.As(err, &ee) && ee.Rerun {
+			m.c.Config().Logger.Info("idempotency: the handler answered, but its completion was refused; its response was sent to the request that ran it, and a repeat of the request runs the handler again (Options.Rerun)",
+				"idempotency_key", key, "scope", scope, "status", first.statusCode(), "err", err)
+		} else {
+			m.c.Config().Logger.Warn("idempotency: the handler answered, but its completion was refused; its response was sent to the request that ran it, and the key is uncertain for its repeats until an operator resolves it",
+				"idempotency_key", key, "scope", scope, "status", first.statusCode(), "err", err)
+		}
 		first.sentResponse().write(w, false)
 	case errors.Is(err, sentinel.ErrUncertain):
 		ee := execErr(err, onceKey)

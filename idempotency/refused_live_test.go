@@ -1,11 +1,14 @@
 package idempotency_test
 
 import (
+	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
 	"github.com/sentinel-coordination/sentinel/sentineltest"
 )
@@ -69,5 +72,34 @@ func TestRefusedCompletionWithRerunSendsTheHandlersResponseLive(t *testing.T) {
 	}
 	if r := do(t, srv, "POST", "/charges", "late", "x"); r.status != http.StatusCreated || runs.Load() != 2 {
 		t.Fatalf("repeat: %d %s after %d runs, want a re-run's 201", r.status, r.body, runs.Load())
+	}
+}
+
+// With Options.Rerun and attempts left, that refused completion leaves
+// the key for the repeat to re-run, not uncertain: the log said "the key
+// is uncertain for its repeats until an operator resolves it", at Warn,
+// the page WithRerun promises not to send for a failure the provider
+// absorbs. It is Info now, and says the repeat runs the handler again.
+func TestRefusedCompletionWithRerunLogsNoUncertainKey(t *testing.T) {
+	var logged lockedBuffer
+	c := sentineltest.New(t, sentineltest.WithConfig(sentinel.Config{
+		Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo}))}))
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Required: true, Rerun: 3, TTL: 300 * time.Millisecond, HardTTL: 300 * time.Millisecond},
+		func(w http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done()
+			time.Sleep(600 * time.Millisecond)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte("ch_1"))
+		})
+	if r := do(t, srv, "POST", "/charges", "late", "x"); r.status != http.StatusCreated {
+		t.Fatalf("the request that ran the handler got %d %q (%s), want the handler's 201", r.status, r.problem.Type, r.body)
+	}
+	log := logged.String()
+	if strings.Contains(log, `level=WARN msg="idempotency`) || strings.Contains(log, "until an operator resolves it") {
+		t.Errorf("the log tells of an uncertain key, which a repeat re-runs:\n%s", log)
+	}
+	if !strings.Contains(log, `level=INFO msg="idempotency: the handler answered, but its completion was refused`) ||
+		!strings.Contains(log, "a repeat of the request runs the handler again") {
+		t.Errorf("the refusal is not logged at Info with what happens next:\n%s", log)
 	}
 }

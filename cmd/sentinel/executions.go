@@ -306,7 +306,8 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 			fprintf(a.stdout, "fn's result: %s\n", b)
 		}
 	}
-	if scope, key, ok := idempotency.ParseExecutionKey(e.Key); ok && (uncertain(e) || e.State == sentinel.StateReconciling) {
+	stale := e.Rerunnable() && -e.LeaseLeft() >= defaultRerunPendingAfter // nextSteps: an operator's case now
+	if scope, key, ok := idempotency.ParseExecutionKey(e.Key); ok && (uncertain(e) || e.State == sentinel.StateReconciling || stale) {
 		fprintf(a.stdout, "\nnext: this is an HTTP Idempotency-Key; see its request and resolve it with a response:\n  %s\n",
 			a.idemCommand("inspect", key, scope, e.Namespace))
 		return nil

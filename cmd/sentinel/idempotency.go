@@ -464,16 +464,27 @@ of that scope has one, each with the same command there.`,
 				a.printResponse(rec.Refused)
 			}
 			tok := strconv.FormatInt(e.Token, 10)
+			// A key rerun pending for as long as status --exit-code waits
+			// by default before it pages: no repeat of the request came
+			// back (the client gave up), so the operator takes it as an
+			// uncertain key. A key that stopped a moment ago gets no step,
+			// lest it stop the re-run the client's repeat makes.
+			stale := e.Rerunnable() && -e.LeaseLeft() >= defaultRerunPendingAfter
+			stalled := "" // fprintf escapes its arguments: no newline here
+			if stale {
+				stalled = fmt.Sprintf("its lease ended %s ago and no repeat of the request came back to run attempt %d of %d; "+
+					"if none will (no repeat re-runs it after this), ", (-e.LeaseLeft()).Round(time.Second), e.Attempt+1, e.MaxAttempts)
+			}
 			switch {
-			case uncertain(e) || e.State == sentinel.StateReconciling:
+			case uncertain(e) || e.State == sentinel.StateReconciling || stale:
 				if rec.Refused != nil {
-					fprintf(a.stdout, "\nnext: the handler finished; send its response to the client's retries:\n  %s\n",
+					fprintf(a.stdout, "\nnext: %sthe handler finished; send its response to the client's retries:\n  %s\n", stalled,
 						a.idemCommand("resolve", rec.Key, rec.Scope, e.Namespace, "--refused", "--token", tok))
 				} else {
-					fprintf(a.stdout, "\nnext: find out whether the request took effect; if it did, give the response its retries get (it asks for it):\n  %s\n",
+					fprintf(a.stdout, "\nnext: %sfind out whether the request took effect; if it did, give the response its retries get (it asks for it):\n  %s\n", stalled,
 						a.idemCommand("resolve", rec.Key, rec.Scope, e.Namespace, "--token", tok))
 				}
-				if uncertain(e) {
+				if uncertain(e) || stale {
 					fprintf(a.stdout, "if it did not, reconcile it, then reset it (the retry runs it):\n  %s\n",
 						a.keyCommand("reconcile", []string{e.Key}, "-n", e.Namespace, "--token", tok))
 				} else {

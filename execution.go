@@ -36,7 +36,7 @@ type Execution struct {
 	PID            int       // Owner's process id (Config.PID), likewise; the worker's host and pid stay in that event's Metadata (previous_host, previous_pid)
 	Token          int64     // fencing token of the current claim
 	CreatedAt      time.Time // database clock
-	UpdatedAt      time.Time // when State was entered
+	UpdatedAt      time.Time // when State was entered (an attempt's start for executing: renewals do not move it); see Since
 	LeaseExpiresAt time.Time // zero when no lease (completed, reconciling)
 	HardExpiresAt  time.Time // zero when none
 	CompletedAt    time.Time // zero until completed
@@ -73,6 +73,23 @@ type Execution struct {
 // that is not rerunnable is uncertain.
 func (e *Execution) Rerunnable() bool {
 	return e.State == StateExecuting && !e.LeaseAlive && e.Attempt < e.MaxAttempts
+}
+
+// Since returns when e entered the state the operator's tools show it in
+// (sentinel status, list and inspect, the console, the idempotency
+// package), on the database clock. For a key claimed or executing whose
+// lease has ended (LeaseAlive false: uncertain, rerun pending, or handed
+// back by a caller that gave up before fn ran) that is when the lease
+// ended, LeaseExpiresAt: UpdatedAt is when the attempt started, earlier by
+// as long as fn ran, since lease renewals do not move it. When UpdatedAt
+// is the later of the two (the key was handed back or reset after its
+// lease ended) it is UpdatedAt. For every other key (running, completed,
+// reconciling) it is UpdatedAt.
+func (e *Execution) Since() time.Time {
+	if (e.State == StateExecuting || e.State == StateClaimed) && !e.LeaseAlive && e.LeaseExpiresAt.After(e.UpdatedAt) {
+		return e.LeaseExpiresAt
+	}
+	return e.UpdatedAt
 }
 
 // LeaseLeft returns how long e's lease had left when e was read, on the

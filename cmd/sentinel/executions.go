@@ -31,7 +31,7 @@ type execJSON struct {
 	CreatedAt *string        `json:"created_at"`
 	UpdatedAt *string        `json:"updated_at"` // the row's last write (an attempt's start, a step)
 	// Since is when the key entered the state shown (the text's "since"
-	// and SINCE): sinceOf.
+	// and SINCE): Execution.Since.
 	Since          *string         `json:"since"`
 	LeaseExpiresAt *string         `json:"lease_expires_at"`
 	HardExpiresAt  *string         `json:"hard_expires_at"`
@@ -92,23 +92,6 @@ func uncertain(e *sentinel.Execution) bool {
 	return e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable()
 }
 
-// sinceOf is when e entered the state the command shows it in. For a key
-// claimed or executing whose lease has ended on the database clock
-// (uncertain, rerun pending, a caller that gave up before fn ran) that is
-// the lease's end, when it was no longer running: its updated_at is when
-// the attempt started (renewals do not move it), earlier by as long as fn
-// ran, and status --exit-code ages such keys by the lease's end too. For
-// every other key, its last change (updated_at). The later of the two
-// when both apply: a key handed back or reset after its lease ended
-// changed state then.
-func sinceOf(e *sentinel.Execution) time.Time {
-	if (e.State == sentinel.StateExecuting || e.State == sentinel.StateClaimed) && !e.LeaseAlive &&
-		e.LeaseExpiresAt.After(e.UpdatedAt) {
-		return e.LeaseExpiresAt
-	}
-	return e.UpdatedAt
-}
-
 // handedBack reports whether e was handed back: claimed with no live
 // lease, so nothing runs it and the next caller does.
 func handedBack(e *sentinel.Execution) bool {
@@ -119,7 +102,7 @@ func toExecJSON(e *sentinel.Execution) execJSON {
 	j := execJSON{
 		Namespace: e.Namespace, Key: e.Key, State: e.State, Uncertain: uncertain(e),
 		Owner: e.Owner, Host: e.Host, PID: e.PID, Token: e.Token,
-		CreatedAt: tsJSON(e.CreatedAt), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(sinceOf(e)),
+		CreatedAt: tsJSON(e.CreatedAt), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(e.Since()),
 		LeaseExpiresAt: tsJSON(e.LeaseExpiresAt), HardExpiresAt: tsJSON(e.HardExpiresAt),
 		CompletedAt: tsJSON(e.CompletedAt), LeaseAlive: e.LeaseAlive, ResultError: e.ResultError, FinalError: e.FinalError,
 		ResultByOperator: e.ResultByOperator,
@@ -256,7 +239,7 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 	row(w, "namespace:", e.Namespace)
 	row(w, "key:", e.Key)
 	row(w, "state:", stateLabel(e))
-	row(w, "since:", ts(sinceOf(e))+"  ("+relative(sinceOf(e))+")")
+	row(w, "since:", ts(e.Since())+"  ("+relative(e.Since())+")")
 	row(w, "owner:", fmt.Sprintf("%s (host %s, pid %d)", e.Owner, e.Host, e.PID))
 	if taken != nil {
 		// The row names the operator's process; the worker's is in the history.

@@ -72,7 +72,7 @@ type idemKeyJSON struct {
 	Method       string  `json:"method,omitempty"`
 	Path         string  `json:"path,omitempty"`
 	UpdatedAt    *string `json:"updated_at"`
-	Since        *string `json:"since"` // when it entered the state shown (SINCE): sinceOf
+	Since        *string `json:"since"` // when it entered the state shown (SINCE): Execution.Since
 	CreatedAt    *string `json:"created_at"`
 }
 
@@ -225,7 +225,7 @@ relied on that pass -n default.`,
 					continue
 				}
 				k := idemKeyJSON{Scope: scope, Key: key, Namespace: e.Namespace, State: e.State, Uncertain: uncertain(e),
-					HandedBack: handedBack(e), RerunPending: e.Rerunnable(), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(sinceOf(e)), CreatedAt: tsJSON(e.CreatedAt)}
+					HandedBack: handedBack(e), RerunPending: e.Rerunnable(), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(e.Since()), CreatedAt: tsJSON(e.CreatedAt)}
 				evs, err := a.client.LastRun(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))
 				if err != nil {
 					return err
@@ -375,7 +375,7 @@ type idemRecordJSON struct {
 	Token         int64             `json:"token"`
 	EffectKey     string            `json:"effect_key"` // what sentinel.EffectKey gave the handler for the key
 	UpdatedAt     *string           `json:"updated_at"`
-	Since         *string           `json:"since"` // when it entered the state shown (since:): sinceOf
+	Since         *string           `json:"since"` // when it entered the state shown (since:): Execution.Since
 	Method        string            `json:"method,omitempty"`
 	Path          string            `json:"path,omitempty"`
 	Fingerprint   string            `json:"fingerprint,omitempty"`
@@ -431,7 +431,7 @@ of that scope has one, each with the same command there.`,
 			e := rec.Execution
 			if a.jsonOut {
 				return a.printJSON(idemRecordJSON{Scope: rec.Scope, Key: rec.Key, ExecutionKey: e.Key, Namespace: e.Namespace,
-					State: e.State, Uncertain: uncertain(e), RerunPending: e.Rerunnable(), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(sinceOf(e)),
+					State: e.State, Uncertain: uncertain(e), RerunPending: e.Rerunnable(), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(e.Since()),
 					Method: rec.Request.Method, Path: rec.Request.Path, Fingerprint: rec.Request.Fingerprint,
 					Response: toIdemResponseJSON(rec.Response), ResponseError: rec.ResponseError, Refused: toIdemResponseJSON(rec.Refused)})
 			}
@@ -440,7 +440,7 @@ of that scope has one, each with the same command there.`,
 			row(w, "scope:", esc(idemOrDash(rec.Scope)))
 			row(w, "namespace:", e.Namespace)
 			row(w, "state:", stateLabel(e))
-			row(w, "since:", ts(sinceOf(e))+"  ("+relative(sinceOf(e))+")")
+			row(w, "since:", ts(e.Since())+"  ("+relative(e.Since())+")")
 			row(w, "token:", e.Token)
 			row(w, "effect key:", e.EffectKey()+"  (sentinel.EffectKey: look the effect up at the provider by it)")
 			if rec.Request.Method != "" {

@@ -475,7 +475,7 @@ func (a *app) execTable(es []sentinel.Execution) {
 		case e.ResultLost():
 			state = resultLostLabel
 		}
-		since := sinceOf(e)
+		since := e.Since()
 		row(w, e.Namespace, e.Key, state, ts(since)+" ("+relative(since)+")", e.Owner, e.Host, e.PID, e.Token)
 	}
 	_ = w.Flush()

@@ -1,0 +1,54 @@
+package sentinel_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// Execution.Since is when a key entered the state the operator's tools
+// show it in: for a key claimed or executing whose lease has ended on the
+// database clock (uncertain, rerun pending, handed back by a caller that
+// gave up) the lease's end, or UpdatedAt when that is later (a step after
+// the lease ended); for every other key UpdatedAt.
+func TestExecutionSince(t *testing.T) {
+	updated := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	ended := updated.Add(3 * time.Hour)
+	for _, tc := range []struct {
+		name string
+		e    sentinel.Execution
+		want time.Time
+	}{
+		{"uncertain: the lease's end", sentinel.Execution{State: sentinel.StateExecuting, UpdatedAt: updated, LeaseExpiresAt: ended}, ended},
+		{"rerun pending: the lease's end", sentinel.Execution{State: sentinel.StateExecuting, UpdatedAt: updated, LeaseExpiresAt: ended, Attempt: 1, MaxAttempts: 3}, ended},
+		{"handed back by a caller that gave up: the lease's end", sentinel.Execution{State: sentinel.StateClaimed, UpdatedAt: updated, LeaseExpiresAt: ended}, ended},
+		{"handed back after the lease ended: updated_at", sentinel.Execution{State: sentinel.StateClaimed, UpdatedAt: ended, LeaseExpiresAt: updated}, ended},
+		{"handed back with no lease: updated_at", sentinel.Execution{State: sentinel.StateClaimed, UpdatedAt: updated}, updated},
+		{"running: updated_at", sentinel.Execution{State: sentinel.StateExecuting, UpdatedAt: updated, LeaseExpiresAt: ended, LeaseAlive: true}, updated},
+		{"completed: updated_at", sentinel.Execution{State: sentinel.StateCompleted, UpdatedAt: updated, LeaseExpiresAt: ended}, updated},
+		{"reconciling: updated_at", sentinel.Execution{State: sentinel.StateReconciling, UpdatedAt: updated, LeaseExpiresAt: ended}, updated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.True(t, tc.want.Equal(tc.e.Since()), "got %v", tc.e.Since())
+		})
+	}
+}
+
+// Read from the database: an uncertain key's Since is its lease's end.
+func TestExecutionSinceInspected(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	ctx := ctxT(t)
+	_, err := sentinel.Once(ctx, c, "k", func(context.Context) (int, error) { return 0, errors.New("boom") })
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	ex, err := c.Inspect(ctx, "k")
+	require.NoError(t, err)
+	require.False(t, ex.LeaseAlive)
+	require.False(t, ex.LeaseExpiresAt.Before(ex.UpdatedAt), "%v %v", ex.LeaseExpiresAt, ex.UpdatedAt)
+	require.True(t, ex.LeaseExpiresAt.Equal(ex.Since()))
+}

@@ -296,13 +296,19 @@ type execView struct {
 	// down on the browser's monotonic clock, which no clock's offset
 	// (the browser's, the console's) moves.
 	LeaseLeftMS int64
+	// Since is when the key entered the state shown (Execution.Since): for
+	// a key whose lease ended (uncertain, rerun pending, handed back by a
+	// caller that gave up) the lease's end, as sentinel inspect and list
+	// show it; else UpdatedAt.
+	Since time.Time
 }
 
 func (cs *Console) view(e sentinel.Execution) execView {
 	return execView{Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable(),
 		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, RerunPending: e.Rerunnable(),
 		ResultLost: e.ResultLost(),
-		Link:       keyLink(e.Namespace, e.Key), Effect: e.EffectKey(), LeaseLeftMS: e.LeaseLeft().Milliseconds()}
+		Link:       keyLink(e.Namespace, e.Key), Effect: e.EffectKey(), LeaseLeftMS: e.LeaseLeft().Milliseconds(),
+		Since: e.Since()}
 }
 
 func keyLink(ns, key string) string {

@@ -263,8 +263,15 @@ type ExecutionError struct {
 	Owner          string
 	Token          int64
 	LeaseExpiresAt time.Time // database clock; zero when none
-	Since          time.Time // when the key entered State (database clock)
-	Cause          error     // why, when known (e.g. the lease was lost)
+	// Since is when the key entered the state reported, on the database
+	// clock, as the operator's tools show it (Execution.Since): for a key
+	// claimed or executing whose lease has ended (uncertain, rerun
+	// pending, handed back by a caller that gave up) when the lease ended,
+	// not when the attempt started; else when the key entered State. Zero
+	// when the key was not read (the attempt that got the error stopped
+	// without an outcome: its lease is the call's own).
+	Since time.Time
+	Cause error // why, when known (e.g. the lease was lost)
 	// Rerun, with Kind ErrUncertain: the key was started with WithRerun
 	// and attempts remain, so the next Once call for it with WithRerun
 	// runs fn again (Execution.Rerunnable). No operator is needed unless

@@ -52,3 +52,29 @@ func TestExecutionSinceInspected(t *testing.T) {
 	require.False(t, ex.LeaseExpiresAt.Before(ex.UpdatedAt), "%v %v", ex.LeaseExpiresAt, ex.UpdatedAt)
 	require.True(t, ex.LeaseExpiresAt.Equal(ex.Since()))
 }
+
+// ErrUncertain's Since, to a caller that finds the key uncertain, is the
+// key's Execution.Since: when its lease ended, not when the attempt
+// started (hours earlier if fn ran that long: renewals do not move
+// updated_at).
+func TestUncertainErrorSinceIsTheLeaseEnd(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	ctx := ctxT(t)
+	_, err := sentinel.Once(ctx, c, "k", func(context.Context) (int, error) { return 0, errors.New("boom") })
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	var updated, leaseEnd time.Time
+	require.NoError(t, admin.QueryRow(ctx, "UPDATE "+e.table("executions")+
+		` SET updated_at = pg_catalog.clock_timestamp() - interval '3 hours',
+		      lease_expires_at = pg_catalog.clock_timestamp() - interval '20 minutes'
+		  WHERE key = 'k' RETURNING updated_at, lease_expires_at`).Scan(&updated, &leaseEnd))
+	_, err = sentinel.Once(ctx, c, "k", func(context.Context) (int, error) { return 1, nil })
+	var ee *sentinel.ExecutionError
+	require.ErrorAs(t, err, &ee)
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	require.True(t, leaseEnd.Equal(ee.Since), "Since %v, the lease's end %v, updated_at %v", ee.Since, leaseEnd, updated)
+	err = c.ForceComplete(ctx, "k", 1)
+	require.ErrorIs(t, err, sentinel.ErrWrongState, "ForceComplete needs reconciling")
+	require.ErrorAs(t, err, &ee)
+	require.True(t, leaseEnd.Equal(ee.Since), "Since %v, the lease's end %v", ee.Since, leaseEnd)
+}

@@ -115,7 +115,7 @@ func (c *Client) handBackFailed(ctx context.Context, l *Lease, o callOptions, fn
 	}
 	err = c.uncertainRun(l, o, fnCtx, cause)
 	if ee, ok := err.(*ExecutionError); ok && rerr == nil {
-		ee.LeaseExpiresAt, ee.Since = ex.LeaseExpiresAt, ex.UpdatedAt
+		ee.LeaseExpiresAt, ee.Since = ex.LeaseExpiresAt, ex.Since()
 	}
 	return false, err
 }
@@ -133,7 +133,7 @@ func (c *Client) movedOn(ctx context.Context, l *Lease, o callOptions, fnErr err
 		kind = ErrReconciling
 	}
 	return &ExecutionError{Kind: kind, Namespace: ex.Namespace, Key: ex.Key, State: ex.State, Owner: ex.Owner,
-		Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.UpdatedAt,
+		Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.Since(),
 		Cause: fmt.Errorf("fn reported a retryable error, but the key moved on while fn ran (token %d, now %d), so it was not released for the next caller: %w",
 			l.token, ex.Token, fnErr)}
 }

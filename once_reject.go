@@ -89,7 +89,7 @@ func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions, locke
 		cause = errors.New("another worker is running it: retry later, or use WithWait")
 	}
 	e := &ExecutionError{Kind: kind, Namespace: ex.Namespace, Key: ex.Key, State: ex.State, Owner: ex.Owner,
-		Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.UpdatedAt, Cause: cause}
+		Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.Since(), Cause: cause}
 	if kind == ErrUncertain {
 		e.look = c.inspectCommand(ex.Namespace, ex.Key)
 		e.Rerun = ex.Rerunnable()

@@ -122,7 +122,7 @@ func (c *Client) operate(ctx context.Context, key string, opts []Option, from, t
 				method, ex.LeaseExpiresAt.UTC().Format(time.RFC3339Nano))
 		}
 		return ex, &ExecutionError{Kind: ErrWrongState, Namespace: ex.Namespace, Key: ex.Key, State: ex.State,
-			Owner: ex.Owner, Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.UpdatedAt, Cause: cause}
+			Owner: ex.Owner, Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.Since(), Cause: cause}
 	}
 	c.cfg.Logger.Info("sentinel: reconciliation step", "step", operatorMethods[event], "namespace", ex.Namespace,
 		"key", ex.Key, "token", ex.Token, "state", ex.State, "operator", c.cfg.Owner)
@@ -176,7 +176,7 @@ func (c *Client) SetResult(ctx context.Context, key string, value any, opts ...O
 			cause = fmt.Errorf("SetResult expected token %d, the key is at token %d", o.token, ex.Token)
 		}
 		return &ExecutionError{Kind: ErrWrongState, Namespace: ex.Namespace, Key: ex.Key, State: ex.State,
-			Owner: ex.Owner, Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.UpdatedAt, Cause: cause}
+			Owner: ex.Owner, Token: ex.Token, LeaseExpiresAt: ex.LeaseExpiresAt, Since: ex.Since(), Cause: cause}
 	}
 	c.cfg.Logger.Info("sentinel: operator set the result of a completed key", "namespace", o.namespace, "key", key, "token", ex.Token)
 	return nil

@@ -559,7 +559,7 @@ func Resolve(ctx context.Context, c *sentinel.Client, scope, key string, resp Re
 	req, ok := RequestOf(evs)
 	if ok && req.Token > ex.Token {
 		return 0, &sentinel.ExecutionError{Kind: sentinel.ErrWrongState, Namespace: ex.Namespace, Key: ex.Key, State: ex.State,
-			Owner: ex.Owner, Token: ex.Token, Since: ex.UpdatedAt,
+			Owner: ex.Owner, Token: ex.Token, Since: ex.Since(),
 			Cause: fmt.Errorf("a newer request claimed the key (token %d) while it was read; inspect it again", req.Token)}
 	}
 	if ok && req.Fingerprint != "" && req.Fingerprint != resp.Fingerprint {
@@ -584,7 +584,7 @@ func Resolve(ctx context.Context, c *sentinel.Client, scope, key string, resp Re
 		fopts = guarded
 	default:
 		return 0, &sentinel.ExecutionError{Kind: sentinel.ErrWrongState, Namespace: ex.Namespace, Key: ex.Key, State: ex.State,
-			Owner: ex.Owner, Token: ex.Token, Since: ex.UpdatedAt,
+			Owner: ex.Owner, Token: ex.Token, Since: ex.Since(),
 			Cause: fmt.Errorf("only an uncertain or reconciling key can be resolved; this one is %s", ex.State)}
 	}
 	if err := c.ForceComplete(ctx, execKey, json.RawMessage(data), fopts...); err != nil {

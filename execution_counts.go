@@ -35,8 +35,19 @@ type StateCount struct {
 	// every caller gets ErrResult until an operator stores the value
 	// (Client.SetResult). Counted apart from the other completed keys.
 	ResultLost bool
-	Count      int64     // executions in this state
-	Oldest     time.Time // the earliest UpdatedAt among them: the longest in this state
+	Count      int64 // executions in this state
+	// Oldest is the earliest UpdatedAt among them: the longest in this
+	// state, except for keys whose lease ended (uncertain, rerun pending,
+	// handed back), whose UpdatedAt is when their attempt started (lease
+	// renewals do not move it), before they entered the state shown.
+	Oldest time.Time
+	// OldestSince is the earliest Execution.Since among them, on the
+	// database clock: how long the longest has been in this state as the
+	// operator's tools show it (sentinel status and list's SINCE, the
+	// console). For keys whose lease ended it is the earliest lease end
+	// (or UpdatedAt, when that is later); for the other rows it equals
+	// Oldest.
+	OldestSince time.Time
 }
 
 // ExecutionCounts counts executions per namespace and state in one
@@ -64,8 +75,9 @@ func (c *Client) ExecutionCounts(ctx context.Context, ns string, allNamespaces b
 			return nil, err
 		}
 	}
-	q := `SELECT namespace, state, uncertain, handed_back, rerun_pending, result_lost, pg_catalog.count(*), pg_catalog.min(updated_at)
-FROM (SELECT namespace, state, updated_at, ` + resultLostSQL + ` AS result_lost,
+	q := `SELECT namespace, state, uncertain, handed_back, rerun_pending, result_lost, pg_catalog.count(*), pg_catalog.min(updated_at),
+    pg_catalog.min(since)
+FROM (SELECT namespace, state, updated_at, ` + sinceSQL + ` AS since, ` + resultLostSQL + ` AS result_lost,
         state = 'executing' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true)
             AND attempt >= max_attempts AS uncertain,
         state = 'claimed' AND coalesce(lease_expires_at <= pg_catalog.clock_timestamp(), true) AS handed_back,
@@ -80,7 +92,7 @@ ORDER BY uncertain DESC, namespace, state, handed_back, rerun_pending, result_lo
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StateCount, error) {
 		var s StateCount
-		err := r.Scan(&s.Namespace, &s.State, &s.Uncertain, &s.HandedBack, &s.RerunPending, &s.ResultLost, &s.Count, &s.Oldest)
+		err := r.Scan(&s.Namespace, &s.State, &s.Uncertain, &s.HandedBack, &s.RerunPending, &s.ResultLost, &s.Count, &s.Oldest, &s.OldestSince)
 		return s, err
 	})
 	if err != nil {
@@ -130,14 +142,15 @@ func (c *Client) AttentionCounts(ctx context.Context) ([]StateCount, error) {
 	// state <> 'completed' lets the planner use the partial index
 	// executions_open_idx; result_error IS NOT NULL (in resultLostSQL)
 	// executions_result_lost_idx.
-	q := `SELECT a.namespace, a.state, a.n, a.oldest FROM (
-    SELECT t.namespace, t.state, pg_catalog.count(*) AS n, pg_catalog.min(t.updated_at) AS oldest
+	q := `SELECT a.namespace, a.state, a.n, a.oldest, a.oldest_since FROM (
+    SELECT t.namespace, t.state, pg_catalog.count(*) AS n, pg_catalog.min(t.updated_at) AS oldest,
+        pg_catalog.min(` + sinceSQL + `) AS oldest_since
     FROM ` + c.sql.schema + `.executions t
     WHERE t.state <> 'completed' AND (t.state = 'reconciling'
         OR (t.state = 'executing' AND t.lease_expires_at <= pg_catalog.clock_timestamp() AND t.attempt >= t.max_attempts))
     GROUP BY t.namespace, t.state
   UNION ALL
-    SELECT t.namespace, t.state, pg_catalog.count(*), pg_catalog.min(t.updated_at)
+    SELECT t.namespace, t.state, pg_catalog.count(*), pg_catalog.min(t.updated_at), pg_catalog.min(t.updated_at)
     FROM ` + c.sql.schema + `.executions t
     WHERE ` + resultLostSQL + `
     GROUP BY t.namespace, t.state) a
@@ -148,7 +161,7 @@ ORDER BY a.state = 'executing' DESC, a.state = 'reconciling' DESC, a.n DESC, a.n
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StateCount, error) {
 		var s StateCount
-		err := r.Scan(&s.Namespace, &s.State, &s.Count, &s.Oldest)
+		err := r.Scan(&s.Namespace, &s.State, &s.Count, &s.Oldest, &s.OldestSince)
 		s.Uncertain = s.State == StateExecuting
 		s.ResultLost = s.State == StateCompleted
 		return s, err
@@ -163,3 +176,9 @@ ORDER BY a.state = 'executing' DESC, a.state = 'reconciling' DESC, a.n DESC, a.n
 // without its result (StateCount.ResultLost, ExecutionFilter.ResultLost):
 // its test of result_error lets the planner use executions_result_lost_idx.
 const resultLostSQL = `(t.state = 'completed' AND t.result_error IS NOT NULL AND t.final_error IS NULL)`
+
+// sinceSQL is Execution.Since of an execution over alias t, on the
+// database clock: for a key claimed or executing whose lease has ended,
+// the later of its lease's end and updated_at; else updated_at.
+const sinceSQL = `(CASE WHEN t.state IN ('executing', 'claimed') AND t.lease_expires_at <= pg_catalog.clock_timestamp()
+        THEN GREATEST(t.lease_expires_at, t.updated_at) ELSE t.updated_at END)`

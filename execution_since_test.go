@@ -78,3 +78,40 @@ func TestUncertainErrorSinceIsTheLeaseEnd(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	require.True(t, leaseEnd.Equal(ee.Since), "Since %v, the lease's end %v", ee.Since, leaseEnd)
 }
+
+// StateCount.OldestSince is the earliest Execution.Since of the row's
+// keys, as the tools show "since": for uncertain, rerun pending and
+// handed-back keys the earliest lease end, while Oldest stays the
+// earliest UpdatedAt (an attempt's start). Both ExecutionCounts and
+// AttentionCounts give it; for other rows it equals Oldest.
+func TestCountsOldestSince(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	ctx := ctxT(t)
+	_, err := sentinel.Once(ctx, c, "unc", func(context.Context) (int, error) { return 0, errors.New("boom") })
+	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	_, err = sentinel.Once(ctx, c, "done", func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+	var updated, leaseEnd, done time.Time
+	require.NoError(t, admin.QueryRow(ctx, "UPDATE "+e.table("executions")+
+		` SET updated_at = pg_catalog.clock_timestamp() - interval '3 hours',
+		      lease_expires_at = pg_catalog.clock_timestamp() - interval '20 minutes'
+		  WHERE key = 'unc' RETURNING updated_at, lease_expires_at`).Scan(&updated, &leaseEnd))
+	require.NoError(t, admin.QueryRow(ctx, "SELECT updated_at FROM "+e.table("executions")+" WHERE key = 'done'").Scan(&done))
+
+	counts, err := c.ExecutionCounts(ctx, "", false)
+	require.NoError(t, err)
+	require.Len(t, counts, 2)
+	require.True(t, counts[0].Uncertain)
+	require.True(t, updated.Equal(counts[0].Oldest), "Oldest %v, updated_at %v", counts[0].Oldest, updated)
+	require.True(t, leaseEnd.Equal(counts[0].OldestSince), "OldestSince %v, the lease's end %v", counts[0].OldestSince, leaseEnd)
+	require.Equal(t, sentinel.StateCompleted, counts[1].State)
+	require.True(t, done.Equal(counts[1].Oldest))
+	require.True(t, done.Equal(counts[1].OldestSince))
+
+	att, err := c.AttentionCounts(ctx)
+	require.NoError(t, err)
+	require.Len(t, att, 1)
+	require.True(t, updated.Equal(att[0].Oldest))
+	require.True(t, leaseEnd.Equal(att[0].OldestSince), "OldestSince %v, the lease's end %v", att[0].OldestSince, leaseEnd)
+}

@@ -84,3 +84,40 @@ func TestUncertainSinceIsTheLeaseEnd(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &one))
 	require.Equal(t, one.UpdatedAt, one.Since, r.stdout)
 }
+
+// status's counts table said OLDEST 3h ago for the UNCERTAIN row (the
+// attempt's start, updated_at) above an uncertain list whose SINCE for
+// the same, only key said 20m ago (the lease's end). OLDEST is now the
+// earliest "since" of the row's keys; --json keeps "oldest_updated_at"
+// and gains "oldest_since".
+func TestStatusOldestIsTheEarliestSince(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	e.uncertainKey(e.client, "order-1")
+	var updated, leaseEnd time.Time
+	require.NoError(t, admin.QueryRow(ctxT(t), "UPDATE "+pgx.Identifier{e.schema, "executions"}.Sanitize()+
+		` SET updated_at = pg_catalog.clock_timestamp() - interval '3 hours',
+		      lease_expires_at = pg_catalog.clock_timestamp() - interval '20 minutes'
+		  WHERE key = 'order-1' RETURNING updated_at, lease_expires_at`).Scan(&updated, &leaseEnd))
+
+	r := e.run("status")
+	requireCode(t, r, exitOK)
+	m := regexp.MustCompile(`(?m)^default\s+UNCERTAIN\s+1\s+(\S+ \S+) \(`).FindStringSubmatch(r.stdout)
+	require.NotNil(t, m, r.stdout)
+	require.Equal(t, ts(leaseEnd), m[1], r.stdout)
+	require.Regexp(t, `(?m)^default\s+order-1\s+UNCERTAIN\s+`+regexp.QuoteMeta(m[1])+` \(`, r.stdout, "OLDEST and SINCE agree")
+
+	var st struct {
+		Counts []struct {
+			Uncertain   bool   `json:"uncertain"`
+			Oldest      string `json:"oldest_updated_at"`
+			OldestSince string `json:"oldest_since"`
+		} `json:"counts"`
+	}
+	r = e.run("status", "--json")
+	requireCode(t, r, exitOK)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Len(t, st.Counts, 1)
+	require.Equal(t, *tsJSON(updated), st.Counts[0].Oldest, r.stdout)
+	require.Equal(t, *tsJSON(leaseEnd), st.Counts[0].OldestSince, r.stdout)
+}

@@ -58,7 +58,10 @@ type countJSON struct {
 	// caller gets ErrResult until an operator stores it (set-result).
 	ResultLost bool    `json:"result_lost"`
 	Count      int64   `json:"count"`
-	Oldest     *string `json:"oldest_updated_at"`
+	Oldest     *string `json:"oldest_updated_at"` // the earliest updated_at (StateCount.Oldest)
+	// OldestSince is the earliest "since" of the row's keys
+	// (StateCount.OldestSince): the text's OLDEST.
+	OldestSince *string `json:"oldest_since"`
 }
 
 // statusJSON is what status prints with --json.
@@ -120,8 +123,9 @@ database clock (uncertain, rerun pending, handed back by a caller that
 gave up) the lease's end, as status --exit-code ages it; for any other
 key its last change. "updated_at" in --json stays the row's last write,
 which for a stopped attempt is when it started (renewals do not move it).
-The counts' OLDEST is the oldest last change (--json "oldest_updated_at")
-in each state.
+The counts' OLDEST is the earliest "since" in each state (--json
+"oldest_since"), as SINCE shows it; --json "oldest_updated_at" is the
+earliest last change.
 
 Keys handed back (claimed, no live lease: fn returned a Retryable error,
 the caller gave up before fn ran, an operator reset them) are counted as
@@ -304,7 +308,7 @@ not read that as nothing to do.`,
 				}
 				for _, c := range counts {
 					out.Counts = append(out.Counts, countJSON{Namespace: c.Namespace, State: c.State,
-						Uncertain: c.Uncertain, HandedBack: c.HandedBack, RerunPending: c.RerunPending, ResultLost: c.ResultLost, Count: c.Count, Oldest: tsJSON(c.Oldest)})
+						Uncertain: c.Uncertain, HandedBack: c.HandedBack, RerunPending: c.RerunPending, ResultLost: c.ResultLost, Count: c.Count, Oldest: tsJSON(c.Oldest), OldestSince: tsJSON(c.OldestSince)})
 				}
 				for i := range unc {
 					out.Uncertain = append(out.Uncertain, toExecJSON(&unc[i]))
@@ -333,7 +337,7 @@ not read that as nothing to do.`,
 				case c.State == sentinel.StateClaimed || c.State == sentinel.StateExecuting:
 					state += " (in progress)"
 				}
-				row(w, c.Namespace, state, c.Count, ts(c.Oldest)+" ("+relative(c.Oldest)+")")
+				row(w, c.Namespace, state, c.Count, ts(c.OldestSince)+" ("+relative(c.OldestSince)+")")
 			}
 			if err := w.Flush(); err != nil {
 				return err

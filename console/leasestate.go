@@ -31,6 +31,10 @@ type leaseState struct {
 	// Note says what the state means, as the key page says it.
 	Note string `json:"note,omitempty"`
 	At   string `json:"at"` // when it was read (the database clock, as the console knows it: dbNow)
+	// Since is when the key entered the state read (Execution.Since):
+	// for a key whose lease expired, the lease's end, which the page
+	// shows in place of the Since it was read with.
+	Since string `json:"since"`
 }
 
 // badge is a state badge: its CSS class, text and title (the "state"
@@ -89,7 +93,8 @@ func (cs *Console) leaseStateJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	v := cs.view(*ex)
 	s := leaseState{Token: ex.Token, State: string(ex.State), Alive: ex.LeaseAlive, Uncertain: v.Uncertain,
-		Badge: stateBadge(v), Note: stateNote(v), At: cs.dbNow().UTC().Format(time.RFC3339Nano)}
+		Badge: stateBadge(v), Note: stateNote(v), At: cs.dbNow().UTC().Format(time.RFC3339Nano),
+		Since: v.Since.UTC().Format(time.RFC3339Nano)}
 	if !ex.LeaseExpiresAt.IsZero() {
 		s.LeaseExpiresAt = ex.LeaseExpiresAt.UTC().Format(time.RFC3339Nano)
 		s.LeaseLeftMS = ex.LeaseLeft().Milliseconds()

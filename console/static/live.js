@@ -48,7 +48,7 @@
       for (var i = 0; i < ages.length; i++) {
         var e = ages[i], t = Date.parse(e.getAttribute("data-t"));
         if (isNaN(t)) { continue; }
-        if (t > readAt && t <= now) {
+        if (t > readAt && t <= now && !e.hasAttribute("data-past")) {
           e.textContent = "passed since this page was read";
           e.className = "age stale";
           e.title = "This time was ahead when the page was read (" + new Date(readAt).toISOString().replace("T", " ") +
@@ -102,6 +102,24 @@
         cell.title = "Its lease expired after this page was read: read again at " +
           (isNaN(at) ? s.at : at.toISOString().replace("T", " ")) + ". Reload for the actions it now needs.";
         cell.classList.add("lease-expired");
+      }
+      // Since, as a reload shows it: the lease's end (lease-state's
+      // since), a time past when read again that counts on (data-past)
+      // rather than saying it passed since the page was read.
+      var since = el.tagName === "TR" ? el.querySelector(".since") : document.getElementById("key-since");
+      var st = s.since ? new Date(s.since) : null;
+      if (since && st && !isNaN(st) && since.firstChild && since.firstChild.nodeType === 3) {
+        var text = st.toISOString().replace("T", " ");
+        since.firstChild.nodeValue = el.tagName === "TR" ? text : text + " ";
+        if (el.tagName === "TR") { since.title = text; }
+        var age = since.querySelector(".age");
+        if (age) {
+          age.setAttribute("data-t", s.since);
+          age.setAttribute("data-past", "");
+          age.className = "age";
+          age.title = "";
+          age.textContent = ago(Math.max(0, Date.parse(s.at) - st.getTime()));
+        }
       }
     };
     var check = function (w, force) {

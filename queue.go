@@ -657,8 +657,11 @@ func (c *Client) abandon(ctx context.Context, t *Turn, why error) error {
 			"resource", t.l.key, "ticket", t.l.token, "err", err)
 		// A ticket its caller gave up is no loss when the statement
 		// fails; one that died while it waited (why is ErrLeaseLost) is.
-		t.l.endAs(&LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Kind: t.l.lossKind(), Reason: "ticket given up", Cause: why},
-			!errors.Is(why, ErrLeaseLost))
+		// The cause is the leave's error, as Observer.ReleaseFailed
+		// documents; why is said in the reason.
+		t.l.endAs(&LostError{Namespace: t.l.ns, Key: t.l.key, Token: t.l.token, Kind: t.l.lossKind(),
+			Reason: fmt.Sprintf("ticket given up (%v), but giving it up failed; it stays in the queue, by nobody, until it expires, within its TTL (%s), unless the leave committed", why, t.l.ttl),
+			Cause:  err}, !errors.Is(why, ErrLeaseLost))
 		return err
 	}
 	t.l.end(ErrReleased) // its row is gone

@@ -633,9 +633,17 @@ func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Tur
 			continue
 		}
 		aerr := c.abandon(ctx, t, err)
-		if servedAsEnded {
+		switch {
+		case servedAsEnded:
 			err = fmt.Errorf("sentinel: waiting for turn on %q/%q (ticket %d): %w (%s)",
 				o.namespace, resource, t.l.token, err, givenBack("served", "given back", aerr, o.ttl))
+		case aerr != nil && errors.Is(err, ErrClosed):
+			err = closedGivenBack(fmt.Sprintf("waiting for turn on %q/%q (ticket %d)", o.namespace, resource, t.l.token), "waiting", aerr, o.ttl)
+		case aerr != nil:
+			// The ticket stays in the queue, by nobody, holding everyone
+			// behind it until it expires: said, as for a served one.
+			err = fmt.Errorf("%w (the ticket was waiting; giving it back failed, so it stays in the queue, by nobody, until it expires, within its TTL (%s): %v)",
+				err, o.ttl, aerr)
 		}
 		return nil, err
 	}

@@ -111,7 +111,7 @@ type Turn struct {
 	c     *Client
 	l     *Lease // the ticket's presence: kind kindTicket, key = resource, token = ticket
 	label string
-	drawn time.Time // local time the ticket was drawn, for the queue-wait metric
+	drawn time.Time // local time the draw was sent, for the queue-wait metric
 	ahead int       // live tickets ahead when drawn, for the observer; -1 when not counted
 
 	relMu relLock // serializes Release and Close's give-back (see Lease.relMu)
@@ -650,11 +650,11 @@ func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Tur
 }
 
 // abandon gives a ticket up (cancelled while waiting, served as its
-// caller's ctx ended, or lost), and returns the leave's error: nil when
-// the row is gone. A transient error (a dropped connection) is retried
-// within Config.ReleaseTimeout and the ticket's expiry (retryGiveBack):
-// one used to leave the ticket in the queue, by nobody, until it expired,
-// and every ticket behind it asleep that long.
+// caller's ctx ended, ended by Close, or lost), and returns the leave's
+// error: nil when the row is gone. A transient error (a dropped
+// connection) is retried within Config.ReleaseTimeout and the ticket's
+// expiry (retryGiveBack): one used to leave the ticket in the queue, by
+// nobody, until it expired, and every ticket behind it asleep that long.
 func (c *Client) abandon(ctx context.Context, t *Turn, why error) error {
 	c.hb.remove(t.l)
 	if err := c.retryGiveBack(ctx, t.l.localExpiry(), "giving up a ticket", func(ctx context.Context) error {

@@ -18,9 +18,10 @@ import (
 //	Turn ── sqlDraw [assigned] ──▶ waiting (served_at NULL)
 //	                                  │
 //	                                  │ [granted], once no live ticket is below it:
-//	                                  │   by the previous holder's leave (the handover
-//	                                  │   in sqlTicketLeave), or by its own serving
-//	                                  │   check (sqlServe)
+//	                                  │   by its own draw when none is (queue_ahead,
+//	                                  │   migration 012), by the previous holder's
+//	                                  │   leave (the handover in sqlTicketLeave), or
+//	                                  │   by its own serving check (sqlServe)
 //	                                  ▼
 //	                               served (served_at set)
 //
@@ -34,9 +35,10 @@ import (
 // served, is renewed by its client's heartbeat (kindTicket, see
 // renewKinds in queries.go); a renewal never revives a ticket whose expiry
 // passed. An expired ticket is removed by the serving check of a ticket
-// behind it (sqlServe, recording by_ticket), by a leave that hands over
-// past it (sqlTicketLeave), by its owner's own leave, or by ResetQueue
-// (sqlReset).
+// behind it (sqlServe, recording by_ticket), by the draw of a ticket behind
+// it that finds no live ticket ahead (queue_ahead, recording by_ticket), by
+// a leave that hands over past it (sqlTicketLeave, recording by_ticket),
+// by its owner's own leave, or by ResetQueue (sqlReset).
 //
 // The leave runs as one transaction of three statements: sqlLeaveLockTicket,
 // sqlLeaveLockQueue, then sqlTicketLeave (see Turn.leave). VerifyTurn
@@ -139,9 +141,11 @@ func notifyFollowersSQL(ch string) string {
 // the last it locks.
 // $1 namespace, $2 resource, $3 label, $4 owner, $5 host, $6 pid, $7 ttl µs,
 // $8 channel, $9 count the live tickets ahead (the queue's depth, for the
-// observer; -1 without counting: the subquery is then not run), $10 the
-// channel of the drawer's process (listenHub.direct; empty: none), where the
-// leave ahead of the ticket wakes it (sqlTicketLeaveWake).
+// observer; -1 without counting: the subquery is then not run; it reads the
+// statement's snapshot, taken before the draw waited for the queue's lock,
+// so a ticket drawn by a draw that held the lock meanwhile is not counted),
+// $10 the channel of the drawer's process (listenHub.direct; empty: none),
+// where the leave ahead of the ticket wakes it (sqlTicketLeaveWake).
 // It returns the ticket, when it was drawn and expires, its time left, the
 // count, then the ticket ahead, its owner and its time left, and whether
 // the draw served the ticket.

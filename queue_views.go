@@ -44,8 +44,9 @@ type QueueStatus struct {
 	// never stored). It is served by its draw (nobody ahead) or by the
 	// leave of the ticket ahead, in the same statement, whether or not its
 	// client has heard yet; its ServedAt is zero only while its own serving
-	// check is due (the ticket ahead died, or its leave found this one's
-	// row busy). Nil when the queue is empty.
+	// check is due (the ticket ahead died, its leave found this one's row
+	// busy, or its draw found a dead ticket below it locked elsewhere). Nil
+	// when the queue is empty.
 	Holder *Ticket
 	// Waiting are the other live tickets, in the order they will be served.
 	Waiting []Ticket

@@ -139,8 +139,11 @@ func (c *Client) serve(ctx context.Context, t *Turn) (serveCheck, error) {
 }
 
 // waitTurn waits until t's ticket is served. It returns errTicketLost when
-// the ticket died, and ctx's cause when ctx ends. d is what t's draw
-// returned; waitTurn closes its window.
+// the ticket died or ended (Client.turn tells an end by Close, released,
+// from a loss), ErrClosed when it ended by Close's failed give-back, an
+// error wrapping ctx's cause when ctx ends, and a serving check's error
+// that is not transient. d is what t's draw returned; waitTurn closes its
+// window.
 //
 // A ticket whose draw found a live ticket ahead sleeps at once, with no
 // serving check: it cannot be served before that ticket leaves or dies,
@@ -152,7 +155,8 @@ func (c *Client) serve(ctx context.Context, t *Turn) (serveCheck, error) {
 // meanwhile (the same LISTEN throughout). Only then is the check skipped;
 // otherwise, or when a 't' was kept, the waiter checks as before. A ticket
 // ahead that dies wakes nobody: the waiter re-checks at its expiry, as the
-// draw read it.
+// draw or its latest serving check read it; one of this client's own
+// tickets ahead wakes it when it ends (watchLocal, wakeBehind).
 func (c *Client) waitTurn(ctx context.Context, t *Turn, d drawn) error {
 	key := strconv.FormatInt(t.l.token, 10)
 	if f := testAfterDraw.Load(); f != nil {

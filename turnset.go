@@ -22,8 +22,9 @@ type TurnSet struct {
 // on overlapping sets never deadlock. If any Turn fails (ctx ends, bad
 // input, client closed), or a turn taken first was lost while a later one
 // was waited for (an error matching ErrLeaseLost), every turn already
-// taken is released and the error returned. It is the console's `lock`. Options: as for Turn; they apply to
-// every ticket. A nil ctx is refused (ErrInvalid).
+// taken is released and the error returned. `sentinel queue lock` runs
+// it. Options: as for Turn; they apply to every ticket. A nil ctx is
+// refused (ErrInvalid).
 func (c *Client) TurnAll(ctx context.Context, resources []string, opts ...Option) (*TurnSet, error) {
 	if err := checkCtx("Client.TurnAll", ctx); err != nil {
 		return nil, err
@@ -111,9 +112,9 @@ func (s *TurnSet) Context(parent context.Context) (context.Context, context.Canc
 	return ctx, func() { cancel(context.Canceled) }
 }
 
-// Release releases every turn, in reverse order, and returns the first
-// error (see Turn.Release). A nil ctx is refused (ErrInvalid) and every
-// turn left as it was.
+// Release releases every turn, in reverse order (the last resource
+// first), and returns the first error in that order (see Turn.Release).
+// A nil ctx is refused (ErrInvalid) and every turn left as it was.
 func (s *TurnSet) Release(ctx context.Context) error {
 	if err := checkCtx("TurnSet.Release", ctx); err != nil {
 		return err

@@ -530,7 +530,9 @@ var errTicketLost = errors.New("sentinel: waiting ticket lost")
 // ctx bounds the wait: when it ends, the ticket is cancelled (`cancelled`)
 // and the next one woken, and the error wraps ctx's cause; a draw in flight
 // when ctx ends is let finish (for at most a second) so that its ticket is
-// known and cancelled too, never left to hold the queue for a TTL. A ticket
+// known and cancelled too, not left to hold the queue for a TTL (one that
+// takes longer is cut off, and the error says its ticket, should the draw
+// commit after all, stays in the queue until it expires). A ticket
 // granted as ctx ended is given back the same way: its history reads
 // `granted` then `cancelled`, the turn nobody took; one drawn as the
 // client closes is given back too, and Turn returns ErrClosed. Such a

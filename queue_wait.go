@@ -79,8 +79,19 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // the queue row was created concurrently: draw again
 		}
+		if err != nil && ctx.Err() != nil {
+			// ctx ended while the draw ran: the error wraps ctx's cause
+			// (Client.Turn), not the grace's own cancellation.
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return nil, drawn{}, fmt.Errorf("sentinel: waiting for turn on %q/%q: %w (the draw in flight as it ended was cut off %s later: "+
+					"if it commits after all, its ticket stays in the queue, by nobody, until it expires, within its TTL (%s): %w)",
+					o.namespace, resource, context.Cause(ctx), grantGrace, o.ttl, err)
+			}
+			return nil, drawn{}, fmt.Errorf("sentinel: waiting for turn on %q/%q: %w (last error: %w)", o.namespace, resource, context.Cause(ctx),
+				c.wrapErr(fmt.Sprintf("draw ticket for %q/%q", o.namespace, resource), err))
+		}
 		if err != nil {
-			if (transient(err) || stalled(ctx, err)) && ctx.Err() == nil {
+			if transient(err) || stalled(ctx, err) {
 				c.cfg.Logger.Warn("sentinel: drawing a ticket: database unreachable; retrying", "resource", resource, "err", err)
 				select {
 				case <-ctx.Done():

@@ -42,6 +42,7 @@ func TestKeyPageSaysWhereTheReconciledAttemptRan(t *testing.T) {
 		code, body := get(t, s.URL+"/ops/key?ns=default&key=charge")
 		require.Equal(t, http.StatusOK, code, body)
 		require.Contains(t, body, "<tr><th>Host</th><td>"+host+" (pid "+strconv.Itoa(os.Getpid())+")</td></tr>", step)
+		require.NotContains(t, body, "<th>Hard expiry</th>", step+": the worker's hard expiry bounded its lease; nothing happens at it now")
 		require.Contains(t, body, `<tr id="key-taken-from"><th>Taken from</th><td><code>worker-a</code> on worker-7.example (pid 4242), token 1, by reconcile`, step)
 		if step == "reconciling" {
 			require.NoError(t, c.ForceComplete(ctx, "charge", 5, sentinel.WithToken(ex.Token)))

@@ -254,7 +254,10 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 	if !e.LeaseExpiresAt.IsZero() {
 		row(w, "lease expires:", ts(e.LeaseExpiresAt)+"  ("+relative(e.LeaseExpiresAt)+")")
 	}
-	if !e.HardExpiresAt.IsZero() {
+	if !e.HardExpiresAt.IsZero() && !e.LeaseExpiresAt.IsZero() {
+		// It bounds the lease: without one (an operator's step, a
+		// completion) nothing happens at it, and the row keeps the
+		// worker's value.
 		row(w, "hard expiry:", ts(e.HardExpiresAt))
 	}
 	row(w, "created:", ts(e.CreatedAt))

@@ -53,6 +53,7 @@ func TestOperatorTakeoverNamesTheOperatorsProcess(t *testing.T) {
 	requireCode(t, r, exitOK)
 	require.Regexp(t, `owner:\s+alice/sentinel-`+m[1]+` \(host `+regexp.QuoteMeta(host)+`, pid `+m[1]+`\)`, r.stdout)
 	require.Regexp(t, `taken from:\s+worker-a \(host worker-7\.example, pid 4242\), token 1, by reconcile at `, r.stdout)
+	require.NotContains(t, r.stdout, "hard expiry:", "the worker's hard expiry bounded its lease: nothing happens at it now")
 
 	r = e.run("list", "-n", "payments")
 	requireCode(t, r, exitOK)
@@ -77,5 +78,6 @@ func TestOperatorTakeoverNamesTheOperatorsProcess(t *testing.T) {
 	m = regexp.MustCompile(`owner:\s+bob/sentinel-(\d+) \(host ` + regexp.QuoteMeta(host) + `, pid (\d+)\)`).FindStringSubmatch(r.stdout)
 	require.NotNil(t, m, r.stdout)
 	require.Equal(t, m[1], m[2])
+	require.NotContains(t, r.stdout, "hard expiry:")
 	require.Regexp(t, `taken from:\s+worker-a \(host worker-7\.example, pid 4242\), token 1, by reconcile at `, r.stdout)
 }

@@ -290,7 +290,7 @@ func requireTurnFree(t *testing.T, e *env, resource string) {
 // long; in the Close case the failure was not even logged nor reported.
 // It is now retried within ReleaseTimeout and the ticket's expiry.
 func TestTurnGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
-	testGiveBackAfterCut(t, "queue_ahead(", func(ctx context.Context, c *sentinel.Client) (any, error) { // the draw
+	testGiveBackAfterCut(t, "queue_draw(", func(ctx context.Context, c *sentinel.Client) (any, error) { // the draw
 		return c.Turn(ctx, "r")
 	}, func(t *testing.T, e *env) { requireTurnFree(t, e, "r") })
 }
@@ -302,7 +302,7 @@ func TestTurnGiveBackIsRetriedAfterADroppedConnection(t *testing.T) {
 func TestTurnDrawnAsClientClosesGiveBackThatFailsIsReported(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	c, tr, unreachable, failures := unreachableAfterCut(t, e, "queue_ahead(")
+	c, tr, unreachable, failures := unreachableAfterCut(t, e, "queue_draw(")
 	f := func() {
 		unreachable.Store(true)
 		go c.Close()

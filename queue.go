@@ -21,7 +21,7 @@ import (
 // (served_at, `granted`) is written by one of three statements, each of
 // which checks, on the database clock, that no lower ticket is alive and
 // skips (deletes) the lower ones that are dead in the same statement: its
-// own draw when nobody is ahead (queue_ahead), the leave of the ticket
+// own draw when nobody is ahead (queue_draw), the leave of the ticket
 // ahead (the handover in sqlTicketLeave), or its own serving check
 // (sqlServe).
 //
@@ -40,7 +40,7 @@ import (
 //     whose expiry passed: it is guarded by expires_at > clock_timestamp()
 //     under the same row lock.
 //   - A draw that finds no live ticket below its own serves it in the same
-//     transaction (queue_ahead, migration 012), under the queue's lock, so
+//     transaction (queue_draw, migration 020), under the queue's lock, so
 //     that no lower ticket can appear meanwhile: it deletes the expired
 //     lower tickets whose rows it can lock (FOR UPDATE re-checks the
 //     expiry on the newest version; a row locked elsewhere is skipped,
@@ -445,7 +445,7 @@ type leaveResult struct {
 // the next live ticket is always woken, and only it (no herd). A ticket
 // drawn meanwhile is either seen by a later decision (its draw committed
 // under the same lock first) or sees the leaves committed: its draw reads
-// the ticket ahead once it holds the lock (queue_ahead), and with none
+// the ticket ahead once it holds the lock (queue_draw), and with none
 // live ahead it is served by the draw or makes its serving check. Nothing
 // else reads this lock: renewals and serving checks never touch the queue
 // row.

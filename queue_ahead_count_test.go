@@ -16,13 +16,9 @@ import (
 // behind the first (its draw reads that ticket ahead, under the lock, and
 // it waits for it), so one ticket was ahead of it. The count is made in
 // the draw's statement, whose snapshot was taken before it waited for the
-// lock, and so missed the first ticket.
-//
-// Known defect, not fixed here: the count is part of the draw (sqlDraw's
-// $9 subquery), hot-path SQL; counting with a snapshot taken under the
-// lock means moving it into queue_ahead (a migration). Unskip with the fix.
+// lock, and so missed the first ticket; queue_draw (migration 020) counts
+// under the lock.
 func TestQueueGrantCountsATicketDrawnWhileTheDrawWaitedForTheLock(t *testing.T) {
-	t.Skip("known defect: QueueGrant.Ahead is counted with the draw statement's snapshot, taken before it waited for the queue's lock (sqlDraw's $9); fixing it changes the draw")
 	e := newEnv(t)
 	ctx := ctxT(t)
 	var mu sync.Mutex

@@ -27,7 +27,7 @@ type queueLog struct {
 func (s *queueLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	kind := ""
 	switch q := d.SQL; {
-	case strings.Contains(q, "queue_ahead("):
+	case strings.Contains(q, "queue_draw("):
 		kind = "draw"
 	case strings.Contains(q, "mw AS (SELECT me.label"):
 		kind = "serve"
@@ -158,11 +158,11 @@ func TestTurnGrantedBeforeItsWaiterSubscribedIsNotMissed(t *testing.T) {
 	require.NoError(t, tb.Release(ctx))
 }
 
-// Issue 30: a schema migrated by an older release (version 11, without
-// queue_ahead) reports ErrNotMigrated from Turn, not "function does not
+// Issue 30: a schema migrated by an older release (version 19, without
+// queue_draw) reports ErrNotMigrated from Turn, not "function does not
 // exist".
 func TestTurnOnASchemaBehindTheCodeReportsNotMigrated(t *testing.T) {
-	c := clientOnSchemaAt(t, 11)
+	c := clientOnSchemaAt(t, 19)
 	ctx := ctxT(t)
 	_, err := c.Turn(ctx, "printer")
 	require.ErrorIs(t, err, sentinel.ErrNotMigrated)
@@ -178,7 +178,7 @@ func TestTurnOnASchemaBehindTheCodeReportsNotMigrated(t *testing.T) {
 // committed must not take the ticket that left for a live one ahead: it
 // would sleep until that ticket's expiry, and no later leave would wake
 // it. The ticket ahead is read after the lock is held, with a snapshot of
-// its own (queue_ahead), not the statement's (taken before the wait).
+// its own (queue_draw), not the statement's (taken before the wait).
 func TestTurnDrawThatWaitedForTheQueueSeesTheLeaveAhead(t *testing.T) {
 	e, a, _, b, _ := twoQueueClients(t)
 	ctx := ctxT(t)
@@ -343,7 +343,7 @@ func TestTurnDrawCommitsDurablyOnlyWhenItServes(t *testing.T) {
 		var drawn, expires time.Time
 		var left, predLeft time.Duration
 		var predOwner string
-		require.NoError(t, tx.QueryRow(ctx, sentinel.DrawSQL(c), "default", resource, "", "o", "h", 1, int64(30e6), "ch", false, "").
+		require.NoError(t, tx.QueryRow(ctx, sentinel.DrawSQL(c), "default", resource, "", "o", "h", 1, int64(30e6), "ch", false, "", int64(1), false).
 			Scan(&ticket, &drawn, &expires, &left, &ahead, &pred, &predOwner, &predLeft, &served))
 		require.NoError(t, tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&sc))
 		return served, sc
@@ -357,4 +357,52 @@ func TestTurnDrawCommitsDurablyOnlyWhenItServes(t *testing.T) {
 	require.False(t, served)
 	require.Equal(t, "off", sc, "a draw behind a live ticket")
 	require.NoError(t, held.Release(ctx))
+}
+
+// A draw sent again after one whose reply was lost (retry) adopts the
+// live ticket of its owner carrying the same mark: waiting, or served
+// meanwhile by the leave ahead (then it says served). A first attempt
+// never looks, and a marked ticket that expired is not adopted: a new one
+// is drawn.
+func TestTurnDrawRetryAdoptsItsOwnLiveTicket(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: 30 * time.Second})
+	draw := func(owner string, ttl time.Duration, nonce int64, retry bool) (ticket int64, served bool) {
+		t.Helper()
+		var ahead, pred int64
+		var drawn, expires time.Time
+		var left, predLeft time.Duration
+		var predOwner string
+		require.NoError(t, admin.QueryRow(ctx, sentinel.DrawSQL(c), "default", "printer", "", owner, "h", 1, ttl.Microseconds(), "ch", false, "", nonce, retry).
+			Scan(&ticket, &drawn, &expires, &left, &ahead, &pred, &predOwner, &predLeft, &served))
+		return ticket, served
+	}
+	tickets := func() int {
+		var n int
+		require.NoError(t, admin.QueryRow(ctx, "SELECT pg_catalog.count(*) FROM "+e.table("tickets")).Scan(&n))
+		return n
+	}
+	held, err := c.Turn(ctx, "printer")
+	require.NoError(t, err)
+	first, served := draw("o", 30*time.Second, 7, false)
+	require.False(t, served)
+	again, served := draw("o", 30*time.Second, 7, true)
+	require.Equal(t, first, again, "the retry adopted the ticket of its lost attempt")
+	require.False(t, served)
+	other, _ := draw("p", 30*time.Second, 7, true)
+	require.NotEqual(t, first, other, "another owner's mark is not ours")
+	require.Equal(t, 3, tickets())
+
+	require.NoError(t, held.Release(ctx)) // grants first
+	again, served = draw("o", 30*time.Second, 7, true)
+	require.Equal(t, first, again)
+	require.True(t, served, "granted by the leave ahead while the reply was lost")
+	fresh, _ := draw("o", 30*time.Second, 7, false)
+	require.Greater(t, fresh, other, "a first attempt never adopts")
+
+	short, _ := draw("q", 100*time.Millisecond, 9, false)
+	time.Sleep(200 * time.Millisecond)
+	redrawn, _ := draw("q", 30*time.Second, 9, true)
+	require.Greater(t, redrawn, short, "an expired ticket is dead: a new one is drawn")
 }

@@ -19,7 +19,7 @@ import (
 func TestTurnGivenUpAsCtxEndsReportsTheFailedLeave(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	c, tr, unreachable, failures := unreachableAfterCut(t, e, "queue_ahead(")
+	c, tr, unreachable, failures := unreachableAfterCut(t, e, "queue_draw(")
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f := func() {
@@ -52,7 +52,7 @@ func TestTurnWaitingTicketWhoseGiveUpFailedSaysSo(t *testing.T) {
 	holder, err := e.client(nil).Turn(ctx, "r")
 	require.NoError(t, err)
 	defer func() { _ = holder.Release(ctx) }()
-	c, tr, unreachable, failures := unreachableAfterCut(t, e, "queue_ahead(")
+	c, tr, unreachable, failures := unreachableAfterCut(t, e, "queue_draw(")
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f := func() {

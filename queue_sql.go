@@ -18,8 +18,8 @@ import (
 //	Turn ── sqlDraw [assigned] ──▶ waiting (served_at NULL)
 //	                                  │
 //	                                  │ [granted], once no live ticket is below it:
-//	                                  │   by its own draw when none is (queue_ahead,
-//	                                  │   migration 012), by the previous holder's
+//	                                  │   by its own draw when none is (queue_draw,
+//	                                  │   migration 020), by the previous holder's
 //	                                  │   leave (the handover in sqlTicketLeave), or
 //	                                  │   by its own serving check (sqlServe)
 //	                                  ▼
@@ -36,7 +36,7 @@ import (
 // renewKinds in queries.go); a renewal never revives a ticket whose expiry
 // passed. An expired ticket is removed by the serving check of a ticket
 // behind it (sqlServe, recording by_ticket), by the draw of a ticket behind
-// it that finds no live ticket ahead (queue_ahead, recording by_ticket), by
+// it that finds no live ticket ahead (queue_draw, recording by_ticket), by
 // a leave that hands over past it (sqlTicketLeave, recording by_ticket),
 // by its owner's own leave, or by ResetQueue (sqlReset).
 //
@@ -94,16 +94,23 @@ func notifyFollowersSQL(ch string) string {
 }
 
 // sqlDraw draws a ticket: it locks the resource's queue row FOR UPDATE
-// (creating it on the first draw), mints the ticket under that lock,
-// inserts it, and calls queue_ahead (migration 012), which records
-// `assigned` and, with a snapshot taken under the lock (the statement's
-// was taken before it waited for the lock), reads the live ticket directly
-// ahead, or, when there is none, serves the new ticket as its serving
-// check would (see the migration). The row is locked, never updated:
-// drawers wait on one row version, in the order they asked (PostgreSQL's
-// tuple lock queue), rather than retrying against a chain of new versions
-// where a newcomer could overtake them. The time left is computed at the
-// end, so a wait for the lock only shortens what the client trusts.
+// (creating it on the first draw) and calls queue_draw (migration 020)
+// under that lock, which mints the ticket and inserts it, records
+// `assigned`, counts the live tickets ahead when asked, and, with
+// snapshots taken under the lock (the statement's was taken before it
+// waited for the lock), reads the live ticket directly ahead, or, when
+// there is none, serves the new ticket as its serving check would (see the
+// migration). The row is locked, never updated: drawers wait on one row
+// version, in the order they asked (PostgreSQL's tuple lock queue), rather
+// than retrying against a chain of new versions where a newcomer could
+// overtake them. The time left is computed at the end, so a wait for the
+// lock only shortens what the client trusts.
+//
+// Every attempt of one draw carries the same mark ($11, random per draw,
+// Client.draw). An attempt sent again after the connection dropped ($12:
+// the earlier one may have committed unheard) first adopts the live ticket
+// of this owner that carries the mark, rather than drawing a second one
+// that would queue behind the first, which nobody renews or gives up.
 //
 // A draw that served its ticket commits as every grant does, durably, so
 // that its holder is told only once the grant is on disk: a lone Turn is
@@ -134,6 +141,9 @@ func notifyFollowersSQL(ch string) string {
 // with none ahead that the draw could not serve (a dead ticket below it
 // locked elsewhere) makes its serving check, which waits for that row.
 //
+// queue_draw takes the queue row's columns (q's), not $1 and $2, so that
+// the planner runs it for q's row, after the lock, and never without one.
+//
 // It returns no row when the queue row was created by a concurrent draw
 // after this statement's snapshot (only on a resource's first draws): the
 // caller runs it again. It notifies followers only while one is registered
@@ -141,14 +151,14 @@ func notifyFollowersSQL(ch string) string {
 // the last it locks.
 // $1 namespace, $2 resource, $3 label, $4 owner, $5 host, $6 pid, $7 ttl µs,
 // $8 channel, $9 count the live tickets ahead (the queue's depth, for the
-// observer; -1 without counting: the subquery is then not run; it reads the
-// statement's snapshot, taken before the draw waited for the queue's lock,
-// so a ticket drawn by a draw that held the lock meanwhile is not counted),
-// $10 the channel of the drawer's process (listenHub.direct; empty: none),
-// where the leave ahead of the ticket wakes it (sqlTicketLeaveWake).
-// It returns the ticket, when it was drawn and expires, its time left, the
-// count, then the ticket ahead, its owner and its time left, and whether
-// the draw served the ticket.
+// observer, counted under the queue's lock; false: not counted, -1), $10
+// the channel of the drawer's process (listenHub.direct; empty: none),
+// where the leave ahead of the ticket wakes it (sqlTicketLeaveWake), $11
+// the draw's mark, $12 whether an earlier attempt of this draw may have
+// committed. It returns the ticket, when it was drawn and expires, its
+// time left, the count, then the ticket ahead, its owner and its time
+// left, and whether the ticket is served (by this draw, or, adopted, by
+// the leave ahead).
 var sqlDraw = `
 WITH ins AS (
     INSERT INTO {{schema}}.queues AS q (namespace, resource, created_at)
@@ -163,23 +173,15 @@ lk AS (
 ),
 q AS (SELECT * FROM ins UNION ALL SELECT * FROM lk),
 t AS (
-    INSERT INTO {{schema}}.tickets (namespace, resource, ticket, label, owner, host, pid, drawn_at, expires_at, channel)
-    SELECT q.namespace, q.resource, pg_catalog.nextval({{seq}}), $3, $4, $5, $6,
-        pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp() + $7::bigint * interval '1 microsecond', nullif($10::text, '')
-    FROM q
-    RETURNING ticket, drawn_at, expires_at
+    SELECT a.* FROM q CROSS JOIN LATERAL {{schema}}.queue_draw(q.namespace, q.resource, $3, $4, $5, $6, $7::bigint, nullif($10::text, ''),
+        $11::bigint, $12::boolean, $9::boolean, {{seq}}) AS a
 ),
 ` + followersCTE(`(SELECT pg_catalog.count(*) FROM t) > 0`) + `
-SELECT t.ticket, t.drawn_at, t.expires_at, t.expires_at - pg_catalog.clock_timestamp(),
-    CASE WHEN $9::boolean THEN (
-        SELECT pg_catalog.count(*) FROM {{schema}}.tickets x
-        WHERE x.namespace = $1 AND x.resource = $2 AND x.ticket < t.ticket
-          AND x.expires_at > pg_catalog.clock_timestamp()
-    ) ELSE -1 END,
-    coalesce(a.ahead, 0), coalesce(a.ahead_owner, ''), coalesce(a.ahead_left, interval '0'), a.served
-FROM t CROSS JOIN LATERAL {{schema}}.queue_ahead($1, $2, t.ticket, $4, $3) AS a
+SELECT t.ticket, t.drawn_at, t.expires_at, t.expires_at - pg_catalog.clock_timestamp(), t.counted,
+    coalesce(t.ahead, 0), coalesce(t.ahead_owner, ''), coalesce(t.ahead_left, interval '0'), t.served
+FROM t
 CROSS JOIN LATERAL (SELECT pg_catalog.set_config('synchronous_commit',
-    CASE WHEN a.served THEN pg_catalog.current_setting('synchronous_commit') ELSE 'off' END, true)) AS async
+    CASE WHEN t.served THEN pg_catalog.current_setting('synchronous_commit') ELSE 'off' END, true)) AS async
 ` + notifyFollowersSQL(`$8`)
 
 // sqlServe is the serving check of ticket $3, in one statement:

@@ -38,6 +38,10 @@ type drawn struct {
 // waitTurn does, and Client.turn does itself when the draw served the
 // ticket (nothing to wait for).
 func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Turn, drawn, error) {
+	// Every attempt of this draw carries one mark; an attempt sent again
+	// after one whose reply was lost (retry) adopts that one's ticket if
+	// it committed (sqlDraw).
+	nonce, retry := rand.Int64(), false
 	for {
 		if err := c.checkOpen(); err != nil {
 			return nil, drawn{}, err
@@ -69,7 +73,7 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		bctx, bcancel := boundStmt(ctx, o.ttl)
 		sctx, scancel := graceCtx(bctx, grantGrace)
 		err := c.queryRow(sctx, c.qsql().draw, o.namespace, resource, o.label, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
-			us(o.ttl), c.sql.channel, obs != nil && obs.QueueGranted != nil, c.ln.direct()).Scan(&ticket, &drawnAt, &expiresAt, &remaining, &ahead,
+			us(o.ttl), c.sql.channel, obs != nil && obs.QueueGranted != nil, c.ln.direct(), nonce, retry).Scan(&ticket, &drawnAt, &expiresAt, &remaining, &ahead,
 			&d.ahead.pred, &d.ahead.predOwner, &d.ahead.predLeft, &d.served)
 		scancel()
 		bcancel()
@@ -92,6 +96,9 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		}
 		if err != nil {
 			if transient(err) || stalled(ctx, err) {
+				// The draw may have committed unheard: the next attempt
+				// adopts its ticket if it did.
+				retry = true
 				c.cfg.Logger.Warn("sentinel: drawing a ticket: database unreachable; retrying", "resource", resource, "err", err)
 				select {
 				case <-ctx.Done():

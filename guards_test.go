@@ -212,7 +212,10 @@ func TestOnceTxKeptUnderItsOwnGuard(t *testing.T) {
 func TestExecutionGuardHoldsOffTakeoverAndOperator(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	c := e.client(&sentinel.Config{DefaultTTL: 300 * time.Millisecond})
+	// The claims are expired by hand below; a TTL long enough that a
+	// loaded machine does not expire them first (fn would then fail its
+	// verification and never report the token).
+	c := e.client(&sentinel.Config{DefaultTTL: 5 * time.Second})
 
 	// A claimed OnceTx whose lease expired while its guard is open.
 	held := make(chan int64)
@@ -230,7 +233,12 @@ func TestExecutionGuardHoldsOffTakeoverAndOperator(t *testing.T) {
 		})
 		done <- err
 	}()
-	tok := <-held
+	var tok int64
+	select {
+	case tok = <-held:
+	case err := <-done:
+		t.Fatalf("OnceTx returned before fn held its guard: %v", err)
+	}
 	// Expire the claim behind the client's back (as a frozen holder's
 	// would), without touching the guard's lock.
 	other := e.client(nil)
@@ -248,8 +256,9 @@ func TestExecutionGuardHoldsOffTakeoverAndOperator(t *testing.T) {
 	// open guard.
 	held2 := make(chan int64)
 	release2 := make(chan struct{})
+	done2 := make(chan error, 1)
 	go func() {
-		_, _ = sentinel.Once(ctx, c, "x", func(ctx context.Context) (int, error) {
+		_, err := sentinel.Once(ctx, c, "x", func(ctx context.Context) (int, error) {
 			tok, _ := sentinel.TokenFromContext(ctx)
 			tx, err := c.Pool().Begin(ctx)
 			if err != nil {
@@ -263,8 +272,13 @@ func TestExecutionGuardHoldsOffTakeoverAndOperator(t *testing.T) {
 			<-release2
 			return 0, tx.Commit(context.Background())
 		})
+		done2 <- err
 	}()
-	<-held2
+	select {
+	case <-held2:
+	case err := <-done2:
+		t.Fatalf("Once returned before fn held its guard: %v", err)
+	}
 	_, err = other.Pool().Exec(ctx, "UPDATE "+e.table("executions")+" SET lease_expires_at = clock_timestamp() WHERE key = 'x'")
 	require.NoError(t, err)
 	forced := make(chan error, 1)

@@ -196,7 +196,7 @@ func (c *Client) Elector(group string, opts ElectorOptions) (*Elector, error) {
 	if opts.TTL < 0 {
 		return nil, invalid("TTL", "must be positive, got %s", opts.TTL)
 	}
-	o, err := c.resolveGroup(group, ropts)
+	o, err := c.resolveGroup(group, ropts, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -212,8 +212,8 @@ func (c *Client) Elector(group string, opts ElectorOptions) (*Elector, error) {
 // resolveGroup is resolve for a group: a group is checked as a key is, and
 // an invalid one is reported as the group (InvalidError.Field "group"),
 // the name the caller gave, not as a key.
-func (c *Client) resolveGroup(group string, opts []Option) (callOptions, error) {
-	o, err := c.resolve(group, opts)
+func (c *Client) resolveGroup(group string, opts []Option, refuse refusal) (callOptions, error) {
+	o, err := c.resolve(group, opts, refuse)
 	var inv *InvalidError
 	if errors.As(err, &inv) && inv.Field == "key" {
 		inv.Field = "group"
@@ -485,10 +485,7 @@ func (c *Client) Leader(ctx context.Context, group string, opts ...Option) (*Lea
 	if err := checkCtx("Client.Leader", ctx); err != nil {
 		return nil, err
 	}
-	o, err := c.resolveGroup(group, opts)
-	if err == nil {
-		err = o.only("Leader", 0)
-	}
+	o, err := c.resolveGroup(group, opts, onlyTakes("Leader", 0))
 	if err != nil {
 		return nil, err
 	}
@@ -512,10 +509,7 @@ func (c *Client) Members(ctx context.Context, group string, opts ...Option) ([]M
 	if err := checkCtx("Client.Members", ctx); err != nil {
 		return nil, err
 	}
-	o, err := c.resolveGroup(group, opts)
-	if err == nil {
-		err = o.only("Members", 0)
-	}
+	o, err := c.resolveGroup(group, opts, onlyTakes("Members", 0))
 	if err != nil {
 		return nil, err
 	}
@@ -567,10 +561,7 @@ func (c *Client) VerifyTerm(ctx context.Context, q Querier, group string, term i
 	if q == nil {
 		return invalid("querier", "must not be nil")
 	}
-	o, err := c.resolveGroup(group, opts)
-	if err == nil {
-		err = o.only("VerifyTerm", takesTTL)
-	}
+	o, err := c.resolveGroup(group, opts, onlyTakes("VerifyTerm", takesTTL))
 	if err != nil {
 		return err
 	}

@@ -416,10 +416,7 @@ func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*Exec
 	if err := checkCtx("Client.Inspect", ctx); err != nil {
 		return nil, err
 	}
-	o, err := c.resolve(key, opts)
-	if err == nil {
-		err = o.only("Inspect", takesMetadata|takesToken)
-	}
+	o, err := c.resolve(key, opts, onlyTakes("Inspect", takesMetadata|takesToken))
 	if err != nil {
 		return nil, err
 	}
@@ -467,19 +464,20 @@ func (c *Client) History(ctx context.Context, key string, opts ...Option) ([]Eve
 	if err := checkCtx("Client.History", ctx); err != nil {
 		return nil, err
 	}
-	o, err := c.resolveCall(key, opts)
+	o, err := c.resolveCall(key, opts, func(o callOptions) error {
+		switch {
+		case o.rerunSet:
+			return invalid("option", "WithRerun applies only to Once")
+		case o.labelSet || o.afterSet:
+			return invalid("option", "WithLabel and WithAfterEvent do not apply to History")
+		}
+		return o.only("History", 0)
+	})
 	switch {
 	case err != nil:
 		return nil, err
-	case o.rerunSet:
-		return nil, invalid("option", "WithRerun applies only to Once")
-	case o.labelSet || o.afterSet:
-		return nil, invalid("option", "WithLabel and WithAfterEvent do not apply to History")
 	case o.limitSet && o.limit < 1:
 		return nil, invalid("WithLimit", "must be at least 1, got %d", o.limit)
-	}
-	if err := o.only("History", 0); err != nil {
-		return nil, err
 	}
 	var limit *int64
 	if o.limitSet {
@@ -514,10 +512,7 @@ func (c *Client) LastRun(ctx context.Context, key string, opts ...Option) ([]Eve
 	if err := checkCtx("Client.LastRun", ctx); err != nil {
 		return nil, err
 	}
-	o, err := c.resolve(key, opts)
-	if err == nil {
-		err = o.only("LastRun", takesMetadata|takesToken)
-	}
+	o, err := c.resolve(key, opts, onlyTakes("LastRun", takesMetadata|takesToken))
 	if err != nil {
 		return nil, err
 	}

@@ -49,10 +49,7 @@ func (c *Client) verify(ctx context.Context, q Querier, call, sql, key string, t
 	if q == nil {
 		return invalid("querier", "must not be nil")
 	}
-	o, err := c.resolve(key, opts)
-	if err == nil {
-		err = o.only(call, 0)
-	}
+	o, err := c.resolve(key, opts, onlyTakes(call, 0))
 	if err != nil {
 		return err
 	}

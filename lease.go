@@ -252,12 +252,14 @@ func (c *Client) Lease(ctx context.Context, key string, opts ...Option) (l *Leas
 		ctx = obs.leaseStart(ctx, c, key, opts)
 		defer obs.leaseEnd(ctx, c, key, opts, time.Now(), &l, &err)
 	}
-	o, err := c.resolve(key, opts)
+	o, err := c.resolve(key, opts, func(o callOptions) error {
+		if o.codec != nil || o.metadata != nil || o.token != 0 {
+			return invalid("option", "WithCodec, WithMetadata and WithToken do not apply to Lease")
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	if o.codec != nil || o.metadata != nil || o.token != 0 {
-		return nil, invalid("option", "WithCodec, WithMetadata and WithToken do not apply to Lease")
 	}
 	if !o.wait {
 		l, held, err := c.tryAcquire(ctx, key, o, 0)
@@ -688,10 +690,7 @@ func (c *Client) Holder(ctx context.Context, key string, opts ...Option) (*Holde
 	if err := checkCtx("Client.Holder", ctx); err != nil {
 		return nil, err
 	}
-	o, err := c.resolve(key, opts)
-	if err == nil {
-		err = o.only("Holder", 0)
-	}
+	o, err := c.resolve(key, opts, onlyTakes("Holder", 0))
 	if err != nil {
 		return nil, err
 	}

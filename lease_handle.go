@@ -182,13 +182,15 @@ func (c *Client) AdoptHandle(ctx context.Context, h LeaseHandle, opts ...Option)
 	if err := c.checkHandle(h); err != nil {
 		return nil, err
 	}
-	o, err := c.resolve(h.Key, opts)
-	if err == nil {
-		err = o.only("AdoptHandle", takesTTL)
-	}
-	if err == nil && o.namespaceSet {
-		err = invalid("option", "WithNamespace: not an option of AdoptHandle: the handle names the namespace")
-	}
+	o, err := c.resolve(h.Key, opts, func(o callOptions) error {
+		if err := o.only("AdoptHandle", takesTTL); err != nil {
+			return err
+		}
+		if o.namespaceSet {
+			return invalid("option", "WithNamespace: not an option of AdoptHandle: the handle names the namespace")
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -357,14 +357,16 @@ func (c *Client) giveBackWhileRunning(l *Lease, o callOptions, fnCtx context.Con
 // onceOptions resolves the options of a Once (state executing) or OnceTx
 // (state claimed) call; o.rerun is the caller's WithRerun bound, 1 without.
 func (c *Client) onceOptions(key string, opts []Option, state State) (callOptions, error) {
-	o, err := c.resolveCall(key, opts)
+	o, err := c.resolveCall(key, opts, func(o callOptions) error {
+		if o.force || o.token != 0 || o.limitSet || o.labelSet || o.afterSet {
+			return invalid("option", "WithForce, WithToken, WithLimit, WithLabel and WithAfterEvent do not apply to Once")
+		}
+		return o.rerunApplies(state)
+	})
 	if err != nil {
 		return o, err
 	}
-	if o.force || o.token != 0 || o.limitSet || o.labelSet || o.afterSet {
-		return o, invalid("option", "WithForce, WithToken, WithLimit, WithLabel and WithAfterEvent do not apply to Once")
-	}
-	if o.rerun, err = o.checkRerun(state); err != nil {
+	if o.rerun, err = o.checkRerun(); err != nil {
 		return o, err
 	}
 	if !o.hardSet {

@@ -552,15 +552,27 @@ func (c *Client) Turn(ctx context.Context, resource string, opts ...Option) (*Tu
 	if err := checkCtx("Client.Turn", ctx); err != nil {
 		return nil, err
 	}
-	o, err := c.resolveTurn("Turn", resource, opts)
+	o, err := c.resolveTurn("Turn", resource, opts, takesTTL|takesLabel)
 	if err != nil {
 		return nil, err
 	}
 	return c.turn(ctx, resource, o)
 }
 
-func (c *Client) resolveTurn(call, resource string, opts []Option) (callOptions, error) {
-	o, err := c.resolveQueue(resource, opts)
+// resolveTurn resolves the options of call, a call of the queue's on
+// resource, which takes (beside WithNamespace) the options named by takes:
+// takesTTL and takesLabel for Turn and TurnAll, takesAfter for
+// FollowQueues, none for the others.
+func (c *Client) resolveTurn(call, resource string, opts []Option, takes int) (callOptions, error) {
+	o, err := c.resolveQueue(resource, opts, func(o callOptions) error {
+		switch {
+		case o.afterSet && takes&takesAfter == 0:
+			return invalid("option", "WithAfterEvent: not an option of %s (it applies only to FollowQueues)", call)
+		case o.labelSet && takes&takesLabel == 0:
+			return invalid("option", "WithLabel: not an option of %s (it applies only to Turn and TurnAll)", call)
+		}
+		return o.only(call, takes)
+	})
 	if err != nil {
 		var inv *InvalidError
 		if errors.As(err, &inv) && inv.Field == "key" {
@@ -568,11 +580,8 @@ func (c *Client) resolveTurn(call, resource string, opts []Option) (callOptions,
 		}
 		return o, err
 	}
-	if o.afterSet {
-		return o, invalid("option", "WithAfterEvent: not an option of %s (it applies only to FollowQueues)", call)
-	}
-	if err := o.only(call, takesTTL); err != nil {
-		return o, err
+	if o.afterSet && o.after < 0 {
+		return o, invalid("WithAfterEvent", "must not be negative, got %d", o.after)
 	}
 	if o.labelSet {
 		if len(o.label) > MaxLabelLen {

@@ -172,27 +172,13 @@ func (c *Client) AllQueues(ctx context.Context) ([]QueueStatus, error) {
 
 // resolveNamespace resolves options for a call on a whole namespace.
 func (c *Client) resolveNamespace(call string, opts []Option) (callOptions, error) {
-	o, err := c.resolveTurn(call, "-", opts)
-	switch {
-	case err != nil:
-		return o, err
-	case o.labelSet:
-		return o, invalid("option", "WithLabel: not an option of %s (it applies only to Turn and TurnAll)", call)
-	}
-	return o, o.only(call, 0)
+	return c.resolveTurn(call, "-", opts, 0)
 }
 
 // resolveResource resolves options for call, which reads or tends one
 // resource's queue and takes only WithNamespace.
 func (c *Client) resolveResource(call, resource string, opts []Option) (callOptions, error) {
-	o, err := c.resolveTurn(call, resource, opts)
-	switch {
-	case err != nil:
-		return o, err
-	case o.labelSet:
-		return o, invalid("option", "WithLabel: not an option of %s (it applies only to Turn and TurnAll)", call)
-	}
-	return o, o.only(call, 0)
+	return c.resolveTurn(call, resource, opts, 0)
 }
 
 // ResetQueue removes the dead tickets of resource (expired by the database
@@ -381,22 +367,10 @@ func (c *Client) FollowQueues(ctx context.Context, resources []string, fn func(Q
 	if fn == nil {
 		return invalid("fn", "must not be nil")
 	}
-	var from callOptions // WithAfterEvent, which resolveTurn refuses
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&from)
-		}
-	}
-	o, err := c.resolveTurn("FollowQueues", "-", append(opts[:len(opts):len(opts)], func(o *callOptions) { o.afterSet = false }))
-	switch {
-	case err != nil:
+	o, err := c.resolveTurn("FollowQueues", "-", opts, takesAfter)
+	if err != nil {
 		return err
-	case o.ttlSet || o.labelSet:
-		return invalid("option", "only WithNamespace and WithAfterEvent apply to FollowQueues")
-	case from.after < 0:
-		return invalid("WithAfterEvent", "must not be negative, got %d", from.after)
 	}
-	o.after, o.afterSet = from.after, from.afterSet
 	var filter []string
 	for _, r := range resources {
 		if err := checkName("resource", r, MaxKeyLen); err != nil {

@@ -87,15 +87,12 @@ func (c *Client) operate(ctx context.Context, key string, opts []Option, from, t
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
-	o, err := c.resolve(key, opts)
-	if err != nil {
-		return nil, err
-	}
 	takes := takesMetadata | takesToken
 	if event == "force_completed" {
 		takes |= takesCodec // ForceComplete's value, encoded by operatorValue
 	}
-	if err := o.only(operatorMethods[event], takes); err != nil {
+	o, err := c.resolve(key, opts, onlyTakes(operatorMethods[event], takes))
+	if err != nil {
 		return nil, err
 	}
 	meta, err := metadataJSON(o.metadata, "operator", c.cfg.Owner)
@@ -188,10 +185,7 @@ func (c *Client) SetResult(ctx context.Context, key string, value any, opts ...O
 // JSON carries it (jsonCarried) and the result type declared for the key
 // (one statement).
 func (c *Client) operatorValue(ctx context.Context, call, key string, value any, opts []Option) (callOptions, []byte, error) {
-	o, err := c.resolve(key, opts)
-	if err == nil {
-		err = o.only(call, takesCodec|takesMetadata|takesToken)
-	}
+	o, err := c.resolve(key, opts, onlyTakes(call, takesCodec|takesMetadata|takesToken))
 	if err != nil {
 		return o, nil, err
 	}

@@ -147,14 +147,22 @@ func effectKey(ns, key string) string {
 	return "se1-" + hex.EncodeToString(h.Sum(sum[:0])[:16])
 }
 
-// checkRerun validates WithRerun for a call in state (Once: executing;
-// OnceTx: claimed) and returns the caller's bound (1 without the option).
-func (o *callOptions) checkRerun(state State) (int, error) {
+// rerunApplies refuses WithRerun for a call in state (Once: executing;
+// OnceTx: claimed) that does not take it.
+func (o callOptions) rerunApplies(state State) error {
+	if o.rerunSet && state != StateExecuting {
+		return invalid("option", "WithRerun does not apply to OnceTx or OnceSQLTx (use Once for an effect outside the database): a crash rolls fn's writes back and the next caller runs it anyway")
+	}
+	return nil
+}
+
+// checkRerun validates the bound of WithRerun (rerunApplies refused it
+// already for a call that does not take it) and returns the caller's bound
+// (1 without the option).
+func (o *callOptions) checkRerun() (int, error) {
 	switch {
 	case !o.rerunSet:
 		return 1, nil
-	case state != StateExecuting:
-		return 0, invalid("option", "WithRerun does not apply to OnceTx or OnceSQLTx (use Once for an effect outside the database): a crash rolls fn's writes back and the next caller runs it anyway")
 	case o.rerun < 1 || o.rerun > math.MaxInt32:
 		return 0, invalid("WithRerun", "maxAttempts must be 1 to %d (1: no re-run; 3: the first run and up to 2 re-runs), got %d",
 			math.MaxInt32, o.rerun)

@@ -161,10 +161,7 @@ func (c *Client) ResultType(ctx context.Context, key string, opts ...Option) (*R
 	if err := checkCtx("Client.ResultType", ctx); err != nil {
 		return nil, err
 	}
-	o, err := c.resolve(key, opts)
-	if err == nil {
-		err = o.only("ResultType", 0)
-	}
+	o, err := c.resolve(key, opts, onlyTakes("ResultType", 0))
 	if err != nil {
 		return nil, err
 	}

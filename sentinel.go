@@ -373,7 +373,9 @@ func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 // Option adjusts one call (Lease, Do, Once, OnceTx, Turn, the operator
 // calls). Each function's documentation lists the options it takes; an
 // option that does not apply to a call is rejected with ErrInvalid before
-// anything is written.
+// anything is written, and before any option's value is checked: the error
+// names the option and the call (InvalidError.Field "option"), whatever
+// value was given.
 type Option func(*callOptions)
 
 type callOptions struct {
@@ -470,39 +472,56 @@ func WithToken(token int64) Option { return func(o *callOptions) { o.token = tok
 // invalid UTF-8 as U+FFFD and NUL as the text \x00.
 func WithMetadata(m map[string]any) Option { return func(o *callOptions) { o.metadata = m } }
 
-func (c *Client) resolve(key string, opts []Option) (callOptions, error) {
-	o, err := c.resolveQueue(key, opts)
-	switch {
-	case err != nil:
-		return o, err
-	case o.labelSet:
-		return o, invalid("option", "WithLabel applies only to Turn and TurnAll")
-	case o.afterSet:
-		return o, invalid("option", "WithAfterEvent applies only to FollowQueues")
-	}
-	return o, nil
+// refusal is a call's refusal of the options it does not take (nil: it
+// takes every option its resolve function lets through). resolveCall runs
+// it once the options are applied and before it checks any option's value:
+// an option a call does not take is refused as such, whatever its value
+// (Queue with WithTTL(0) said the TTL was out of bounds, not that Queue
+// takes no TTL).
+type refusal func(o callOptions) error
+
+// onlyTakes is the refusal of a call that takes, beside WithNamespace, the
+// options named by takes (see only).
+func onlyTakes(call string, takes int) refusal {
+	return func(o callOptions) error { return o.only(call, takes) }
+}
+
+func (c *Client) resolve(key string, opts []Option, refuse refusal) (callOptions, error) {
+	return c.resolveQueue(key, opts, func(o callOptions) error {
+		switch {
+		case o.labelSet:
+			return invalid("option", "WithLabel applies only to Turn and TurnAll")
+		case o.afterSet:
+			return invalid("option", "WithAfterEvent applies only to FollowQueues")
+		case refuse != nil:
+			return refuse(o)
+		}
+		return nil
+	})
 }
 
 // resolveQueue is resolve for the queue's calls, WithLabel and
 // WithAfterEvent included (see resolveTurn, which checks the one it takes
 // and refuses the other).
-func (c *Client) resolveQueue(key string, opts []Option) (callOptions, error) {
-	o, err := c.resolveCall(key, opts)
-	switch {
-	case err != nil:
-		return o, err
-	case o.rerunSet:
-		return o, invalid("option", "WithRerun applies only to Once")
-	case o.limitSet:
-		return o, invalid("option", "WithLimit applies only to History")
-	}
-	return o, nil
+func (c *Client) resolveQueue(key string, opts []Option, refuse refusal) (callOptions, error) {
+	return c.resolveCall(key, opts, func(o callOptions) error {
+		switch {
+		case o.rerunSet:
+			return invalid("option", "WithRerun applies only to Once")
+		case o.limitSet:
+			return invalid("option", "WithLimit applies only to History")
+		case refuse != nil:
+			return refuse(o)
+		}
+		return nil
+	})
 }
 
 // resolveCall is resolve for every option, WithRerun and WithLimit
 // included (see onceOptions and History, which check the one they take and
-// refuse the other).
-func (c *Client) resolveCall(key string, opts []Option) (callOptions, error) {
+// refuse the other). refuse, the call's refusal of the options it does not
+// take, runs before any option's value is checked.
+func (c *Client) resolveCall(key string, opts []Option, refuse refusal) (callOptions, error) {
 	o := callOptions{namespace: c.cfg.Namespace}
 	if err := c.checkOpen(); err != nil {
 		return o, err
@@ -517,6 +536,11 @@ func (c *Client) resolveCall(key string, opts []Option) (callOptions, error) {
 	}
 	if o.allNamespaces {
 		return o, invalid("option", "WithAllNamespaces applies only to Prune; a call on a key acts in one namespace")
+	}
+	if refuse != nil {
+		if err := refuse(o); err != nil {
+			return o, err
+		}
 	}
 	if err := checkNamespace(o.namespace); err != nil {
 		return o, err
@@ -544,12 +568,16 @@ func (c *Client) resolveCall(key string, opts []Option) (callOptions, error) {
 
 // What a call takes beside WithNamespace, for only. WithLabel,
 // WithAfterEvent, WithRerun, WithLimit and WithAllNamespaces are refused
-// by resolve already.
+// by resolve already; takesLabel and takesAfter are for resolveTurn, which
+// refuses them for the queue's calls that do not take them (only ignores
+// them).
 const (
 	takesTTL = 1 << iota
 	takesCodec
 	takesMetadata
 	takesToken
+	takesLabel
+	takesAfter
 )
 
 // only refuses, with ErrInvalid, the options given to call that it does

@@ -38,7 +38,7 @@ func (c *Client) TurnAll(ctx context.Context, resources []string, opts ...Option
 	var o callOptions
 	for _, r := range sorted {
 		var err error
-		if o, err = c.resolveTurn("TurnAll", r, opts); err != nil {
+		if o, err = c.resolveTurn("TurnAll", r, opts, takesTTL|takesLabel); err != nil {
 			return nil, err
 		}
 	}

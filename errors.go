@@ -281,8 +281,9 @@ type ExecutionError struct {
 	// ones, and the Observer counts the call as OutcomeRerunPending.
 	// A caller with WithRerun whose own bound the key's attempts reached
 	// gets it too (the key waits for a caller with a higher bound); its
-	// error says that no re-run is left for it, and OnceRetry does not
-	// retry it.
+	// error says that no re-run is left for it and that no operator is
+	// needed unless no caller with a higher bound comes, and OnceRetry does
+	// not retry it.
 	Rerun bool
 	// rerunHere, with Rerun: the call that got the error may itself run
 	// the key again, its WithRerun bound being above the key's attempt
@@ -297,10 +298,16 @@ type ExecutionError struct {
 
 func (e *ExecutionError) Error() string {
 	kind := e.Kind.Error()
-	if e.Rerun && errors.Is(e.Kind, ErrUncertain) {
+	switch {
+	case e.Rerun && e.rerunHere && errors.Is(e.Kind, ErrUncertain):
 		// Not "reconcile it": the application asked for a re-run, and a
 		// person who reconciled the key would stop it.
 		kind = "sentinel: execution outcome uncertain, to be run again by the next Once call with WithRerun (no operator is needed)"
+	case e.Rerun && errors.Is(e.Kind, ErrUncertain):
+		// Not by this caller (its WithRerun bound is reached, or it has
+		// none): by one with a higher bound. An operator only if none
+		// comes; the cause says which bound.
+		kind = "sentinel: execution outcome uncertain, to be run again by a Once call whose WithRerun has a re-run left for it (no operator is needed unless none comes)"
 	}
 	s := fmt.Sprintf("%s: key %q/%q is %s (owner %s, token %d", kind, e.Namespace, e.Key, e.State, e.Owner, e.Token)
 	if !e.LeaseExpiresAt.IsZero() {

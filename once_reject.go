@@ -68,13 +68,15 @@ func (c *Client) reject(ctx context.Context, ex *Execution, o callOptions, locke
 		// but this caller's own bound is reached: it never runs the key
 		// again, however often it calls (OnceRetry does not retry it).
 		cause = fmt.Errorf("its executor stopped without an outcome at attempt %d of %d; this call's WithRerun(%d) allows no attempt after %d, "+
-			"so no re-run is left for it: a caller with WithRerun above %d runs it again; otherwise an operator must Reconcile it",
+			"so no re-run is left for it and it did not run fn: a caller with WithRerun above %d runs it again; "+
+			"only if no such caller comes does an operator need to reconcile it",
 			ex.Attempt, ex.MaxAttempts, o.rerun, o.rerun, ex.Attempt)
 	case kind == ErrUncertain && ex.Rerunnable():
 		// Stopped under WithRerun, attempts left, but not for this
 		// caller (no WithRerun, or its rerun guard refused).
 		cause = fmt.Errorf("its executor stopped without an outcome at attempt %d of %d; it was started with WithRerun, "+
-			"so a caller with WithRerun (bound above %d) runs it again; otherwise an operator must Reconcile it",
+			"and this call did not run fn: a caller with WithRerun above %d runs it again; "+
+			"only if no such caller comes does an operator need to reconcile it",
 			ex.Attempt, ex.MaxAttempts, ex.Attempt)
 	case kind == ErrUncertain && ex.MaxAttempts > 1:
 		// Said as the caller of that last attempt was told (rerunNote).

@@ -267,9 +267,21 @@ type ExecutionError struct {
 	// clock, as the operator's tools show it (Execution.Since): for a key
 	// claimed or executing whose lease has ended (uncertain, rerun
 	// pending, handed back by a caller that gave up) when the lease ended,
-	// not when the attempt started; else when the key entered State. Zero
-	// when the key was not read (the attempt that got the error stopped
-	// without an outcome: its lease is the call's own).
+	// not when the attempt started; else when the key entered State.
+	//
+	// It can be zero: it is filled only when the call read the key's row,
+	// and the call whose own attempt stopped without an outcome reads it
+	// only on the way to its error (its completion refused; a lost lease
+	// under WithRerun; a failed hand-back of a Retryable error), never by
+	// an extra statement. In every other case of a call's own attempt
+	// Since is zero, as when the read on the way failed: among them an
+	// attempt whose fn failed or panicked (its lease still held, or
+	// without WithRerun), a last WithRerun attempt that returned a
+	// Retryable error or was claimed as the caller's ctx ended or the
+	// client closed, and an OnceTx or OnceSQLTx whose fn ended its
+	// transaction itself or whose commit's outcome could not be read back.
+	// LeaseExpiresAt is zero in the same cases. Client.Inspect (or
+	// `sentinel inspect`, which the error names) shows the key's Since.
 	Since time.Time
 	Cause error // why, when known (e.g. the lease was lost)
 	// Rerun, with Kind ErrUncertain: the key was started with WithRerun

@@ -115,3 +115,59 @@ func TestCountsOldestSince(t *testing.T) {
 	require.True(t, updated.Equal(att[0].Oldest))
 	require.True(t, leaseEnd.Equal(att[0].OldestSince), "OldestSince %v, the lease's end %v", att[0].OldestSince, leaseEnd)
 }
+
+// The caller of an attempt that stopped without an outcome got an
+// ErrUncertain whose Since was zero even when the call had read the key's
+// row on the way (the completion refused: the refusal is recorded with
+// the row's state; under WithRerun, a lost lease: the row is read to see
+// whether a re-run took the key over). Since is now filled from that read,
+// as Inspect shows it.
+func TestUncertainErrorSinceFromTheRowTheCallRead(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{SafetyMargin: 100 * time.Millisecond})
+	opts := []sentinel.Option{sentinel.WithTTL(time.Second), sentinel.WithHardTTL(1500 * time.Millisecond)}
+	// pastExpiry waits, once fn's lease is lost, for the row's lease to
+	// end on the database clock too, so that fn's completion is refused.
+	pastExpiry := func(key string) func(ctx context.Context) (int, error) {
+		return func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			require.Eventually(t, func() bool {
+				var ended bool
+				err := admin.QueryRow(context.Background(), "SELECT lease_expires_at <= pg_catalog.clock_timestamp() FROM "+
+					e.table("executions")+" WHERE key = $1", key).Scan(&ended)
+				return err == nil && ended
+			}, 20*time.Second, 10*time.Millisecond)
+			return 1, nil
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		key  string
+		fn   func(ctx context.Context) (int, error)
+		opts []sentinel.Option
+	}{
+		// fn outlives its hard TTL, on the database clock too, and
+		// returns a value: its completion is refused.
+		{"completion refused", "refused", pastExpiry("refused"), opts},
+		{"completion refused, rerun pending", "refused-rerun", pastExpiry("refused-rerun"),
+			append(opts[:len(opts):len(opts)], sentinel.WithRerun(3))},
+		// fn returns its ctx's error once the lease is lost.
+		{"lease lost, rerun pending", "lost-rerun", func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() },
+			append(opts[:len(opts):len(opts)], sentinel.WithRerun(3))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := sentinel.Once(ctx, c, tc.key, tc.fn, tc.opts...)
+			require.ErrorIs(t, err, sentinel.ErrUncertain)
+			require.ErrorIs(t, err, sentinel.ErrLeaseLost)
+			var ee *sentinel.ExecutionError
+			require.ErrorAs(t, err, &ee)
+			ex, ierr := c.Inspect(ctx, tc.key)
+			require.NoError(t, ierr)
+			require.Equal(t, ex.Token, ee.Token)
+			require.False(t, ee.Since.IsZero(), "Since is zero: %v", err)
+			require.True(t, ex.Since().Equal(ee.Since), "Since %v, Inspect's %v", ee.Since, ex.Since())
+			require.True(t, ex.LeaseExpiresAt.Equal(ee.LeaseExpiresAt), "LeaseExpiresAt %v, Inspect's %v", ee.LeaseExpiresAt, ex.LeaseExpiresAt)
+		})
+	}
+}

@@ -129,7 +129,7 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 			}
 		}
 		if !ok {
-			if ex := c.rerunSuccessor(wctx, l, fnCtx); ex != nil {
+			if ex, _ := c.rerunSuccessor(wctx, l, fnCtx); ex != nil {
 				// Superseded by a re-run: what a new call gets, as for
 				// the other outcomes below.
 				return replayOr[T](ex, o, c.reject(wctx, ex, o, false))
@@ -144,10 +144,11 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 	case fnErr != nil:
 		_, _ = c.finish(wctx, l, o, StateExecuting, nil, "", "", []State{StateExecuting}, false, "failed",
 			append([]any{"error", errText(fnErr)}, attemptMeta(fnCtx)...)...)
-		if ex := c.rerunSuccessor(wctx, l, fnCtx); ex != nil {
+		ex, read := c.rerunSuccessor(wctx, l, fnCtx)
+		if ex != nil {
 			return replayOr[T](ex, o, c.reject(wctx, ex, o, false))
 		}
-		return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf("fn failed: %w%s", withLoss(l, fnErr), rerunNote(fnCtx)))
+		return res, readInto(c.uncertainRun(l, o, fnCtx, fmt.Errorf("fn failed: %w%s", withLoss(l, fnErr), rerunNote(fnCtx))), read, l.token)
 	}
 
 	res.Value = value
@@ -168,9 +169,13 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		if cause == nil {
 			cause = errors.New("the claim is no longer current")
 		}
-		c.recordRefused(wctx, l, o, data, resultErr, finalMsg, cause, rerunPending(fnCtx))
-		if ex := c.rerunSuccessor(wctx, l, fnCtx); ex != nil {
+		read := c.recordRefused(wctx, l, o, data, resultErr, finalMsg, cause, rerunPending(fnCtx))
+		ex, reread := c.rerunSuccessor(wctx, l, fnCtx)
+		if ex != nil {
 			return replayOr[T](ex, o, c.reject(wctx, ex, o, false))
+		}
+		if reread != nil {
+			read = reread
 		}
 		what := "fn succeeded but its completion was refused (%w); fn's result is recorded in the key's history as a completion_refused event"
 		advice := "Reconcile the key, then ForceComplete it with that result"
@@ -186,9 +191,9 @@ func Once[T any](ctx context.Context, c *Client, key string, fn func(ctx context
 		if rerunPending(fnCtx) {
 			// The next caller runs fn again: no operator's steps here,
 			// which would stop the re-run (ExecutionError.Rerun).
-			return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf(what+rerunNote(fnCtx), args...))
+			return res, readInto(c.uncertainRun(l, o, fnCtx, fmt.Errorf(what+rerunNote(fnCtx), args...)), read, l.token)
 		}
-		return res, c.uncertainRun(l, o, fnCtx, fmt.Errorf(what+rerunNote(fnCtx)+". "+advice, args...))
+		return res, readInto(c.uncertainRun(l, o, fnCtx, fmt.Errorf(what+rerunNote(fnCtx)+". "+advice, args...)), read, l.token)
 	}
 	if fnErr != nil {
 		return res, &FinalError{Namespace: o.namespace, Key: key, Token: l.token, Message: finalMsg, Err: fnErr}
@@ -212,17 +217,21 @@ func rerunPending(fnCtx context.Context) bool {
 // WithRerun) lost its lease and a re-run took the key over: its caller
 // then gets what a new call would (the re-run's stored result, Cached, or
 // ErrInProgress while it runs), not an uncertain key that is being, or
-// was, run again. nil otherwise, and when the row cannot be read.
-func (c *Client) rerunSuccessor(ctx context.Context, l *Lease, fnCtx context.Context) *Execution {
+// was, run again. nil otherwise, and when the row cannot be read. read is
+// the row whenever it was read (for the caller's ErrUncertain, readInto).
+func (c *Client) rerunSuccessor(ctx context.Context, l *Lease, fnCtx context.Context) (successor, read *Execution) {
 	ri, _ := fnCtx.Value(runKey{}).(*runInfo)
 	if lost := l.ended(); ri == nil || ri.maxAttempts <= 1 || lost == nil || errors.Is(lost, ErrReleased) {
-		return nil
+		return nil, nil
 	}
 	ex, err := c.readExecution(ctx, l.ns, l.key)
-	if err != nil || ex.Token == l.token || ex.Attempt <= ri.attempt {
-		return nil
+	if err != nil {
+		return nil, nil
 	}
-	return ex
+	if ex.Token == l.token || ex.Attempt <= ri.attempt {
+		return nil, ex
+	}
+	return ex, ex
 }
 
 // rerunNote tells the caller of an attempt that stopped without an outcome

@@ -17,7 +17,7 @@ import (
 // (WithRerun), so the key is not uncertain (the next caller with
 // WithRerun runs fn again, or a re-run took the key over already) and the
 // refusal is logged at Info, not as the Warn that asks for an operator.
-func (c *Client) recordRefused(ctx context.Context, l *Lease, o callOptions, data []byte, resultErr, finalMsg string, cause error, rerun bool) {
+func (c *Client) recordRefused(ctx context.Context, l *Lease, o callOptions, data []byte, resultErr, finalMsg string, cause error, rerun bool) (read *Execution) {
 	extra := []any{"cause", cause.Error()}
 	switch {
 	case data != nil && json.Valid(data) && bytes.Equal(storableJSON(data), data):
@@ -37,7 +37,7 @@ func (c *Client) recordRefused(ctx context.Context, l *Lease, o callOptions, dat
 	}
 	state := StateExecuting
 	if ex, err := c.readExecution(ctx, l.ns, l.key); err == nil {
-		state = ex.State
+		state, read = ex.State, ex
 	}
 	if _, err := c.pool.Exec(ctx, c.exe.insertEvent, l.ns, l.key, "completion_refused", string(state), l.token, l.owner, meta); err != nil {
 		c.cfg.Logger.Error("sentinel: could not record a refused completion; fn had succeeded",
@@ -46,10 +46,21 @@ func (c *Client) recordRefused(ctx context.Context, l *Lease, o callOptions, dat
 	if rerun {
 		c.cfg.Logger.Info("sentinel: completion refused; the key is left for a re-run (WithRerun): the next Once call with WithRerun runs fn again, unless a re-run took it over already",
 			"namespace", l.ns, "key", l.key, "token", l.token, "cause", cause)
-		return
+		return read
 	}
 	c.cfg.Logger.Warn("sentinel: completion refused; the key is uncertain",
 		"namespace", l.ns, "key", l.key, "token", l.token, "cause", cause)
+	return read
+}
+
+// readInto fills the lease's end and Since of err, an *ExecutionError for
+// the attempt holding token, from ex, the key's row as the call read it on
+// the way (nil: not read), when the row is still that attempt's.
+func readInto(err error, ex *Execution, token int64) error {
+	if ee, ok := err.(*ExecutionError); ok && ex != nil && ex.Token == token {
+		ee.LeaseExpiresAt, ee.Since = ex.LeaseExpiresAt, ex.Since()
+	}
+	return err
 }
 
 // handBackFailed establishes, on a fresh context bounded by ReleaseTimeout,
@@ -113,11 +124,10 @@ func (c *Client) handBackFailed(ctx context.Context, l *Lease, o callOptions, fn
 			"unless the hand-back, if still waiting for the key's row, lands first and frees the key for the next caller",
 			fnErr, ferr, after)
 	}
-	err = c.uncertainRun(l, o, fnCtx, cause)
-	if ee, ok := err.(*ExecutionError); ok && rerr == nil {
-		ee.LeaseExpiresAt, ee.Since = ex.LeaseExpiresAt, ex.Since()
+	if rerr != nil {
+		ex = nil
 	}
-	return false, err
+	return false, readInto(c.uncertainRun(l, o, fnCtx, cause), ex, l.token)
 }
 
 // movedOn explains a Retryable outcome that could not put the key back:

@@ -653,11 +653,18 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		if ex, rerun := m.rerunnable(context.WithoutCancel(ctx), ee); rerun {
 			// This request's own attempt stopped (its lease was lost): the
 			// repeat runs the handler again.
-			writeProblem(w, Problem{Type: ProblemRerun, Title: "Request did not finish; repeat it", Status: http.StatusServiceUnavailable,
-				Key: key, State: string(ex.State), Token: ex.Token,
+			p := Problem{Type: ProblemRerun, Title: "Request did not finish; repeat it", Status: http.StatusServiceUnavailable,
+				Key: key, State: string(ee.State), Token: ee.Token,
 				Detail: fmt.Sprintf("the request with Idempotency-Key %q did not finish and may or may not have taken effect; "+
+					"repeat it exactly, with the same key: it runs again while attempts are left, and its effect is deduplicated. "+
+					"Do not send it with a new key, which could perform it twice", key)}
+			if ex != nil {
+				p.State, p.Token = string(ex.State), ex.Token
+				p.Detail = fmt.Sprintf("the request with Idempotency-Key %q did not finish and may or may not have taken effect; "+
 					"repeat it exactly, with the same key: it runs again (attempt %d of at most %d), and its effect is deduplicated. "+
-					"Do not send it with a new key, which could perform it twice", key, ex.Attempt+1, min(ex.MaxAttempts, m.o.Rerun))}, 1)
+					"Do not send it with a new key, which could perform it twice", key, ex.Attempt+1, min(ex.MaxAttempts, m.o.Rerun))
+			}
+			writeProblem(w, p, 1)
 			return false
 		}
 		ns := ee.Namespace

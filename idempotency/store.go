@@ -130,13 +130,20 @@ func (m *middleware) fingerprintOf(ctx context.Context, ns, onceKey string, toke
 
 // rerunnable reports whether, with Options.Rerun, a repeat of the request
 // of the uncertain execution ee runs the handler again; ex is the key's
-// execution then.
+// execution then, nil when it could not be read. A read that failed (a
+// statement cancelled, a connection cut as the database fails over) is
+// not a key that needs an operator: ee, the call's own error, tells
+// whether the key was left to a re-run (ExecutionError.Rerun) when the
+// call returned.
 func (m *middleware) rerunnable(ctx context.Context, ee *sentinel.ExecutionError) (*sentinel.Execution, bool) {
 	if m.o.Rerun <= 1 || ee == nil || ee.Namespace == "" {
 		return nil, false
 	}
 	ex, err := m.c.Inspect(ctx, ee.Key, sentinel.WithNamespace(ee.Namespace))
-	if err != nil || ex.Token != ee.Token || !ex.Rerunnable() || ex.Attempt >= m.o.Rerun {
+	if err != nil {
+		return nil, ee.Rerun && !errors.Is(err, sentinel.ErrNotFound)
+	}
+	if ex.Token != ee.Token || !ex.Rerunnable() || ex.Attempt >= m.o.Rerun {
 		return nil, false
 	}
 	return ex, true

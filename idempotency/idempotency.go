@@ -92,8 +92,9 @@
 // deferred constraint, or a constraint trigger's error whatever its
 // SQLSTATE) is answered the same way; only a failure of the store after
 // which a retry is right (a connection refused or cut, a lost lease, a
-// serialization failure or deadlock, an administrator's shutdown, SQLSTATE
-// classes 08, 40, 53, 57, 58, 72, F0, XX) is 503 ProblemUnavailable.
+// serialization failure or deadlock, an administrator's shutdown, a
+// read-only transaction after a failover, SQLSTATE classes 08, 40, 53, 57,
+// 58, 72, F0, XX, and 55P03, 25006) is 503 ProblemUnavailable.
 //
 // # Re-running after a crash
 //

@@ -82,8 +82,9 @@ const (
 	// deferred constraint or a constraint trigger's error, whatever its
 	// SQLSTATE: 23505, P0001, a code of the handler's own); a failure of
 	// the store at the commit (a connection lost, a serialization failure,
-	// a shutdown: SQLSTATE classes 08, 40, 53, 57, 58, 72, F0, XX) is
-	// ProblemUnavailable.
+	// a shutdown: SQLSTATE classes 08, 40, 53, 57, 58, 72, F0, XX; a lock
+	// not available, 55P03; a read-only transaction after a failover,
+	// 25006) is ProblemUnavailable.
 	ProblemNotCommitted = problemBase + "ProblemNotCommitted"
 	// ProblemUnavailable (503): the idempotency store could not be reached
 	// or refused the completion; nothing was recorded as done. Retry. The

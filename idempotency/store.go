@@ -54,8 +54,12 @@ func storeSettings(ctx context.Context, tx pgx.Tx) error {
 // administrator's shutdown, a cancelled statement), system error (58),
 // snapshot too old (72), configuration file error (F0), internal error
 // (XX, what PostgreSQL raises for its own faults), a lock not available
-// (55P03); and every error without a SQLSTATE (a connection refused or
-// cut, a lost lease). Those stay 503.
+// (55P03), a read-only transaction (25006: the connection landed on a
+// standby after a failover, or on a primary fenced read-only for one); and
+// every error without a SQLSTATE (a connection refused or cut, a lost
+// lease). Those stay 503. (A handler that made its own transaction read
+// only, SET TRANSACTION READ ONLY, gets 503 too: its request cannot be
+// recorded.)
 func commitRefusedForHandler(err error) bool {
 	if errors.Is(err, sentinel.ErrLeaseLost) || errors.Is(err, sentinel.ErrUncertain) {
 		return false
@@ -68,7 +72,7 @@ func commitRefusedForHandler(err error) bool {
 	case "08", "40", "53", "57", "58", "72", "F0", "XX":
 		return false
 	}
-	return pgErr.Code != "55P03"
+	return pgErr.Code != "55P03" && pgErr.Code != "25006"
 }
 
 // namespace is the namespace of the middleware's keys.

@@ -135,6 +135,11 @@ func TestTransactionalCommitErrorClasses(t *testing.T) {
 	}{
 		{"S0001", false}, {"0A000", false}, {"42501", false}, {"P0001", false}, {"23505", false},
 		{"40001", true}, {"40P01", true}, {"57014", true}, {"53100", true}, {"XX000", true},
+		// A read-only transaction: the store's connection landed on a
+		// standby (after a failover), or on a primary fenced read-only for
+		// one. It was the handler's: 500 ProblemNotCommitted without
+		// Retry-After, for as long as the failover lasted.
+		{"25006", true},
 	} {
 		before := runs.Load()
 		r := do(t, srv, "POST", "/refuse?code="+tc.code, "k-"+tc.code, "x")

@@ -651,6 +651,26 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			m.reused(w, key, ee)
 			return false
 		}
+		if m.o.Transactional && ee.State == sentinel.StateClaimed {
+			// OnceTx could not establish whether the commit landed (the
+			// commit failed, as when its connection is cut, and the key
+			// could not be read back): the key is completed if it did,
+			// else still this attempt's until its lease expires, then
+			// free. No operator is needed: the repeat gets the response,
+			// or runs the request again.
+			ttl := m.o.TTL
+			if ttl <= 0 {
+				ttl = m.c.Config().DefaultTTL
+			}
+			m.c.Config().Logger.Error("idempotency: whether a request's transaction committed could not be established; answered 503 ProblemUnavailable, and its repeat gets its response or runs it again",
+				"idempotency_key", key, "scope", scope, "err", err)
+			writeProblem(w, Problem{Type: ProblemUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable, Key: key,
+				State: string(ee.State), Token: ee.Token,
+				Detail: fmt.Sprintf("the database did not confirm the commit of the request with Idempotency-Key %q (its connection was cut, say), and whether it committed could not be read back; "+
+					"retry with the same key after the Retry-After delay: if it committed the retry gets its response, if not it runs again. "+
+					"Do not send it with a new key, which could perform it twice", key)}, int(math.Ceil(ttl.Seconds())))
+			return false
+		}
 		if ex, rerun := m.rerunnable(context.WithoutCancel(ctx), ee); rerun {
 			// This request's own attempt stopped (its lease was lost): the
 			// repeat runs the handler again.

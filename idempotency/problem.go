@@ -89,7 +89,11 @@ const (
 	// ProblemUnavailable (503): the idempotency store could not be reached
 	// or refused the completion; nothing was recorded as done. Retry. The
 	// store's error, which names the database, is not in the detail: it
-	// goes to the client's Config.Logger.
+	// goes to the client's Config.Logger. With Options.Transactional it
+	// also answers a request whose commit failed (its connection cut) when
+	// whether it landed could not be read back: the retry, after the
+	// Retry-After delay (the key's TTL), gets the response if it landed,
+	// and runs the request again if not.
 	ProblemUnavailable = problemBase + "ProblemUnavailable"
 )
 

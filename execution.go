@@ -195,6 +195,54 @@ type Event struct {
 	Cursor string
 }
 
+// PreviousHolder is the process a transition took a key from, as its
+// history event records it in Metadata: previous_owner, previous_host,
+// previous_pid and previous_token. Reconcile, ForceComplete and
+// ResetToClaimed record it (the stopped worker for a reconciling event,
+// the reconciling operator for the step that resolves it), so where a
+// stopped attempt ran stays in the history after the row names the
+// operator. A rerun event (WithRerun) records the owner and token of the
+// attempt it re-runs, without host and pid.
+type PreviousHolder struct {
+	Owner string // the previous owner (its Config.Owner)
+	Host  string // its Config.Host; "" when not recorded
+	PID   int    // its Config.PID; 0 when not recorded
+	Token int64  // the token it held, when the transition minted a new one (Reconcile); 0 otherwise
+}
+
+// PreviousHolder returns the process the event's transition took the key
+// from, read from its Metadata (see type PreviousHolder), and true; false
+// for an event that records none (most events, and a reconciling event
+// written before Reconcile recorded it).
+func (e Event) PreviousHolder() (PreviousHolder, bool) {
+	owner, ok := e.Metadata["previous_owner"].(string)
+	if !ok {
+		return PreviousHolder{}, false
+	}
+	p := PreviousHolder{Owner: owner}
+	p.Host, _ = e.Metadata["previous_host"].(string)
+	if n, ok := metadataInt(e.Metadata["previous_pid"]); ok {
+		p.PID = int(n)
+	}
+	if n, ok := metadataInt(e.Metadata["previous_token"]); ok {
+		p.Token = n
+	}
+	return p, true
+}
+
+// metadataInt returns an integer of an event's metadata as decodeMetadata
+// decodes it: a float64, or a json.Number beyond 2^53.
+func metadataInt(v any) (int64, bool) {
+	switch v := v.(type) {
+	case float64:
+		return int64(v), v == float64(int64(v))
+	case json.Number:
+		n, err := v.Int64()
+		return n, err == nil
+	}
+	return 0, false
+}
+
 type execSQL struct {
 	read, claim, finish, finishTx, operator, insertEvent, history, lastRun, prune, watch, unwatch, setResult string
 	claimSet, finishSet, readSet                                                                             string

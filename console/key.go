@@ -95,8 +95,7 @@ func keyCommand(schema, verb, ns, key string, flags ...string) string {
 }
 
 // takenFrom is the worker a reconcile took a key from, as its
-// reconciling event records it (metadata previous_owner, previous_host,
-// previous_pid, previous_token).
+// reconciling event records it (Event.PreviousHolder).
 type takenFrom struct {
 	Owner, Host string
 	PID         int
@@ -121,19 +120,11 @@ func readTakenFrom(hist, run []sentinel.Event) *takenFrom {
 		if ev.Type != "reconciling" {
 			continue
 		}
-		owner, ok := ev.Metadata["previous_owner"].(string)
+		p, ok := ev.PreviousHolder()
 		if !ok {
 			return nil
 		}
-		t := &takenFrom{Owner: owner, At: ev.At, By: ev.Owner}
-		t.Host, _ = ev.Metadata["previous_host"].(string)
-		if n, ok := ev.Metadata["previous_pid"].(float64); ok {
-			t.PID = int(n)
-		}
-		if n, ok := ev.Metadata["previous_token"].(float64); ok {
-			t.Token = int64(n)
-		}
-		return t
+		return &takenFrom{Owner: p.Owner, Host: p.Host, PID: p.PID, Token: p.Token, At: ev.At, By: ev.Owner}
 	}
 	return nil
 }

@@ -199,27 +199,19 @@ func refusedEvidence(evs []sentinel.Event) *sentinel.Event {
 
 // takenFrom returns the worker the key's reconcile took it from, from
 // the reconciling event of evs (the key's last run, oldest first), which
-// records it (previous_owner, previous_host, previous_pid, previous_token;
-// nil for an event written before reconcile recorded them).
+// records it (Event.PreviousHolder; nil for an event written before
+// reconcile recorded it).
 func takenFrom(evs []sentinel.Event) *takenFromJSON {
 	for i := len(evs) - 1; i >= 0; i-- {
 		ev := evs[i]
 		if ev.Type != "reconciling" {
 			continue
 		}
-		owner, ok := ev.Metadata["previous_owner"].(string)
+		p, ok := ev.PreviousHolder()
 		if !ok {
 			return nil
 		}
-		t := &takenFromJSON{Owner: owner, At: tsJSON(ev.At), By: ev.Owner, at: ev.At}
-		t.Host, _ = ev.Metadata["previous_host"].(string)
-		if n, ok := ev.Metadata["previous_pid"].(float64); ok {
-			t.PID = int(n)
-		}
-		if n, ok := ev.Metadata["previous_token"].(float64); ok {
-			t.Token = int64(n)
-		}
-		return t
+		return &takenFromJSON{Owner: p.Owner, Host: p.Host, PID: p.PID, Token: p.Token, At: tsJSON(ev.At), By: ev.Owner, at: ev.At}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -137,7 +138,9 @@ Uncertain keys of HTTP requests (the idempotency middleware's) are listed
 with the others, then each with the command that inspects it by its
 client's Idempotency-Key and scope (sentinel idempotency inspect), which
 leads to idempotency resolve (--json: "idempotency_key", the scope and
-key, on each such execution).
+key, on each such execution). So is each HTTP request rerun pending
+whose lease ended more than --rerun-pending-after (default 15m) ago, as
+--exit-code pages on: no repeat of the request came back to re-run it.
 Completed keys whose result was not stored (fn's value could not be
 encoded: every caller gets ErrResult) are counted apart as RESULT NOT
 STORED, with the command that lists them: they need an operator too
@@ -349,14 +352,19 @@ not read that as nothing to do.`,
 			if len(unc) == 0 {
 				fmt.Fprintln(a.stdout)
 				fprintf(a.stdout, "no uncertain executions in %s\n", nsLabel(namespace))
-				return nil
+			} else {
+				fprintf(a.stdout, "\nuncertain executions (outcome unknown; inspect, then reconcile):\n")
+				a.execTable(unc)
+				if next != "" {
+					fprintf(a.stdout, "... more:\n  %s\n", a.command(append([]string{"list", "--uncertain"}, nsArgs(namespace)...)...))
+				}
+				a.httpKeysNext(unc, next != "", namespace)
 			}
-			fprintf(a.stdout, "\nuncertain executions (outcome unknown; inspect, then reconcile):\n")
-			a.execTable(unc)
-			if next != "" {
-				fprintf(a.stdout, "... more:\n  %s\n", a.command(append([]string{"list", "--uncertain"}, nsArgs(namespace)...)...))
+			for _, c := range counts {
+				if c.RerunPending {
+					return a.httpRerunPendingNext(ctx, namespace, ns.all, after.rerunPending, limit)
+				}
 			}
-			a.httpKeysNext(unc, next != "", namespace)
 			return nil
 		}),
 	}
@@ -396,6 +404,60 @@ func (a *app) httpKeysNext(es []sentinel.Execution, more bool, namespace string)
 	if more {
 		fprintf(a.stdout, "every uncertain HTTP request:\n  %s\n", a.command(append([]string{"idempotency", "list", "--uncertain"}, nsArgs(namespace)...)...))
 	}
+}
+
+// httpRerunPendingNext follows status's listing with the HTTP requests
+// (the idempotency middleware's keys) rerun pending whose lease ended more
+// than after ago (--rerun-pending-after, which status --exit-code pages
+// on): no repeat of the request came back to re-run them, so nothing
+// will. Like an uncertain request, each gets the command that shows it by
+// scope and client's key (idempotency inspect, which leads to resolve),
+// not the derived execution key of list --rerun-pending; at most limit of
+// them, then the command that lists every rerun pending key.
+func (a *app) httpRerunPendingNext(ctx context.Context, namespace string, all bool, after time.Duration, limit int) error {
+	var lines []string
+	f := sentinel.ExecutionFilter{RerunPending: true, KeyPrefix: idempotency.KeyPrefix, Namespace: namespace,
+		AllNamespaces: all, Limit: sentinel.MaxExecutionsLimit}
+	more := false
+	for {
+		page, next, err := a.client.Executions(ctx, f)
+		if err != nil {
+			return err
+		}
+		for i := range page {
+			e := &page[i]
+			scope, key, ok := idempotency.ParseExecutionKey(e.Key)
+			if !ok || !e.Rerunnable() || -e.LeaseLeft() < after {
+				continue
+			}
+			if len(lines) == limit {
+				more = true
+				break
+			}
+			lines = append(lines, a.idemCommand("inspect", key, scope, e.Namespace))
+		}
+		if more || next == "" {
+			break
+		}
+		f.After = next
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	what := fmt.Sprintf("%d rerun pending HTTP requests' Idempotency-Keys", len(lines))
+	if more {
+		what = "rerun pending HTTP requests' Idempotency-Keys"
+	} else if len(lines) == 1 {
+		what = "1 rerun pending HTTP request's Idempotency-Key"
+	}
+	fprintf(a.stdout, "\n%s (the idempotency middleware's), lease ended more than %s ago: no repeat of the request came back to re-run it, so nothing will; inspect, then resolve:\n", what, after)
+	for _, l := range lines {
+		fprintf(a.stdout, "  %s\n", l)
+	}
+	if more {
+		fprintf(a.stdout, "... more, among every rerun pending key:\n  %s\n", a.command(append([]string{"list", "--rerun-pending"}, nsArgs(namespace)...)...))
+	}
+	return nil
 }
 
 // checkState refuses a --state that is not one of the library's states

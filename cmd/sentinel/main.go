@@ -115,8 +115,9 @@ type app struct {
 
 // codeError carries an explicit exit code (a child's, or a refusal).
 type codeError struct {
-	code int
-	err  error // may be nil: nothing to print
+	code  int
+	err   error // may be nil: nothing to print
+	usage bool  // a usage error (usageErr, a flag's): run names the command's help
 }
 
 func (e *codeError) Error() string {
@@ -127,8 +128,10 @@ func (e *codeError) Error() string {
 }
 func (e *codeError) Unwrap() error { return e.err }
 
+// usageErr is a usage error (exit 2) of the command line: run follows its
+// message with the command's help, as for a flag the parser refused.
 func usageErr(format string, args ...any) error {
-	return &codeError{code: exitUsage, err: fmt.Errorf(format, args...)}
+	return &codeError{code: exitUsage, err: fmt.Errorf(format, args...), usage: true}
 }
 
 func refused(format string, args ...any) error {
@@ -181,9 +184,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var ee *codeError
 	if !errors.As(err, &ee) || ee.err != nil {
 		fprintLines(stderr, "sentinel:", innerPrefixes(trimPrefix(msg)))
-		if code == exitUsage && !a.ran {
+		if code == exitUsage && (!a.ran || ee != nil && ee.usage) {
 			// The help of the command the error is in (cmd: the root for
-			// an unknown command), unless the message named it already.
+			// an unknown command), unless the message named it already:
+			// for cobra's errors and the flag parser's (before RunE), and
+			// the command's own checks of its command line (usageErr),
+			// not for a child's exit code 2 (lock -- CMD).
 			help := "sentinel --help"
 			if cmd != nil {
 				help = cmd.CommandPath() + " --help"
@@ -366,7 +372,7 @@ sentinel is SIGKILLed; see 'sentinel lock --help').`,
 		} else if line, word := a.dashWordLine(c, err); line != "" {
 			err = fmt.Errorf("%w\nif %s is %s (one that starts with -), it goes after --:\n  %s", err, shell.Quote(word), positionalOf(c), line)
 		}
-		return &codeError{code: exitUsage, err: err}
+		return &codeError{code: exitUsage, err: err, usage: true}
 	})
 
 	root.AddCommand(
@@ -717,7 +723,7 @@ func args(min, max int) cobra.PositionalArgs {
 			case max != min:
 				want = fmt.Sprintf("%d to %d", min, max)
 			}
-			return usageErr("%s: want %s argument(s), got %d (see 'sentinel %s --help')", cmd.CommandPath(), want, len(args), cmd.Name())
+			return usageErr("%s: want %s argument(s), got %d (see '%s --help')", cmd.CommandPath(), want, len(args), cmd.CommandPath())
 		}
 		return nil
 	}

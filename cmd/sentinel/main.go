@@ -5,7 +5,8 @@
 //
 // Connection: --database-url, else $DATABASE_URL, else the libpq
 // environment variables (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE,
-// PGSSLMODE, ...). Global flags (--database-url, --namespace, --schema,
+// PGSSLMODE, ...); a connection attempt waits 10s at most unless they
+// set connect_timeout (PGCONNECT_TIMEOUT). Global flags (--database-url, --namespace, --schema,
 // --json) may stand before or after the command name.
 //
 // Exit codes:
@@ -50,6 +51,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -324,6 +326,8 @@ func (a *app) rootCmd() *cobra.Command {
 
 Connection: --database-url, else $DATABASE_URL, else the libpq variables
 (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE, ...).
+A connection attempt waits 10s at most unless they set connect_timeout
+(PGCONNECT_TIMEOUT).
 Global flags may stand before or after the command name.
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 not found (also: no leader),
@@ -742,6 +746,11 @@ func (a *app) connect(ctx context.Context) error {
 	}
 	cfg.MaxConns = 4
 	cc := cfg.ConnConfig
+	if cc.ConnectTimeout <= 0 {
+		// Neither connect_timeout nor PGCONNECT_TIMEOUT: pgxpool would
+		// wait two minutes for a server that does not answer.
+		cc.ConnectTimeout = defaultConnectTimeout
+	}
 	host := cc.Host
 	if strings.HasPrefix(host, "/") {
 		host = "socket " + host
@@ -773,6 +782,30 @@ func (a *app) connect(ctx context.Context) error {
 	a.pool, a.client = pool, client
 	clockRead = func() time.Duration { return readClockSkew(pool) }
 	return nil
+}
+
+// defaultConnectTimeout bounds a connection attempt when the connection
+// settings set none (connect_timeout, PGCONNECT_TIMEOUT): an operator
+// learns at once that the database does not answer, and the commands
+// that wait while it is unreachable (lock, elect, follow) retry sooner.
+const defaultConnectTimeout = 10 * time.Second
+
+// reachable returns nil when the database answers, else an error saying
+// what to do: a command that reads it several times (status: the schema
+// shown, the others of the database) fails on one connection attempt,
+// not one per read, each with its own timeout.
+func (a *app) reachable(ctx context.Context) error {
+	err := a.pool.Ping(ctx)
+	var pgErr *pgconn.PgError
+	if err == nil || ctx.Err() != nil || errors.As(err, &pgErr) {
+		return err // reached: the server's own refusal (password, database) says why
+	}
+	how := "check that PostgreSQL is up and that the connection settings (" + a.source() + ") name it"
+	if errors.Is(err, context.DeadlineExceeded) {
+		how = fmt.Sprintf("no answer within %s (connect_timeout); %s, or set a longer connect_timeout=SECONDS in the connection string",
+			a.pool.Config().ConnConfig.ConnectTimeout, how)
+	}
+	return fmt.Errorf("cannot reach the database: %s: %w", how, err)
 }
 
 // defaultOperator is user@host: $USER, else $LOGNAME, else the account

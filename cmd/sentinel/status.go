@@ -218,6 +218,10 @@ not read that as nothing to do.`,
 				return err
 			}
 			ctx := cmd.Context()
+			// One connection attempt, before the reads below make one each.
+			if err := a.reachable(ctx); err != nil {
+				return err
+			}
 			// With --exit-code: read first, from the database, so that
 			// nothing printed can hide it; the exit code and the message
 			// come last, after the output and its notes.

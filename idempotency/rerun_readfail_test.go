@@ -70,9 +70,10 @@ func TestRerunPendingWhoseReadFailedIsNotSentToAnOperator(t *testing.T) {
 		lockTx = tx
 	}
 	c := sentineltest.New(t, sentineltest.WithConfig(sentinel.Config{Logger: slog.New(onLog{lockKeys})}))
-	stop := make(chan struct{})
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	cancelled := make(chan struct{}, 1)
 	go func() {
+		defer close(stopped)
 		for {
 			select {
 			case <-stop:
@@ -90,7 +91,9 @@ func TestRerunPendingWhoseReadFailedIsNotSentToAnOperator(t *testing.T) {
 			}
 		}
 	}()
-	defer close(stop)
+	// Joined, not only told to stop: a read of its in flight as the test
+	// ends holds a connection of the test's pool.
+	defer func() { close(stop); <-stopped }()
 
 	var runs atomic.Int64
 	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Rerun: 3}, func(w http.ResponseWriter, r *http.Request) {

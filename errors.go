@@ -297,6 +297,19 @@ type ExecutionError struct {
 	// needed unless no caller with a higher bound comes, and OnceRetry does
 	// not retry it.
 	Rerun bool
+	// Settles, with Kind ErrUncertain: an OnceTx or OnceSQLTx whose commit
+	// was not confirmed (its connection cut, say, by a failover) and whose
+	// key could not be read back to tell whether it landed. The outcome is
+	// unknown to this call only: fn's writes and the completion commit or
+	// vanish together, so the key is completed if the commit landed (a
+	// later call gets the result), and otherwise stays this attempt's
+	// claim until its lease expires, then is free (the next call runs fn
+	// again, nothing of the first attempt having been committed). No
+	// operator is needed: the operator's tools never show such a key as
+	// uncertain, the Observer counts the call as OutcomeCommitUnknown, and
+	// the log is a Warn that does not ask to reconcile it. Call again after
+	// the key's TTL to learn which.
+	Settles bool
 	// rerunHere, with Rerun: the call that got the error may itself run
 	// the key again, its WithRerun bound being above the key's attempt
 	// (Rerun says only that some caller with WithRerun may). OnceRetry
@@ -311,6 +324,9 @@ type ExecutionError struct {
 func (e *ExecutionError) Error() string {
 	kind := e.Kind.Error()
 	switch {
+	case e.Settles && errors.Is(e.Kind, ErrUncertain):
+		// Not "reconcile it": the key settles without anyone.
+		kind = "sentinel: execution outcome unknown to this call, settled without an operator (completed if the commit landed, else free for the next call once the lease expires)"
 	case e.Rerun && e.rerunHere && errors.Is(e.Kind, ErrUncertain):
 		// Not "reconcile it": the application asked for a re-run, and a
 		// person who reconciled the key would stop it.

@@ -107,6 +107,13 @@ const (
 	// call for it with WithRerun runs fn again: no operator is needed yet
 	// (ExecutionError.Rerun).
 	OutcomeRerunPending OnceOutcome = "rerun_pending"
+	// OutcomeCommitUnknown: an OnceTx or OnceSQLTx whose commit was not
+	// confirmed and whose key could not be read back (ErrUncertain with
+	// ExecutionError.Settles): the outcome is unknown to this call, but
+	// the key settles without an operator (completed if the commit
+	// landed, else free once its lease expires). Not a case for a person;
+	// a burst of them says the database was unreachable at commits.
+	OutcomeCommitUnknown OnceOutcome = "commit_unknown"
 	// OutcomeCanceled: the caller's ctx ended (cancelled, or its deadline
 	// passed) and the call failed without an outcome of the key: fn did
 	// not run (a claim in flight was given back: the key is claimable), or
@@ -135,7 +142,9 @@ func OnceOutcomeOf(cached bool, err error) OnceOutcome {
 	case errors.Is(err, ErrFinal):
 		return OutcomeFinal
 	case errors.Is(err, ErrUncertain):
-		if ee := (*ExecutionError)(nil); errors.As(err, &ee) && ee.Rerun {
+		if ee := (*ExecutionError)(nil); errors.As(err, &ee) && ee.Settles {
+			return OutcomeCommitUnknown
+		} else if ee != nil && ee.Rerun {
 			return OutcomeRerunPending
 		}
 		return OutcomeUncertain

@@ -292,14 +292,26 @@ func (c *Client) uncertain(l *Lease, o callOptions, cause error) error {
 	return c.uncertainIn(l, o, StateExecuting, cause)
 }
 
-// uncertainIn is uncertain for a key left in state st: an OnceTx whose
-// commit's outcome could not be established leaves its key claimed (or
-// completed, if the commit landed), never executing.
+// uncertainIn is uncertain for a key left in state st.
 func (c *Client) uncertainIn(l *Lease, o callOptions, st State, cause error) error {
 	c.cfg.Logger.Warn("sentinel: execution outcome uncertain; reconcile it", "namespace", o.namespace, "key", l.key,
 		"token", l.token, "cause", cause, "inspect", c.inspectCommand(o.namespace, l.key))
 	return &ExecutionError{Kind: ErrUncertain, Namespace: o.namespace, Key: l.key, State: st,
 		Owner: l.owner, Token: l.token, Cause: cause, look: c.inspectCommand(o.namespace, l.key)}
+}
+
+// commitUnknown is the error of an OnceTx whose commit's outcome could not
+// be established: its key is completed, if the commit landed, or still
+// claimed by this attempt until its lease expires, then free; never
+// executing, never uncertain in the operator's tools. It settles without
+// an operator (ExecutionError.Settles): the log warns of the database's
+// trouble but asks nobody to reconcile the key.
+func (c *Client) commitUnknown(l *Lease, o callOptions, cause error) error {
+	c.cfg.Logger.Warn("sentinel: commit not confirmed and the key not read back; it settles without an operator "+
+		"(completed if the commit landed, else free for the next call once its lease expires)", "namespace", o.namespace, "key", l.key,
+		"token", l.token, "cause", cause, "inspect", c.inspectCommand(o.namespace, l.key))
+	return &ExecutionError{Kind: ErrUncertain, Namespace: o.namespace, Key: l.key, State: StateClaimed,
+		Owner: l.owner, Token: l.token, Cause: cause, look: c.inspectCommand(o.namespace, l.key), Settles: true}
 }
 
 // uncertainRun is uncertain for a Once attempt that stopped without an

@@ -28,7 +28,10 @@ import (
 // roll back tx itself: if it does, its writes may be committed without the
 // completion, so the key is left uncertain (ErrUncertain) for an operator.
 // When the commit's reply is lost, the row is read again to tell a commit
-// from a rollback; if even that fails the error matches ErrUncertain.
+// from a rollback; if even that fails the error matches ErrUncertain with
+// ExecutionError.Settles set: the outcome is unknown to this call only,
+// and the key settles without an operator (completed if the commit
+// landed, else free once its lease expires: call again after its TTL).
 //
 // A statement of fn that fails aborts tx (PostgreSQL then refuses every
 // statement until the rollback, SQLSTATE 25P02): if fn goes on and returns
@@ -260,8 +263,8 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		scancel()
 		switch {
 		case rerr != nil:
-			return res, c.uncertainIn(l, o, StateClaimed, fmt.Errorf("commit failed (%v) and reading the key back failed too (%w): "+
-				"the key is either completed (fn's writes committed) or claimed (nothing committed); Inspect it", cerr, rerr))
+			return res, c.commitUnknown(l, o, fmt.Errorf("commit failed (%v) and reading the key back failed too (%w): "+
+				"the key is either completed (fn's writes committed) or claimed until its lease expires (nothing committed); call again after its TTL to learn which", cerr, rerr))
 		case committed:
 			return done()
 		}
@@ -288,9 +291,9 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 				if ferr == nil {
 					ferr = rerr
 				}
-				return res, c.uncertainIn(l, o, StateClaimed, fmt.Errorf("commit failed (%v) and neither giving the key back nor reading it "+
+				return res, c.commitUnknown(l, o, fmt.Errorf("commit failed (%v) and neither giving the key back nor reading it "+
 					"settled whether it landed (%w): the key is either completed (fn's writes committed) or still held by this "+
-					"attempt (nothing committed); Inspect it", cerr, ferr))
+					"attempt until its lease expires (nothing committed); call again after its TTL to learn which", cerr, ferr))
 			}
 		}
 		return res, fmt.Errorf("sentinel: %s %q/%q: commit failed, nothing was committed: %w", what, o.namespace, key, cerr)

@@ -651,7 +651,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			m.reused(w, key, ee)
 			return false
 		}
-		if m.o.Transactional && ee.State == sentinel.StateClaimed {
+		if ee.Settles {
 			// OnceTx could not establish whether the commit landed (the
 			// commit failed, as when its connection is cut, and the key
 			// could not be read back): the key is completed if it did,

@@ -11,6 +11,8 @@
 //	                                           attempt, each its own span), by sentinel.outcome
 //	                                           (ran, cached, final, in_progress, uncertain,
 //	                                           reconciling, retryable, error, rerun_pending,
+//	                                           commit_unknown: an OnceTx commit not confirmed,
+//	                                           settled without an operator,
 //	                                           result_lost: fn succeeded but its value was
 //	                                           not stored, replays too; needs SetResult;
 //	                                           canceled: the caller's ctx ended before fn

@@ -71,6 +71,14 @@ type statusJSON struct {
 	Uncertain []execJSON  `json:"uncertain"`
 	// More is true when there are more uncertain executions than listed.
 	More bool `json:"more_uncertain"`
+	// RerunPendingHTTP are the HTTP requests (the idempotency
+	// middleware's keys, each with its "idempotency_key") rerun pending
+	// whose lease ended more than --rerun-pending-after ago: no repeat of
+	// the request came back to re-run them (the text names them with
+	// idempotency inspect). At most --limit of them.
+	RerunPendingHTTP []execJSON `json:"rerun_pending_http_requests"`
+	// MoreRerunPendingHTTP is true when there are more of them than listed.
+	MoreRerunPendingHTTP bool `json:"more_rerun_pending_http_requests"`
 	// UncertainElsewhere names the other schemas of the database with
 	// uncertain executions (of the first five that hold Sentinel's
 	// tables, in name order).
@@ -140,7 +148,9 @@ client's Idempotency-Key and scope (sentinel idempotency inspect), which
 leads to idempotency resolve (--json: "idempotency_key", the scope and
 key, on each such execution). So is each HTTP request rerun pending
 whose lease ended more than --rerun-pending-after (default 15m) ago, as
---exit-code pages on: no repeat of the request came back to re-run it.
+--exit-code pages on: no repeat of the request came back to re-run it
+(--json: "rerun_pending_http_requests", at most --limit such executions,
+each with its "idempotency_key", and "more_rerun_pending_http_requests").
 Completed keys whose result was not stored (fn's value could not be
 encoded: every caller gets ErrResult) are counted apart as RESULT NOT
 STORED, with the command that lists them: they need an operator too
@@ -302,6 +312,16 @@ not read that as nothing to do.`,
 			if err != nil {
 				return err
 			}
+			var rerun []sentinel.Execution // stale rerun pending HTTP requests
+			var moreRerun bool
+			for _, c := range counts {
+				if c.RerunPending {
+					if rerun, moreRerun, err = a.staleHTTPRerunPending(ctx, namespace, ns.all, after.rerunPending, limit); err != nil {
+						return err
+					}
+					break
+				}
+			}
 			if a.jsonOut {
 				out := statusJSON{Counts: []countJSON{}, Uncertain: []execJSON{}, More: next != "", UncertainElsewhere: schemas,
 					UncertainOtherNamespaces: elsewhereJSON}
@@ -319,6 +339,10 @@ not read that as nothing to do.`,
 				}
 				for i := range unc {
 					out.Uncertain = append(out.Uncertain, toExecJSON(&unc[i]))
+				}
+				out.RerunPendingHTTP, out.MoreRerunPendingHTTP = []execJSON{}, moreRerun
+				for i := range rerun {
+					out.RerunPendingHTTP = append(out.RerunPendingHTTP, toExecJSON(&rerun[i]))
 				}
 				return a.printJSON(out)
 			}
@@ -364,17 +388,13 @@ not read that as nothing to do.`,
 				}
 				a.httpKeysNext(unc, next != "", namespace)
 			}
-			for _, c := range counts {
-				if c.RerunPending {
-					return a.httpRerunPendingNext(ctx, namespace, ns.all, after.rerunPending, limit)
-				}
-			}
+			a.httpRerunPendingNext(rerun, moreRerun, namespace, after.rerunPending)
 			return nil
 		}),
 	}
 	ns.add(cmd)
 	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
-	cmd.Flags().IntVar(&limit, "limit", 20, "list at most this many uncertain executions")
+	cmd.Flags().IntVar(&limit, "limit", 20, "list at most this many uncertain executions (and as many stale rerun pending HTTP requests)")
 	cmd.Flags().BoolVar(&exitCodeFlag, "exit-code", false, fmt.Sprintf("exit %d when something needs an operator: uncertain, result not stored, rerun pending or reconciling too long", exitAttention))
 	cmd.Flags().DurationVar(&after.rerunPending, "rerun-pending-after", defaultRerunPendingAfter, "with --exit-code: a key rerun pending (its lease ended, on the database clock) longer than this needs an operator")
 	cmd.Flags().DurationVar(&after.reconciling, "reconciling-after", defaultReconcilingAfter, "with --exit-code: a key reconciling (since reconcile, on the database clock) longer than this needs an operator")
@@ -410,43 +430,51 @@ func (a *app) httpKeysNext(es []sentinel.Execution, more bool, namespace string)
 	}
 }
 
-// httpRerunPendingNext follows status's listing with the HTTP requests
-// (the idempotency middleware's keys) rerun pending whose lease ended more
-// than after ago (--rerun-pending-after, which status --exit-code pages
-// on): no repeat of the request came back to re-run them, so nothing
-// will. Like an uncertain request, each gets the command that shows it by
-// scope and client's key (idempotency inspect, which leads to resolve),
-// not the derived execution key of list --rerun-pending; at most limit of
-// them, then the command that lists every rerun pending key.
-func (a *app) httpRerunPendingNext(ctx context.Context, namespace string, all bool, after time.Duration, limit int) error {
-	var lines []string
+// staleHTTPRerunPending returns the HTTP requests (the idempotency
+// middleware's keys) rerun pending whose lease ended more than after ago
+// (--rerun-pending-after, which status --exit-code pages on): no repeat of
+// the request came back to re-run them, so nothing will. At most limit of
+// them, and whether there are more.
+func (a *app) staleHTTPRerunPending(ctx context.Context, namespace string, all bool, after time.Duration, limit int) ([]sentinel.Execution, bool, error) {
+	var found []sentinel.Execution
 	f := sentinel.ExecutionFilter{RerunPending: true, KeyPrefix: idempotency.KeyPrefix, Namespace: namespace,
 		AllNamespaces: all, Limit: sentinel.MaxExecutionsLimit}
-	more := false
 	for {
 		page, next, err := a.client.Executions(ctx, f)
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 		for i := range page {
 			e := &page[i]
-			scope, key, ok := idempotency.ParseExecutionKey(e.Key)
-			if !ok || !e.Rerunnable() || -e.LeaseLeft() < after {
+			if _, _, ok := idempotency.ParseExecutionKey(e.Key); !ok || !e.Rerunnable() || -e.LeaseLeft() < after {
 				continue
 			}
-			if len(lines) == limit {
-				more = true
-				break
+			if len(found) == limit {
+				return found, true, nil
 			}
-			lines = append(lines, a.idemCommand("inspect", key, scope, e.Namespace))
+			found = append(found, *e)
 		}
-		if more || next == "" {
-			break
+		if next == "" {
+			return found, false, nil
 		}
 		f.After = next
 	}
-	if len(lines) == 0 {
-		return nil
+}
+
+// httpRerunPendingNext follows status's listing with the stale rerun
+// pending HTTP requests (staleHTTPRerunPending). Like an uncertain
+// request, each gets the command that shows it by scope and client's key
+// (idempotency inspect, which leads to resolve), not the derived execution
+// key of list --rerun-pending; then, when there are more (more), the
+// command that lists every rerun pending key.
+func (a *app) httpRerunPendingNext(es []sentinel.Execution, more bool, namespace string, after time.Duration) {
+	if len(es) == 0 {
+		return
+	}
+	var lines []string
+	for i := range es {
+		scope, key, _ := idempotency.ParseExecutionKey(es[i].Key)
+		lines = append(lines, a.idemCommand("inspect", key, scope, es[i].Namespace))
 	}
 	what := fmt.Sprintf("%d rerun pending HTTP requests' Idempotency-Keys", len(lines))
 	if more {
@@ -461,7 +489,6 @@ func (a *app) httpRerunPendingNext(ctx context.Context, namespace string, all bo
 	if more {
 		fprintf(a.stdout, "... more, among every rerun pending key:\n  %s\n", a.command(append([]string{"list", "--rerun-pending"}, nsArgs(namespace)...)...))
 	}
-	return nil
 }
 
 // checkState refuses a --state that is not one of the library's states

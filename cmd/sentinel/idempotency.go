@@ -407,7 +407,10 @@ func (a *app) idemNotFound(cmd *cobra.Command, scope, key string, notFound error
 }
 
 func (a *app) idemInspectCmd() *cobra.Command {
-	var scope string
+	var (
+		scope      string
+		rerunAfter time.Duration
+	)
 	cmd := &cobra.Command{
 		Use:   "inspect KEY",
 		Short: "Show an Idempotency-Key: its request, state and response",
@@ -416,11 +419,25 @@ it (method, path, fingerprint), and its stored response (status, headers,
 decoded body) when completed, or the response the handler produced when
 its completion was refused (the lease was lost first). Exit code 3 when the
 key has no execution; the error then names the namespaces where the key
-of that scope has one, each with the same command there.`,
+of that scope has one, each with the same command there.
+
+A key whose handler stopped with re-runs left (Options.Rerun) is rerun
+pending: the client's repeat of the request runs it again, and inspect
+prints no step. Once its lease ended more than --rerun-pending-after
+(default 15m, as status --exit-code) ago, no repeat came back and none
+will: inspect prints the steps of an uncertain key (resolve, or reconcile
+then reset). status, given another --rerun-pending-after, prints this
+command with it, so the two agree about the key.`,
 		Example: `  sentinel idempotency inspect 8e03978e --scope acct_42 -n payments
-  sentinel idempotency inspect 8e03978e --scope acct_42 -n payments --json`,
+  sentinel idempotency inspect 8e03978e --scope acct_42 -n payments --json
+  sentinel idempotency inspect 8e03978e --scope acct_42 -n payments --rerun-pending-after 1h`,
 		Args: args(1, 1),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+		RunE: a.runEChecked(func(*cobra.Command, []string) error {
+			if rerunAfter <= 0 {
+				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", rerunAfter)
+			}
+			return nil
+		}, func(cmd *cobra.Command, args []string) error {
 			rec, err := idempotency.Inspect(cmd.Context(), a.client, scope, args[0], sentinel.WithNamespace(a.namespace))
 			if errors.Is(err, sentinel.ErrNotFound) {
 				return a.idemNotFound(cmd, scope, args[0], err)
@@ -465,11 +482,12 @@ of that scope has one, each with the same command there.`,
 			}
 			tok := strconv.FormatInt(e.Token, 10)
 			// A key rerun pending for as long as status --exit-code waits
-			// by default before it pages: no repeat of the request came
-			// back (the client gave up), so the operator takes it as an
-			// uncertain key. A key that stopped a moment ago gets no step,
-			// lest it stop the re-run the client's repeat makes.
-			stale := e.Rerunnable() && -e.LeaseLeft() >= defaultRerunPendingAfter
+			// before it pages (--rerun-pending-after, status's default):
+			// no repeat of the request came back (the client gave up), so
+			// the operator takes it as an uncertain key. A key that
+			// stopped a moment ago gets no step, lest it stop the re-run
+			// the client's repeat makes.
+			stale := e.Rerunnable() && -e.LeaseLeft() >= rerunAfter
 			stalled := "" // fprintf escapes its arguments: no newline here
 			if stale {
 				stalled = fmt.Sprintf("its lease ended %s ago and no repeat of the request came back to run attempt %d of %d; "+
@@ -496,6 +514,7 @@ of that scope has one, each with the same command there.`,
 		}),
 	}
 	cmd.Flags().StringVar(&scope, "scope", "", "the principal Options.Scope returned for the request (omit for idempotency.SingleTenant)")
+	cmd.Flags().DurationVar(&rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: inspect prints its steps (status --exit-code's threshold)")
 	return cmd
 }
 

@@ -464,17 +464,24 @@ func (a *app) staleHTTPRerunPending(ctx context.Context, namespace string, all b
 // httpRerunPendingNext follows status's listing with the stale rerun
 // pending HTTP requests (staleHTTPRerunPending). Like an uncertain
 // request, each gets the command that shows it by scope and client's key
-// (idempotency inspect, which leads to resolve), not the derived execution
+// (idempotency inspect, which leads to resolve; with after when it is not
+// the default, which inspect judges the key by), not the derived execution
 // key of list --rerun-pending; then, when there are more (more), the
 // command that lists every rerun pending key.
 func (a *app) httpRerunPendingNext(es []sentinel.Execution, more bool, namespace string, after time.Duration) {
 	if len(es) == 0 {
 		return
 	}
+	// inspect judges the key stale by the same threshold, so that it
+	// prints the steps status promises.
+	var flags []string
+	if after != defaultRerunPendingAfter {
+		flags = []string{"--rerun-pending-after", after.String()}
+	}
 	var lines []string
 	for i := range es {
 		scope, key, _ := idempotency.ParseExecutionKey(es[i].Key)
-		lines = append(lines, a.idemCommand("inspect", key, scope, es[i].Namespace))
+		lines = append(lines, a.idemCommand("inspect", key, scope, es[i].Namespace, flags...))
 	}
 	what := fmt.Sprintf("%d rerun pending HTTP requests' Idempotency-Keys", len(lines))
 	if more {

@@ -498,6 +498,53 @@ func (a *app) httpRerunPendingNext(es []sentinel.Execution, more bool, namespace
 	}
 }
 
+// maxListHTTPKeysNext is how many HTTP requests' inspect commands list
+// --uncertain and list --rerun-pending print after their table; past it,
+// the idempotency listing that names each.
+const maxListHTTPKeysNext = 10
+
+// listHTTPKeysNext follows list --uncertain (or --rerun-pending, rerun)
+// with, on stderr as list's other hints, the idempotency inspect command
+// of each HTTP request (the idempotency middleware's key) among es: the
+// table shows the derived execution key (idempotency:N:scope:key), and the
+// idempotency commands address it by scope and client's key and resolve
+// it with an HTTP response. At most maxListHTTPKeysNext, then the
+// idempotency listing (of namespace, "" for every one) that names them.
+func (a *app) listHTTPKeysNext(es []sentinel.Execution, rerun bool, namespace string) {
+	var lines []string
+	n := 0
+	for i := range es {
+		scope, key, ok := idempotency.ParseExecutionKey(es[i].Key)
+		if !ok {
+			continue
+		}
+		n++
+		if len(lines) < maxListHTTPKeysNext {
+			lines = append(lines, a.idemCommand("inspect", key, scope, es[i].Namespace))
+		}
+	}
+	if n == 0 {
+		return
+	}
+	what := fmt.Sprintf("%d of the keys listed are HTTP requests' Idempotency-Keys", n)
+	if n == 1 {
+		what = "1 of the keys listed is an HTTP request's Idempotency-Key"
+	}
+	todo := "inspect each by its scope and client's key, then resolve it with the response the client's retries get"
+	list := append([]string{"idempotency", "list", "--uncertain"}, nsArgs(namespace)...)
+	if rerun {
+		todo = "the client's repeat of the request re-runs each; inspect each by its scope and client's key, which says when no repeat will come and what to do then"
+		list = append([]string{"idempotency", "list"}, nsArgs(namespace)...)
+	}
+	fprintf(a.stderr, "sentinel: note: %s (the idempotency middleware's): %s:\n", what, todo)
+	for _, l := range lines {
+		fprintf(a.stderr, "  %s\n", l)
+	}
+	if n > len(lines) {
+		fprintf(a.stderr, "... and %d more, each with its scope:\n  %s\n", n-len(lines), a.command(list...))
+	}
+}
+
 // checkState refuses a --state that is not one of the library's states
 // (the library would too, but only once connected). A word the tables
 // show in their STATE column that is no state (UNCERTAIN, rerun pending,
@@ -634,6 +681,12 @@ the same PREFIX and filters); --all follows every page. With --json it
 prints {"executions": [...], "next": CURSOR}. When nothing matches in the
 namespace given with --namespace but other namespaces have matches, stderr
 says so with the listing for every namespace.
+
+With --uncertain or --rerun-pending, a key of an HTTP request (the
+idempotency middleware's, listed as idempotency:N:SCOPE:KEY) is followed,
+on stderr after the table, by the command that inspects it by the client's
+Idempotency-Key and scope (sentinel idempotency inspect), which leads to
+idempotency resolve (--json: "idempotency_key" on each such execution).
 
 A key handed back (claimed, no live lease: fn returned a Retryable error,
 the caller gave up before fn ran, an operator reset it) is listed as
@@ -780,6 +833,9 @@ relied on that pass -n default.`,
 				return nil
 			}
 			a.execTable(rows)
+			if unc || rerun {
+				a.listHTTPKeysNext(rows, rerun, namespace)
+			}
 			if next != "" {
 				fprintf(a.stderr, "more (or add --all):\n  %s\n", a.again(cmd, "after", next))
 			}

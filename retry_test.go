@@ -3,6 +3,7 @@ package sentinel_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,7 +42,11 @@ func TestOnceRetryWaitsOutInProgress(t *testing.T) {
 	}()
 	<-started
 	var inProgress atomic.Int64
-	go func() { time.Sleep(100 * time.Millisecond); close(release) }()
+	// fn of the first call returns once the retrying call has seen the
+	// key in progress: a fixed sleep raced b's first claim on a loaded
+	// machine, which then found the key completed (no in-progress retry).
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	res, err := sentinel.OnceRetry(ctxT(t), b, "shared", func(context.Context) (int, error) {
 		t.Error("fn ran twice")
 		return 0, nil
@@ -49,6 +54,7 @@ func TestOnceRetryWaitsOutInProgress(t *testing.T) {
 		OnRetry: func(_ int, err error, _ time.Duration) {
 			if errors.Is(err, sentinel.ErrInProgress) {
 				inProgress.Add(1)
+				releaseOnce.Do(func() { close(release) })
 			}
 		}})
 	if err != nil || !res.Cached || res.Value != 42 || inProgress.Load() == 0 {

@@ -141,6 +141,11 @@ func TestRerunSupersededRetryableAttemptGetsTheKeysOutcome(t *testing.T) {
 	ctx := ctxT(t)
 	c := e.client(&sentinel.Config{SafetyMargin: 100 * time.Millisecond})
 	opts := []sentinel.Option{sentinel.WithRerun(3), sentinel.WithTTL(400 * time.Millisecond), sentinel.WithHardTTL(800 * time.Millisecond)}
+	// The re-run must not lose its own lease while the test holds it in
+	// fn or completes it: with the first attempt's short TTLs it did, on
+	// a loaded machine ("renewal deadline passed"), and its completion
+	// was refused. Only the first attempt's lease is meant to be lost.
+	rerunOpts := []sentinel.Option{sentinel.WithRerun(3), sentinel.WithTTL(time.Minute)}
 
 	for _, rerunRunning := range []bool{false, true} {
 		key := fmt.Sprintf("pay-retryable-%v", rerunRunning)
@@ -167,7 +172,7 @@ func TestRerunSupersededRetryableAttemptGetsTheKeysOutcome(t *testing.T) {
 				close(rerunIn)
 				<-rerunGo
 				return "ch_1", nil
-			}, opts...)
+			}, rerunOpts...)
 			second <- outcome{res, err}
 		}()
 		<-rerunIn

@@ -272,9 +272,14 @@ func TestOnceLeaseLostWhileRunning(t *testing.T) {
 }
 
 // The hard TTL cancels fn's ctx even with healthy heartbeats.
+//
+// The TTL and the margin are long enough for a loaded machine: with a
+// 400 ms TTL a renewal that took over 300 ms ended the lease as lost
+// ("renewal deadline passed") before the hard TTL, and with a 100 ms
+// margin the check of the row below could run past the hard expiry.
 func TestOnceHardTTL(t *testing.T) {
 	e := newEnv(t)
-	c := e.client(&sentinel.Config{SafetyMargin: 100 * time.Millisecond})
+	c := e.client(&sentinel.Config{SafetyMargin: 600 * time.Millisecond})
 	start := time.Now()
 	var cause error
 	var ranFor time.Duration
@@ -286,10 +291,10 @@ func TestOnceHardTTL(t *testing.T) {
 		require.NoError(t, admin.QueryRow(context.Background(), "SELECT hard_expires_at > clock_timestamp() FROM "+
 			e.table("executions")+" WHERE key = 'long'").Scan(&beforeHard))
 		return 0, ctx.Err()
-	}, sentinel.WithTTL(400*time.Millisecond), sentinel.WithHardTTL(1200*time.Millisecond))
+	}, sentinel.WithTTL(2*time.Second), sentinel.WithHardTTL(5*time.Second))
 	require.ErrorIs(t, cause, sentinel.ErrHardTTL)
 	require.ErrorIs(t, err, sentinel.ErrUncertain)
-	require.GreaterOrEqual(t, ranFor, 900*time.Millisecond, "heartbeats extended it past the TTL")
+	require.GreaterOrEqual(t, ranFor, 4*time.Second, "heartbeats extended it past the TTL")
 	require.True(t, beforeHard, "cancelled before the hard TTL passed on the database clock")
 }
 

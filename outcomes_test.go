@@ -126,8 +126,13 @@ func TestOnceWaitUncertainAndTimeout(t *testing.T) {
 		}, sentinel.WithTTL(10*time.Second), sentinel.WithHardTTL(time.Minute))
 	}()
 	<-started
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err := sentinel.Once(short, b, "k", func(context.Context) (int, error) { return 1, nil }, sentinel.WithWait())
+	// b's first statements (connecting, preparing) are made before the
+	// bounded call, and the bound is long enough for its claim to answer
+	// on a loaded machine: the wait, not the claim, is what it must end.
+	_, err := sentinel.Once(ctx, b, "k", func(context.Context) (int, error) { return 1, nil })
+	require.ErrorIs(t, err, sentinel.ErrInProgress)
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = sentinel.Once(short, b, "k", func(context.Context) (int, error) { return 1, nil }, sentinel.WithWait())
 	cancel()
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, sentinel.ErrInProgress)
@@ -266,10 +271,20 @@ func TestOnceTxLostCommitReplyIsSuccess(t *testing.T) {
 	_, err := admin.Exec(ctx, "CREATE TABLE "+e.table("ledger")+" (key text NOT NULL)")
 	require.NoError(t, err)
 	px := newFreezeProxy(t, dbURL)
-	c := e.clientOn(e.pool(func(c *pgxpool.Config) {
+	pool := e.pool(func(c *pgxpool.Config) {
 		px.route(c)
 		c.MaxConns = 2 // the read-back needs a connection of its own
-	}), &sentinel.Config{ReleaseTimeout: 500 * time.Millisecond})
+	})
+	// Both connections are made before the commit is cut, and the bound
+	// leaves the read-back time to answer on a loaded machine: with a
+	// 500 ms bound, a read-back that had to connect first timed out too.
+	c1, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	c2, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	c1.Release()
+	c2.Release()
+	c := e.clientOn(pool, &sentinel.Config{ReleaseTimeout: 2 * time.Second})
 	px.armAfter("commit")
 	res, err := sentinel.OnceTx(ctx, c, "k", func(ctx context.Context, tx pgx.Tx) (string, error) {
 		_, err := tx.Exec(ctx, "INSERT INTO "+e.table("ledger")+" VALUES ('k')")

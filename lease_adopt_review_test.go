@@ -103,12 +103,21 @@ func TestAdoptHandleRacesTheExpiry(t *testing.T) {
 	wins := map[string]int{}
 	for i := range 30 {
 		key := fmt.Sprintf("race-%d", i)
-		l, err := dispatcher.Lease(ctx, key, sentinel.WithTTL(sentinel.MinTTL))
+		// A long TTL, then the expiry brought near by hand: with MinTTL,
+		// on a loaded machine, the lease's deadline passed before Detach,
+		// or a renewal in flight at Detach moved the row's expiry past
+		// ExpiresAt (a renewal is sent every 33 ms).
+		l, err := dispatcher.Lease(ctx, key, sentinel.WithTTL(time.Minute))
 		require.NoError(t, err)
 		h, err := l.Detach()
 		require.NoError(t, err)
-		exp := l.ExpiresAt()
 		holder, err := dispatcher.Holder(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, l.ExpiresAt(), holder.ExpiresAt)
+		var exp time.Time
+		require.NoError(t, admin.QueryRow(ctx, "UPDATE "+e.table("leases")+
+			" SET expires_at = pg_catalog.clock_timestamp() + interval '100 ms' WHERE key = $1 RETURNING expires_at", key).Scan(&exp))
+		holder, err = dispatcher.Holder(ctx, key)
 		require.NoError(t, err)
 		require.Equal(t, exp, holder.ExpiresAt)
 		// Aim both at the expiry: sleep until a few ms around it by the

@@ -58,7 +58,7 @@ func waitWhileChildCharges(t *testing.T, e *env, c *sentinel.Client, cmd *exec.C
 // gets ErrUncertain; it never runs fn for an attempt nobody declared
 // idempotent.
 func TestRerunAddedByADeployLeavesAnEarlierAttemptUncertain(t *testing.T) {
-	const ttl = time.Second
+	const ttl = 3 * time.Second // the child's lease outlives a busy machine's slow renewals
 	e := newEnv(t)
 	p := newProvider(t, e, true)
 	c := e.client(&sentinel.Config{DefaultTTL: ttl})
@@ -82,7 +82,7 @@ func TestRerunAddedByADeployLeavesAnEarlierAttemptUncertain(t *testing.T) {
 // finds it); it does not run fn. A caller with the option then re-runs
 // it, sending the provider the same reference: one charge.
 func TestRerunRemovedByADeployLeavesTheKeyRerunPending(t *testing.T) {
-	const ttl = time.Second
+	const ttl = 3 * time.Second // the child's lease outlives a busy machine's slow renewals
 	e := newEnv(t)
 	p := newProvider(t, e, true)
 	c := e.client(&sentinel.Config{DefaultTTL: ttl})

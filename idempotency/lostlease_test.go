@@ -28,7 +28,10 @@ func TestNoEffectAfterTheLeaseWasLostGivesTheKeyBack(t *testing.T) {
 			c := sentineltest.New(t)
 			var runs atomic.Int64
 			var cause atomic.Value
-			opts := idempotency.Options{Scope: idempotency.SingleTenant, TTL: 300 * time.Millisecond, HardTTL: 300 * time.Millisecond}
+			// A TTL of a second, not 300 ms: on a loaded machine the
+			// repeat's own lease, at 300 ms, could be lost before its
+			// completion ("renewal deadline passed").
+			opts := idempotency.Options{Scope: idempotency.SingleTenant, TTL: time.Second, HardTTL: time.Second}
 			if how == "heartbeat blocked" {
 				opts.HardTTL = time.Hour
 			}

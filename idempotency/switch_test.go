@@ -145,7 +145,10 @@ func TestSwitchedSessionGivesTheKeyBackAtThe101(t *testing.T) {
 			end := func() { finishOnce.Do(func() { close(finish) }) }
 			t.Cleanup(end) // the first session ends with the test, whatever happens
 			mw := idempotency.Middleware(c, idempotency.Options{Scope: idempotency.SingleTenant, Transactional: transactional,
-				TTL: 300 * time.Millisecond, HardTTL: 2 * time.Second})
+				// A TTL of a second: at 300 ms, on a loaded machine, a slow
+				// renewal lost the lease ("renewal deadline passed") before
+				// HardTTL ended it.
+				TTL: time.Second, HardTTL: 3 * time.Second})
 			handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				n := runs.Add(1)
 				w.Header().Set("Connection", "Upgrade")

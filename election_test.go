@@ -359,21 +359,34 @@ func TestElectorResignHandsOverAfterCallbackReturned(t *testing.T) {
 		<-ctx.Done()
 		time.Sleep(50 * time.Millisecond) // the old leader's cleanup
 	}
-	a, err := e.client(&sentinel.Config{DefaultTTL: ttl}).Elector("handover", sentinel.ElectorOptions{OnElected: ts.onElected(0, hold)})
+	ca, cb := e.client(&sentinel.Config{DefaultTTL: ttl}), e.client(&sentinel.Config{DefaultTTL: ttl})
+	require.NotEqual(t, ca.Config().Owner, cb.Config().Owner)
+	a, err := ca.Elector("handover", sentinel.ElectorOptions{OnElected: ts.onElected(0, hold)})
 	require.NoError(t, err)
 	runElector(t, a)
 	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
-	b, err := e.client(&sentinel.Config{DefaultTTL: ttl}).Elector("handover", sentinel.ElectorOptions{OnElected: ts.onElected(1, nil)})
+	b, err := cb.Elector("handover", sentinel.ElectorOptions{OnElected: ts.onElected(1, nil)})
 	require.NoError(t, err)
 	runElector(t, b)
-	time.Sleep(100 * time.Millisecond)
 
 	for i := range 3 {
-		from, to := a, b
+		from, to, toOwner := a, b, cb.Config().Owner
 		if i%2 == 1 {
-			from, to = b, a
+			from, to, toOwner = b, a, ca.Config().Owner
 		}
 		require.True(t, from.IsLeader())
+		// The follower is registered as the successor of this term
+		// before the leader resigns: the handover checked is to a
+		// follower that follows. Fixed sleeps raced its registration on
+		// a loaded machine; a resignation that finds no successor
+		// registered releases the term instead, and the elector that
+		// resigned before it, held off and not registered as waiting, is
+		// not woken by that release (it campaigns when its hold-off ends,
+		// a TTL after its own resignation).
+		waitFor(t, 30*time.Second, "the follower to register as the successor", func() bool {
+			return e.count("leaders", "election = 'handover' AND term = $1 AND next_owner = $2 AND waiting_until > pg_catalog.clock_timestamp()",
+				from.Term(), toOwner) == 1
+		})
 		begin := time.Now()
 		require.NoError(t, from.Resign(ctx))
 		resigned := time.Since(begin)
@@ -381,7 +394,6 @@ func TestElectorResignHandsOverAfterCallbackReturned(t *testing.T) {
 		took := time.Since(begin)
 		t.Logf("handover %d: Resign returned after %s, new leader after %s", i, resigned, took)
 		require.Less(t, took, ttl/2, "handover must not wait for expiry")
-		time.Sleep(20 * time.Millisecond)
 	}
 	checkTenures(t, ts.snapshot())
 }

@@ -519,6 +519,12 @@ func (c *Client) begin(ctx context.Context, key string, o callOptions, state Sta
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
 				continue // no longer in progress: claim again
+			case err != nil && ctx.Err() != nil:
+				// ctx ended as this call counted in: it ends the wait as
+				// it would have a moment later (waitOutcome), with the
+				// key in progress as the claim read it.
+				e := c.reject(ctx, ex, callOptions{}, false)
+				return nil, nil, nil, nil, fmt.Errorf("sentinel: waiting for %q/%q: %w (still: %w)", o.namespace, key, context.Cause(ctx), e)
 			case err != nil:
 				return nil, nil, nil, nil, c.wrapErr(fmt.Sprintf("wait for %q/%q", o.namespace, key), err)
 			}

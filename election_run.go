@@ -238,7 +238,14 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 			memberTok = e.member.token
 		}
 		e.mu.Unlock()
-		if listening && res.live && (time.Until(waiting) <= delay || res.leader.Term != regTerm || (mayNow && !regNamed)) {
+		// Held off with no live leader (its own released term, say): it
+		// registers as waiting on that row too, so that a later release
+		// wakes it. Another elector may take the term and resign before
+		// the hold-off ends, with nobody else registered; unregistered,
+		// this one slept until its hold-off ended and the group stayed
+		// leaderless that long.
+		heldOff := !mayLead && !res.live && res.leader != nil
+		if listening && (res.live || heldOff) && (time.Until(waiting) <= delay || res.leader.Term != regTerm || (mayNow && !regNamed)) {
 			// Register as waiting, so that a resignation notifies (see
 			// the comment above the loop); a registration that still
 			// covers this sleep, made under this term, is kept. An
@@ -254,8 +261,8 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 			}
 			term, live, until, sent, in := e.waitJoin(ctx, memberTok, mayNow)
 			switch {
-			case in && (!live || term != res.leader.Term):
-				continue // resigned (or taken over) meanwhile: campaign now
+			case in && (live != res.live || term != res.leader.Term):
+				continue // resigned, taken over or elected meanwhile: campaign now
 			case in:
 				waiting, waitBackoff = until, 10*time.Millisecond
 				regTerm, regNamed = term, mayNow && memberTok != 0

@@ -40,7 +40,7 @@ func actionsFor(e execView, isHTTP bool) []actionLink {
 		complete = ""
 	}
 	switch {
-	case e.Uncertain:
+	case e.Uncertain || e.RerunStale: // a re-run nobody came back for: as sentinel inspect says
 		out = append(out, actionLink{actions["reconcile"].Label, actions["reconcile"].Help, confirmLink("reconcile", e.Namespace, e.Key, e.Token, nil)})
 	case e.State == sentinel.StateReconciling:
 		for _, a := range []string{complete, "reset"} {

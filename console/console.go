@@ -83,6 +83,10 @@ import (
 	"github.com/sentinel-coordination/sentinel"
 )
 
+// DefaultRerunPendingAfter is Options.RerunPendingAfter's default, the
+// default of sentinel status --exit-code's --rerun-pending-after.
+const DefaultRerunPendingAfter = 15 * time.Minute
+
 // Options configure a console. New refuses the zero value: set ReadOnly
 // for a console that offers no action, or OperatorToken or Operators for
 // one that does.
@@ -156,6 +160,14 @@ type Options struct {
 	// sentinel.MaxExecutionsLimit.
 	PageSize int
 
+	// RerunPendingAfter is how long a key may stay rerun pending (its
+	// executor stopped with re-runs left, WithRerun, and no caller with
+	// WithRerun came back to run it) after its lease ended, on the
+	// database clock, before it needs an operator: the start page ("Needs
+	// an operator") lists it, and its page offers Reconcile. Default 15m,
+	// as sentinel status --exit-code's --rerun-pending-after.
+	RerunPendingAfter time.Duration
+
 	// PollInterval is passed to Client.Follow for the live view. Default:
 	// Follow's default (200ms).
 	PollInterval time.Duration
@@ -214,7 +226,7 @@ var files embed.FS
 // CheckOptions returns the error New would return for opts, without a
 // client: no OperatorToken or Operators unless ReadOnly, a weak token
 // (ErrWeakToken), a bad operator name or AllowedHosts entry, a negative
-// CSRFMaxAge, a PageSize out of range. A program (sentinel serve) checks
+// CSRFMaxAge or RerunPendingAfter, a PageSize out of range. A program (sentinel serve) checks
 // its settings with it before it connects to the database.
 func CheckOptions(opts Options) error {
 	_, _, err := checkOptions(opts)
@@ -238,6 +250,9 @@ func checkOptions(opts Options) ([]operator, hostPolicy, error) {
 	if opts.CSRFMaxAge < 0 {
 		return nil, hostPolicy{}, errors.New("console: CSRFMaxAge must not be negative")
 	}
+	if opts.RerunPendingAfter < 0 {
+		return nil, hostPolicy{}, errors.New("console: RerunPendingAfter must not be negative")
+	}
 	if opts.PageSize < 0 || opts.PageSize > sentinel.MaxExecutionsLimit {
 		return nil, hostPolicy{}, fmt.Errorf("console: PageSize must be 1..%d", sentinel.MaxExecutionsLimit)
 	}
@@ -255,6 +270,9 @@ func New(client *sentinel.Client, opts Options) (*Console, error) {
 	}
 	if opts.Title == "" {
 		opts.Title = "Sentinel"
+	}
+	if opts.RerunPendingAfter == 0 {
+		opts.RerunPendingAfter = DefaultRerunPendingAfter
 	}
 	if opts.CSRFMaxAge == 0 {
 		opts.CSRFMaxAge = 30 * time.Minute

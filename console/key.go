@@ -238,6 +238,7 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 		cs.failRead(w, r, http.StatusInternalServerError, "Could not read the history", err, "./")
 		return
 	}
+	cs.measureDBClock(r) // whether a key rerun pending needs an operator: on the database clock
 	d := keyData{Exec: cs.view(*ex), HTTP: cs.readHTTPKey(ctx, ex)}
 	if len(ex.Result) > 0 {
 		d.Result, d.ResultJS = prettyResult(ex.Result)

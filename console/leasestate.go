@@ -62,10 +62,14 @@ func stateBadge(v execView) badge {
 }
 
 // stateNote is what the key page says after the badge of v (key.html).
-func stateNote(v execView) string {
+func (cs *Console) stateNote(v execView) string {
 	switch {
 	case v.Uncertain:
 		return "executing, and its lease expired: the outcome is unknown"
+	case v.RerunStale:
+		return fmt.Sprintf("executing, its lease expired without an outcome at attempt %d more than %s ago, and no caller with WithRerun came back to run attempt %d of %d: "+
+			"if none will, find out whether the work happened, then reconcile (no caller re-runs it after that)",
+			v.Attempt, cs.opts.RerunPendingAfter, v.Attempt+1, v.MaxAttempts)
 	case v.RerunPending:
 		return fmt.Sprintf("executing, its lease expired without an outcome at attempt %d: the next call with WithRerun runs it again (the effect is deduplicated downstream); no operator is needed", v.Attempt)
 	}
@@ -93,7 +97,7 @@ func (cs *Console) leaseStateJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	v := cs.view(*ex)
 	s := leaseState{Token: ex.Token, State: string(ex.State), Alive: ex.LeaseAlive, Uncertain: v.Uncertain,
-		Badge: stateBadge(v), Note: stateNote(v), At: cs.dbNow().UTC().Format(time.RFC3339Nano),
+		Badge: stateBadge(v), Note: cs.stateNote(v), At: cs.dbNow().UTC().Format(time.RFC3339Nano),
 		Since: v.Since.UTC().Format(time.RFC3339Nano)}
 	if !ex.LeaseExpiresAt.IsZero() {
 		s.LeaseExpiresAt = ex.LeaseExpiresAt.UTC().Format(time.RFC3339Nano)

@@ -20,6 +20,7 @@ var tabs = []struct{ ID, Label string }{
 	{"uncertain", "Uncertain"},
 	{"reconciling", "Reconciling"},
 	{"result-lost", "Result not stored"},
+	{"rerun-pending", "Rerun pending"},
 	{"executing", "Executing"},
 	{"claimed", "Claimed"},
 	{"completed", "Completed"},
@@ -89,32 +90,51 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
+	cs.measureDBClock(r) // which keys rerun pending need an operator: on the database clock
 	type want struct {
 		tab, heading, note string
 		f                  sentinel.ExecutionFilter
+		stale              bool // keep only the rows RerunStale
 	}
 	var wants []want
-	uncertain, reconciling, lost := base, base, base
+	uncertain, reconciling, lost, rerun := base, base, base, base
 	uncertain.Uncertain = true
 	reconciling.State = sentinel.StateReconciling
 	lost.ResultLost = true
+	rerun.RerunPending = true
+	// A key rerun pending whose lease ended more than RerunPendingAfter
+	// ago needs an operator (sentinel status --exit-code pages on it). Its
+	// state was entered before its lease ended, so the rows changed before
+	// then hold them all; those whose lease ended later are left out.
+	stale := rerun
+	if cut := cs.dbNow().Add(-cs.opts.RerunPendingAfter); stale.UpdatedBefore.IsZero() || cut.Before(stale.UpdatedBefore) {
+		stale.UpdatedBefore = cut
+	}
+	staleHeading := "Rerun pending for more than " + cs.opts.RerunPendingAfter.String()
+	staleNote := "Executing with an expired lease and re-runs left (WithRerun), but no caller with WithRerun came back to run it since its lease ended (Since). " +
+		"If none will, find out whether the work happened, then reconcile each one (no caller re-runs it after that)."
+	const rerunNote = "Executing with an expired lease and re-runs left (WithRerun): the next caller with WithRerun runs it again, and no operator is needed until one has not come back for a while; " +
+		"those are under Needs an operator."
 	const lostNote = "Completed: fn succeeded, but its result could not be stored (Result error), so every caller gets ErrResult. Store the value callers should get: the key's page gives the set-result command."
 	const uncNote = "Executing with an expired lease: the worker crashed, froze or failed after side effects may have happened. Sentinel will not run them again; reconcile each one."
 	switch d.Tab {
 	case "attention":
-		wants = []want{{"uncertain", "Uncertain", uncNote, uncertain},
-			{"reconciling", "Reconciling", "An operator started establishing the truth: force-complete (it happened) or reset to claimed (it did not).", reconciling},
-			{"result-lost", "Result not stored", lostNote, lost}}
+		wants = []want{{"uncertain", "Uncertain", uncNote, uncertain, false},
+			{"reconciling", "Reconciling", "An operator started establishing the truth: force-complete (it happened) or reset to claimed (it did not).", reconciling, false},
+			{"result-lost", "Result not stored", lostNote, lost, false},
+			{"rerun-pending", staleHeading, staleNote, stale, true}}
+	case "rerun-pending":
+		wants = []want{{d.Tab, "Rerun pending", rerunNote, rerun, false}}
 	case "uncertain":
-		wants = []want{{d.Tab, "Uncertain", uncNote, uncertain}}
+		wants = []want{{d.Tab, "Uncertain", uncNote, uncertain, false}}
 	case "result-lost":
-		wants = []want{{d.Tab, "Result not stored", lostNote, lost}}
+		wants = []want{{d.Tab, "Result not stored", lostNote, lost, false}}
 	case "reconciling", "executing", "claimed", "completed":
 		f := base
 		f.State = sentinel.State(d.Tab)
-		wants = []want{{d.Tab, strings.ToUpper(d.Tab[:1]) + d.Tab[1:], "", f}}
+		wants = []want{{d.Tab, strings.ToUpper(d.Tab[:1]) + d.Tab[1:], "", f, false}}
 	case "all":
-		wants = []want{{d.Tab, "All executions", "", base}}
+		wants = []want{{d.Tab, "All executions", "", base, false}}
 	default:
 		d.Error = fmt.Sprintf("unknown state %q", d.Tab)
 		cs.render(w, r, http.StatusBadRequest, "executions.html", page{Nav: "executions", Data: d})
@@ -139,7 +159,9 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 		}
 		s := section{Heading: wt.heading, Note: wt.note}
 		for _, e := range rows {
-			s.Rows = append(s.Rows, cs.view(e))
+			if v := cs.view(e); !wt.stale || v.RerunStale {
+				s.Rows = append(s.Rows, v)
+			}
 		}
 		if next != "" {
 			nq := url.Values{}

@@ -281,9 +281,13 @@ type execView struct {
 	Uncertain  bool
 	HandedBack bool // claimed with no live lease: nothing runs it, the next caller does
 	// RerunPending: executing, stopped with re-runs left (WithRerun,
-	// Execution.Rerunnable): no operator is needed, the next caller with
-	// WithRerun runs it again.
+	// Execution.Rerunnable): the next caller with WithRerun runs it
+	// again; no operator is needed unless RerunStale.
 	RerunPending bool
+	// RerunStale: RerunPending, and its lease ended more than
+	// Options.RerunPendingAfter ago: no caller with WithRerun came back,
+	// so it needs an operator (as sentinel status --exit-code says).
+	RerunStale bool
 	// ResultLost: completed, but fn's result was not stored
 	// (ExecutionFilter.ResultLost): callers get ErrResult.
 	ResultLost bool
@@ -304,8 +308,9 @@ type execView struct {
 }
 
 func (cs *Console) view(e sentinel.Execution) execView {
-	return execView{Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable(),
-		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, RerunPending: e.Rerunnable(),
+	rerun := e.Rerunnable()
+	return execView{RerunStale: rerun && cs.dbNow().Sub(e.Since()) > cs.opts.RerunPendingAfter, Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable(),
+		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, RerunPending: rerun,
 		ResultLost: e.ResultLost(),
 		Link:       keyLink(e.Namespace, e.Key), Effect: e.EffectKey(), LeaseLeftMS: e.LeaseLeft().Milliseconds(),
 		Since: e.Since()}
@@ -317,8 +322,9 @@ func keyLink(ns, key string) string {
 
 func (cs *Console) funcs() template.FuncMap {
 	return template.FuncMap{
-		"inc": func(i int) int { return i + 1 },
-		"rfc": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+		"inc":       func(i int) int { return i + 1 },
+		"stateNote": func(v execView) string { return cs.stateNote(v) },
+		"rfc":       func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 		"ts": func(t time.Time) string {
 			if t.IsZero() {
 				return "—"

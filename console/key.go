@@ -101,7 +101,14 @@ type takenFrom struct {
 	PID         int
 	Token       int64
 	At          time.Time // when it was reconciled
-	By          string    // the operator who reconciled it
+	// By is who reconciled it: the operator the history names
+	// (operator_name: the console's form or token, the CLI's --operator),
+	// else the reconciling process's owner.
+	By string
+	// Through is the reconciling process's owner when By is the operator
+	// named apart from it (the console's process, for an action taken on
+	// the console); empty otherwise.
+	Through string
 }
 
 // readTakenFrom returns the worker the latest run's reconcile took the key
@@ -124,7 +131,11 @@ func readTakenFrom(hist, run []sentinel.Event) *takenFrom {
 		if !ok {
 			return nil
 		}
-		return &takenFrom{Owner: p.Owner, Host: p.Host, PID: p.PID, Token: p.Token, At: ev.At, By: ev.Owner}
+		t := &takenFrom{Owner: p.Owner, Host: p.Host, PID: p.PID, Token: p.Token, At: ev.At, By: ev.Owner}
+		if name, _ := ev.Metadata["operator_name"].(string); name != "" && name != ev.Owner {
+			t.By, t.Through = name, ev.Owner
+		}
+		return t
 	}
 	return nil
 }

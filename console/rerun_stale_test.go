@@ -104,3 +104,25 @@ func TestRerunPendingAfterOption(t *testing.T) {
 	require.Contains(t, body, "receipt-old")
 	require.Contains(t, body, "receipt-new")
 }
+
+// The counts at the top of every page said "No uncertain keys in any
+// namespace." and nothing else while a key rerun pending had waited for
+// a re-run for 20 minutes (sentinel status --exit-code exits 5 for it):
+// an operator on the leases page read that nothing needed them. They now
+// name the namespaces with such keys, each linked to the start page's
+// list of its keys.
+func TestCountsNameRerunPendingStale(t *testing.T) {
+	c, schema := newClient(t)
+	ctx := ctxT(t)
+	rerunPending(t, c, "mail", "receipt-old")
+	rerunPending(t, c, "sms", "text-new")
+	table := pgx.Identifier{schema, "executions"}.Sanitize()
+	_, err := admin.Exec(ctx, "UPDATE "+table+` SET updated_at = updated_at - interval '1 hour',
+		lease_expires_at = lease_expires_at - interval '20 minutes' WHERE key = 'receipt-old'`)
+	require.NoError(t, err)
+	s := server(t, c, console.Options{ReadOnly: true})
+	code, body := get(t, s.URL+"/ops/leases")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Regexp(t, `id="rerun-stale-counts"><strong>Rerun pending for more than 15m0s[^<]*</strong> <a [^>]*href="\./\?ns=mail&amp;state=attention"[^>]*>mail: 1</a></span>`, body)
+	require.NotContains(t, body, "sms: 1", "its lease ended just now")
+}

@@ -35,9 +35,14 @@ type page struct {
 	// UncertainErr says why they could not be counted. ResultLost counts
 	// the completed keys whose result was not stored (callers get
 	// ErrResult until an operator stores it).
-	Uncertain    []nsCount
-	Reconciling  []nsCount
-	ResultLost   []nsCount
+	Uncertain   []nsCount
+	Reconciling []nsCount
+	ResultLost  []nsCount
+	// RerunStale counts the keys rerun pending whose lease ended more than
+	// Options.RerunPendingAfter ago (execView.RerunStale), of the first
+	// rerunStaleRead rerun pending keys; RerunAfter is that threshold.
+	RerunStale   []nsCount
+	RerunAfter   time.Duration
 	UncertainErr string
 	// UncertainDown: UncertainErr is the database not answering
 	// (unreachable): the page says so, and to reload it once it answers.
@@ -117,6 +122,9 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 		*to = append(*to, nsCount{Namespace: c.Namespace, Count: c.Count,
 			Link: "./?" + url.Values{"state": {tab}, "ns": {c.Namespace}}.Encode()})
 	}
+	if err == nil {
+		p.RerunStale, p.RerunAfter = cs.rerunStaleCounts(r), cs.opts.RerunPendingAfter
+	}
 	p.Schema = cs.c.Config().Schema
 	if cs.opts.Elsewhere != nil {
 		schemas, err := cs.elsewhereNow(r)
@@ -145,6 +153,40 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// rerunStaleRead bounds the rerun pending keys rerunStaleCounts reads.
+const rerunStaleRead = 1000
+
+// rerunStaleCounts counts per namespace, for the top of every page, the
+// keys rerun pending whose lease ended more than Options.RerunPendingAfter
+// ago: they need an operator (sentinel status --exit-code counts them),
+// though AttentionCounts does not count them. A read that fails counts
+// none (the start page's list says why).
+func (cs *Console) rerunStaleCounts(r *http.Request) []nsCount {
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	rows, _, err := cs.c.Executions(ctx, sentinel.ExecutionFilter{RerunPending: true, AllNamespaces: true,
+		UpdatedBefore: cs.dbNow().Add(-cs.opts.RerunPendingAfter), Limit: rerunStaleRead})
+	if err != nil {
+		cs.opts.Logger.Error("console: count keys rerun pending", "err", err)
+		return nil
+	}
+	var out []nsCount
+	at := map[string]int{}
+	for _, e := range rows {
+		if !cs.view(e).RerunStale {
+			continue
+		}
+		i, ok := at[e.Namespace]
+		if !ok {
+			i, at[e.Namespace] = len(out), len(out)
+			out = append(out, nsCount{Namespace: e.Namespace,
+				Link: "./?" + url.Values{"state": {"attention"}, "ns": {e.Namespace}}.Encode()})
+		}
+		out[i].Count++
+	}
+	return out
 }
 
 // dbClockFresh is how long a measure of the database clock's offset from

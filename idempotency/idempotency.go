@@ -692,6 +692,24 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		if ns == "" {
 			ns = m.namespace()
 		}
+		if ee.Rerun {
+			// Left for a re-run that this server's Options.Rerun does not
+			// allow (none, or a bound the key's attempts reached: a rolling
+			// deploy that adds or removes it). The key is not uncertain:
+			// the operator's tools leave it out, and a server whose Rerun
+			// allows another attempt runs it for the repeat. Not "it will
+			// not be run again: an operator resolves it".
+			m.c.Config().Logger.Info("idempotency: a request left for a re-run came to a server whose Options.Rerun does not allow another attempt; answered 503 ProblemRerun, and a repeat to a server whose Rerun allows one runs it",
+				"idempotency_key", key, "scope", scope, "rerun", m.o.Rerun, "err", err)
+			writeProblem(w, Problem{Type: ProblemRerun, Title: "Request did not finish; repeat it", Status: http.StatusServiceUnavailable, Key: key,
+				State: string(ee.State), Token: ee.Token,
+				Detail: fmt.Sprintf("the request with Idempotency-Key %q did not finish and may or may not have taken effect; "+
+					"it waits to be run again by a server of this service whose Options.Rerun allows another attempt, which this one's does not: "+
+					"repeat it exactly, with the same key, after the Retry-After delay. If no server runs it again, an operator resolves it (%s), "+
+					"after which repeating it gets its outcome. Do not send it with a new key, which could perform it twice",
+					key, Command("inspect", key, scope, ns, m.c.Config().Schema))}, 1)
+			return false
+		}
 		writeProblem(w, Problem{Type: ProblemUncertain, Title: "Outcome of the original request unknown", Status: http.StatusInternalServerError, Key: key,
 			State: string(ee.State), Token: ee.Token,
 			Detail: fmt.Sprintf("the request with Idempotency-Key %q did not finish with a known outcome (a crash, a lost lease, or a dependency that did not answer) "+

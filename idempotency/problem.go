@@ -44,7 +44,13 @@ const (
 	// finish (its lease was lost, or it called Uncertain) and may or may
 	// not have taken effect, and attempts remain; its
 	// effect is deduplicated downstream, so repeating the same request with
-	// the same key runs it again. Retry after the Retry-After delay.
+	// the same key runs it again. Retry after the Retry-After delay. A
+	// server whose Options.Rerun does not allow another attempt (none, or
+	// a lower bound: a rolling deploy that adds or removes it) answers it
+	// too for a request another server left for a re-run, and does not run
+	// it: the key is not uncertain, a repeat to a server whose Rerun allows
+	// it runs it, and the detail names the command that shows the key in
+	// case none does.
 	ProblemRerun = problemBase + "ProblemRerun"
 	// ProblemReconciling (503): an operator is reconciling the key; retry
 	// later.

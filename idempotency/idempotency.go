@@ -396,10 +396,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		// is that very attempt (its token) taken over. Once takes the guard
 		// from onceCtx (internal/rerunhook) and keeps it out of fn's ctx.
 		opts = append(opts, sentinel.WithRerun(m.o.Rerun))
-		onceCtx = rerunhook.WithGuard(ctx, func(ctx context.Context, ns, key string, token int64) (bool, error) {
-			got, known, err := m.fingerprintOf(ctx, ns, key, token)
-			return known && got == fp, err
-		})
+		onceCtx = rerunhook.WithGuard(ctx, m.rerunGuard(fp))
 	}
 
 	txCtx := ctx // the ctx of the OnceTx call
@@ -704,7 +701,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			writeProblem(w, Problem{Type: ProblemRerun, Title: "Request did not finish; repeat it", Status: http.StatusServiceUnavailable, Key: key,
 				State: string(ee.State), Token: ee.Token,
 				Detail: fmt.Sprintf("the request with Idempotency-Key %q did not finish and may or may not have taken effect; "+
-					"it waits to be run again by a server of this service whose Options.Rerun allows another attempt, which this one's does not: "+
+					"it is run again by a server of this service whose Options.Rerun allows another attempt, and this request did not run it: "+
 					"repeat it exactly, with the same key, after the Retry-After delay. If no server runs it again, an operator resolves it (%s), "+
 					"after which repeating it gets its outcome. Do not send it with a new key, which could perform it twice",
 					key, Command("inspect", key, scope, ns, m.c.Config().Schema))}, 1)

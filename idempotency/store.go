@@ -132,6 +132,35 @@ func (m *middleware) fingerprintOf(ctx context.Context, ns, onceKey string, toke
 	return "", false, nil
 }
 
+// rerunGuard is the guard Once asks before it re-runs the stopped attempt
+// token of key for a request with fingerprint fp: only a repeat of the
+// same request re-runs it. An attempt superseded since Once's claim read
+// it (a concurrent repeat re-ran the key: its last run was claimed at a
+// later token) is approved: Once's next claim may take over only that
+// attempt, which it no longer can, and finds the key as it is now (the
+// re-run in progress, a later attempt to guard again, a completed key).
+// Refused, the repeat would get ErrUncertain for a key being re-run, and
+// the client a problem saying nobody runs it.
+func (m *middleware) rerunGuard(fp string) func(ctx context.Context, ns, key string, token int64) (bool, error) {
+	return func(ctx context.Context, ns, key string, token int64) (bool, error) {
+		evs, err := m.c.LastRun(ctx, key, sentinel.WithNamespace(ns))
+		if err != nil {
+			return false, err
+		}
+		for i := len(evs) - 1; i >= 0; i-- {
+			if evs[i].Type != "claimed" {
+				continue
+			}
+			if evs[i].Token != token {
+				return evs[i].Token > token, nil // superseded, or not that attempt's run
+			}
+			got, known := evs[i].Metadata["fingerprint"].(string)
+			return known && got == fp, nil
+		}
+		return false, nil
+	}
+}
+
 // rerunnable reports whether, with Options.Rerun, a repeat of the request
 // of the uncertain execution ee runs the handler again; ex is the key's
 // execution then, nil when it could not be read. A read that failed (a

@@ -95,8 +95,14 @@ const (
 	OutcomeInProgress  OnceOutcome = "in_progress" // another worker holds the key
 	OutcomeUncertain   OnceOutcome = "uncertain"   // the outcome is unknown: reconcile the key
 	OutcomeReconciling OnceOutcome = "reconciling" // an operator is reconciling the key
-	OutcomeRetryable   OnceOutcome = "retryable"   // fn said nothing happened; the key is free again
-	OutcomeError       OnceOutcome = "error"       // bad input, a database error, a result codec failure (but see OutcomeResultLost)
+	// OutcomeRetryable: fn said nothing happened (Retryable); the key is
+	// free again, except in a WithRerun re-run (attempt 2 on), where an
+	// earlier attempt may have had its effect: the key is left for the
+	// next re-run (rerun pending, not free: a caller without WithRerun
+	// gets ErrUncertain), and in the last attempt the call ends
+	// OutcomeUncertain instead.
+	OutcomeRetryable OnceOutcome = "retryable"
+	OutcomeError     OnceOutcome = "error" // bad input, a database error, a result codec failure (but see OutcomeResultLost)
 	// OutcomeResultLost: fn succeeded and the key completed, but its value
 	// could not be stored (ErrResultLost): this call and every replay of
 	// the key fail with ErrResult until an operator stores the value

@@ -122,7 +122,8 @@ const (
 	OutcomeCommitUnknown OnceOutcome = "commit_unknown"
 	// OutcomeCanceled: the caller's ctx ended (cancelled, or its deadline
 	// passed) and the call failed without an outcome of the key: fn did
-	// not run (a claim in flight was given back: the key is claimable), or
+	// not run (a claim in flight was given back: the key is claimable; a
+	// re-run's claim leaves it for the next re-run, see WithRerun), or
 	// OnceTx's transaction rolled back. The caller gave up; nothing failed.
 	// A ctx that ends while fn runs makes the key's outcome fn's (uncertain
 	// when fn had crossed its boundary); one that ends while WithWait waits

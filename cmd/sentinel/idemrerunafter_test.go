@@ -34,7 +34,7 @@ func TestIdempotencyInspectRerunPendingAfter(t *testing.T) {
 	r := e.run("status", "--exit-code", "--rerun-pending-after", "10m")
 	requireCode(t, r, exitAttention)
 	line := findCommand(t, r.stdout, "sentinel idempotency inspect")
-	require.Equal(t, "sentinel idempotency inspect k-1 --scope 'cus 1' -n payments --rerun-pending-after 10m0s --schema "+e.schema, line)
+	require.Equal(t, "sentinel idempotency inspect k-1 --scope 'cus 1' -n payments --rerun-pending-after 10m --schema "+e.schema, line)
 	p := runPrinted(t, line, "")
 	requireCode(t, p, exitOK)
 	require.Regexp(t, `next: its lease ended 12m\d+s ago and no repeat of the request came back`, p.stdout)

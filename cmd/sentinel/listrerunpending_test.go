@@ -57,8 +57,8 @@ func TestListRerunPendingIsWhatStatusPages(t *testing.T) {
 
 	r := e.run("status", "--exit-code")
 	requireCode(t, r, exitAttention)
-	require.Contains(t, r.stderr, `1 rerun pending for more than 15m0s in namespace "default"`)
-	require.Contains(t, r.stderr, "the ones counted here being those whose lease ended more than 15m0s ago")
+	require.Contains(t, r.stderr, `1 rerun pending for more than 15m in namespace "default"`)
+	require.Contains(t, r.stderr, "the ones counted here being those whose lease ended more than 15m ago")
 	line := findCommand(t, r.stderr, "sentinel list --rerun-pending")
 	require.NotContains(t, line, "--older-than")
 	p := runPrinted(t, line, "")

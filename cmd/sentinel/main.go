@@ -646,6 +646,9 @@ func (a *app) againSplit(cmd *cobra.Command, args, tail []string, dash bool, dro
 				words = append(words, "--"+f.Name)
 			case f.Value.Type() == "bool":
 				words = append(words, "--"+f.Name+"="+f.Value.String())
+			case f.Value.Type() == "duration":
+				v, _ := cmd.Flags().GetDuration(f.Name)
+				words = append(words, "--"+f.Name, durationArg(v))
 			default:
 				words = append(words, "--"+f.Name, f.Value.String())
 			}
@@ -659,6 +662,22 @@ func (a *app) againSplit(cmd *cobra.Command, args, tail []string, dash bool, dro
 		}
 	}
 	return line
+}
+
+// durationArg is d as a printed command carries it: as an operator
+// types it (10m, 1h30m, 1m30s, 500ms), time.Duration.String without its
+// zero units (10m0s, 1h0m0s), which time.ParseDuration reads back as d.
+// Every duration that goes into a command line for a person to run goes
+// through it.
+func durationArg(d time.Duration) string {
+	s := d.String() // every unit from the largest present: 1h0m5s, 10m0s
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return strings.Replace(s, "h0m", "h", 1)
 }
 
 // schemaFlag is " --schema S" when the schema is not the default, else "".

@@ -476,7 +476,7 @@ func (a *app) httpRerunPendingNext(es []sentinel.Execution, more bool, namespace
 	// prints the steps status promises.
 	var flags []string
 	if after != defaultRerunPendingAfter {
-		flags = []string{"--rerun-pending-after", after.String()}
+		flags = []string{"--rerun-pending-after", durationArg(after)}
 	}
 	var lines []string
 	for i := range es {
@@ -489,7 +489,7 @@ func (a *app) httpRerunPendingNext(es []sentinel.Execution, more bool, namespace
 	} else if len(lines) == 1 {
 		what = "1 rerun pending HTTP request's Idempotency-Key"
 	}
-	fprintf(a.stdout, "\n%s (the idempotency middleware's), lease ended more than %s ago: no repeat of the request came back to re-run it, so nothing will; inspect, then resolve:\n", what, after)
+	fprintf(a.stdout, "\n%s (the idempotency middleware's), lease ended more than %s ago: no repeat of the request came back to re-run it, so nothing will; inspect, then resolve:\n", what, durationArg(after))
 	for _, l := range lines {
 		fprintf(a.stdout, "  %s\n", l)
 	}

@@ -216,7 +216,10 @@ func takenFrom(evs []sentinel.Event) *takenFromJSON {
 	return nil
 }
 
-func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, taken *takenFromJSON, rt *sentinel.ResultType) error {
+// printExecution prints inspect's view of e; a key rerun pending whose
+// lease ended more than rerunAfter ago (--rerun-pending-after) is an
+// operator's case, with steps (nextSteps).
+func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, taken *takenFromJSON, rt *sentinel.ResultType, rerunAfter time.Duration) error {
 	if a.jsonOut {
 		j := toExecJSON(e)
 		if refused != nil {
@@ -284,13 +287,19 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 			fprintf(a.stdout, "fn's result: %s\n", b)
 		}
 	}
-	stale := e.Rerunnable() && -e.LeaseLeft() >= defaultRerunPendingAfter // nextSteps: an operator's case now
+	stale := e.Rerunnable() && -e.LeaseLeft() >= rerunAfter // nextSteps: an operator's case now
 	if scope, key, ok := idempotency.ParseExecutionKey(e.Key); ok && (uncertain(e) || e.State == sentinel.StateReconciling || stale) {
+		// idempotency inspect judges a rerun pending key by the same
+		// threshold: given another, the copied line carries it.
+		var flags []string
+		if rerunAfter != defaultRerunPendingAfter {
+			flags = []string{"--rerun-pending-after", durationArg(rerunAfter)}
+		}
 		fprintf(a.stdout, "\nnext: this is an HTTP Idempotency-Key; see its request and resolve it with a response:\n  %s\n",
-			a.idemCommand("inspect", key, scope, e.Namespace))
+			a.idemCommand("inspect", key, scope, e.Namespace, flags...))
 		return nil
 	}
-	a.nextSteps(e, refused)
+	a.nextSteps(e, refused, rerunAfter)
 	return nil
 }
 
@@ -305,8 +314,9 @@ func finalOf(ev *sentinel.Event) string {
 }
 
 // nextSteps prints what an operator does next with e, each command on a
-// line of its own, runnable as printed.
-func (a *app) nextSteps(e *sentinel.Execution, refused *sentinel.Event) {
+// line of its own, runnable as printed. A key rerun pending gets steps
+// once its lease ended more than rerunAfter ago (--rerun-pending-after).
+func (a *app) nextSteps(e *sentinel.Execution, refused *sentinel.Event, rerunAfter time.Duration) {
 	tok := strconv.FormatInt(e.Token, 10)
 	final := finalOf(refused)
 	switch {
@@ -336,10 +346,11 @@ func (a *app) nextSteps(e *sentinel.Execution, refused *sentinel.Event) {
 		}
 		fprintf(a.stdout, "\nnext: if the work happened, %s:\n  %s\n", how, complete)
 		fprintf(a.stdout, "if it did not, let the next caller run it:\n  %s\n", a.keyCommand("reset", []string{e.Key}, "-n", e.Namespace, "--token", tok))
-	case e.Rerunnable() && -e.LeaseLeft() >= defaultRerunPendingAfter:
+	case e.Rerunnable() && -e.LeaseLeft() >= rerunAfter:
 		// Nothing runs it until the next caller with WithRerun, which has
-		// not come for as long as status --exit-code waits by default
-		// before it pages: the operator takes it as an uncertain key. A
+		// not come for as long as status --exit-code waits before it
+		// pages (--rerun-pending-after, status's default unless given):
+		// the operator takes it as an uncertain key. A
 		// key that stopped a moment ago is no operator's case yet: no
 		// command, lest reconcile stop the re-run the application asked for.
 		fprintf(a.stdout, "\nnext: its lease ended %s ago and no caller with WithRerun came back to run attempt %d of %d; if none will, find out whether the work happened, then reconcile (no caller re-runs it after that):\n  %s\n",
@@ -351,7 +362,8 @@ func (a *app) nextSteps(e *sentinel.Execution, refused *sentinel.Event) {
 }
 
 func (a *app) inspectCmd() *cobra.Command {
-	return &cobra.Command{
+	var rerunAfter time.Duration
+	cmd := &cobra.Command{
 		Use:   "inspect KEY",
 		Short: "Show the execution record of a Once key",
 		Long: `inspect shows a Once key's state, owner, fencing token, lease expiry and
@@ -375,11 +387,26 @@ shown: for a key claimed or executing whose lease has ended on the
 database clock (uncertain, rerun pending, handed back by a caller that
 gave up) the lease's end, as status --exit-code ages it; for any other
 key its last change. "updated_at" in --json stays the row's last write,
-which for a stopped attempt is when it started (renewals do not move it).`,
+which for a stopped attempt is when it started (renewals do not move it).
+
+A key rerun pending (its executor stopped with re-runs left, WithRerun)
+gets no step: the next caller with WithRerun runs it again. Once its
+lease ended more than --rerun-pending-after (default 15m, as status
+--exit-code) ago, no caller came back and none may: inspect prints the
+steps of an uncertain key (reconcile; for an HTTP request's key, the
+idempotency inspect line, with the same --rerun-pending-after when it is
+not the default). Give it the value status --exit-code was given, so the
+two agree about the key.`,
 		Example: `  sentinel inspect payment-order-789 -n payments
-  sentinel inspect payment-order-789 -n payments --json | jq .state`,
+  sentinel inspect payment-order-789 -n payments --json | jq .state
+  sentinel inspect payment-order-789 -n payments --rerun-pending-after 1h`,
 		Args: args(1, 1),
-		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
+		RunE: a.runEChecked(func(*cobra.Command, []string) error {
+			if rerunAfter <= 0 {
+				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", rerunAfter)
+			}
+			return nil
+		}, func(cmd *cobra.Command, args []string) error {
 			e, err := a.client.Inspect(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -408,9 +435,11 @@ which for a stopped attempt is when it started (renewals do not move it).`,
 			if err != nil {
 				return err
 			}
-			return a.printExecution(e, refused, taken, rt)
+			return a.printExecution(e, refused, taken, rt, rerunAfter)
 		}),
 	}
+	cmd.Flags().DurationVar(&rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: inspect prints its steps (status --exit-code's threshold)")
+	return cmd
 }
 
 // eventJSON is a history event as printed with --json.
@@ -740,7 +769,7 @@ it does not exist.`,
 			if err != nil {
 				return err
 			}
-			a.nextSteps(e, refusedEvidence(evs))
+			a.nextSteps(e, refusedEvidence(evs), defaultRerunPendingAfter) // reconciling: no rerun pending
 			return nil
 		}),
 	}

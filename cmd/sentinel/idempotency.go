@@ -66,14 +66,19 @@ type idemKeyJSON struct {
 	HandedBack bool `json:"handed_back"`
 	// RerunPending: the handler stopped with re-runs left
 	// (Options.Rerun): the client's repeat of the request runs it again.
-	RerunPending bool    `json:"rerun_pending"`
-	Token        int64   `json:"token"`
-	EffectKey    string  `json:"effect_key"` // what sentinel.EffectKey gave the handler for the key
-	Method       string  `json:"method,omitempty"`
-	Path         string  `json:"path,omitempty"`
-	UpdatedAt    *string `json:"updated_at"`
-	Since        *string `json:"since"` // when it entered the state shown (SINCE): Execution.Since
-	CreatedAt    *string `json:"created_at"`
+	RerunPending bool `json:"rerun_pending"`
+	// NeedsOperator: uncertain, or rerun pending whose lease ended more
+	// than --rerun-pending-after ago (no repeat of the request came back,
+	// so none will): what status --exit-code pages on (a key reconciling
+	// is an operator's already).
+	NeedsOperator bool    `json:"needs_operator"`
+	Token         int64   `json:"token"`
+	EffectKey     string  `json:"effect_key"` // what sentinel.EffectKey gave the handler for the key
+	Method        string  `json:"method,omitempty"`
+	Path          string  `json:"path,omitempty"`
+	UpdatedAt     *string `json:"updated_at"`
+	Since         *string `json:"since"` // when it entered the state shown (SINCE): Execution.Since
+	CreatedAt     *string `json:"created_at"`
 }
 
 func (a *app) idemListCmd() *cobra.Command {
@@ -84,6 +89,9 @@ func (a *app) idemListCmd() *cobra.Command {
 		cursor string
 		scope  string
 		ns     nsFlags
+		// A rerun pending key whose lease ended longer ago needs an
+		// operator (status --exit-code's threshold).
+		rerunAfter time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "list [PREFIX]",
@@ -112,11 +120,22 @@ A key handed back (the handler called NoEffect, or the request gave up
 before the handler ran) is listed as "handed back (safe to retry)": the
 client's retry runs it.
 
+A key whose handler stopped with re-runs left (Options.Rerun) is rerun
+pending: the client's repeat of the request runs it again. Once its lease
+ended more than --rerun-pending-after (default 15m, as status
+--exit-code) ago, no repeat came back and none will: it is listed as
+"RERUN PENDING (needs an operator: ...)", after the uncertain keys, and
+followed, as they are, by the command that inspects it (with the same
+--rerun-pending-after when it is not the default), which prints its
+steps. With --json, "needs_operator" is true for such a key and for an
+uncertain one: what status --exit-code pages on.
+
 Before 0.3 it covered only --namespace (default "default"); scripts that
 relied on that pass -n default.`,
 		Example: `  sentinel idempotency list --uncertain
   sentinel idempotency list -n payments
   sentinel idempotency list --uncertain --json
+  sentinel idempotency list --rerun-pending-after 1h --json | jq '.keys[] | select(.needs_operator)'
   sentinel idempotency list --state completed -n payments   # a completed key's scope
   sentinel idempotency list --state completed --limit 500 --json
   sentinel idempotency list --state completed 8e03978e --scope acct_42   # keys starting with 8e03978e`,
@@ -144,6 +163,9 @@ relied on that pass -n default.`,
 					return usageErr("invalid PREFIX %s or --scope %s: the start of the stored key (the key with its scope) must be at most %d bytes of UTF-8 text without NUL bytes",
 						argText(prefix), argText(scope), sentinel.MaxKeyLen)
 				}
+			}
+			if rerunAfter <= 0 {
+				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", rerunAfter)
 			}
 			if state == "" && (cmd.Flags().Changed("limit") || cmd.Flags().Changed("after")) {
 				return usageErr("--limit and --after page a listing of one state: give --state too (the keys not completed are listed whole)")
@@ -225,7 +247,7 @@ relied on that pass -n default.`,
 					continue
 				}
 				k := idemKeyJSON{Scope: scope, Key: key, Namespace: e.Namespace, State: e.State, Uncertain: uncertain(e),
-					HandedBack: handedBack(e), RerunPending: e.Rerunnable(), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(e.Since()), CreatedAt: tsJSON(e.CreatedAt)}
+					HandedBack: handedBack(e), RerunPending: e.Rerunnable(), NeedsOperator: uncertain(e) || (e.Rerunnable() && -e.LeaseLeft() >= rerunAfter), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(e.Since()), CreatedAt: tsJSON(e.CreatedAt)}
 				evs, err := a.client.LastRun(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))
 				if err != nil {
 					return err
@@ -239,14 +261,16 @@ relied on that pass -n default.`,
 				switch {
 				case k.Uncertain:
 					return 0
-				case k.State == sentinel.StateReconciling:
+				case k.NeedsOperator: // rerun pending, no repeat came back
 					return 1
+				case k.State == sentinel.StateReconciling:
+					return 2
 				case k.HandedBack:
-					return 3
-				case k.State == sentinel.StateCompleted:
 					return 4
+				case k.State == sentinel.StateCompleted:
+					return 5
 				}
-				return 2
+				return 3
 			}
 			sort.SliceStable(keys, func(i, j int) bool { return rank(keys[i]) < rank(keys[j]) })
 			if a.jsonOut {
@@ -285,6 +309,8 @@ relied on that pass -n default.`,
 					state = "UNCERTAIN"
 				case k.HandedBack:
 					state = handedBackLabel
+				case k.NeedsOperator:
+					state = "RERUN PENDING (needs an operator: no repeat of the request for more than " + durationArg(rerunAfter) + ")"
 				case k.RerunPending:
 					state = "executing (rerun pending: the client's repeat of the request runs it)"
 				case k.State == sentinel.StateExecuting || k.State == sentinel.StateClaimed:
@@ -310,6 +336,23 @@ relied on that pass -n default.`,
 				}
 				fprintf(a.stdout, "  %s\n", a.idemCommand("inspect", k.Key, k.Scope, k.Namespace))
 			}
+			// inspect judges a rerun pending key by the same threshold,
+			// so that it prints the steps this listing promises.
+			var flags []string
+			if rerunAfter != defaultRerunPendingAfter {
+				flags = []string{"--rerun-pending-after", durationArg(rerunAfter)}
+			}
+			first = true
+			for _, k := range keys {
+				if k.Uncertain || !k.NeedsOperator {
+					continue
+				}
+				if first {
+					fprintf(a.stdout, "\nnext: no repeat of these requests came back for more than %s to re-run them, so none will; inspect each, then resolve it:\n", durationArg(rerunAfter))
+					first = false
+				}
+				fprintf(a.stdout, "  %s\n", a.idemCommand("inspect", k.Key, k.Scope, k.Namespace, flags...))
+			}
 			return nil
 		}),
 	}
@@ -320,6 +363,7 @@ relied on that pass -n default.`,
 	cmd.Flags().IntVar(&limit, "limit", sentinel.DefaultExecutionsLimit, fmt.Sprintf("with --state: keys per page (1..%d)", sentinel.MaxExecutionsLimit))
 	cmd.Flags().StringVar(&cursor, "after", "", "with --state: the cursor printed with the previous page")
 	cmd.Flags().StringVar(&scope, "scope", "", "only the keys of this scope, the principal Options.Scope returned ('' for idempotency.SingleTenant); needed with PREFIX")
+	cmd.Flags().DurationVar(&rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: listed as such, with its inspect command (status --exit-code's threshold)")
 	return cmd
 }
 

@@ -20,23 +20,28 @@ import (
 // withdraw, or count out of the claim they waited for, and return
 // ErrClosed) and closes the listener connection.
 //
-// Close returns within one Config.ReleaseTimeout from the call (plus
-// local work), whatever the database does, an outage that drops packets
+// Close returns within one Config.ReleaseTimeout from the call (plus local
+// work), whatever the database does, an outage that drops packets
 // included: the waits' end, the releases and give-backs (of leases, and of
 // turns' tickets), the wake-ups of handovers and the listener's close run
-// to one deadline, the waits' end beside the releases. A termination
-// grace period a little longer than ReleaseTimeout covers it. What is not
-// done by then: a release or give-back expires within its TTL; a wait
-// still withdrawing goes on after Close, within a ReleaseTimeout of its
-// own (if the pool is closed meanwhile, its registration expires within
-// the waiter's TTL, and a release may hand it the key until then); a
-// wake-up not sent is a hint waiters do without. A Lease.Release or
-// Turn.Release under way on another goroutine (a deferred one racing
-// Close) is waited for until that same deadline: the lease or turn is that
-// Release's, which Close neither releases again nor reports; one still
-// running then is left to end it by its own ctx (Done closes when its
-// statement returns), and Close returns. When the database answers, the waits withdraw before Close returns, so before the
-// caller closes the pool.
+// to one deadline, the waits' end beside the releases. A termination grace
+// period a little longer than ReleaseTimeout covers it. What is not done
+// by then: a release or give-back expires within its TTL; a wait still
+// withdrawing goes on after Close, within a ReleaseTimeout of its own (if
+// the pool is closed meanwhile, its registration expires within the
+// waiter's TTL, and a release may hand it the key until then); a wake-up
+// not sent is a hint waiters do without. The give-backs of draws cut off
+// as their callers' ctx ended (see Client.Turn), running in the
+// background, make their last look at once and are waited for until that
+// same deadline; one still running then is cancelled (its ticket, if any,
+// expires within its TTL; the failure is logged and reported to
+// Observer.ReleaseFailed). A Lease.Release or Turn.Release under way on
+// another goroutine (a deferred one racing Close) is waited for until that
+// same deadline: the lease or turn is that Release's, which Close neither
+// releases again nor reports; one still running then is left to end it by
+// its own ctx (Done closes when its statement returns), and Close returns.
+// When the database answers, the waits withdraw before Close returns, so
+// before the caller closes the pool.
 //
 // Each release and give-back is retried after a transient
 // error (a dropped connection, a restarting server), within that time,
@@ -118,6 +123,14 @@ func (c *Client) Close() {
 					c.releaseAfter(ctx, l)
 				}()
 			}
+			// The give-backs of draws cut off as their callers' ctx
+			// ended, running in the background (giveBackDraw), make their
+			// last look now and are waited for beside the others.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.cut.close(ctx)
+			}()
 			sem := make(chan struct{}, max(1, int(c.pool.Config().MaxConns)))
 			for _, l := range others {
 				wg.Add(1)

@@ -66,6 +66,16 @@ func SetAfterDraw(f func(ticket int64)) {
 	testAfterDraw.Store(&f)
 }
 
+// SetDrawNonce makes every draw in this process carry the mark f returns
+// (nil: a random mark per draw, as always).
+func SetDrawNonce(f func() int64) {
+	if f == nil {
+		testDrawNonce.Store(nil)
+		return
+	}
+	testDrawNonce.Store(&f)
+}
+
 // TurnWakeKept reports whether c's hub keeps an 's' wake-up for ticket of
 // namespace ns (a draw window is open: see listenHub.keepTurn).
 func TurnWakeKept(c *Client, ns string, ticket int64) bool {

@@ -59,7 +59,9 @@ type Observer struct {
 	// stepped down from (Kind LossLeader; see Elector.Resign), or the
 	// give-back of a lease, ticket or term granted as its caller's ctx
 	// ended or as the client closed, or to a waiter that gave up (retried after a dropped connection first,
-	// within Config.ReleaseTimeout). It is no loss: the row still carried
+	// within Config.ReleaseTimeout), or of the ticket of a draw cut off as
+	// its caller's ctx ended (see Client.Turn; Token 0 when looking for
+	// it failed, its number unknown). It is no loss: the row still carried
 	// the holder's token, and the key frees when the row expires, within
 	// one TTL (at once if the statement committed before its reply was
 	// lost). A lease lost before its release is reported once, to

@@ -530,9 +530,15 @@ var errTicketLost = errors.New("sentinel: waiting ticket lost")
 // ctx bounds the wait: when it ends, the ticket is cancelled (`cancelled`)
 // and the next one woken, and the error wraps ctx's cause; a draw in flight
 // when ctx ends is let finish (for at most a second) so that its ticket is
-// known and cancelled too, not left to hold the queue for a TTL (one that
-// takes longer is cut off, and the error says its ticket, should the draw
-// commit after all, stays in the queue until it expires). A ticket
+// known and cancelled too, not left to hold the queue for a TTL. One that
+// takes longer is cut off, and Turn returns; should the draw commit after
+// all (it was waiting on the server for the queue's lock, say), its
+// ticket, found by the mark every attempt of one draw carries, is given
+// back in the background, as a ticket given up is (`cancelled`, the next
+// one woken): looked for at once, waiting for a draw that holds or awaits
+// the queue's lock, and once more a second later; Client.Close waits for
+// that within its deadline. Only a draw that reaches the server after
+// both looks leaves its ticket to expire, within its TTL. A ticket
 // granted as ctx ended is given back the same way: its history reads
 // `granted` then `cancelled`, the turn nobody took; one drawn as the
 // client closes is given back too, and Turn returns ErrClosed. Such a

@@ -26,6 +26,8 @@ import (
 //	                               served (served_at set)
 //
 //	  waiting ── left by its owner (sqlTicketLeave: Turn gave up waiting, Close) ──▶ gone [cancelled]
+//	  either  ── left by its owner after its draw returned without it            ──▶ gone [cancelled]
+//	             (cut off as ctx ended: found by its mark, sqlDrawnTickets)
 //	  served  ── given back before Turn returned it (ctx ended as it was granted) ──▶ gone [cancelled]
 //	  served  ── left by its holder (sqlTicketLeave: Turn.Release, Close)        ──▶ gone [completed]
 //	  waiting ── expired, then removed                                           ──▶ gone [bumped]
@@ -43,7 +45,9 @@ import (
 // The leave runs as one transaction of three statements: sqlLeaveLockTicket,
 // sqlLeaveLockQueue, then sqlTicketLeave (see Turn.leave). VerifyTurn
 // (sqlVerifyTurn) checks that a ticket is served and live and holds it
-// FOR KEY SHARE until the caller's transaction ends. Followers register
+// FOR KEY SHARE until the caller's transaction ends. The tickets of a draw
+// that returned without them are found by the draw's mark
+// (sqlDrawnTickets, under the queue's lock) and left the same way. Followers register
 // (sqlQueueFollow) so that the statements recording events notify them
 // (followersCTE); the views read sqlQueue, sqlQueues, sqlQueueEvents,
 // sqlQueueEventsHead and sqlQueueResources.
@@ -419,6 +423,21 @@ SELECT 1 FROM {{schema}}.queues q
 WHERE q.namespace = $1 AND q.resource = $2
 FOR NO KEY UPDATE`
 
+// sqlDrawnTickets reads the live tickets of owner $3 that carry draw mark
+// $4 (tickets.draw_nonce, migration 020) on namespace $1, resource $2: the
+// tickets of a draw that ended unheard, to give back (Client.leaveDrawn).
+// Owner, namespace, resource and mark together: no other owner's ticket,
+// nor another draw's, is ever read. It runs after sqlLeaveLockQueue, in the
+// same transaction, so a draw that held the queue's lock (or waited for it
+// ahead) has committed or failed by then. It locks nothing: the leave of
+// each ticket (Turn.leave) is guarded by its number, owner and drawn_at.
+// $1 namespace, $2 resource, $3 owner, $4 the draw's mark.
+const sqlDrawnTickets = `
+SELECT t.ticket, t.drawn_at FROM {{schema}}.tickets t
+WHERE t.namespace = $1 AND t.resource = $2 AND t.owner = $3 AND t.draw_nonce = $4
+  AND t.expires_at > pg_catalog.clock_timestamp()
+ORDER BY t.ticket`
+
 // sqlQueue lists the live tickets of one resource, lowest first.
 // $1 namespace, $2 resource.
 const sqlQueue = `
@@ -532,7 +551,7 @@ SELECT (SELECT pg_catalog.count(*) FROM up) + (SELECT pg_catalog.count(*) FROM i
 
 type queueSQL struct {
 	draw, serve, leave, queue, queues, allQueues, reset, verify, events, head, resources string
-	leaveLockTicket, leaveLockQueue, leaveWake, follow, givenUp                          string
+	leaveLockTicket, leaveLockQueue, leaveWake, follow, givenUp, drawnTickets            string
 }
 
 var queueSQLs sync.Map // quoted schema -> *queueSQL
@@ -549,7 +568,7 @@ func (c *Client) qsql() *queueSQL {
 		resources:       r.Replace(sqlQueueResources),
 		leaveLockTicket: r.Replace(sqlLeaveLockTicket), leaveLockQueue: r.Replace(sqlLeaveLockQueue),
 		leaveWake: r.Replace(sqlTicketLeaveWake), follow: r.Replace(sqlQueueFollow),
-		givenUp: r.Replace(sqlTicketGivenUp),
+		givenUp: r.Replace(sqlTicketGivenUp), drawnTickets: r.Replace(sqlDrawnTickets),
 	}
 	v, _ := queueSQLs.LoadOrStore(c.sql.schema, q)
 	return v.(*queueSQL)

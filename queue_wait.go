@@ -42,13 +42,28 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 	// after one whose reply was lost (retry) adopts that one's ticket if
 	// it committed (sqlDraw).
 	nonce, retry := rand.Int64(), false
+	if f := testDrawNonce.Load(); f != nil {
+		nonce = (*f)()
+	}
+	// fail returns err. When an attempt may have committed unheard
+	// (retry: its reply was lost, or it was cut off as ctx ended), its
+	// ticket, owned by nobody live here, would hold everyone behind it
+	// until it expired: it is given back by the draw's mark, in the
+	// background (giveBackDraw).
+	fail := func(err error) (*Turn, drawn, error) {
+		if retry {
+			c.giveBackDraw(o.namespace, resource, nonce, o.ttl)
+		}
+		return nil, drawn{}, err
+	}
 	for {
 		if err := c.checkOpen(); err != nil {
-			return nil, drawn{}, err
+			return fail(err)
 		}
 		if ctx.Err() != nil {
-			// Ended before the draw was sent: nothing to give back.
-			return nil, drawn{}, fmt.Errorf("sentinel: waiting for turn on %q/%q: %w", o.namespace, resource, context.Cause(ctx))
+			// Ended before the draw was sent: nothing of this attempt's
+			// to give back (an earlier one's is, fail).
+			return fail(fmt.Errorf("sentinel: waiting for turn on %q/%q: %w", o.namespace, resource, context.Cause(ctx)))
 		}
 		var (
 			ticket, ahead      int64
@@ -69,7 +84,8 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		// to us, and hold everyone behind it for a TTL. So the statement
 		// may outlive ctx by grantGrace, and a ticket drawn after ctx
 		// ended is given back (Client.turn: by waitTurn's check, or at
-		// once when the draw served it).
+		// once when the draw served it). One cut off after the grace is
+		// given back by its mark, should it commit after all (fail).
 		bctx, bcancel := boundStmt(ctx, o.ttl)
 		sctx, scancel := graceCtx(bctx, grantGrace)
 		err := c.queryRow(sctx, c.qsql().draw, o.namespace, resource, o.label, c.cfg.Owner, c.cfg.Host, c.cfg.PID,
@@ -87,12 +103,16 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 			// ctx ended while the draw ran: the error wraps ctx's cause
 			// (Client.Turn), not the grace's own cancellation.
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return nil, drawn{}, fmt.Errorf("sentinel: waiting for turn on %q/%q: %w (the draw in flight as it ended was cut off %s later: "+
-					"if it commits after all, its ticket stays in the queue, by nobody, until it expires, within its TTL (%s): %w)",
-					o.namespace, resource, context.Cause(ctx), grantGrace, o.ttl, err)
+				retry = true // it may still commit on the server
+				return fail(fmt.Errorf("sentinel: waiting for turn on %q/%q: %w (the draw in flight as it ended was cut off %s later: "+
+					"if it commits after all, its ticket is given back in the background, or else expires within its TTL (%s): %w)",
+					o.namespace, resource, context.Cause(ctx), grantGrace, o.ttl, err))
 			}
-			return nil, drawn{}, fmt.Errorf("sentinel: waiting for turn on %q/%q: %w (last error: %w)", o.namespace, resource, context.Cause(ctx),
-				c.wrapErr(fmt.Sprintf("draw ticket for %q/%q", o.namespace, resource), err))
+			if transient(err) {
+				retry = true // it may have committed, its reply lost
+			}
+			return fail(fmt.Errorf("sentinel: waiting for turn on %q/%q: %w (last error: %w)", o.namespace, resource, context.Cause(ctx),
+				c.wrapErr(fmt.Sprintf("draw ticket for %q/%q", o.namespace, resource), err)))
 		}
 		if err != nil {
 			if transient(err) || stalled(ctx, err) {
@@ -102,12 +122,12 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 				c.cfg.Logger.Warn("sentinel: drawing a ticket: database unreachable; retrying", "resource", resource, "err", err)
 				select {
 				case <-ctx.Done():
-					return nil, drawn{}, fmt.Errorf("sentinel: waiting for turn on %q/%q: %w (last error: %w)", o.namespace, resource, context.Cause(ctx), err)
+					return fail(fmt.Errorf("sentinel: waiting for turn on %q/%q: %w (last error: %w)", o.namespace, resource, context.Cause(ctx), err))
 				case <-time.After(c.cfg.WaitRecheck):
 				}
 				continue
 			}
-			return nil, drawn{}, c.wrapErr(fmt.Sprintf("draw ticket for %q/%q", o.namespace, resource), err)
+			return fail(c.wrapErr(fmt.Sprintf("draw ticket for %q/%q", o.namespace, resource), err))
 		}
 		l := c.newLease(kindTicket, o.namespace, resource, ticket, o.ttl)
 		l.acquiredAt = drawnAt
@@ -285,6 +305,10 @@ func (c *Client) waitTurn(ctx context.Context, t *Turn, d drawn) error {
 // testAfterDraw, set by tests only, runs after a draw returned its ticket
 // and before the waiter subscribes to it.
 var testAfterDraw atomic.Pointer[func(ticket int64)]
+
+// testDrawNonce, set by tests only, returns the mark of every draw
+// (instead of a random one).
+var testDrawNonce atomic.Pointer[func() int64]
 
 // ticketKey names a ticket drawn by a client of this process.
 type ticketKey struct {

@@ -327,6 +327,9 @@ type Client struct {
 	// the give-backs Close makes (closeGiveBack): one ReleaseTimeout for
 	// all of them, however many wait for a connection.
 	closeCtx atomic.Pointer[context.Context]
+	// cut counts the give-backs of draws that ended unheard under way
+	// (giveBackDraw): Close waits for them, or cancels them.
+	cut cutOffs
 	// testAfterStop, set by tests only (before Close), runs in Close once
 	// the heartbeater stopped, before Close ends the leases it held: a
 	// Release started there races Close as a deferred one can.

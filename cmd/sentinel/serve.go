@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,7 +22,10 @@ func (a *app) serveCmd() *cobra.Command {
 		addr, token, tokenFile, operatorsFile string
 		allowedHosts                          []string
 		readOnly, anyAddr, newToken           bool
-		opts                                  console.Options // set by the check, from the flags
+		// A rerun pending key whose lease ended longer ago needs an
+		// operator (status --exit-code's threshold).
+		rerunAfter time.Duration
+		opts       console.Options // set by the check, from the flags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -33,6 +37,13 @@ operator saw. The start page lists every namespace unless --namespace is
 given; every page shows the uncertain count of every namespace at its top,
 and names the other schemas of the database with uncertain executions. It listens on loopback by default; another address needs
 --listen-any (put it behind your own authentication).
+
+A key rerun pending (its executor stopped with re-runs left, WithRerun)
+needs an operator once its lease ended more than --rerun-pending-after
+(default 15m, as status --exit-code) ago: no caller with WithRerun came
+back. The start page lists such keys under "Rerun pending for more than
+..." and their page offers reconcile. Give it the value status
+--exit-code is given, so that the page lists what pages.
 
 It answers only requests addressed to it: Host a loopback name (localhost,
 127.0.0.1, [::1]), the address it listens on, or a name given with
@@ -57,12 +68,16 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
   SENTINEL_OPERATOR_TOKEN=$(sentinel serve --new-token) sentinel serve
   sentinel serve --operators-file /etc/sentinel/operators   # lines: ada:<token>
   sentinel serve --read-only --addr 127.0.0.1:8380 -n payments
+  sentinel serve --read-only --rerun-pending-after 1h
   sentinel serve --listen-any --addr 0.0.0.0:8380 --allowed-host ops.example.com --operators-file ops.txt`,
 		Args: args(0, 0),
 		// Everything the flags decide is checked before the connection: a
 		// bad --addr, token or file exits 2 even with the database down.
 		RunE: a.runEChecked(func(cmd *cobra.Command, _ []string) error {
-			opts = console.Options{ReadOnly: readOnly, AllowedHosts: allowedHosts}
+			if rerunAfter <= 0 {
+				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", rerunAfter)
+			}
+			opts = console.Options{ReadOnly: readOnly, AllowedHosts: allowedHosts, RerunPendingAfter: rerunAfter}
 			if cmd.Flags().Changed("namespace") {
 				opts.Namespace = a.namespace // else the start page lists every namespace
 			}
@@ -170,6 +185,7 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 	f.StringVar(&token, "operator-token", "", "a token shared by the operators (visible in ps: prefer $SENTINEL_OPERATOR_TOKEN or a file)")
 	f.BoolVar(&readOnly, "read-only", false, "offer no action")
 	f.BoolVar(&anyAddr, "listen-any", false, "allow a non-loopback --addr")
+	f.DurationVar(&rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: the start page lists it (status --exit-code's threshold)")
 	f.BoolVar(&newToken, "new-token", false, "print a new operator token (256 random bits) and exit")
 	serve := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

@@ -382,7 +382,7 @@ not read that as nothing to do.`,
 				fprintf(a.stdout, "no uncertain executions in %s\n", nsLabel(namespace))
 			} else {
 				fprintf(a.stdout, "\nuncertain executions (outcome unknown; inspect, then reconcile):\n")
-				a.execTable(unc)
+				a.execTable(unc, after.rerunPending)
 				if next != "" {
 					fprintf(a.stdout, "... more:\n  %s\n", a.command(append([]string{"list", "--uncertain"}, nsArgs(namespace)...)...))
 				}
@@ -503,14 +503,20 @@ func (a *app) httpRerunPendingNext(es []sentinel.Execution, more bool, namespace
 // the idempotency listing that names each.
 const maxListHTTPKeysNext = 10
 
-// listHTTPKeysNext follows list --uncertain (or --rerun-pending, rerun)
-// with, on stderr as list's other hints, the idempotency inspect command
+// listHTTPKeysNext follows list --uncertain (or --rerun-pending, rerun,
+// judged by rerunAfter) with, on stderr as list's other hints, the idempotency inspect command
 // of each HTTP request (the idempotency middleware's key) among es: the
 // table shows the derived execution key (idempotency:N:scope:key), and the
 // idempotency commands address it by scope and client's key and resolve
 // it with an HTTP response. At most maxListHTTPKeysNext, then the
 // idempotency listing (of namespace, "" for every one) that names them.
-func (a *app) listHTTPKeysNext(es []sentinel.Execution, rerun bool, namespace string) {
+func (a *app) listHTTPKeysNext(es []sentinel.Execution, rerun bool, namespace string, rerunAfter time.Duration) {
+	// idempotency inspect judges a rerun pending key by the same
+	// threshold: given another, the copied line carries it.
+	var flags []string
+	if rerun && rerunAfter != defaultRerunPendingAfter {
+		flags = []string{"--rerun-pending-after", durationArg(rerunAfter)}
+	}
 	var lines []string
 	n := 0
 	for i := range es {
@@ -520,7 +526,7 @@ func (a *app) listHTTPKeysNext(es []sentinel.Execution, rerun bool, namespace st
 		}
 		n++
 		if len(lines) < maxListHTTPKeysNext {
-			lines = append(lines, a.idemCommand("inspect", key, scope, es[i].Namespace))
+			lines = append(lines, a.idemCommand("inspect", key, scope, es[i].Namespace, flags...))
 		}
 	}
 	if n == 0 {
@@ -606,9 +612,18 @@ const handedBackLabel = "handed back (safe to retry)"
 // WithRerun runs it again.
 const rerunPendingLabel = "executing (rerun pending: nothing runs it until the next caller with WithRerun)"
 
+// rerunStale reports whether e is rerun pending (its executor stopped
+// with re-runs left, WithRerun) and its lease ended at least after ago on
+// the database clock (--rerun-pending-after): no caller with WithRerun
+// came back, which status --exit-code pages on.
+func rerunStale(e *sentinel.Execution, after time.Duration) bool {
+	return e.Rerunnable() && -e.LeaseLeft() >= after
+}
+
 // execTable prints executions as a table: the columns an operator needs to
-// pick one to inspect.
-func (a *app) execTable(es []sentinel.Execution) {
+// pick one to inspect. A key rerun pending whose lease ended more than
+// rerunAfter ago (rerunStale) is marked as needing an operator.
+func (a *app) execTable(es []sentinel.Execution, rerunAfter time.Duration) {
 	w := a.table()
 	row(w, "NAMESPACE", "KEY", "STATE", "SINCE", "OWNER", "HOST", "PID", "TOKEN")
 	for i := range es {
@@ -619,6 +634,9 @@ func (a *app) execTable(es []sentinel.Execution) {
 			state = "UNCERTAIN"
 		case handedBack(e):
 			state = handedBackLabel
+		case rerunStale(e, rerunAfter):
+			state = fmt.Sprintf("executing (rerun %d/%d pending: NEEDS AN OPERATOR, no caller with WithRerun came back for more than %s)",
+				e.Attempt+1, e.MaxAttempts, durationArg(rerunAfter))
 		case e.Rerunnable():
 			state = fmt.Sprintf("executing (rerun %d/%d pending)", e.Attempt+1, e.MaxAttempts)
 		case e.State == sentinel.StateCompleted && e.FinalError != "":
@@ -642,6 +660,9 @@ func (a *app) listCmd() *cobra.Command {
 		cursor                 string
 		updatedBefore, within  time.Duration
 		updatedTo, updatedFrom time.Time // the time filters, read by the check
+		// A rerun pending key whose lease ended longer ago needs an
+		// operator (status --exit-code's threshold).
+		rerunAfter time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "list [PREFIX]",
@@ -700,11 +721,21 @@ key its last change. "updated_at" in --json stays the row's last write,
 which for a stopped attempt is when it started (renewals do not move it).
 Rows are in order of updated_at, as the time filters are.
 
+A key rerun pending whose lease ended more than --rerun-pending-after
+(default 15m, as status --exit-code) ago needs an operator: no caller with
+WithRerun came back, and none may. It is listed as "executing (rerun N/M
+pending: NEEDS AN OPERATOR, ...)". With --json, "needs_operator" is true
+for such a key, for an uncertain one and for one whose result was not
+stored: what status --exit-code pages on (a key reconciling is an
+operator's already). Give it the value status --exit-code was given (the
+list command status prints carries it when it is not the default).
+
 Before 0.3 list covered only --namespace (default "default"); scripts that
 relied on that pass -n default.`,
 		Example: `  sentinel list --uncertain
   sentinel list --uncertain -n payments
   sentinel list --rerun-pending -n payments   # waiting for a caller with WithRerun
+  sentinel list --rerun-pending --rerun-pending-after 1h --json | jq '.executions[] | select(.needs_operator)'
   sentinel list charge-42-                  # keys starting with charge-42-
   sentinel list charge-42- --state executing --older-than 10m -n payments
   sentinel list --state reconciling
@@ -721,6 +752,9 @@ relied on that pass -n default.`,
 			}
 			if err := checkLimit(limit); err != nil {
 				return err
+			}
+			if rerunAfter <= 0 {
+				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", rerunAfter)
 			}
 			if err := a.checkState(cmd, state); err != nil {
 				return err
@@ -805,11 +839,13 @@ relied on that pass -n default.`,
 			}
 			if a.jsonOut {
 				out := struct {
-					Executions []execJSON `json:"executions"`
-					Next       string     `json:"next"`
-				}{Executions: []execJSON{}, Next: next}
+					Executions []listExecJSON `json:"executions"`
+					Next       string         `json:"next"`
+				}{Executions: []listExecJSON{}, Next: next}
 				for i := range rows {
-					out.Executions = append(out.Executions, toExecJSON(&rows[i]))
+					e := &rows[i]
+					out.Executions = append(out.Executions, listExecJSON{execJSON: toExecJSON(e),
+						NeedsOperator: uncertain(e) || e.ResultLost() || rerunStale(e, rerunAfter)})
 				}
 				return a.printJSON(out)
 			}
@@ -832,9 +868,9 @@ relied on that pass -n default.`,
 				}
 				return nil
 			}
-			a.execTable(rows)
+			a.execTable(rows, rerunAfter)
 			if unc || rerun {
-				a.listHTTPKeysNext(rows, rerun, namespace)
+				a.listHTTPKeysNext(rows, rerun, namespace, rerunAfter)
 			}
 			if next != "" {
 				fprintf(a.stderr, "more (or add --all):\n  %s\n", a.again(cmd, "after", next))
@@ -856,7 +892,18 @@ relied on that pass -n default.`,
 	fl.IntVar(&limit, "limit", sentinel.DefaultExecutionsLimit, fmt.Sprintf("rows per page (1..%d)", sentinel.MaxExecutionsLimit))
 	fl.StringVar(&cursor, "after", "", "the cursor printed with the previous page")
 	fl.BoolVar(&all, "all", false, "follow every page")
+	fl.DurationVar(&rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: listed as such (status --exit-code's threshold)")
 	return cmd
+}
+
+// listExecJSON is an execution as list --json prints it.
+type listExecJSON struct {
+	execJSON
+	// NeedsOperator: uncertain, completed with the result not stored, or
+	// rerun pending whose lease ended more than --rerun-pending-after ago
+	// (no caller with WithRerun came back): what status --exit-code pages
+	// on (a key reconciling is an operator's already).
+	NeedsOperator bool `json:"needs_operator"`
 }
 
 // parseTimeFlag parses an RFC 3339 time flag; "" is the zero time.

@@ -74,8 +74,26 @@ type takenFromJSON struct {
 	PID   int     `json:"pid"`
 	Token int64   `json:"token"` // the worker's fencing token
 	At    *string `json:"at"`    // when the key was reconciled
-	By    string  `json:"by"`    // the operator who reconciled it
-	at    time.Time
+	// By is the owner of the process that reconciled it: the operator's
+	// own (the CLI's NAME/sentinel-PID), or the console's (sentinel
+	// serve's) for an action taken there, whose operator OperatorName names.
+	By string `json:"by"`
+	// OperatorName is the operator the history names for the reconcile
+	// (operator_name: the console's form or token) when it is not By;
+	// omitted when there is none (By names the operator).
+	OperatorName string `json:"operator_name,omitempty"`
+	at           time.Time
+}
+
+// byText is who reconciled the key, as inspect prints it: the operator
+// and, apart, the process it went through ("Ada through
+// root@host/sentinel-PID"), as the console's key page names them; the
+// process's owner alone when the history names no other operator.
+func (t *takenFromJSON) byText() string {
+	if t.OperatorName == "" {
+		return t.By
+	}
+	return t.OperatorName + " through " + t.By
 }
 
 // idemRefJSON names the HTTP request of a middleware's key: the scope
@@ -211,7 +229,14 @@ func takenFrom(evs []sentinel.Event) *takenFromJSON {
 		if !ok {
 			return nil
 		}
-		return &takenFromJSON{Owner: p.Owner, Host: p.Host, PID: p.PID, Token: p.Token, At: tsJSON(ev.At), By: ev.Owner, at: ev.At}
+		t := &takenFromJSON{Owner: p.Owner, Host: p.Host, PID: p.PID, Token: p.Token, At: tsJSON(ev.At), By: ev.Owner, at: ev.At}
+		// The console records the operator who acted (its form, or the
+		// token's name) apart from its own process, which the event's
+		// owner names: the console's key page reads it so too.
+		if name, _ := ev.Metadata["operator_name"].(string); name != "" && name != ev.Owner {
+			t.OperatorName = name
+		}
+		return t
 	}
 	return nil
 }
@@ -239,7 +264,7 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 	if taken != nil {
 		// The row names the operator's process; the worker's is in the history.
 		row(w, "taken from:", fmt.Sprintf("%s (host %s, pid %d), token %d, by reconcile at %s (%s)",
-			taken.Owner, taken.Host, taken.PID, taken.Token, ts(taken.at), taken.By))
+			taken.Owner, taken.Host, taken.PID, taken.Token, ts(taken.at), taken.byText()))
 	}
 	row(w, "token:", e.Token)
 	if e.MaxAttempts > 1 || e.Attempt > 1 {
@@ -375,7 +400,10 @@ reconciles it; unless it was run with WithRerun and has attempts left
 from the history. For a key an operator took over (reconciling,
 force-completed, reset), whose owner, host and pid are the operator's, it
 shows where the stopped attempt ran (taken from: the worker, its host,
-pid and token), from the history. When the application declared the result type of the
+pid and token), from the history, and who reconciled it: for an action
+taken on the console, the operator the history names and the console's
+process it went through ("Ada through root@host/sentinel-PID"; --json:
+taken_from's "operator_name" and "by"). When the application declared the result type of the
 key's space (sentinel.RegisterResultType), inspect shows it and the
 expected shape of a value. It ends with the commands that come next, each
 runnable as printed. Exit code 3 when the key has no execution; the error

@@ -267,9 +267,7 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 			taken.Owner, taken.Host, taken.PID, taken.Token, ts(taken.at), taken.byText()))
 	}
 	row(w, "token:", e.Token)
-	if e.MaxAttempts > 1 || e.Attempt > 1 {
-		row(w, "attempt:", fmt.Sprintf("%d of at most %d (WithRerun)", e.Attempt, e.MaxAttempts))
-	}
+	attemptRow(w, e)
 	row(w, "effect key:", e.EffectKey()+"  (sentinel.EffectKey: look the effect up at the provider by it)")
 	if !e.LeaseExpiresAt.IsZero() {
 		row(w, "lease expires:", ts(e.LeaseExpiresAt)+"  ("+relative(e.LeaseExpiresAt)+")")
@@ -326,6 +324,17 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 	}
 	a.nextSteps(e, refused, rerunAfter)
 	return nil
+}
+
+// attemptRow prints inspect's "attempt:" line of e to w, for a key run
+// WithRerun (or one that ran more than once): fn's attempt under the key's
+// token, of the key's bound, which tells an operator how many times the
+// effect may have happened. inspect and idempotency inspect print it
+// alike; nothing for a key run once without WithRerun.
+func attemptRow(w io.Writer, e *sentinel.Execution) {
+	if e.MaxAttempts > 1 || e.Attempt > 1 {
+		row(w, "attempt:", fmt.Sprintf("%d of at most %d (WithRerun)", e.Attempt, e.MaxAttempts))
+	}
 }
 
 // finalOf is the error of a Final outcome that ev, a completion_refused

@@ -417,7 +417,9 @@ type idemRecordJSON struct {
 	Uncertain     bool              `json:"uncertain"`
 	RerunPending  bool              `json:"rerun_pending"` // stopped with re-runs left (Options.Rerun): the client's repeat runs it again
 	Token         int64             `json:"token"`
-	EffectKey     string            `json:"effect_key"` // what sentinel.EffectKey gave the handler for the key
+	Attempt       int               `json:"attempt"`      // the handler's attempt under Token (re-runs: Options.Rerun, WithRerun)
+	MaxAttempts   int               `json:"max_attempts"` // the key's bound on attempts (1: no re-run)
+	EffectKey     string            `json:"effect_key"`   // what sentinel.EffectKey gave the handler for the key
 	UpdatedAt     *string           `json:"updated_at"`
 	Since         *string           `json:"since"` // when it entered the state shown (since:): Execution.Since
 	Method        string            `json:"method,omitempty"`
@@ -465,6 +467,10 @@ its completion was refused (the lease was lost first). Exit code 3 when the
 key has no execution; the error then names the namespaces where the key
 of that scope has one, each with the same command there.
 
+A key run with re-runs (Options.Rerun) shows its attempt, "attempt N of
+at most M (WithRerun)" (--json: "attempt", "max_attempts"), as sentinel
+inspect does: the handler may have taken effect once per attempt.
+
 A key whose handler stopped with re-runs left (Options.Rerun) is rerun
 pending: the client's repeat of the request runs it again, and inspect
 prints no step. Once its lease ended more than --rerun-pending-after
@@ -492,7 +498,8 @@ command with it, so the two agree about the key.`,
 			e := rec.Execution
 			if a.jsonOut {
 				return a.printJSON(idemRecordJSON{Scope: rec.Scope, Key: rec.Key, ExecutionKey: e.Key, Namespace: e.Namespace,
-					State: e.State, Uncertain: uncertain(e), RerunPending: e.Rerunnable(), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(e.Since()),
+					State: e.State, Uncertain: uncertain(e), RerunPending: e.Rerunnable(), Token: e.Token,
+					Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(e.Since()),
 					Method: rec.Request.Method, Path: rec.Request.Path, Fingerprint: rec.Request.Fingerprint,
 					Response: toIdemResponseJSON(rec.Response), ResponseError: rec.ResponseError, Refused: toIdemResponseJSON(rec.Refused)})
 			}
@@ -503,6 +510,7 @@ command with it, so the two agree about the key.`,
 			row(w, "state:", stateLabel(e))
 			row(w, "since:", ts(e.Since())+"  ("+relative(e.Since())+")")
 			row(w, "token:", e.Token)
+			attemptRow(w, e)
 			row(w, "effect key:", e.EffectKey()+"  (sentinel.EffectKey: look the effect up at the provider by it)")
 			if rec.Request.Method != "" {
 				row(w, "request:", esc(rec.Request.Method+" "+rec.Request.Path))

@@ -42,7 +42,7 @@ type page struct {
 	// Options.RerunPendingAfter ago (execView.RerunStale), of the first
 	// rerunStaleRead rerun pending keys; RerunAfter is that threshold.
 	RerunStale   []nsCount
-	RerunAfter   time.Duration
+	RerunAfter   string
 	UncertainErr string
 	// UncertainDown: UncertainErr is the database not answering
 	// (unreachable): the page says so, and to reload it once it answers.
@@ -123,7 +123,7 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 			Link: "./?" + url.Values{"state": {tab}, "ns": {c.Namespace}}.Encode()})
 	}
 	if err == nil {
-		p.RerunStale, p.RerunAfter = cs.rerunStaleCounts(r), cs.opts.RerunPendingAfter
+		p.RerunStale, p.RerunAfter = cs.rerunStaleCounts(r), reltime.Duration(cs.opts.RerunPendingAfter)
 	}
 	p.Schema = cs.c.Config().Schema
 	if cs.opts.Elsewhere != nil {

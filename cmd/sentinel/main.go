@@ -58,6 +58,7 @@ import (
 
 	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
+	"github.com/sentinel-coordination/sentinel/internal/reltime"
 	"github.com/sentinel-coordination/sentinel/internal/shell"
 )
 
@@ -669,16 +670,7 @@ func (a *app) againSplit(cmd *cobra.Command, args, tail []string, dash bool, dro
 // zero units (10m0s, 1h0m0s), which time.ParseDuration reads back as d.
 // Every duration that goes into a command line for a person to run goes
 // through it.
-func durationArg(d time.Duration) string {
-	s := d.String() // every unit from the largest present: 1h0m5s, 10m0s
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return strings.Replace(s, "h0m", "h", 1)
-}
+func durationArg(d time.Duration) string { return reltime.Duration(d) }
 
 // schemaFlag is " --schema S" when the schema is not the default, else "".
 func (a *app) schemaFlag() string {

@@ -494,7 +494,7 @@ func (a *app) httpRerunPendingNext(es []sentinel.Execution, more bool, namespace
 		fprintf(a.stdout, "  %s\n", l)
 	}
 	if more {
-		fprintf(a.stdout, "... more, among every rerun pending key:\n  %s\n", a.command(append([]string{"list", "--rerun-pending"}, nsArgs(namespace)...)...))
+		fprintf(a.stdout, "... more, among every rerun pending key:\n  %s\n", a.command(append(append([]string{"list", "--rerun-pending"}, flags...), nsArgs(namespace)...)...))
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -60,4 +61,32 @@ func TestStatusNamesStaleRerunPendingHTTPKeys(t *testing.T) {
 	r := e.run("status", "--exit-code", "--rerun-pending-after", "1h")
 	requireCode(t, r, exitOK)
 	require.NotContains(t, r.stdout, "idempotency inspect", r.stdout)
+}
+
+// With more stale rerun pending requests than --limit, status ends its
+// list with the command that lists every rerun pending key. Given another
+// --rerun-pending-after, that line dropped it: run as printed, list judged
+// the keys by the default 15m and marked none of those status had paged
+// on as needing an operator.
+func TestStatusMoreRerunPendingLineCarriesTheThreshold(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	fail := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
+	pay := e.newClient("payments")
+	for _, k := range []string{"k-1", "k-2"} {
+		_, err := sentinel.Once(ctxT(t), pay, idempotency.ExecutionKey("cus 1", k), fail, sentinel.WithRerun(3))
+		require.ErrorIs(t, err, sentinel.ErrUncertain)
+	}
+	_, err := admin.Exec(ctxT(t), "UPDATE "+pgx.Identifier{e.schema, "executions"}.Sanitize()+
+		" SET lease_expires_at = lease_expires_at - interval '12 minutes', updated_at = updated_at - interval '12 minutes'")
+	require.NoError(t, err)
+
+	r := e.run("status", "--exit-code", "--rerun-pending-after", "10m", "--limit", "1", "-n", "payments")
+	requireCode(t, r, exitAttention)
+	require.Contains(t, r.stdout, "... more, among every rerun pending key", r.stdout)
+	line := findCommand(t, r.stdout, "sentinel list --rerun-pending")
+	require.Contains(t, line, " --rerun-pending-after 10m", line)
+	p := runPrinted(t, line, "")
+	requireCode(t, p, exitOK)
+	require.Equal(t, 2, strings.Count(p.stdout, "NEEDS AN OPERATOR"), p.stdout)
 }

@@ -12,6 +12,7 @@ package reltime
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -46,4 +47,19 @@ func Millis(ms int64) string {
 		x = fmt.Sprintf("%dd", h/24)
 	}
 	return pre + x + suf
+}
+
+// Duration is d as an operator types it, for a command line or a
+// threshold a person reads (10m, 1h30m, 1m30s, 500ms): time.Duration's
+// String without its zero units (10m0s, 1h0m0s), which
+// time.ParseDuration reads back as d.
+func Duration(d time.Duration) string {
+	s := d.String() // every unit from the largest present: 1h0m5s, 10m0s
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return strings.Replace(s, "h0m", "h", 1)
 }

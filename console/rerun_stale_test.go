@@ -91,7 +91,7 @@ func TestRerunPendingAfterOption(t *testing.T) {
 
 	code, body := get(t, s.URL+"/ops/")
 	require.Equal(t, http.StatusOK, code, body)
-	require.Contains(t, body, "Rerun pending for more than 1h0m0s")
+	require.Contains(t, body, "Rerun pending for more than 1h")
 	require.NotContains(t, body, "receipt-old", "20 minutes is within the hour")
 
 	code, body = get(t, s.URL+"/ops/key?"+url.Values{"ns": {"mail"}, "key": {"receipt-old"}}.Encode())

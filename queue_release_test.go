@@ -186,6 +186,15 @@ func TestTurnReleaseAfterAFailedCloseLeaveIsNil(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return")
 	}
+	// Close retried the leave, which waited for the lock until Close's
+	// deadline cut it off; the server ends it when pgx's cancel request
+	// lands, which under load may come after Close returned. Rolled back
+	// before that, the lock would let the retry commit.
+	require.Eventually(t, func() bool {
+		var n int
+		err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE $1 = ANY (pg_catalog.pg_blocking_pids(pid))", holder).Scan(&n)
+		return err == nil && n == 0
+	}, 10*time.Second, 5*time.Millisecond, "Close's retried leave still waits for the ticket row")
 	require.NoError(t, tx.Rollback(ctx))
 	require.Equal(t, 1, e.count("tickets", ""), "Close's leave failed: the ticket row is still there")
 

@@ -35,6 +35,12 @@ import (
 // queued (OnDemoted of the last term included). Those three run one at a
 // time on a goroutine of their own, so one that blocks delays the others
 // and, once ctx ended, keeps Run from returning until it returns.
+//
+// Wait for Run to return before Client.Close and before the process exits
+// (run it on main's goroutine, or receive its error from a channel): a
+// process that exits while Run is still giving the term up leaves the term
+// live, and the followers take over only when it expires, a TTL later
+// instead of milliseconds. See ExampleElector_Run.
 func (e *Elector) Run(ctx context.Context) (err error) {
 	if err := checkCtx("Elector.Run", ctx); err != nil {
 		return err

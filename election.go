@@ -194,7 +194,7 @@ func (c *Client) Elector(group string, opts ElectorOptions) (*Elector, error) {
 		ropts = append(ropts, WithNamespace(opts.Namespace))
 	}
 	if opts.TTL < 0 {
-		return nil, invalid("TTL", "must be positive, got %s", opts.TTL)
+		return nil, invalid("TTL", "must be from MinTTL (%s) to MaxTTL (%s), or zero for Config.DefaultTTL, got %s", MinTTL, MaxTTL, opts.TTL)
 	}
 	o, err := c.resolveGroup(group, ropts, nil)
 	if err != nil {

@@ -636,8 +636,12 @@ func TestElectorBadInput(t *testing.T) {
 		_, err := c.Elector(tc.group, tc.opts)
 		require.ErrorIs(t, err, sentinel.ErrInvalid, "group %q opts %+v", tc.group, tc.opts)
 	}
+	// A negative TTL is told the accepted range, as a too short one is.
+	_, err := c.Elector("g", sentinel.ElectorOptions{TTL: -time.Second})
+	require.ErrorContains(t, err, "must be from MinTTL (100ms) to MaxTTL")
+	require.ErrorContains(t, err, "or zero for Config.DefaultTTL")
 	// A bad group is reported as the group the caller named, not as a key.
-	_, err := c.Elector("", sentinel.ElectorOptions{})
+	_, err = c.Elector("", sentinel.ElectorOptions{})
 	requireInvalidGroup(t, err)
 	_, err = c.Elector(strings.Repeat("x", sentinel.MaxKeyLen+1), sentinel.ElectorOptions{})
 	requireInvalidGroup(t, err)

@@ -15,10 +15,13 @@ import (
 // one handed on with Lease.Detach, which its receiver holds; an
 // execution lease held by a running Once ends, cancelling fn's context,
 // and so does the lease of a running Do, whose error then matches
-// ErrLeaseLost and ErrClosed),
-// ends the waits under way, of Lease and of Once with WithWait (they
-// withdraw, or count out of the claim they waited for, and return
-// ErrClosed) and closes the listener connection.
+// ErrLeaseLost and ErrClosed), gives back the tickets of the turns it
+// holds (their Err is then ErrReleased) and ends the terms of its
+// Electors (Run returns ErrClosed; Close does not wait for Run to return,
+// so a main that exits after Close waits for Run first: see Elector.Run),
+// ends the waits under way, of Lease, of Turn and of Once with WithWait
+// (they withdraw, give their ticket up, or count out of the claim they
+// waited for, and return ErrClosed) and closes the listener connection.
 //
 // Close returns within one Config.ReleaseTimeout from the call (plus local
 // work), whatever the database does, an outage that drops packets

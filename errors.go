@@ -34,7 +34,8 @@ var (
 	// always comes together with ErrLeaseLost.
 	ErrHardTTL = errors.New("sentinel: hard TTL reached")
 
-	// ErrReleased is the reason given by Lease.Err after Release.
+	// ErrReleased is the reason given by Lease.Err and Turn.Err after
+	// Release, or after Client.Close gave the lease or the turn back.
 	ErrReleased = errors.New("sentinel: lease released")
 
 	// ErrDetached is the reason given by Lease.Err after Lease.Detach: this

@@ -134,6 +134,15 @@ func (c *Client) Close() {
 				defer wg.Done()
 				c.cut.close(ctx)
 			}()
+			// The Electors' terms, ended below (others), are released
+			// by their Runs once OnElected returned: waited for too, so
+			// that a main that returns after Close hands leadership
+			// over at once, not a TTL later.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.terms.wait(ctx)
+			}()
 			sem := make(chan struct{}, max(1, int(c.pool.Config().MaxConns)))
 			for _, l := range others {
 				wg.Add(1)

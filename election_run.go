@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -574,6 +575,13 @@ func (e *Elector) removeMember(ctx context.Context, m *Lease, expiry time.Time) 
 // term given up because Run's ctx ended).
 func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) error {
 	tm := &term{resign: make(chan struct{}), ended: make(chan struct{})}
+	// Counted until its release is over, which Client.Close waits for
+	// (termsUnderWay); a term given back below as Close began too.
+	termDone := func() {}
+	if e.c.terms.add() {
+		termDone = sync.OnceFunc(e.c.terms.done)
+		defer termDone()
+	}
 	l := e.c.newLease(kindLeader, e.ns, e.group, res.leader.Term, e.ttl)
 	l.acquiredAt = res.leader.ElectedAt
 	if !e.c.hb.add(l, res.sent, res.remaining, res.leader.ExpiresAt, time.Time{}) {
@@ -745,6 +753,7 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 	}
 	e.mu.Unlock()
 	close(tm.ended)
+	termDone()  // released (or failed): not OnDemoted, which Close does not wait for
 	e.bg.Wait() // a member rewrite started while leading (bounded by the TTL)
 	e.c.cfg.Logger.Info("sentinel: demoted", "namespace", e.ns, "group", e.group, "term", l.token, "cause", cause)
 	var p error

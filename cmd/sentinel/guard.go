@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -172,8 +173,9 @@ these the system allows (--contain names one and fails if it is refused):
 What stops CMD's tree, and when (the lock is released only after):
 
   SIGINT/SIGTERM to sentinel,  SIGTERM to the tree, SIGKILL after
-  SIGHUP (terminal closed)     --kill-after or at the local deadline
-                               (under nohup SIGHUP stays ignored)
+  SIGHUP (terminal closed),    --kill-after or at the local deadline
+  SIGQUIT (Ctrl-\)             (under nohup SIGHUP stays ignored);
+                               while waiting: exit 4, nothing ran
   lease lost: taken over       SIGKILL at once (exit 137)
   lease lost: renewals late    SIGTERM min(--kill-after, TTL/4) before the
                                local deadline, SIGKILL at it (TTL/10 before
@@ -221,6 +223,19 @@ CMD and everything it starts stop before the %s passes to anyone else:
 'sentinel lock --help' shows how (the same --contain modes) and, for each
 event (SIGTERM, SIGKILL of sentinel or of its supervisor, Ctrl-Z, SIGSTOP,
 a lost %s), what stops CMD's tree and when.`
+
+// quitIsInterrupt makes SIGQUIT (Ctrl-\) one more interrupt of cmd (lock,
+// elect, queue lock) until stop is called: waiting, it gives up what it
+// queued for (exit 4); holding, it ends the command as SIGINT does (its
+// tree gets SIGTERM and --kill-after's grace, then the release). Left to
+// the Go runtime, SIGQUIT ends sentinel with a dump of its goroutines and
+// exit 2, the command killed without its grace by its supervisor's
+// parent-death signal and what was held kept for one more TTL.
+func quitIsInterrupt(cmd *cobra.Command) (stop func()) {
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGQUIT)
+	cmd.SetContext(ctx)
+	return stop
+}
 
 // held is what a command runs under: a lease, a leadership term, or a set
 // of queue turns.

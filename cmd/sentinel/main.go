@@ -494,6 +494,9 @@ func (a *app) runEChecked(check, fn func(cmd *cobra.Command, args []string) erro
 		if showsTarget[cmd.CommandPath()] && !a.jsonOut {
 			fprintf(a.stderr, "sentinel: %s, %s (%s)\n", a.target, a.namespaceText(cmd), a.source())
 		}
+		if _, ok := dashNames[cmd.CommandPath()]; ok {
+			defer quitIsInterrupt(cmd)()
+		}
 		err := fn(cmd, args)
 		err = a.tokenMoved(cmd, err)
 		var said *noLeaderError // leader's own: where else, already said

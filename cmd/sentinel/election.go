@@ -249,7 +249,8 @@ runs CMD with SENTINEL_ELECTION_GROUP, SENTINEL_ELECTION_NAMESPACE and
 SENTINEL_ELECTION_TERM (the term: a fencing token, for VerifyTerm) in its
 environment; the term is renewed while CMD runs. When CMD exits, elect
 steps down (a follower takes over within milliseconds) and exits with
-CMD's exit code (128+N when a signal N ended it).
+CMD's exit code (128+N when a signal N ended it; 127 when CMD is not
+found, 126 when it cannot be executed, as in a shell).
 
 If leadership is lost while CMD runs (renewals could not reach the database
 before the term's local deadline), CMD's process tree is killed (see

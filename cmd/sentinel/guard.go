@@ -283,7 +283,7 @@ func (a *app) runHeld(ctx context.Context, h held, what string, env, command []s
 	}
 	g, err := a.startGuard(command, env, h.Deadline(), lateGrace, o)
 	if err != nil {
-		return &codeError{code: 127, err: err}
+		return &codeError{code: startCode(err), err: err}
 	}
 	var lost error
 	// deadlinePassed records the supervisor's news that the local
@@ -468,6 +468,25 @@ func (a *app) verifyInTx(ctx context.Context, check func(tx pgx.Tx) error) error
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	return check(tx)
+}
+
+// Exit codes of a command that could not be started, as a shell's: not
+// found, or found but not executable.
+const (
+	exitNotExecutable = 126
+	exitCmdNotFound   = 127
+)
+
+// startCode is the exit code for err, the failure to start a command: 126
+// when it was found but cannot be executed (no execute permission, a
+// directory, not a format this system runs), else 127 (not found, or a
+// supervisor that could not be started).
+func startCode(err error) int {
+	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOEXEC) ||
+		errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ETXTBSY) {
+		return exitNotExecutable
+	}
+	return exitCmdNotFound
 }
 
 // childCode is the exit code of a finished child: its own, or 128+N when

@@ -347,7 +347,7 @@ func supervise(args []string) int {
 	t, err := newTree(args[0])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sentinel: supervisor: %v\n", err)
-		return 127
+		return exitCmdNotFound
 	}
 	s := &supervisor{tree: t, events: events, lateGrace: time.Duration(ns[0]), killAfter: time.Duration(ns[1]),
 		deadline: time.Now().Add(time.Duration(ns[2]))}
@@ -412,7 +412,7 @@ func (s *supervisor) run(ctrl *os.File, command []string) int {
 	cmd.SysProcAttr = s.tree.attr()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "sentinel: start %s: %v\n", command[0], err)
-		return 127
+		return startCode(err)
 	}
 	pid := cmd.Process.Pid
 	s.event(evStarted, int64(s.tree.started(pid)))

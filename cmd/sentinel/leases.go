@@ -127,7 +127,9 @@ func (a *app) lockCmd() *cobra.Command {
 alive with heartbeats, and runs CMD with SENTINEL_LEASE_KEY,
 SENTINEL_LEASE_NAMESPACE and SENTINEL_LEASE_TOKEN (the fencing token) in
 its environment. When CMD exits the lease is released and lock exits with
-CMD's exit code (128+N when a signal N ended it).
+CMD's exit code (128+N when a signal N ended it). A CMD that cannot be
+started exits as in a shell, the lease released at once: 127 when it is
+not found, 126 when it is found but cannot be executed.
 
 If the lease is lost while CMD runs (heartbeats cannot reach the database
 before the lease's local deadline, or it was taken over) CMD's process

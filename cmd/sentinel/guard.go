@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"os/signal"
 	"strings"
@@ -53,7 +54,7 @@ type cmdOpts struct {
 }
 
 func (o *cmdOpts) flags(cmd *cobra.Command) {
-	cmd.Flags().DurationVar(&o.killAfter, "kill-after", 5*time.Second, "after SIGTERM, send SIGKILL to CMD if it has not exited")
+	cmd.Flags().DurationVar(&o.killAfter, "kill-after", 5*time.Second, "after SIGTERM, send SIGKILL to CMD if it has not exited (a second interrupt sends it at once)")
 	cmd.Flags().StringVar(&o.contain, "contain", containAuto,
 		"how CMD's process tree is held: auto, "+strings.Join(containModes, ", ")+" (see 'sentinel lock --help')")
 }
@@ -175,6 +176,7 @@ What stops CMD's tree, and when (the lock is released only after):
   SIGINT/SIGTERM to sentinel,  SIGTERM to the tree, SIGKILL after
   SIGHUP (terminal closed),    --kill-after or at the local deadline
   SIGQUIT (Ctrl-\)             (under nohup SIGHUP stays ignored);
+                               a second one: SIGKILL at once (exit 137);
                                while waiting: exit 4, nothing ran
   lease lost: taken over       SIGKILL at once (exit 137)
   lease lost: renewals late    SIGTERM min(--kill-after, TTL/4) before the
@@ -262,7 +264,8 @@ func (h leaseHeld) Verify(ctx context.Context) error { return h.Heartbeat(ctx) }
 // supervising process (guard_unix.go) that holds its process tree in the
 // container o.contain names, and releases h only once the whole tree is
 // gone. An interrupt sends SIGTERM to the tree, then SIGKILL after
-// o.killAfter or at h's local deadline, whichever is first. Late renewals
+// o.killAfter or at h's local deadline, whichever is first; a second
+// interrupt sends SIGKILL at once. Late renewals
 // send SIGTERM min(killAfter, ttl/4) before the deadline and SIGKILL at it;
 // a loss (taken over, or the deadline passed) sends SIGKILL at once. A
 // tree stopped by SIGTSTP resumes on SIGCONT only once h.Verify said it is
@@ -295,6 +298,13 @@ func (a *app) runHeld(ctx context.Context, h held, what string, env, command []s
 		}
 	}
 	done, interrupted := h.Done(), ctx.Done()
+	// Every interrupt, counted: the first is ctx's (SIGTERM and the
+	// grace), a second one (Ctrl-C again) kills the tree at once rather
+	// than wait out --kill-after.
+	interrupts := make(chan os.Signal, 2)
+	signal.Notify(interrupts, append(interruptSignals(), syscall.SIGQUIT)...)
+	defer signal.Stop(interrupts)
+	nInterrupts := 0
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	// verified carries the answers to the supervisor's questions after a
@@ -321,6 +331,11 @@ wait:
 		case <-interrupted:
 			interrupted = nil
 			g.terminate(o.killAfter)
+		case <-interrupts:
+			if nInterrupts++; nInterrupts == 2 {
+				g.kill()
+				fprintf(a.stderr, "sentinel: interrupted again; killed %s and everything it started\n", command[0])
+			}
 		case <-g.wake:
 			for _, ev := range g.events() {
 				switch ev.kind {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -101,4 +102,53 @@ func TestQuitWhileWaitingExits4(t *testing.T) {
 	require.NoError(t, turn.Release(ctxT(t)))
 	r := e.run("queue", "lock", "printer", "--timeout", "2s", "--", "true")
 	requireCode(t, r, 0)
+}
+
+// A second interrupt (Ctrl-C again) does not wait out --kill-after: the
+// command's tree is killed at once, and the lock given back. The command
+// here takes SIGTERM without exiting, and --kill-after is ten minutes.
+func TestSecondInterruptKillsAtOnce(t *testing.T) {
+	for _, k := range []struct {
+		name string
+		args []string // the command up to its options
+		free []string // a command that shows the lock free
+		code int      // its exit code when it is
+	}{
+		{"lock", []string{"lock", "job"}, []string{"lock", "job", "--no-wait", "--", "true"}, 0},
+		{"elect", []string{"elect", "group"}, []string{"leader", "group"}, exitNotFound},
+		{"queue-lock", []string{"queue", "lock", "printer"}, []string{"queue", "lock", "printer", "--timeout", "2s", "--", "true"}, 0},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.migrate()
+			work := filepath.Join(sharedTempDir(t), "work")
+			first, out := startBin(t, []string{"DATABASE_URL=" + dbURL, "WORK=" + work},
+				append(append([]string{"--schema", e.schema}, k.args...), "--ttl", "30s", "--kill-after", "10m", "--",
+					"sh", "-c", `trap 'touch "$WORK.term"' TERM; `+writerScript+`; while :; do sleep 1; done`)...)
+			waitUntil(t, 20*time.Second, "the command's writes", func() bool { return fileHasLine(work) }, out)
+
+			require.NoError(t, first.Process.Signal(syscall.SIGINT))
+			waitUntil(t, 20*time.Second, "the command's SIGTERM trap", func() bool { return exists(work + ".term") }, out)
+			require.True(t, treeAlive(work), "the command's tree ended on SIGTERM; output: %s", out)
+			start := time.Now()
+			require.NoError(t, first.Process.Signal(syscall.SIGINT))
+			exited := make(chan error, 1)
+			go func() { exited <- first.Wait() }()
+			var err error
+			select {
+			case err = <-exited:
+				t.Logf("exited %v after the second interrupt", time.Since(start).Round(time.Millisecond))
+			case <-time.After(30 * time.Second):
+				_ = first.Process.Kill()
+				<-exited
+				t.Fatalf("still running 30s after a second interrupt (--kill-after 10m); output: %s", out)
+			}
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "output: %s", out)
+			require.Equal(t, 128+int(syscall.SIGKILL), ee.ExitCode(), "output: %s", out)
+			require.Contains(t, out.String(), "interrupted again")
+			require.False(t, treeAlive(work))
+			requireCode(t, e.run(k.free...), k.code)
+		})
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/reltime"
 )
 
 // events streams execution events as server-sent events, for the live view.
@@ -115,12 +116,15 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 		start()
 		maybeLive()
 	}
-	// attention sends the counts at the top of the pages (AttentionCounts)
-	// when they differ from the last sent (the first always): a key
-	// becomes uncertain when its lease expires, and nothing writes an
-	// event then; the page compares them with its own (see live.js).
+	// attention sends the counts at the top of the pages (AttentionCounts,
+	// and the keys rerun pending too long, rerunStale) when they differ
+	// from the last sent (the first always): a key becomes uncertain when
+	// its lease expires, and one rerun pending goes stale
+	// Options.RerunPendingAfter later, and nothing writes an event then;
+	// the page compares them with its own (see live.js). stale nil: not
+	// read (no rerun_stale kind is sent; the page compares the others).
 	var lastCounts []byte
-	attention := func(counts []sentinel.StateCount) {
+	attention := func(counts []sentinel.StateCount, stale map[string]int64) {
 		kinds := map[string]map[string]int64{"uncertain": {}, "reconciling": {}, "result_lost": {}}
 		for _, c := range counts {
 			k := "reconciling"
@@ -132,10 +136,15 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 			}
 			kinds[k][c.Namespace] += c.Count
 		}
+		if stale != nil {
+			kinds["rerun_stale"] = stale
+		}
 		b, _ := json.Marshal(struct {
 			Counts map[string]map[string]int64 `json:"counts"`
 			At     string                      `json:"at"`
-		}{kinds, cs.dbNow().UTC().Format(time.RFC3339Nano)})
+			// RerunAfter: Options.RerunPendingAfter, as the pages write it.
+			RerunAfter string `json:"rerun_after"`
+		}{kinds, cs.dbNow().UTC().Format(time.RFC3339Nano), reltime.Duration(cs.opts.RerunPendingAfter)})
 		key, _ := json.Marshal(kinds)
 		if bytes.Equal(key, lastCounts) {
 			return
@@ -148,11 +157,11 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		cs.watchDatabase(wctx, func(counts []sentinel.StateCount, err error) {
+		cs.watchDatabase(wctx, func(counts []sentinel.StateCount, stale map[string]int64, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil && counts != nil && started {
-				attention(counts)
+				attention(counts, stale)
 			}
 			switch {
 			case err != nil && !down:
@@ -215,7 +224,8 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 // quietly (and misses nothing), and the page must say meanwhile that it is
 // not following. Every liveCountsEvery it reads the counts at the top of
 // the pages instead (AttentionCounts: one statement over two small
-// partial indexes), which answers the same question.
+// partial indexes; then the keys rerun pending too long, rerunStale),
+// which answers the same question.
 const (
 	liveCheckEvery  = time.Second
 	liveCheckWait   = 2 * time.Second
@@ -224,8 +234,9 @@ const (
 
 // watchDatabase asks the database every liveCheckEvery until ctx ends,
 // and calls report with each answer (err nil: the database answered;
-// counts, when not nil, AttentionCounts' answer).
-func (cs *Console) watchDatabase(ctx context.Context, report func(counts []sentinel.StateCount, err error)) {
+// counts, when not nil, AttentionCounts' answer; stale, when not nil, the
+// keys rerun pending too long per namespace, rerunStale's answer).
+func (cs *Console) watchDatabase(ctx context.Context, report func(counts []sentinel.StateCount, stale map[string]int64, err error)) {
 	t := time.NewTicker(liveCheckEvery)
 	defer t.Stop()
 	var countedAt time.Time
@@ -237,6 +248,7 @@ func (cs *Console) watchDatabase(ctx context.Context, report func(counts []senti
 		}
 		pctx, cancel := context.WithTimeout(ctx, liveCheckWait)
 		var counts []sentinel.StateCount
+		var stale map[string]int64
 		var err error
 		if now := time.Now(); now.Sub(countedAt) >= liveCountsEvery {
 			countedAt = now
@@ -249,6 +261,14 @@ func (cs *Console) watchDatabase(ctx context.Context, report func(counts []senti
 			case err == nil && counts == nil:
 				counts = []sentinel.StateCount{} // none: still an answer
 			}
+			if err == nil && counts != nil {
+				var serr error
+				if _, stale, serr = cs.rerunStale(pctx); serr != nil {
+					// Not counted this time: the page compares the others.
+					cs.opts.Logger.Error("console: live view: count keys rerun pending", "err", serr)
+					stale = nil
+				}
+			}
 		} else {
 			err = cs.c.Pool().Ping(pctx)
 		}
@@ -259,7 +279,7 @@ func (cs *Console) watchDatabase(ctx context.Context, report func(counts []senti
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %s", liveCheckWait)
 		}
-		report(counts, err)
+		report(counts, stale, err)
 	}
 }
 

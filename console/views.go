@@ -166,27 +166,41 @@ const rerunStaleRead = 1000
 func (cs *Console) rerunStaleCounts(r *http.Request) []nsCount {
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	rows, _, err := cs.c.Executions(ctx, sentinel.ExecutionFilter{RerunPending: true, AllNamespaces: true,
-		UpdatedBefore: cs.dbNow().Add(-cs.opts.RerunPendingAfter), Limit: rerunStaleRead})
+	names, counts, err := cs.rerunStale(ctx)
 	if err != nil {
 		cs.opts.Logger.Error("console: count keys rerun pending", "err", err)
 		return nil
 	}
 	var out []nsCount
-	at := map[string]int{}
+	for _, ns := range names {
+		out = append(out, nsCount{Namespace: ns, Count: counts[ns],
+			Link: "./?" + url.Values{"state": {"attention"}, "ns": {ns}}.Encode()})
+	}
+	return out
+}
+
+// rerunStale counts per namespace the keys rerun pending whose lease
+// ended more than Options.RerunPendingAfter ago (execView.RerunStale), of
+// the first rerunStaleRead rerun pending keys: names in the order read,
+// for the top of every page (rerunStaleCounts) and the live view's count
+// check (watchDatabase).
+func (cs *Console) rerunStale(ctx context.Context) (names []string, counts map[string]int64, err error) {
+	rows, _, err := cs.c.Executions(ctx, sentinel.ExecutionFilter{RerunPending: true, AllNamespaces: true,
+		UpdatedBefore: cs.dbNow().Add(-cs.opts.RerunPendingAfter), Limit: rerunStaleRead})
+	if err != nil {
+		return nil, nil, err
+	}
+	counts = map[string]int64{}
 	for _, e := range rows {
 		if !cs.view(e).RerunStale {
 			continue
 		}
-		i, ok := at[e.Namespace]
-		if !ok {
-			i, at[e.Namespace] = len(out), len(out)
-			out = append(out, nsCount{Namespace: e.Namespace,
-				Link: "./?" + url.Values{"state": {"attention"}, "ns": {e.Namespace}}.Encode()})
+		if _, ok := counts[e.Namespace]; !ok {
+			names = append(names, e.Namespace)
 		}
-		out[i].Count++
+		counts[e.Namespace]++
 	}
-	return out
+	return names, counts, nil
 }
 
 // dbClockFresh is how long a measure of the database clock's offset from

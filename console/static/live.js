@@ -270,14 +270,17 @@
   // The counts at the top of the page (what needs an operator), as read
   // with it; null when they could not be read. The server sends the
   // counts every few seconds when they change: a key becomes uncertain
-  // when its lease expires, with no event to announce it.
+  // when its lease expires, and one rerun pending needs an operator once
+  // its lease ended long enough ago (rerun_stale), with no event to
+  // announce either.
   var attention = document.getElementById("attention-banner");
   var pageCounts = (function () {
     if (document.getElementById("counts-db-down") || !document.querySelector("#uncertain-counts .ok, #uncertain-counts [data-count]")) {
       return null;
     }
-    var c = {uncertain: {}, reconciling: {}, result_lost: {}};
-    var kinds = [["uncertain", "data-ns"], ["reconciling", "data-reconciling-ns"], ["result_lost", "data-result-lost-ns"]];
+    var c = {uncertain: {}, reconciling: {}, result_lost: {}, rerun_stale: {}};
+    var kinds = [["uncertain", "data-ns"], ["reconciling", "data-reconciling-ns"], ["result_lost", "data-result-lost-ns"],
+      ["rerun_stale", "data-rerun-stale-ns"]];
     for (var i = 0; i < kinds.length; i++) {
       var els = document.querySelectorAll("#uncertain-counts [" + kinds[i][1] + "][data-count]");
       for (var j = 0; j < els.length; j++) {
@@ -286,9 +289,12 @@
     }
     return c;
   })();
+  // sameCounts compares the page's counts a with the server's b; a kind
+  // b lacks (the server could not read it this time) is not compared.
   function sameCounts(a, b) {
-    var ks = ["uncertain", "reconciling", "result_lost"];
+    var ks = ["uncertain", "reconciling", "result_lost", "rerun_stale"];
     for (var i = 0; i < ks.length; i++) {
+      if (!b[ks[i]]) { continue; }
       var x = a[ks[i]] || {}, y = b[ks[i]] || {}, n;
       for (n in x) { if (x[n] !== y[n]) { return false; } }
       for (n in y) { if (x[n] !== y[n]) { return false; } }
@@ -304,9 +310,11 @@
       attention.hidden = true;
       return;
     }
-    var names = {uncertain: "uncertain", reconciling: "reconciling", result_lost: "result not stored"};
+    var names = {uncertain: "uncertain", reconciling: "reconciling", result_lost: "result not stored",
+      rerun_stale: "rerun pending for more than " + (a.rerun_after || "the threshold")};
     var parts = [];
     for (var k in names) {
+      if (k === "rerun_stale" && !a.counts[k]) { continue; }
       var c = a.counts[k] || {}, list = [];
       for (var n in c) { list.push(n + ": " + c[n]); }
       list.sort();

@@ -344,6 +344,12 @@ type execView struct {
 	// Options.RerunPendingAfter ago: no caller with WithRerun came back,
 	// so it needs an operator (as sentinel status --exit-code says).
 	RerunStale bool
+	// HardHeld: HardExpiresAt bounds the claim of the row's holder
+	// (executing, or claimed with a live lease). HardPast: the row keeps
+	// a hard expiry that bounds nothing, a claim that ended (handed back:
+	// claimed with no live lease, as a reset leaves it); the page says
+	// there is none, and whose the kept one was (hardExpiry).
+	HardHeld, HardPast bool
 	// ResultLost: completed, but fn's result was not stored
 	// (ExecutionFilter.ResultLost): callers get ErrResult.
 	ResultLost bool
@@ -368,8 +374,27 @@ func (cs *Console) view(e sentinel.Execution) execView {
 	return execView{RerunStale: rerun && cs.dbNow().Sub(e.Since()) > cs.opts.RerunPendingAfter, Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable(),
 		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, RerunPending: rerun,
 		ResultLost: e.ResultLost(),
-		Link:       keyLink(e.Namespace, e.Key), Effect: e.EffectKey(), LeaseLeftMS: e.LeaseLeft().Milliseconds(),
+		HardHeld:   hardHeld(e), HardPast: hardPast(e),
+		Link: keyLink(e.Namespace, e.Key), Effect: e.EffectKey(), LeaseLeftMS: e.LeaseLeft().Milliseconds(),
 		Since: e.Since()}
+}
+
+// hardHeld reports whether e's hard expiry bounds the claim of its
+// holder: a worker executing fn, or one that claimed it and holds a live
+// lease. An operator's step keeps the worker's value in the row (reset
+// hands the key back with it, reconcile and force-complete end the
+// lease), as does a caller that hands the key back: it then bounds
+// nothing (hardPast).
+func hardHeld(e sentinel.Execution) bool {
+	return !e.HardExpiresAt.IsZero() && !e.LeaseExpiresAt.IsZero() &&
+		(e.State == sentinel.StateExecuting || e.State == sentinel.StateClaimed && e.LeaseAlive)
+}
+
+// hardPast reports whether e keeps the hard expiry of a claim that ended:
+// handed back (claimed with no live lease: by a reset, or by a caller that
+// gave up), nothing holds the key.
+func hardPast(e sentinel.Execution) bool {
+	return !e.HardExpiresAt.IsZero() && e.State == sentinel.StateClaimed && !e.LeaseAlive
 }
 
 func keyLink(ns, key string) string {

@@ -272,11 +272,19 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 	if !e.LeaseExpiresAt.IsZero() {
 		row(w, "lease expires:", ts(e.LeaseExpiresAt)+"  ("+relative(e.LeaseExpiresAt)+")")
 	}
-	if !e.HardExpiresAt.IsZero() && !e.LeaseExpiresAt.IsZero() {
-		// It bounds the lease: without one (an operator's step, a
-		// completion) nothing happens at it, and the row keeps the
-		// worker's value.
+	switch {
+	case e.HardExpiresAt.IsZero():
+	case !e.LeaseExpiresAt.IsZero() && (e.State == sentinel.StateExecuting || e.State == sentinel.StateClaimed && e.LeaseAlive):
+		// It bounds the claim of the row's holder.
 		row(w, "hard expiry:", ts(e.HardExpiresAt))
+	case e.State == sentinel.StateClaimed && !e.LeaseAlive:
+		// Handed back (by a reset, or a caller that gave up): the row
+		// keeps the last holder's value, and nothing holds the key.
+		row(w, "hard expiry:", "none (nothing holds the key; "+ts(e.HardExpiresAt)+" was the previous holder's)")
+	default:
+		// Without a lease (an operator's reconcile or force-complete, a
+		// completion) nothing happens at it: the row keeps the worker's
+		// value.
 	}
 	row(w, "created:", ts(e.CreatedAt))
 	if !e.CompletedAt.IsZero() {

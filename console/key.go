@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/idempotency"
 	"github.com/sentinel-coordination/sentinel/internal/nswalk"
 	"github.com/sentinel-coordination/sentinel/internal/shell"
 )
@@ -37,7 +38,11 @@ type keyData struct {
 	SetResultStored  bool
 	Evidence         []evidence
 	Actions          []actionLink
-	HTTP             *httpKey // the key is the idempotency middleware's
+	// Next is what a read-only console offers instead of Actions: the
+	// commands sentinel inspect prints for the key's state, runnable as
+	// printed (nextCommands).
+	Next []nextCommand
+	HTTP *httpKey // the key is the idempotency middleware's
 	// TakenFrom is the worker an operator's reconcile took the key from,
 	// while the row (Owner, Host) names the operator: where the stopped
 	// attempt ran, from the last run's reconciling event. Nil when the
@@ -92,6 +97,66 @@ func keyCommand(schema, verb, ns, key string, flags ...string) string {
 		return "sentinel " + verb + fl + " -- " + shell.Quote(key)
 	}
 	return "sentinel " + verb + " " + shell.Quote(key) + fl
+}
+
+// nextCommand is a step a read-only console's key page prints: what to
+// do (Text) and the command line that does it.
+type nextCommand struct {
+	Text, Command string
+}
+
+// nextCommands is what to do next with the key of d on the command line,
+// as sentinel inspect prints it (its nextSteps), for a read-only console,
+// which offers no action: reconcile an uncertain key (or one rerun
+// pending too long), force-complete or reset a reconciling one, see an
+// HTTP key's request with sentinel idempotency inspect. Each command runs
+// as printed (keyCommand) where DATABASE_URL names the database.
+func (cs *Console) nextCommands(d keyData) []nextCommand {
+	e := d.Exec
+	if !e.Uncertain && !e.RerunStale && e.State != sentinel.StateReconciling {
+		return nil
+	}
+	schema := cs.c.Config().Schema
+	if d.HTTP != nil {
+		sub := "inspect"
+		if e.RerunStale && cs.opts.RerunPendingAfter != DefaultRerunPendingAfter {
+			sub += " --rerun-pending-after " + shell.Quote(cs.opts.RerunPendingAfter.String())
+		}
+		return []nextCommand{{"This is an HTTP Idempotency-Key: see its request and resolve it with a response",
+			idempotency.Command(sub, d.HTTP.Key, d.HTTP.Scope, e.Namespace, schema)}}
+	}
+	tok := strconv.FormatInt(e.Token, 10)
+	cmd := func(verb string) string { return keyCommand(schema, verb, e.Namespace, e.Key, "--token", tok) }
+	var refused *evidence // the newest refused completion, as inspect reads it
+	if len(d.Evidence) > 0 {
+		refused = &d.Evidence[0]
+	}
+	final := refused != nil && refused.Final
+	switch {
+	case e.State == sentinel.StateReconciling && final:
+		return []nextCommand{
+			{"fn returned a Final outcome, which no operator command stores: force-complete stores a value every caller gets as a success. If callers should get a value, store it (it asks for the value)", cmd("force-complete")},
+			{"If the next caller should run fn again (it decides anew)", cmd("reset")},
+		}
+	case e.State == sentinel.StateReconciling:
+		how := "store its result (it asks for the value)"
+		if refused != nil && refused.Result != "" {
+			how = "store fn's result, shown above under Refused completions (it asks for the value)"
+		}
+		return []nextCommand{
+			{"If the work happened, " + how, cmd("force-complete")},
+			{"If it did not, let the next caller run it", cmd("reset")},
+		}
+	case final:
+		return []nextCommand{{"fn returned a Final outcome, which no operator command stores; reconcile, then decide what callers get", cmd("reconcile")}}
+	case e.Uncertain && refused != nil:
+		return []nextCommand{{"The work happened (fn returned); reconcile, then force-complete with fn's result", cmd("reconcile")}}
+	case e.Uncertain:
+		return []nextCommand{{"Find out whether the work happened, then reconcile", cmd("reconcile")}}
+	default: // RerunStale
+		return []nextCommand{{fmt.Sprintf("No caller with WithRerun came back to run attempt %d of %d; if none will, find out whether the work happened, then reconcile (no caller re-runs it after that)",
+			e.Attempt+1, e.MaxAttempts), cmd("reconcile")}}
+	}
 }
 
 // takenFrom is the worker a reconcile took a key from, as its
@@ -284,6 +349,9 @@ func (cs *Console) keyPage(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
+	}
+	if cs.opts.ReadOnly {
+		d.Next = cs.nextCommands(d)
 	}
 	live := url.Values{"ns": {ex.Namespace}, "key": {ex.Key}}
 	cs.render(w, r, http.StatusOK, "key.html", page{Nav: "executions", Live: cs.liveURL(ctx, live, head), Data: d})

@@ -17,8 +17,9 @@ import (
 // and so does the lease of a running Do, whose error then matches
 // ErrLeaseLost and ErrClosed), gives back the tickets of the turns it
 // holds (their Err is then ErrReleased) and ends the terms of its
-// Electors (Run returns ErrClosed; Close does not wait for Run to return,
-// so a main that exits after Close waits for Run first: see Elector.Run),
+// Electors, waiting, within its deadline, for each to be released by its
+// Run once OnElected returned (Run then returns ErrClosed; Close does not
+// wait for OnDemoted nor for Run itself to return: see Elector.Run),
 // ends the waits under way, of Lease, of Turn and of Once with WithWait
 // (they withdraw, give their ticket up, or count out of the claim they
 // waited for, and return ErrClosed) and closes the listener connection.
@@ -62,8 +63,11 @@ import (
 // found gone by a retry reads as released when the ticket's record in the
 // queue's history says the failed attempt gave it up while it was live. An elector's term is not released by Close
 // but by its Run, once OnElected returned (Run then returns ErrClosed,
-// joined with the release's error if it failed): wait for Run to return
-// before closing the pool. It does not close the pool. Close is
+// joined with the release's error if it failed); Close waits for that
+// release until its deadline, so a process that exits after Close does
+// not leave its term live for a TTL (unless OnElected outlives the
+// deadline, or Close is called from OnElected itself). Wait for Run to
+// return before closing the pool. It does not close the pool. Close is
 // idempotent; later calls on the client return ErrClosed.
 func (c *Client) Close() {
 	c.once.Do(func() {

@@ -41,7 +41,9 @@ import (
 // (run it on main's goroutine, or receive its error from a channel): a
 // process that exits while Run is still giving the term up leaves the term
 // live, and the followers take over only when it expires, a TTL later
-// instead of milliseconds. See ExampleElector_Run.
+// instead of milliseconds. Client.Close waits for the term's release
+// (within its deadline), not for OnDemoted, nor for Run's removal of its
+// member row. See ExampleElector_Run.
 func (e *Elector) Run(ctx context.Context) (err error) {
 	if err := checkCtx("Elector.Run", ctx); err != nil {
 		return err

@@ -485,7 +485,9 @@ and runs CMD with SENTINEL_QUEUE_NAMESPACE, SENTINEL_QUEUE_RESOURCES and
 SENTINEL_QUEUE_TICKETS ("printer=5 scanner=6": each ticket is a fencing
 token, for VerifyTurn) in its environment. When CMD exits the turns are
 released (the next ticket is served at once) and queue lock exits with
-CMD's exit code.
+CMD's exit code (128+N when a signal N ended it). A CMD that cannot be
+started exits as in a shell, the turns released at once: 127 when it is
+not found, 126 when it is found but cannot be executed.
 
 CMD is what follows --: every word before it is a RESOURCE, so
 "queue lock printer lp report.pdf" queues on three resources (lp, printer,

@@ -204,9 +204,11 @@ func TestCompletionRefusedLeavesEvidence(t *testing.T) {
 func TestOnceHardTTLConfig(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	c := e.client(&sentinel.Config{DefaultTTL: 300 * time.Millisecond, OnceHardTTL: 10 * time.Second})
+	// fn outlives its TTL, renewed; a TTL of 300 ms lost its renewals
+	// under load (CI), so a TTL of a second, and fn twice as long.
+	c := e.client(&sentinel.Config{DefaultTTL: time.Second, OnceHardTTL: 10 * time.Second})
 	res, err := sentinel.Once(ctx, c, "k", func(context.Context) (int, error) {
-		time.Sleep(time.Second)
+		time.Sleep(2500 * time.Millisecond)
 		return 7, nil
 	})
 	require.NoError(t, err)

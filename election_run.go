@@ -214,8 +214,11 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 			delay = time.Until(res.localExpiry) + time.Millisecond
 		case !mayLead && sawOther:
 			// Another elector was elected (and has let go) since this one
-			// resigned: the hold-off is over, campaign again now.
-			delay = 0
+			// resigned: the hold-off is over, campaign again now. Not
+			// registered as waiting first: that round trip covered no
+			// sleep, and held up the group's next term by as much.
+			lockedBackoff = 10 * time.Millisecond
+			continue
 		case !mayLead:
 			// No live leader (our own released row, say), but we may not
 			// lead before the hold-off ends: sleep until then, or until

@@ -145,7 +145,7 @@ func (c *Client) Close() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c.terms.wait(ctx)
+				c.terms.close(ctx, nil)
 			}()
 			sem := make(chan struct{}, max(1, int(c.pool.Config().MaxConns)))
 			for _, l := range others {

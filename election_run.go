@@ -581,9 +581,9 @@ func (e *Elector) removeMember(ctx context.Context, m *Lease, expiry time.Time) 
 func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) error {
 	tm := &term{resign: make(chan struct{}), ended: make(chan struct{})}
 	// Counted until its release is over, which Client.Close waits for
-	// (termsUnderWay); a term given back below as Close began too.
+	// (underWay).
 	termDone := func() {}
-	if e.c.terms.add() {
+	if e.c.terms.add(nil) {
 		termDone = sync.OnceFunc(e.c.terms.done)
 		defer termDone()
 	}

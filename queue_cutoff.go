@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -194,65 +193,41 @@ func (c *Client) leaveDrawn(ctx context.Context, ns, res string, nonce int64, tt
 // (giveBackDraw). Client.Close makes their last looks at once and waits
 // for them until its deadline, then cancels those still running.
 type cutOffs struct {
-	mu      sync.Mutex
-	n       int
-	closed  bool
+	underWay
 	closing chan struct{}      // closed by Close: the second look is made at once
-	idle    chan struct{}      // set by Close: closed once none is left
 	ctx     context.Context    // the give-backs' context: cancelled at Close's deadline
 	cancel  context.CancelFunc // cancels ctx
 }
 
 // begin counts a give-back in, unless the client is closing, and returns
 // the channel Close closes and the context the give-back runs in.
-func (s *cutOffs) begin() (<-chan struct{}, context.Context, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, nil, false
-	}
-	if s.closing == nil {
-		s.closing = make(chan struct{})
-		s.ctx, s.cancel = context.WithCancel(context.Background())
-	}
-	s.n++
-	return s.closing, s.ctx, true
+func (s *cutOffs) begin() (closing <-chan struct{}, ctx context.Context, ok bool) {
+	ok = s.add(func() {
+		if s.closing == nil {
+			s.closing = make(chan struct{})
+			s.ctx, s.cancel = context.WithCancel(context.Background())
+		}
+		closing, ctx = s.closing, s.ctx
+	})
+	return closing, ctx, ok
 }
 
 // end counts a give-back out.
-func (s *cutOffs) end() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.n--
-	if s.n == 0 && s.idle != nil {
-		close(s.idle)
-		s.idle = nil
-	}
-}
+func (s *cutOffs) end() { s.done() }
 
 // close, called by Client.Close, starts no more give-backs, has those
 // under way make their last look at once, and waits for them until ctx
 // (Close's deadline) ends; those still running then are cancelled, their
 // failure logged and reported as they return.
 func (s *cutOffs) close(ctx context.Context) {
-	s.mu.Lock()
-	s.closed = true
-	if s.closing == nil {
-		s.mu.Unlock()
-		return // none was ever started
-	}
-	close(s.closing)
-	var idle chan struct{}
-	if s.n > 0 {
-		idle = make(chan struct{})
-		s.idle = idle
-	}
-	s.mu.Unlock()
-	if idle != nil {
-		select {
-		case <-idle:
-		case <-ctx.Done():
+	var cancel context.CancelFunc
+	s.underWay.close(ctx, func() {
+		if s.closing != nil { // else none was ever started
+			close(s.closing)
+			cancel = s.cancel
 		}
+	})
+	if cancel != nil {
+		cancel()
 	}
-	s.cancel()
 }

@@ -331,8 +331,8 @@ type Client struct {
 	// (giveBackDraw): Close waits for them, or cancels them.
 	cut cutOffs
 	// terms counts the Electors' terms under way, from their grant to
-	// their release by Run; Close waits for them (closeterms.go).
-	terms termsUnderWay
+	// their release by Run; Close waits for them (underway.go).
+	terms underWay
 	// testAfterStop, set by tests only (before Close), runs in Close once
 	// the heartbeater stopped, before Close ends the leases it held: a
 	// Release started there races Close as a deferred one can.

@@ -19,6 +19,7 @@ import (
 	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
 	"github.com/sentinel-coordination/sentinel/internal/nswalk"
+	"github.com/sentinel-coordination/sentinel/internal/reltime"
 	"github.com/sentinel-coordination/sentinel/internal/shell"
 )
 
@@ -118,12 +119,22 @@ func (cs *Console) nextCommands(d keyData) []nextCommand {
 	}
 	schema := cs.c.Config().Schema
 	if d.HTTP != nil {
-		sub := "inspect"
+		// The threshold as typed (10m), after the key's flags and before
+		// --schema, as sentinel status and inspect print the command.
+		cmd := idempotency.Command("inspect", d.HTTP.Key, d.HTTP.Scope, e.Namespace, schema)
 		if e.RerunStale && cs.opts.RerunPendingAfter != DefaultRerunPendingAfter {
-			sub += " --rerun-pending-after " + shell.Quote(cs.opts.RerunPendingAfter.String())
+			after := " --rerun-pending-after " + shell.Quote(reltime.Duration(cs.opts.RerunPendingAfter))
+			if strings.HasPrefix(d.HTTP.Key, "-") {
+				// idempotency.Command puts "-- KEY" last: the flag goes before it.
+				cmd = idempotency.Command("inspect"+after, d.HTTP.Key, d.HTTP.Scope, e.Namespace, schema)
+			} else {
+				cmd = idempotency.Command("inspect", d.HTTP.Key, d.HTTP.Scope, e.Namespace, "") + after
+				if schema != "" && schema != "sentinel" {
+					cmd += " --schema " + shell.Quote(schema)
+				}
+			}
 		}
-		return []nextCommand{{"This is an HTTP Idempotency-Key: see its request and resolve it with a response",
-			idempotency.Command(sub, d.HTTP.Key, d.HTTP.Scope, e.Namespace, schema)}}
+		return []nextCommand{{"This is an HTTP Idempotency-Key: see its request and resolve it with a response", cmd}}
 	}
 	tok := strconv.FormatInt(e.Token, 10)
 	cmd := func(verb string) string { return keyCommand(schema, verb, e.Namespace, e.Key, "--token", tok) }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/reltime"
 )
 
 // leaseState is a key's state as lease-state answers it: what the "state"
@@ -69,7 +70,7 @@ func (cs *Console) stateNote(v execView) string {
 	case v.RerunStale:
 		return fmt.Sprintf("executing, its lease expired without an outcome at attempt %d more than %s ago, and no caller with WithRerun came back to run attempt %d of %d: "+
 			"if none will, find out whether the work happened, then reconcile (no caller re-runs it after that)",
-			v.Attempt, cs.opts.RerunPendingAfter, v.Attempt+1, v.MaxAttempts)
+			v.Attempt, reltime.Duration(cs.opts.RerunPendingAfter), v.Attempt+1, v.MaxAttempts)
 	case v.RerunPending:
 		return fmt.Sprintf("executing, its lease expired without an outcome at attempt %d: the next call with WithRerun runs it again (the effect is deduplicated downstream); no operator is needed", v.Attempt)
 	}

@@ -483,7 +483,7 @@ two agree about the key.`,
 			return a.printExecution(e, refused, taken, rt, rerunAfter)
 		}),
 	}
-	cmd.Flags().DurationVar(&rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: inspect prints its steps (status --exit-code's threshold)")
+	durationFlag(cmd.Flags(), &rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: inspect prints its steps (status --exit-code's threshold)")
 	return cmd
 }
 

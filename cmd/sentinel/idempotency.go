@@ -363,7 +363,7 @@ relied on that pass -n default.`,
 	cmd.Flags().IntVar(&limit, "limit", sentinel.DefaultExecutionsLimit, fmt.Sprintf("with --state: keys per page (1..%d)", sentinel.MaxExecutionsLimit))
 	cmd.Flags().StringVar(&cursor, "after", "", "with --state: the cursor printed with the previous page")
 	cmd.Flags().StringVar(&scope, "scope", "", "only the keys of this scope, the principal Options.Scope returned ('' for idempotency.SingleTenant); needed with PREFIX")
-	cmd.Flags().DurationVar(&rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: listed as such, with its inspect command (status --exit-code's threshold)")
+	durationFlag(cmd.Flags(), &rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: listed as such, with its inspect command (status --exit-code's threshold)")
 	return cmd
 }
 
@@ -566,7 +566,7 @@ command with it, so the two agree about the key.`,
 		}),
 	}
 	cmd.Flags().StringVar(&scope, "scope", "", "the principal Options.Scope returned for the request (omit for idempotency.SingleTenant)")
-	cmd.Flags().DurationVar(&rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: inspect prints its steps (status --exit-code's threshold)")
+	durationFlag(cmd.Flags(), &rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: inspect prints its steps (status --exit-code's threshold)")
 	return cmd
 }
 

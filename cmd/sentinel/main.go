@@ -847,3 +847,34 @@ func (a *app) close() {
 		a.pool.Close()
 	}
 }
+
+// typedDuration is a duration flag whose default --help prints as an
+// operator types it (15m, 1h; durationArg), not in Go's form (15m0s,
+// 1h0m0s). Its type is "duration", so it reads as pflag's own does
+// (GetDuration, againSplit).
+type typedDuration struct{ d *time.Duration }
+
+func (v typedDuration) String() string {
+	if v.d == nil {
+		return ""
+	}
+	return durationArg(*v.d)
+}
+
+func (v typedDuration) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v.d = d
+	return nil
+}
+
+func (v typedDuration) Type() string { return "duration" }
+
+// durationFlag defines a duration flag with a default that is not 0,
+// shown in --help as typed (typedDuration).
+func durationFlag(fs *pflag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var(typedDuration{p}, name, usage)
+}

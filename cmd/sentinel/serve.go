@@ -185,7 +185,7 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 	f.StringVar(&token, "operator-token", "", "a token shared by the operators (visible in ps: prefer $SENTINEL_OPERATOR_TOKEN or a file)")
 	f.BoolVar(&readOnly, "read-only", false, "offer no action")
 	f.BoolVar(&anyAddr, "listen-any", false, "allow a non-loopback --addr")
-	f.DurationVar(&rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: the start page lists it (status --exit-code's threshold)")
+	durationFlag(f, &rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: the start page lists it (status --exit-code's threshold)")
 	f.BoolVar(&newToken, "new-token", false, "print a new operator token (256 random bits) and exit")
 	serve := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

@@ -396,8 +396,8 @@ not read that as nothing to do.`,
 	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
 	cmd.Flags().IntVar(&limit, "limit", 20, "list at most this many uncertain executions (and as many stale rerun pending HTTP requests)")
 	cmd.Flags().BoolVar(&exitCodeFlag, "exit-code", false, fmt.Sprintf("exit %d when something needs an operator: uncertain, result not stored, rerun pending or reconciling too long", exitAttention))
-	cmd.Flags().DurationVar(&after.rerunPending, "rerun-pending-after", defaultRerunPendingAfter, "with --exit-code: a key rerun pending (its lease ended, on the database clock) longer than this needs an operator")
-	cmd.Flags().DurationVar(&after.reconciling, "reconciling-after", defaultReconcilingAfter, "with --exit-code: a key reconciling (since reconcile, on the database clock) longer than this needs an operator")
+	durationFlag(cmd.Flags(), &after.rerunPending, "rerun-pending-after", defaultRerunPendingAfter, "with --exit-code: a key rerun pending (its lease ended, on the database clock) longer than this needs an operator")
+	durationFlag(cmd.Flags(), &after.reconciling, "reconciling-after", defaultReconcilingAfter, "with --exit-code: a key reconciling (since reconcile, on the database clock) longer than this needs an operator")
 	return cmd
 }
 
@@ -892,7 +892,7 @@ relied on that pass -n default.`,
 	fl.IntVar(&limit, "limit", sentinel.DefaultExecutionsLimit, fmt.Sprintf("rows per page (1..%d)", sentinel.MaxExecutionsLimit))
 	fl.StringVar(&cursor, "after", "", "the cursor printed with the previous page")
 	fl.BoolVar(&all, "all", false, "follow every page")
-	fl.DurationVar(&rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: listed as such (status --exit-code's threshold)")
+	durationFlag(fl, &rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: listed as such (status --exit-code's threshold)")
 	return cmd
 }
 

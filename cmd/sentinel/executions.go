@@ -253,7 +253,8 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 		}
 		j.TakenFrom = taken
 		j.ResultType = toResultTypeJSON(rt)
-		return a.printJSON(j)
+		// needs_operator as list --json judges it, by the same threshold.
+		return a.printJSON(listExecJSON{execJSON: j, NeedsOperator: uncertain(e) || e.ResultLost() || rerunStale(e, rerunAfter)})
 	}
 	w := a.table()
 	row(w, "namespace:", e.Namespace)
@@ -441,7 +442,9 @@ lease ended more than --rerun-pending-after (default 15m, as status
 steps of an uncertain key (reconcile; for an HTTP request's key, the
 idempotency inspect line, with the same --rerun-pending-after when it is
 not the default). Give it the value status --exit-code was given, so the
-two agree about the key.`,
+two agree about the key. With --json, "needs_operator" is true for such a
+key, for an uncertain one and for one whose result was not stored, as
+list --json says it.`,
 		Example: `  sentinel inspect payment-order-789 -n payments
   sentinel inspect payment-order-789 -n payments --json | jq .state
   sentinel inspect payment-order-789 -n payments --rerun-pending-after 1h`,

@@ -415,7 +415,8 @@ type idemRecordJSON struct {
 	Namespace     string            `json:"namespace"`
 	State         sentinel.State    `json:"state"`
 	Uncertain     bool              `json:"uncertain"`
-	RerunPending  bool              `json:"rerun_pending"` // stopped with re-runs left (Options.Rerun): the client's repeat runs it again
+	RerunPending  bool              `json:"rerun_pending"`  // stopped with re-runs left (Options.Rerun): the client's repeat runs it again
+	NeedsOperator bool              `json:"needs_operator"` // uncertain, or rerun pending longer than --rerun-pending-after, as idempotency list --json says
 	Token         int64             `json:"token"`
 	Attempt       int               `json:"attempt"`      // the handler's attempt under Token (re-runs: Options.Rerun, WithRerun)
 	MaxAttempts   int               `json:"max_attempts"` // the key's bound on attempts (1: no re-run)
@@ -477,7 +478,9 @@ prints no step. Once its lease ended more than --rerun-pending-after
 (default 15m, as status --exit-code) ago, no repeat came back and none
 will: inspect prints the steps of an uncertain key (resolve, or reconcile
 then reset). status, given another --rerun-pending-after, prints this
-command with it, so the two agree about the key.`,
+command with it, so the two agree about the key. With --json,
+"needs_operator" is true for such a key and for an uncertain one, as
+idempotency list --json says it.`,
 		Example: `  sentinel idempotency inspect 8e03978e --scope acct_42 -n payments
   sentinel idempotency inspect 8e03978e --scope acct_42 -n payments --json
   sentinel idempotency inspect 8e03978e --scope acct_42 -n payments --rerun-pending-after 1h`,
@@ -498,7 +501,7 @@ command with it, so the two agree about the key.`,
 			e := rec.Execution
 			if a.jsonOut {
 				return a.printJSON(idemRecordJSON{Scope: rec.Scope, Key: rec.Key, ExecutionKey: e.Key, Namespace: e.Namespace,
-					State: e.State, Uncertain: uncertain(e), RerunPending: e.Rerunnable(), Token: e.Token,
+					State: e.State, Uncertain: uncertain(e), RerunPending: e.Rerunnable(), NeedsOperator: uncertain(e) || rerunStale(e, rerunAfter), Token: e.Token,
 					Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(e.Since()),
 					Method: rec.Request.Method, Path: rec.Request.Path, Fingerprint: rec.Request.Fingerprint,
 					Response: toIdemResponseJSON(rec.Response), ResponseError: rec.ResponseError, Refused: toIdemResponseJSON(rec.Refused)})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
+	"github.com/sentinel-coordination/sentinel/internal/reltime"
 )
 
 // execJSON is an execution as the command prints it with --json.
@@ -396,8 +397,8 @@ func (a *app) nextSteps(e *sentinel.Execution, refused *sentinel.Event, rerunAft
 		// the operator takes it as an uncertain key. A
 		// key that stopped a moment ago is no operator's case yet: no
 		// command, lest reconcile stop the re-run the application asked for.
-		fprintf(a.stdout, "\nnext: its lease ended %s ago and no caller with WithRerun came back to run attempt %d of %d; if none will, find out whether the work happened, then reconcile (no caller re-runs it after that):\n  %s\n",
-			(-e.LeaseLeft()).Round(time.Second), e.Attempt+1, e.MaxAttempts, a.keyCommand("reconcile", []string{e.Key}, "-n", e.Namespace, "--token", tok))
+		fprintf(a.stdout, "\nnext: its lease ended %s and no caller with WithRerun came back to run attempt %d of %d; if none will, find out whether the work happened, then reconcile (no caller re-runs it after that):\n  %s\n",
+			reltime.Millis((-e.LeaseLeft()).Milliseconds()), e.Attempt+1, e.MaxAttempts, a.keyCommand("reconcile", []string{e.Key}, "-n", e.Namespace, "--token", tok))
 	case e.ResultLost():
 		fprintf(a.stdout, "\nnext: fn succeeded but its result was not stored; store it (it asks for the value):\n  %s\n",
 			a.keyCommand("set-result", []string{e.Key}, "-n", e.Namespace, "--token", tok))

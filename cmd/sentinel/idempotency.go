@@ -18,6 +18,7 @@ import (
 	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
 	"github.com/sentinel-coordination/sentinel/internal/names"
+	"github.com/sentinel-coordination/sentinel/internal/reltime"
 )
 
 // The idempotency commands address keys written by the idempotency
@@ -545,8 +546,8 @@ idempotency list --json says it.`,
 			stale := e.Rerunnable() && -e.LeaseLeft() >= rerunAfter
 			stalled := "" // fprintf escapes its arguments: no newline here
 			if stale {
-				stalled = fmt.Sprintf("its lease ended %s ago and no repeat of the request came back to run attempt %d of %d; "+
-					"if none will (no repeat re-runs it after this), ", (-e.LeaseLeft()).Round(time.Second), e.Attempt+1, e.MaxAttempts)
+				stalled = fmt.Sprintf("its lease ended %s and no repeat of the request came back to run attempt %d of %d; "+
+					"if none will (no repeat re-runs it after this), ", reltime.Millis((-e.LeaseLeft()).Milliseconds()), e.Attempt+1, e.MaxAttempts)
 			}
 			switch {
 			case uncertain(e) || e.State == sentinel.StateReconciling || stale:

@@ -551,6 +551,43 @@ func (a *app) listHTTPKeysNext(es []sentinel.Execution, rerun bool, namespace st
 	}
 }
 
+// listStaleInspectNext follows list's table with, on stderr as its other
+// hints, the inspect command of each key it marked NEEDS AN OPERATOR for
+// being rerun pending longer than rerunAfter (rerunStale), HTTP requests'
+// keys aside (listHTTPKeysNext names their idempotency inspect): carrying
+// the threshold when it is not the default, so that inspect judges the
+// key as the table did and prints its steps. At most
+// maxListHTTPKeysNext, then the count of the others.
+func (a *app) listStaleInspectNext(es []sentinel.Execution, rerunAfter time.Duration) {
+	var flags []string
+	if rerunAfter != defaultRerunPendingAfter {
+		flags = []string{"--rerun-pending-after", durationArg(rerunAfter)}
+	}
+	var lines []string
+	n := 0
+	for i := range es {
+		e := &es[i]
+		if _, _, ok := idempotency.ParseExecutionKey(e.Key); ok || !rerunStale(e, rerunAfter) {
+			continue
+		}
+		n++
+		if len(lines) < maxListHTTPKeysNext {
+			lines = append(lines, a.keyCommand("inspect", []string{e.Key}, append([]string{"-n", e.Namespace}, flags...)...))
+		}
+	}
+	if n == 0 {
+		return
+	}
+	fprintf(a.stderr, "sentinel: note: %d of the keys listed need an operator (NEEDS AN OPERATOR: rerun pending for more than %s); inspect each, which prints its steps:\n",
+		n, durationArg(rerunAfter))
+	for _, l := range lines {
+		fprintf(a.stderr, "  %s\n", l)
+	}
+	if n > len(lines) {
+		fprintf(a.stderr, "... and %d more\n", n-len(lines))
+	}
+}
+
 // checkState refuses a --state that is not one of the library's states
 // (the library would too, but only once connected). A word the tables
 // show in their STATE column that is no state (UNCERTAIN, rerun pending,
@@ -727,8 +764,12 @@ WithRerun came back, and none may. It is listed as "executing (rerun N/M
 pending: NEEDS AN OPERATOR, ...)". With --json, "needs_operator" is true
 for such a key, for an uncertain one and for one whose result was not
 stored: what status --exit-code pages on (a key reconciling is an
-operator's already). Give it the value status --exit-code was given (the
-list command status prints carries it when it is not the default).
+operator's already). Each such key (but an HTTP request's, whose
+idempotency inspect line --rerun-pending prints) is followed, on stderr,
+by its inspect command,
+carrying the threshold when it is not the default, which prints its
+steps. Give it the value status --exit-code was given (the list command
+status prints carries it when it is not the default).
 
 Before 0.3 list covered only --namespace (default "default"); scripts that
 relied on that pass -n default.`,
@@ -872,6 +913,7 @@ relied on that pass -n default.`,
 			if unc || rerun {
 				a.listHTTPKeysNext(rows, rerun, namespace, rerunAfter)
 			}
+			a.listStaleInspectNext(rows, rerunAfter)
 			if next != "" {
 				fprintf(a.stderr, "more (or add --all):\n  %s\n", a.again(cmd, "after", next))
 			}

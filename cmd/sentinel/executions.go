@@ -452,7 +452,7 @@ list --json says it.`,
 		Args: args(1, 1),
 		RunE: a.runEChecked(func(*cobra.Command, []string) error {
 			if rerunAfter <= 0 {
-				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", rerunAfter)
+				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(rerunAfter))
 			}
 			return nil
 		}, func(cmd *cobra.Command, args []string) error {

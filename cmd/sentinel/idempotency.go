@@ -166,7 +166,7 @@ relied on that pass -n default.`,
 				}
 			}
 			if rerunAfter <= 0 {
-				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", rerunAfter)
+				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(rerunAfter))
 			}
 			if state == "" && (cmd.Flags().Changed("limit") || cmd.Flags().Changed("after")) {
 				return usageErr("--limit and --after page a listing of one state: give --state too (the keys not completed are listed whole)")
@@ -488,7 +488,7 @@ idempotency list --json says it.`,
 		Args: args(1, 1),
 		RunE: a.runEChecked(func(*cobra.Command, []string) error {
 			if rerunAfter <= 0 {
-				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", rerunAfter)
+				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(rerunAfter))
 			}
 			return nil
 		}, func(cmd *cobra.Command, args []string) error {

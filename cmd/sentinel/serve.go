@@ -75,7 +75,7 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 		// bad --addr, token or file exits 2 even with the database down.
 		RunE: a.runEChecked(func(cmd *cobra.Command, _ []string) error {
 			if rerunAfter <= 0 {
-				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", rerunAfter)
+				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(rerunAfter))
 			}
 			opts = console.Options{ReadOnly: readOnly, AllowedHosts: allowedHosts, RerunPendingAfter: rerunAfter}
 			if cmd.Flags().Changed("namespace") {

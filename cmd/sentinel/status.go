@@ -213,13 +213,13 @@ not read that as nothing to do.`,
 				return usageErr("--rerun-pending-after is the threshold of --exit-code: add --exit-code")
 			}
 			if after.rerunPending <= 0 {
-				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", after.rerunPending)
+				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(after.rerunPending))
 			}
 			if cmd.Flags().Changed("reconciling-after") && !exitCodeFlag {
 				return usageErr("--reconciling-after is the threshold of --exit-code: add --exit-code")
 			}
 			if after.reconciling <= 0 {
-				return usageErr("--reconciling-after %s: give a duration of more than 0 (such as 1h)", after.reconciling)
+				return usageErr("--reconciling-after %s: give a duration of more than 0 (such as 1h)", durationArg(after.reconciling))
 			}
 			return nil
 		}, func(cmd *cobra.Command, _ []string) (err error) {
@@ -788,14 +788,14 @@ relied on that pass -n default.`,
 			// 0 leaves a filter out: given, it would be dropped in silence.
 			for name, d := range map[string]time.Duration{"older-than": updatedBefore, "newer-than": within} {
 				if cmd.Flags().Changed(name) && d <= 0 {
-					return usageErr("--%s %s: give a duration of more than 0 (such as 10m), or leave --%s out", name, d, name)
+					return usageErr("--%s %s: give a duration of more than 0 (such as 10m), or leave --%s out", name, durationArg(d), name)
 				}
 			}
 			if err := checkLimit(limit); err != nil {
 				return err
 			}
 			if rerunAfter <= 0 {
-				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", rerunAfter)
+				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(rerunAfter))
 			}
 			if err := a.checkState(cmd, state); err != nil {
 				return err

@@ -260,7 +260,11 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 	w := a.table()
 	row(w, "namespace:", e.Namespace)
 	row(w, "key:", e.Key)
-	row(w, "state:", stateLabel(e))
+	who := "no caller with WithRerun"
+	if _, _, ok := idempotency.ParseExecutionKey(e.Key); ok {
+		who = "no repeat of the request"
+	}
+	row(w, "state:", inspectStateLabel(e, rerunAfter, who))
 	row(w, "since:", ts(e.Since())+"  ("+relative(e.Since())+")")
 	row(w, "owner:", fmt.Sprintf("%s (host %s, pid %d)", e.Owner, e.Host, e.PID))
 	if taken != nil {
@@ -334,6 +338,19 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 	}
 	a.nextSteps(e, refused, rerunAfter)
 	return nil
+}
+
+// inspectStateLabel is inspect's (and idempotency inspect's) state line
+// of e: stateLabel, but for a key rerun pending longer than rerunAfter
+// (rerunStale), which it marks NEEDS AN OPERATOR as list does; who is
+// whom nothing came back from (a caller with WithRerun, a repeat of the
+// request).
+func inspectStateLabel(e *sentinel.Execution, rerunAfter time.Duration, who string) string {
+	if rerunStale(e, rerunAfter) {
+		return fmt.Sprintf("executing (stopped at attempt %d of %d, rerun pending: NEEDS AN OPERATOR, %s came back for more than %s)",
+			e.Attempt, e.MaxAttempts, who, durationArg(rerunAfter))
+	}
+	return stateLabel(e)
 }
 
 // attemptRow prints inspect's "attempt:" line of e to w, for a key run
@@ -439,8 +456,9 @@ which for a stopped attempt is when it started (renewals do not move it).
 A key rerun pending (its executor stopped with re-runs left, WithRerun)
 gets no step: the next caller with WithRerun runs it again. Once its
 lease ended more than --rerun-pending-after (default 15m, as status
---exit-code) ago, no caller came back and none may: inspect prints the
-steps of an uncertain key (reconcile; for an HTTP request's key, the
+--exit-code) ago, no caller came back and none may: inspect marks its
+state NEEDS AN OPERATOR, as list does, and prints the steps of an
+uncertain key (reconcile; for an HTTP request's key, the
 idempotency inspect line, with the same --rerun-pending-after when it is
 not the default). Give it the value status --exit-code was given, so the
 two agree about the key. With --json, "needs_operator" is true for such a

@@ -477,8 +477,8 @@ A key whose handler stopped with re-runs left (Options.Rerun) is rerun
 pending: the client's repeat of the request runs it again, and inspect
 prints no step. Once its lease ended more than --rerun-pending-after
 (default 15m, as status --exit-code) ago, no repeat came back and none
-will: inspect prints the steps of an uncertain key (resolve, or reconcile
-then reset). status, given another --rerun-pending-after, prints this
+will: inspect marks its state NEEDS AN OPERATOR and prints the steps of
+an uncertain key (resolve, or reconcile then reset). status, given another --rerun-pending-after, prints this
 command with it, so the two agree about the key. With --json,
 "needs_operator" is true for such a key and for an uncertain one, as
 idempotency list --json says it.`,
@@ -511,7 +511,7 @@ idempotency list --json says it.`,
 			row(w, "key:", esc(rec.Key))
 			row(w, "scope:", esc(idemOrDash(rec.Scope)))
 			row(w, "namespace:", e.Namespace)
-			row(w, "state:", stateLabel(e))
+			row(w, "state:", inspectStateLabel(e, rerunAfter, "no repeat of the request"))
 			row(w, "since:", ts(e.Since())+"  ("+relative(e.Since())+")")
 			row(w, "token:", e.Token)
 			attemptRow(w, e)

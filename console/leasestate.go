@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/idempotency"
 	"github.com/sentinel-coordination/sentinel/internal/reltime"
 )
 
@@ -67,6 +68,12 @@ func (cs *Console) stateNote(v execView) string {
 	switch {
 	case v.Uncertain:
 		return "executing, and its lease expired: the outcome is unknown"
+	case v.RerunStale && isHTTPKey(v.Key):
+		// As sentinel idempotency inspect says it: the middleware's key is
+		// re-run by a repeat of the request, and resolved with a response.
+		return fmt.Sprintf("executing, its lease expired without an outcome at attempt %d more than %s ago, and no repeat of the request came back to run attempt %d of %d: "+
+			"if none will, find out whether the request took effect, then resolve it with the response its retries get (no repeat re-runs it after that)",
+			v.Attempt, reltime.Duration(cs.opts.RerunPendingAfter), v.Attempt+1, v.MaxAttempts)
 	case v.RerunStale:
 		return fmt.Sprintf("executing, its lease expired without an outcome at attempt %d more than %s ago, and no caller with WithRerun came back to run attempt %d of %d: "+
 			"if none will, find out whether the work happened, then reconcile (no caller re-runs it after that)",
@@ -106,4 +113,11 @@ func (cs *Console) leaseStateJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(s)
+}
+
+// isHTTPKey says whether key is an HTTP request's (the idempotency
+// middleware's, idempotency.ExecutionKey).
+func isHTTPKey(key string) bool {
+	_, _, ok := idempotency.ParseExecutionKey(key)
+	return ok
 }

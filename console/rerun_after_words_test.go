@@ -41,3 +41,24 @@ func TestKeyPageRerunAfterAsTyped(t *testing.T) {
 	require.NotContains(t, body, "10m0s")
 	require.Contains(t, body, "sentinel idempotency inspect k-old --scope &#39;cus 1&#39;\\&#39;&#39;s $HOME&#39; -n &#39;pay ments&#39; --rerun-pending-after 10m --schema "+schema)
 }
+
+// The page of an HTTP request's key rerun pending too long said "no
+// caller with WithRerun came back ... then reconcile", where sentinel
+// status, idempotency list and idempotency inspect say no repeat of the
+// request came back, and the page's own next step is to resolve it with a
+// response. It now says it as they do.
+func TestHTTPKeyPageStaleSaysRepeat(t *testing.T) {
+	c, schema := newClient(t)
+	ctx := ctxT(t)
+	httpKey := idempotency.ExecutionKey("cus 1", "k-old")
+	rerunPending(t, c, "pay", httpKey)
+	table := pgx.Identifier{schema, "executions"}.Sanitize()
+	_, err := admin.Exec(ctx, "UPDATE "+table+` SET updated_at = updated_at - interval '20 minutes',
+		lease_expires_at = lease_expires_at - interval '20 minutes'`)
+	require.NoError(t, err)
+	s := server(t, c, console.Options{ReadOnly: true})
+	code, body := get(t, s.URL+"/ops/key?"+url.Values{"ns": {"pay"}, "key": {httpKey}}.Encode())
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "more than 15m ago, and no repeat of the request came back to run attempt 2 of 3")
+	require.NotContains(t, body, "no caller with WithRerun came back")
+}

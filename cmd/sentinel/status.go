@@ -209,9 +209,6 @@ not read that as nothing to do.`,
 			if err := checkLimit(limit); err != nil {
 				return err
 			}
-			if cmd.Flags().Changed("rerun-pending-after") && !exitCodeFlag {
-				return usageErr("--rerun-pending-after is the threshold of --exit-code: add --exit-code")
-			}
 			if after.rerunPending <= 0 {
 				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(after.rerunPending))
 			}
@@ -396,7 +393,7 @@ not read that as nothing to do.`,
 	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
 	cmd.Flags().IntVar(&limit, "limit", 20, "list at most this many uncertain executions (and as many stale rerun pending HTTP requests)")
 	cmd.Flags().BoolVar(&exitCodeFlag, "exit-code", false, fmt.Sprintf("exit %d when something needs an operator: uncertain, result not stored, rerun pending or reconciling too long", exitAttention))
-	durationFlag(cmd.Flags(), &after.rerunPending, "rerun-pending-after", defaultRerunPendingAfter, "with --exit-code: a key rerun pending (its lease ended, on the database clock) longer than this needs an operator")
+	durationFlag(cmd.Flags(), &after.rerunPending, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: --exit-code pages on it, and status lists such HTTP requests with or without --exit-code")
 	durationFlag(cmd.Flags(), &after.reconciling, "reconciling-after", defaultReconcilingAfter, "with --exit-code: a key reconciling (since reconcile, on the database clock) longer than this needs an operator")
 	return cmd
 }

@@ -81,7 +81,12 @@ func TestStatusMoreRerunPendingLineCarriesTheThreshold(t *testing.T) {
 		" SET lease_expires_at = lease_expires_at - interval '12 minutes', updated_at = updated_at - interval '12 minutes'")
 	require.NoError(t, err)
 
-	r := e.run("status", "--exit-code", "--rerun-pending-after", "10m", "--limit", "1", "-n", "payments")
+	// Without --exit-code too: status lists the stale requests by the
+	// threshold either way (it refused the flag without --exit-code).
+	r := e.run("status", "--rerun-pending-after", "10m", "--limit", "1", "-n", "payments")
+	requireCode(t, r, exitOK)
+	require.Contains(t, r.stdout, "lease ended more than 10m ago", r.stdout)
+	r = e.run("status", "--exit-code", "--rerun-pending-after", "10m", "--limit", "1", "-n", "payments")
 	requireCode(t, r, exitAttention)
 	require.Contains(t, r.stdout, "... more, among every rerun pending key", r.stdout)
 	line := findCommand(t, r.stdout, "sentinel list --rerun-pending")

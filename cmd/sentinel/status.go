@@ -500,25 +500,34 @@ func (a *app) httpRerunPendingNext(es []sentinel.Execution, more bool, namespace
 // the idempotency listing that names each.
 const maxListHTTPKeysNext = 10
 
-// listHTTPKeysNext follows list --uncertain (or --rerun-pending, rerun,
-// judged by rerunAfter) with, on stderr as list's other hints, the idempotency inspect command
-// of each HTTP request (the idempotency middleware's key) among es: the
-// table shows the derived execution key (idempotency:N:scope:key), and the
-// idempotency commands address it by scope and client's key and resolve
-// it with an HTTP response. At most maxListHTTPKeysNext, then the
+// Which HTTP requests' keys listHTTPKeysNext names, after which listing.
+const (
+	httpKeysUncertain = iota // list --uncertain: every HTTP key listed
+	httpKeysRerun            // list --rerun-pending: every HTTP key listed
+	httpKeysStale            // plain list: the HTTP keys it marked NEEDS AN OPERATOR
+)
+
+// listHTTPKeysNext follows list --uncertain (or --rerun-pending, or a
+// plain list, as which says) with, on stderr as list's other hints, the
+// idempotency inspect command of each HTTP request (the idempotency
+// middleware's key) among es, or, after a plain list, of each it marked
+// NEEDS AN OPERATOR (rerun pending longer than rerunAfter, rerunStale):
+// the table shows the derived execution key (idempotency:N:scope:key), and
+// the idempotency commands address it by scope and client's key and
+// resolve it with an HTTP response. At most maxListHTTPKeysNext, then the
 // idempotency listing (of namespace, "" for every one) that names them.
-func (a *app) listHTTPKeysNext(es []sentinel.Execution, rerun bool, namespace string, rerunAfter time.Duration) {
-	// idempotency inspect judges a rerun pending key by the same
-	// threshold: given another, the copied line carries it.
+func (a *app) listHTTPKeysNext(es []sentinel.Execution, which int, namespace string, rerunAfter time.Duration) {
+	// idempotency inspect (and list) judge a rerun pending key by the
+	// same threshold: given another, the copied line carries it.
 	var flags []string
-	if rerun && rerunAfter != defaultRerunPendingAfter {
+	if which != httpKeysUncertain && rerunAfter != defaultRerunPendingAfter {
 		flags = []string{"--rerun-pending-after", durationArg(rerunAfter)}
 	}
 	var lines []string
 	n := 0
 	for i := range es {
 		scope, key, ok := idempotency.ParseExecutionKey(es[i].Key)
-		if !ok {
+		if !ok || which == httpKeysStale && !rerunStale(&es[i], rerunAfter) {
 			continue
 		}
 		n++
@@ -535,9 +544,17 @@ func (a *app) listHTTPKeysNext(es []sentinel.Execution, rerun bool, namespace st
 	}
 	todo := "inspect each by its scope and client's key, then resolve it with the response the client's retries get"
 	list := append([]string{"idempotency", "list", "--uncertain"}, nsArgs(namespace)...)
-	if rerun {
+	switch which {
+	case httpKeysRerun:
 		todo = "the client's repeat of the request re-runs each; inspect each by its scope and client's key, which says when no repeat will come and what to do then"
-		list = append([]string{"idempotency", "list"}, nsArgs(namespace)...)
+		list = append(append([]string{"idempotency", "list"}, nsArgs(namespace)...), flags...)
+	case httpKeysStale:
+		what = fmt.Sprintf("%d of the keys listed need an operator (NEEDS AN OPERATOR: rerun pending for more than %s) and are HTTP requests' Idempotency-Keys", n, durationArg(rerunAfter))
+		if n == 1 {
+			what = fmt.Sprintf("1 of the keys listed needs an operator (NEEDS AN OPERATOR: rerun pending for more than %s) and is an HTTP request's Idempotency-Key", durationArg(rerunAfter))
+		}
+		todo = "no repeat of the request came back; inspect each by its scope and client's key, which prints its steps (resolve it with the response the client's retries get)"
+		list = append(append([]string{"idempotency", "list"}, nsArgs(namespace)...), flags...)
 	}
 	fprintf(a.stderr, "sentinel: note: %s (the idempotency middleware's): %s:\n", what, todo)
 	for _, l := range lines {
@@ -551,10 +568,10 @@ func (a *app) listHTTPKeysNext(es []sentinel.Execution, rerun bool, namespace st
 // listStaleInspectNext follows list's table with, on stderr as its other
 // hints, the inspect command of each key it marked NEEDS AN OPERATOR for
 // being rerun pending longer than rerunAfter (rerunStale), HTTP requests'
-// keys aside (listHTTPKeysNext names their idempotency inspect): carrying
-// the threshold when it is not the default, so that inspect judges the
-// key as the table did and prints its steps. At most
-// maxListHTTPKeysNext, then the count of the others.
+// keys aside (listHTTPKeysNext names their idempotency inspect, after a
+// plain list too): carrying the threshold when it is not the default, so
+// that inspect judges the key as the table did and prints its steps. At
+// most maxListHTTPKeysNext, then the count of the others.
 func (a *app) listStaleInspectNext(es []sentinel.Execution, rerunAfter time.Duration) {
 	var flags []string
 	if rerunAfter != defaultRerunPendingAfter {
@@ -761,11 +778,10 @@ WithRerun came back, and none may. It is listed as "executing (rerun N/M
 pending: NEEDS AN OPERATOR, ...)". With --json, "needs_operator" is true
 for such a key, for an uncertain one and for one whose result was not
 stored: what status --exit-code pages on (a key reconciling is an
-operator's already). Each such key (but an HTTP request's, whose
-idempotency inspect line --rerun-pending prints) is followed, on stderr,
-by its inspect command,
-carrying the threshold when it is not the default, which prints its
-steps. Give it the value status --exit-code was given (the list command
+operator's already). Each such key is followed, on stderr, by its
+inspect command (an HTTP request's key by its idempotency inspect
+command, as with --rerun-pending), carrying the threshold when it is
+not the default, which prints its steps. Give it the value status --exit-code was given (the list command
 status prints carries it when it is not the default).
 
 Before 0.3 list covered only --namespace (default "default"); scripts that
@@ -907,8 +923,13 @@ relied on that pass -n default.`,
 				return nil
 			}
 			a.execTable(rows, rerunAfter)
-			if unc || rerun {
-				a.listHTTPKeysNext(rows, rerun, namespace, rerunAfter)
+			switch {
+			case unc:
+				a.listHTTPKeysNext(rows, httpKeysUncertain, namespace, rerunAfter)
+			case rerun:
+				a.listHTTPKeysNext(rows, httpKeysRerun, namespace, rerunAfter)
+			default:
+				a.listHTTPKeysNext(rows, httpKeysStale, namespace, rerunAfter)
 			}
 			a.listStaleInspectNext(rows, rerunAfter)
 			if next != "" {

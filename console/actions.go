@@ -24,7 +24,7 @@ var actions = map[string]struct {
 }{
 	"reconcile":      {"Reconcile", "reconcile", "Take the key out of the worker's hands: it becomes reconciling with a new fencing token, so the old worker can no longer complete it. Then find out whether the side effect happened.", sentinel.StateExecuting},
 	"force_complete": {"Force-complete", "force-complete", "The work did happen: store this value as the key's result. Every later Once caller gets it as a cached result; fn does not run again.", sentinel.StateReconciling},
-	"resolve":        {"Resolve with a response", "resolve", "The request took effect: give the HTTP response the client's retries of this same request get (with Idempotent-Replayed: true). An uncertain key is reconciled first (a new fencing token), then completed with the response.", sentinel.StateReconciling},
+	"resolve":        {"Resolve with a response", "resolve", "The request took effect: give the HTTP response the client's retries of this same request get (with Idempotent-Replayed: true). An uncertain key (or one rerun pending too long) is reconciled first (a new fencing token), then completed with the response.", sentinel.StateReconciling},
 	"reset":          {"Reset to claimed", "reset to claimed", "The work did not happen: the key becomes claimed with an expired lease, so the next Once caller runs fn again.", sentinel.StateReconciling},
 }
 

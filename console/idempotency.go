@@ -85,9 +85,13 @@ func (cs *Console) readHTTPKey(ctx context.Context, ex *sentinel.Execution) *htt
 		Response: toRespView(rec.Response), ResponseError: rec.ResponseError, Refused: toRespView(rec.Refused)}
 }
 
-// resolvable reports whether an HTTP key can be resolved now.
+// resolvable reports whether an HTTP key can be resolved now: uncertain,
+// reconciling, or rerun pending for longer than Options.RerunPendingAfter
+// (no repeat of the request came back: its page says to resolve it, as
+// sentinel idempotency inspect does). idempotency.Resolve reconciles an
+// executing key whose lease ended before completing it.
 func resolvable(e execView) bool {
-	return e.Uncertain || e.State == sentinel.StateReconciling
+	return e.Uncertain || e.RerunStale || e.State == sentinel.StateReconciling
 }
 
 // resolveForm is what the confirmation form of "resolve" carries.

@@ -37,6 +37,11 @@ type leaseState struct {
 	// for a key whose lease expired, the lease's end, which the page
 	// shows in place of the Since it was read with.
 	Since string `json:"since"`
+	// HardPast, for a key that keeps the hard expiry of a claim that
+	// ended (handed back: execView.HardPast), is what the key page says
+	// after "none" in its Hard expiry row (hardPastNote), which the page
+	// shows in place of the hard expiry it was read with.
+	HardPast string `json:"hard_past,omitempty"`
 }
 
 // badge is a state badge: its CSS class, text and title (the "state"
@@ -107,6 +112,9 @@ func (cs *Console) leaseStateJSON(w http.ResponseWriter, r *http.Request) {
 	s := leaseState{Token: ex.Token, State: string(ex.State), Alive: ex.LeaseAlive, Uncertain: v.Uncertain,
 		Badge: stateBadge(v), Note: cs.stateNote(v), At: cs.dbNow().UTC().Format(time.RFC3339Nano),
 		Since: v.Since.UTC().Format(time.RFC3339Nano)}
+	if v.HardPast {
+		s.HardPast = hardPastNote(ex.HardExpiresAt)
+	}
 	if !ex.LeaseExpiresAt.IsZero() {
 		s.LeaseExpiresAt = ex.LeaseExpiresAt.UTC().Format(time.RFC3339Nano)
 		s.LeaseLeftMS = ex.LeaseLeft().Milliseconds()

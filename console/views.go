@@ -390,6 +390,14 @@ func hardHeld(e sentinel.Execution) bool {
 		(e.State == sentinel.StateExecuting || e.State == sentinel.StateClaimed && e.LeaseAlive)
 }
 
+// hardPastNote is what the key page says after "none" in its Hard expiry
+// row for a key that keeps the hard expiry t of a claim that ended
+// (hardPast); lease-state answers it (hard_past) for live.js to redraw
+// the row as a reload shows it.
+func hardPastNote(t time.Time) string {
+	return "(nothing holds the key; " + t.UTC().Format("2006-01-02 15:04:05.000Z") + " was the previous holder's)"
+}
+
 // hardPast reports whether e keeps the hard expiry of a claim that ended:
 // handed back (claimed with no live lease: by a reset, or by a caller that
 // gave up), nothing holds the key.
@@ -405,7 +413,10 @@ func (cs *Console) funcs() template.FuncMap {
 	return template.FuncMap{
 		"inc":       func(i int) int { return i + 1 },
 		"stateNote": func(v execView) string { return cs.stateNote(v) },
-		"rfc":       func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+		// hardPastNote's words hold no markup and its one variable is a
+		// formatted time: as HTML, its apostrophe stays as typed.
+		"hardPastNote": func(t time.Time) template.HTML { return template.HTML(hardPastNote(t)) },
+		"rfc":          func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 		"ts": func(t time.Time) string {
 			if t.IsZero() {
 				return "—"

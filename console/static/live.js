@@ -103,6 +103,15 @@
           (isNaN(at) ? s.at : at.toISOString().replace("T", " ")) + ". Reload for the actions it now needs.";
         cell.classList.add("lease-expired");
       }
+      // Hard expiry, on a key page, as a reload shows it for a key handed
+      // back (hard_past): none, and whose the kept one was.
+      var hard = el.tagName === "TR" ? null : document.getElementById("key-hard");
+      if (hard && s.hard_past) {
+        hard.textContent = "none ";
+        var hn = document.createElement("small");
+        hn.textContent = s.hard_past;
+        hard.appendChild(hn);
+      }
       // Since, as a reload shows it: the lease's end (lease-state's
       // since), a time past when read again that counts on (data-past)
       // rather than saying it passed since the page was read.

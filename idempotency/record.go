@@ -508,10 +508,12 @@ func Inspect(ctx context.Context, c *sentinel.Client, scope, key string, opts ..
 	return rec, nil
 }
 
-// Resolve completes an uncertain or reconciling middleware key with resp,
-// so that the client's repeat of the same request gets resp with
-// Idempotent-Replayed: true. resp.Fingerprint must be the request's (see
-// NewResponse and Record.Request). An uncertain key is first reconciled
+// Resolve completes an uncertain or reconciling middleware key with resp
+// (or one rerun pending, Options.Rerun, whose lease ended: a repeat that
+// would re-run it never came), so that the client's repeat of the same
+// request gets resp with Idempotent-Replayed: true. resp.Fingerprint must
+// be the request's (see NewResponse and Record.Request). An executing key
+// whose lease ended (uncertain, or rerun pending) is first reconciled
 // (sentinel.Client.Reconcile, which mints a new token), then
 // force-completed at that token. It returns the token the key completed
 // at. A response whose fingerprint is not the claiming request's is

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sentinel-coordination/sentinel/internal/pgcode"
 )
 
 // Sentinel errors, for errors.Is. Each is usually wrapped in a struct error
@@ -440,12 +442,8 @@ func (c *Client) wrapErr(what string, err error) error {
 // library's own, so an undefined function or column in them is one a
 // migration creates).
 func mapDBErr(schema string, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "42P01", "3F000", "42883", "42703": // undefined_table, invalid_schema_name, undefined_function, undefined_column
-			return &notMigratedError{schema: schema, err: err}
-		}
+	if pgcode.NotMigrated(err) {
+		return &notMigratedError{schema: schema, err: err}
 	}
 	return err
 }

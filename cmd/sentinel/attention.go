@@ -5,16 +5,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/pgcode"
 )
 
 // defaultRerunPendingAfter is status --rerun-pending-after's default: a
@@ -188,12 +187,8 @@ func (a *app) attention(cmd *cobra.Command, namespace string, after attentionAft
 // statement is sqlAttention), so that run names the schemas that have
 // them, each with the same command, as for status without --exit-code.
 func notMigrated(schema string, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "42P01", "3F000", "42883", "42703": // undefined_table, invalid_schema_name, undefined_function, undefined_column
-			return &notMigratedError{schema: schema, err: err}
-		}
+	if pgcode.NotMigrated(err) {
+		return &notMigratedError{schema: schema, err: err}
 	}
 	return err
 }

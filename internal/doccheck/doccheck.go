@@ -7,7 +7,10 @@
 // row, every row as wide as the header). Its tests also build every
 // complete Go program the Markdown prints (a go fence starting with
 // package main) against the checkout, so a program a reader copies keeps
-// compiling.
+// compiling, and compile every other go fence of README.md and docs/ (a
+// fragment: statements, or a func) with the names it assumes declared in
+// testdata/fragments/prelude.go; a fence that is not Go says so with
+// <!-- doccheck: skip (reason) --> on the line before it.
 package doccheck
 
 import (

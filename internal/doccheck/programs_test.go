@@ -68,7 +68,7 @@ func Programs(root string, files []string) ([]Program, error) {
 // of the README's program, vetted beside it) against this
 // checkout, as a reader who copies it into a module with a replace
 // directive would: a program that no longer compiles against the current
-// API fails here. Fragments are left to the Examples that go test runs.
+// API fails here. Fragments are TestFragmentsBuild's.
 func TestProgramsBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds programs")
@@ -89,25 +89,7 @@ func TestProgramsBuild(t *testing.T) {
 	if !readme {
 		t.Fatalf("no program found in README.md among %d: is the extraction right?", len(progs))
 	}
-	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	goLine := regexp.MustCompile(`(?m)^go \S+$`).Find(gomod)
-	gosum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	mod := "module example.com/docprograms\n\n" + string(goLine) + "\n\n" +
-		"require github.com/sentinel-coordination/sentinel v0.0.0-00010101000000-000000000000\n\n" +
-		"replace github.com/sentinel-coordination/sentinel => " + root + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), gosum, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := tempModule(t, root, "example.com/docprograms")
 	// A test file (package main without func main: testing.md's) goes
 	// beside the README's program, the one it tests.
 	where := map[string]Program{}

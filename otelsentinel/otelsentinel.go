@@ -318,13 +318,17 @@ func (o *observer) leaseEnd(ctx context.Context, e sentinel.LeaseEvent) {
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
 		span.SetAttributes(AttrResult.String(result), AttrWait.Bool(e.Wait))
-		if e.Acquired {
+		switch {
+		case e.Acquired:
 			span.SetAttributes(AttrToken.Int64(e.Token))
-		} else if result == "error" && e.Err != nil {
+		case e.Err == nil:
+		case result == "error":
 			span.RecordError(e.Err)
 			span.SetStatus(codes.Error, "lease acquisition failed")
-		} else if (result == "canceled" || result == "closed" || result == "hard_ttl") && e.Err != nil {
-			span.RecordError(e.Err) // what the caller was told; no failure, so no Error status
+		default:
+			// held (by whom), stale, hard_ttl, canceled, closed: what the
+			// caller was told; no failure, so no Error status.
+			span.RecordError(e.Err)
 		}
 	}
 	span.End()

@@ -82,7 +82,8 @@
 // child) and one per lease acquisition or adoption ("sentinel.Lease": sentinel.key,
 // sentinel.namespace, sentinel.result, sentinel.wait, sentinel.token when
 // acquired). A span's status is Error only for a failure: a Once outcome
-// uncertain, result_lost or error, a lease result error. A rerun_pending
+// uncertain, commit_unknown (the database did not confirm an OnceTx
+// commit), result_lost or error, a lease result error. A rerun_pending
 // span is not an error (the next caller with WithRerun runs fn again, as
 // designed); fn's error is recorded on it as an event. An outcome the
 // caller expects (cached, final, in_progress, ...; held, stale, hard_ttl:

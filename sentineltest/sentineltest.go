@@ -331,8 +331,20 @@ func DatabaseURL(t testing.TB) string {
 	return url(t)
 }
 
-// Option adjusts New and Pool.
+// Option adjusts New and Pool. A nil Option is skipped.
 type Option func(*options)
+
+// newOptions applies opts, skipping nil ones (an option chosen
+// conditionally and left unset), as the sentinel package does.
+func newOptions(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
 
 type options struct {
 	cfg      sentinel.Config
@@ -362,9 +374,13 @@ func WithConfig(cfg sentinel.Config) Option { return func(o *options) { o.cfg = 
 
 // WithPoolConfig adjusts the configuration of the pool New or Pool creates
 // for this call (for example a tracer, or MaxConns). Without it the test's
-// shared pool is used.
+// shared pool is used. WithPoolConfig(nil) changes nothing.
 func WithPoolConfig(f func(*pgxpool.Config)) Option {
-	return func(o *options) { o.poolConf = append(o.poolConf, f) }
+	return func(o *options) {
+		if f != nil {
+			o.poolConf = append(o.poolConf, f)
+		}
+	}
 }
 
 // env is one test's world: a schema and the pool that uses it.
@@ -566,10 +582,7 @@ func Schema(t testing.TB) string {
 // the test's goroutine: see Goroutines in the package documentation.
 func Pool(t testing.TB, opts ...Option) *pgxpool.Pool {
 	t.Helper()
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := newOptions(opts)
 	return pool(t, o)
 }
 
@@ -602,10 +615,7 @@ func pool(t testing.TB, o options) *pgxpool.Pool {
 // the test's goroutine: see Goroutines in the package documentation.
 func New(t testing.TB, opts ...Option) *sentinel.Client {
 	t.Helper()
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := newOptions(opts)
 	var p *pgxpool.Pool
 	cfg := o.cfg
 	if o.shared {

@@ -355,7 +355,10 @@ type options struct {
 // SharedSchema makes New isolate the test by namespace instead of by
 // schema: the client lives in one schema migrated once for the whole test
 // binary, with a Config.Namespace of the test's own (the configured
-// namespace, if any, plus a random suffix), and its rows are deleted when
+// namespace, if any, plus a random suffix; every SharedSchema client of
+// the test configured with the same namespace gets the same one, so they
+// compete for keys as clients sharing a schema do, while a subtest has
+// one of its own), and its rows are deleted when
 // the test ends, from every table that has a namespace (executions,
 // events, leases, queues, elections, result types, waiters). It costs no DDL per test: a few milliseconds
 // (BenchmarkNewShared) instead of the tens a migrated schema takes.
@@ -609,7 +612,8 @@ func pool(t testing.TB, o options) *pgxpool.Pool {
 // New returns a Sentinel client in t's own schema, migrated, on Pool(t) (or
 // on a pool of its own with WithPoolConfig). It is closed when t ends, before
 // the schema is dropped. Several calls in one test give several clients
-// (distinct owners, as competing workers would be) sharing the schema.
+// (distinct owners, as competing workers would be) sharing the schema
+// (with SharedSchema, the test's namespace).
 //
 // On failure it calls t.Fatalf, which ends the test only when called on
 // the test's goroutine: see Goroutines in the package documentation.
@@ -710,9 +714,34 @@ func namespaceDelete(ctx context.Context, p *pgxpool.Pool, schema string) (strin
 	return q.String(), nil
 }
 
-// testNamespace returns a namespace of t's own, whose rows deleteNamespace
-// deletes from the shared schema when t ends.
+// testNamespaces holds each running test's SharedSchema namespaces, by
+// the configured namespace they were made from: every New of one test
+// (the workers it starts too) gets the same one, so its clients compete
+// for keys as clients sharing a schema do.
+var testNamespaces struct {
+	mu sync.Mutex
+	m  map[nsKey]string
+}
+
+type nsKey struct {
+	t    testing.TB
+	base string
+}
+
+// testNamespace returns a namespace of t's own for base (the configured
+// namespace), the same for every call in t, whose rows deleteNamespace
+// deletes from the shared schema when t ends. The first call registers
+// that cleanup, so it runs after the Close of every client of t.
 func testNamespace(t testing.TB, p *pgxpool.Pool, deleteNamespace, base string) string {
+	k := nsKey{t, base}
+	testNamespaces.mu.Lock()
+	defer testNamespaces.mu.Unlock()
+	if ns, ok := testNamespaces.m[k]; ok {
+		return ns
+	}
+	if testNamespaces.m == nil {
+		testNamespaces.m = make(map[nsKey]string)
+	}
 	if base == "" {
 		base = "test"
 	}
@@ -725,7 +754,11 @@ func testNamespace(t testing.TB, p *pgxpool.Pool, deleteNamespace, base string) 
 		base = base[:n]
 	}
 	ns := base + "-" + randomHex()
+	testNamespaces.m[k] = ns
 	t.Cleanup(func() {
+		testNamespaces.mu.Lock()
+		delete(testNamespaces.m, k)
+		testNamespaces.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
 		_, err := p.Exec(ctx, deleteNamespace, ns)

@@ -55,6 +55,17 @@
 // schema migrated once per binary instead: about 3 ms per test. Tests that
 // stop or restart the database must start a server of their own instead.
 //
+// The test's pool has at most 4 connections (MaxConns; the SharedSchema
+// pool 16, for all its tests), so that many parallel tests fit in the
+// server's max_connections. A running OnceTx holds one for its fn, and the
+// client's heartbeats need one: a test that runs more than 3 transactions
+// at once (workers charging concurrently) starves them, its OnceTx calls
+// wait for a connection and their leases are lost. Give such a test a
+// larger pool (in a schema of its own: WithPoolConfig does not apply to
+// SharedSchema):
+//
+//	client := sentineltest.New(t, sentineltest.WithPoolConfig(func(c *pgxpool.Config) { c.MaxConns = 16 }))
+//
 // # Schemas a killed test binary left behind
 //
 // A test binary killed before its cleanups ran (SIGKILL, an OOM kill, a
@@ -576,7 +587,9 @@ func Schema(t testing.TB) string {
 // Pool returns a pool on the test database whose search_path starts with t's
 // own schema. The schema and everything in it are dropped, and the pool
 // closed, when t ends. With WithPoolConfig a new pool is made for this call
-// (closed when t ends too); otherwise every call in t returns the same pool.
+// (closed when t ends too); otherwise every call in t returns the same pool,
+// of at most 4 connections (see Isolation and cost in the package
+// documentation for a test that needs more).
 // A connection still in use when t ends (a transaction neither committed
 // nor rolled back) fails t saying so, and is terminated so that the schema
 // is dropped all the same.

@@ -88,7 +88,15 @@
 // designed); fn's error is recorded on it as an event. An outcome the
 // caller expects (cached, final, in_progress, ...; held, stale, hard_ttl:
 // its error is recorded as an event), its own ctx ending first (canceled),
-// or the client's Close (closed) leaves it Unset.
+// or the client's Close (closed) leaves it Unset. An Error span carries
+// error.type, as OpenTelemetry's conventions for recording errors ask: a
+// Once span its outcome (uncertain, commit_unknown, result_lost, error),
+// a Lease span invalid (bad input), timeout or database.
+//
+// The hooks go in pairs: OnceEnd and LeaseEnd end the span in the ctx
+// that OnceStart and LeaseStart returned, so take both of a pair from
+// the same Observer (or neither); an OnceEnd without its OnceStart would
+// end whatever span the caller's ctx holds, an HTTP request's say.
 // A fencing refusal is recorded as an event on the span in the checking
 // call's context.
 package otelsentinel
@@ -99,6 +107,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -144,7 +153,8 @@ func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config)
 
 type observer struct {
 	tracer trace.Tracer
-	attrs  sync.Map // attrKey -> metric.MeasurementOption, built once per combination
+	attrs  sync.Map     // attrKey -> metric.MeasurementOption, built once per combination
+	cached atomic.Int64 // entries in attrs, at most maxCachedAttrs
 
 	onceCalls, leaseAcq, leaseLosses, relFailures, termChanges, fencing metric.Int64Counter
 	onceDur, leaseWait, hbDur, queueWait                                metric.Float64Histogram
@@ -222,13 +232,28 @@ type attrKey struct {
 	kind, a, b, ns string
 }
 
+// maxCachedAttrs bounds measure's cache: namespaces are a small, fixed
+// set in practice, but the cache must not grow with whatever a caller
+// passes (a refused call's namespace is measured too). Past the bound, a
+// combination not yet cached is built at each call, as without a cache.
+const maxCachedAttrs = 1024
+
 // measure returns the attribute option for k, built once: a call then
-// allocates no attribute set. build is called only the first time.
+// allocates no attribute set. build is called only the first time (every
+// time for a combination met after the cache is full).
 func (o *observer) measure(k attrKey, build func() []attribute.KeyValue) metric.MeasurementOption {
 	if v, ok := o.attrs.Load(k); ok {
 		return v.(metric.MeasurementOption)
 	}
-	v, _ := o.attrs.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(build()...)))
+	opt := metric.WithAttributeSet(attribute.NewSet(build()...))
+	if o.cached.Add(1) > maxCachedAttrs {
+		o.cached.Add(-1)
+		return opt
+	}
+	v, loaded := o.attrs.LoadOrStore(k, opt)
+	if loaded {
+		o.cached.Add(-1) // another call stored it first
+	}
 	return v.(metric.MeasurementOption)
 }
 
@@ -275,6 +300,7 @@ func (o *observer) onceEnd(ctx context.Context, e sentinel.OnceEvent) {
 	default:
 		if e.Err != nil {
 			span.RecordError(e.Err)
+			span.SetAttributes(AttrErrorType.String(string(e.Outcome)))
 			span.SetStatus(codes.Error, string(e.Outcome))
 		}
 	}
@@ -325,6 +351,7 @@ func (o *observer) leaseEnd(ctx context.Context, e sentinel.LeaseEvent) {
 		case e.Err == nil:
 		case result == "error":
 			span.RecordError(e.Err)
+			span.SetAttributes(AttrErrorType.String(leaseErrorType(e.Err)))
 			span.SetStatus(codes.Error, "lease acquisition failed")
 		default:
 			// held (by whom), stale, hard_ttl, canceled, closed: what the
@@ -370,6 +397,15 @@ func (o *observer) heartbeat(e sentinel.HeartbeatEvent) {
 	}
 	o.hbDur.Record(ctx, e.Duration.Seconds())
 	o.hbBatch.Record(ctx, int64(e.Rows))
+}
+
+// leaseErrorType is a failed Lease span's error.type: invalid for bad
+// input, else errorType's.
+func leaseErrorType(err error) string {
+	if errors.Is(err, sentinel.ErrInvalid) {
+		return "invalid"
+	}
+	return errorType(err)
 }
 
 // errorType is a low-cardinality error.type value.

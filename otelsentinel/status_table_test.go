@@ -3,6 +3,7 @@ package otelsentinel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -51,5 +52,46 @@ func TestOnceSpanStatusPerOutcome(t *testing.T) {
 			want = codes.Error
 		}
 		require.Equal(t, want, s.Status().Code, "outcome %s", all[i])
+		var errorType string
+		for _, a := range s.Attributes() {
+			if a.Key == otelsentinel.AttrErrorType {
+				errorType = a.Value.AsString()
+			}
+		}
+		if failure[all[i]] {
+			require.Equal(t, string(all[i]), errorType, "an Error span's error.type is its outcome")
+		} else {
+			require.Empty(t, errorType, "outcome %s is no failure: no error.type", all[i])
+		}
+	}
+}
+
+// A failed Lease span carries error.type: invalid for bad input, database
+// for the rest; a held one (no failure) carries none.
+func TestLeaseSpanErrorType(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	obs, err := otelsentinel.NewObserver(otelsentinel.WithTracerProvider(tp), otelsentinel.WithMeterProvider(mp))
+	require.NoError(t, err)
+	for _, e := range []error{
+		fmt.Errorf("sentinel: lease: %w", sentinel.ErrInvalid),
+		errors.New("connection refused"),
+		fmt.Errorf("sentinel: lease: %w", sentinel.ErrNotAcquired),
+	} {
+		ctx := obs.LeaseStart(context.Background(), "ns", "k")
+		obs.LeaseEnd(ctx, sentinel.LeaseEvent{Namespace: "ns", Key: "k", Err: e})
+	}
+	want := []string{"invalid", "database", ""}
+	ended := spans.Ended()
+	require.Len(t, ended, len(want))
+	for i, s := range ended {
+		var errorType string
+		for _, a := range s.Attributes() {
+			if a.Key == otelsentinel.AttrErrorType {
+				errorType = a.Value.AsString()
+			}
+		}
+		require.Equal(t, want[i], errorType, "span %d", i)
 	}
 }

@@ -77,7 +77,7 @@
 //	                                           and VerifyTurn, by sentinel.namespace
 //
 // Keys never become metric attributes (unbounded cardinality); they are on
-// the spans: one span per Once call ("sentinel.Once": sentinel.key,
+// the spans (unless WithoutKeys): one span per Once call ("sentinel.Once": sentinel.key,
 // sentinel.namespace, sentinel.token, sentinel.outcome; fn's context is its
 // child) and one per lease acquisition or adoption ("sentinel.Lease": sentinel.key,
 // sentinel.namespace, sentinel.result, sentinel.wait, sentinel.token when
@@ -138,8 +138,9 @@ const (
 )
 
 type config struct {
-	mp metric.MeterProvider
-	tp trace.TracerProvider
+	mp     metric.MeterProvider
+	tp     trace.TracerProvider
+	noKeys bool
 }
 
 // Option configures NewObserver.
@@ -151,8 +152,16 @@ func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) 
 // WithTracerProvider sets the TracerProvider. Default: otel.GetTracerProvider().
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
 
+// WithoutKeys leaves keys (sentinel.key) off the spans and the fencing
+// refusals' span events, for keys a trace backend must not keep: the
+// idempotency middleware's execution keys carry the HTTP client's
+// Idempotency-Key and its principal, say. Default: keys are on the spans
+// (never on metrics).
+func WithoutKeys() Option { return func(c *config) { c.noKeys = true } }
+
 type observer struct {
 	tracer trace.Tracer
+	noKeys bool         // WithoutKeys
 	attrs  sync.Map     // attrKey -> metric.MeasurementOption, built once per combination
 	cached atomic.Int64 // entries in attrs, at most maxCachedAttrs
 
@@ -178,7 +187,7 @@ func NewObserver(opts ...Option) (*sentinel.Observer, error) {
 		cfg.tp = otel.GetTracerProvider()
 	}
 	m := cfg.mp.Meter(ScopeName, metric.WithInstrumentationVersion(sentinel.Version))
-	o := &observer{tracer: cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(sentinel.Version))}
+	o := &observer{tracer: cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(sentinel.Version)), noKeys: cfg.noKeys}
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -262,7 +271,10 @@ func (o *observer) measure(k attrKey, build func() []attribute.KeyValue) metric.
 func (o *observer) startSpan(ctx context.Context, name, ns, key string) context.Context {
 	ctx, span := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal))
 	if span.IsRecording() {
-		span.SetAttributes(AttrNamespace.String(ns), AttrKey.String(key))
+		span.SetAttributes(AttrNamespace.String(ns))
+		if !o.noKeys {
+			span.SetAttributes(AttrKey.String(key))
+		}
 	}
 	return ctx
 }
@@ -422,8 +434,11 @@ func errorType(err error) string {
 func (o *observer) fencingRefused(ctx context.Context, e sentinel.FencingRefusal) {
 	o.fencing.Add(ctx, 1, metric.WithAttributes(AttrNamespace.String(e.Namespace)))
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent("sentinel.fencing_refused", trace.WithAttributes(AttrNamespace.String(e.Namespace),
-			AttrKey.String(e.Key), AttrToken.Int64(e.Token), attribute.Int64("sentinel.token.current", e.Current)))
+		attrs := []attribute.KeyValue{AttrNamespace.String(e.Namespace), AttrToken.Int64(e.Token), attribute.Int64("sentinel.token.current", e.Current)}
+		if !o.noKeys {
+			attrs = append(attrs, AttrKey.String(e.Key))
+		}
+		span.AddEvent("sentinel.fencing_refused", trace.WithAttributes(attrs...))
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -60,9 +60,7 @@ func TestHTTPKeyRerunStaleResolves(t *testing.T) {
 	ex, err := c.Inspect(ctx, execKey)
 	require.NoError(t, err)
 	require.True(t, ex.Rerunnable(), "%+v", ex)
-	_, err = admin.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "executions"}.Sanitize()+
-		` SET updated_at = updated_at - interval '20 minutes', lease_expires_at = lease_expires_at - interval '20 minutes'`)
-	require.NoError(t, err)
+	ageExecutions(t, schema, 20*time.Minute)
 	s := server(t, c, console.Options{OperatorToken: opToken})
 
 	keyPage := s.URL + "/ops/key?" + url.Values{"ns": {"default"}, "key": {execKey}}.Encode()

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel/console"
@@ -21,14 +20,10 @@ import (
 // page now says 10m, as typed, in both places.
 func TestKeyPageRerunAfterAsTyped(t *testing.T) {
 	c, schema := newClient(t)
-	ctx := ctxT(t)
 	rerunPending(t, c, "mail", "receipt-old")
 	httpKey := idempotency.ExecutionKey("cus 1's $HOME", "k-old")
 	rerunPending(t, c, "pay ments", httpKey)
-	table := pgx.Identifier{schema, "executions"}.Sanitize()
-	_, err := admin.Exec(ctx, "UPDATE "+table+` SET updated_at = updated_at - interval '12 minutes',
-		lease_expires_at = lease_expires_at - interval '12 minutes'`)
-	require.NoError(t, err)
+	ageExecutions(t, schema, 12*time.Minute)
 	s := server(t, c, console.Options{ReadOnly: true, RerunPendingAfter: 10 * time.Minute})
 
 	code, body := get(t, s.URL+"/ops/key?"+url.Values{"ns": {"mail"}, "key": {"receipt-old"}}.Encode())
@@ -49,13 +44,9 @@ func TestKeyPageRerunAfterAsTyped(t *testing.T) {
 // response. It now says it as they do.
 func TestHTTPKeyPageStaleSaysRepeat(t *testing.T) {
 	c, schema := newClient(t)
-	ctx := ctxT(t)
 	httpKey := idempotency.ExecutionKey("cus 1", "k-old")
 	rerunPending(t, c, "pay", httpKey)
-	table := pgx.Identifier{schema, "executions"}.Sanitize()
-	_, err := admin.Exec(ctx, "UPDATE "+table+` SET updated_at = updated_at - interval '20 minutes',
-		lease_expires_at = lease_expires_at - interval '20 minutes'`)
-	require.NoError(t, err)
+	ageExecutions(t, schema, 20*time.Minute)
 	s := server(t, c, console.Options{ReadOnly: true})
 	code, body := get(t, s.URL+"/ops/key?"+url.Values{"ns": {"pay"}, "key": {httpKey}}.Encode())
 	require.Equal(t, http.StatusOK, code, body)

@@ -30,6 +30,16 @@ func rerunPending(t *testing.T, c *sentinel.Client, ns, key string) int64 {
 	return ex.Token
 }
 
+// ageExecutions moves back by d the lease's end and the last change of
+// every execution of schema: a key left rerun pending (rerunPending) then
+// stopped d ago, stale once d passes Options.RerunPendingAfter.
+func ageExecutions(t *testing.T, schema string, d time.Duration) {
+	t.Helper()
+	_, err := admin.Exec(ctxT(t), "UPDATE "+pgx.Identifier{schema, "executions"}.Sanitize()+
+		" SET updated_at = updated_at - $1 * interval '1 second', lease_expires_at = lease_expires_at - $1 * interval '1 second'", d.Seconds())
+	require.NoError(t, err)
+}
+
 // A key rerun pending whose lease ended long ago (no caller with
 // WithRerun came back) needs an operator: sentinel status --exit-code
 // pages on it after --rerun-pending-after (15m by default) and inspect

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
 )
 
@@ -24,15 +20,9 @@ import (
 func TestIdempotencyListMarksStaleRerunPending(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
-	fail := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
 	pay := e.newClient("payments")
-	_, err := sentinel.Once(ctxT(t), pay, idempotency.ExecutionKey("cus 1", "k-old"), fail, sentinel.WithRerun(3))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
-	_, err = admin.Exec(ctxT(t), "UPDATE "+pgx.Identifier{e.schema, "executions"}.Sanitize()+
-		" SET lease_expires_at = lease_expires_at - interval '12 minutes', updated_at = updated_at - interval '12 minutes'")
-	require.NoError(t, err)
-	_, err = sentinel.Once(ctxT(t), pay, idempotency.ExecutionKey("cus 1", "k-new"), fail, sentinel.WithRerun(3))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	e.rerunPendingAged(pay, idempotency.ExecutionKey("cus 1", "k-old"))
+	e.rerunPending(pay, idempotency.ExecutionKey("cus 1", "k-new"))
 	e.uncertainKey(pay, idempotency.ExecutionKey("cus 2", "k-unc"))
 
 	type key struct {

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
 )
 
@@ -22,13 +18,7 @@ import (
 func TestIdempotencyInspectRerunPendingAfter(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
-	fail := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
-	pay := e.newClient("payments")
-	_, err := sentinel.Once(ctxT(t), pay, idempotency.ExecutionKey("cus 1", "k-1"), fail, sentinel.WithRerun(3))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
-	_, err = admin.Exec(ctxT(t), "UPDATE "+pgx.Identifier{e.schema, "executions"}.Sanitize()+
-		" SET lease_expires_at = lease_expires_at - interval '12 minutes', updated_at = updated_at - interval '12 minutes'")
-	require.NoError(t, err)
+	e.rerunPendingAged(e.newClient("payments"), idempotency.ExecutionKey("cus 1", "k-1"))
 
 	// Paged at 10m: the copied command shows the steps.
 	r := e.run("status", "--exit-code", "--rerun-pending-after", "10m")

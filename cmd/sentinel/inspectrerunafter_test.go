@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
 )
 
@@ -22,15 +18,7 @@ import (
 func TestInspectRerunPendingAfter(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
-	fail := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
-	pay := e.newClient("payments")
-	for _, k := range []string{"order-7", idempotency.ExecutionKey("cus 1", "k-1")} {
-		_, err := sentinel.Once(ctxT(t), pay, k, fail, sentinel.WithRerun(3))
-		require.ErrorIs(t, err, sentinel.ErrUncertain)
-	}
-	_, err := admin.Exec(ctxT(t), "UPDATE "+pgx.Identifier{e.schema, "executions"}.Sanitize()+
-		" SET lease_expires_at = lease_expires_at - interval '12 minutes', updated_at = updated_at - interval '12 minutes'")
-	require.NoError(t, err)
+	e.rerunPendingAged(e.newClient("payments"), "order-7", idempotency.ExecutionKey("cus 1", "k-1"))
 
 	// The default is status's 15m, and 1h is longer: not stale, no step.
 	for _, extra := range [][]string{nil, {"--rerun-pending-after", "1h"}} {

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"regexp"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
 )
 
@@ -22,16 +18,8 @@ import (
 func TestInspectStateSaysNeedsAnOperator(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
-	fail := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
-	pay := e.newClient("pay ments")
 	httpKey := idempotency.ExecutionKey("cus 1's $HOME", "k-old")
-	for _, k := range []string{httpKey, "rr-old"} {
-		_, err := sentinel.Once(ctxT(t), pay, k, fail, sentinel.WithRerun(3))
-		require.ErrorIs(t, err, sentinel.ErrUncertain)
-	}
-	_, err := admin.Exec(ctxT(t), "UPDATE "+pgx.Identifier{e.schema, "executions"}.Sanitize()+
-		" SET lease_expires_at = lease_expires_at - interval '12 minutes', updated_at = updated_at - interval '12 minutes'")
-	require.NoError(t, err)
+	e.rerunPendingAged(e.newClient("pay ments"), httpKey, "rr-old")
 	state := regexp.MustCompile(`(?m)^state: +(.*)$`)
 	for _, c := range []struct {
 		args []string

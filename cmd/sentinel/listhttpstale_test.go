@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sentinel-coordination/sentinel"
 	"github.com/sentinel-coordination/sentinel/idempotency"
 )
 
@@ -23,15 +19,9 @@ import (
 func TestListPrintsIdempotencyInspectOfStaleHTTPKey(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
-	fail := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
 	pay := e.newClient("payments")
-	_, err := sentinel.Once(ctxT(t), pay, idempotency.ExecutionKey("cus 1", "k-old"), fail, sentinel.WithRerun(3))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
-	_, err = admin.Exec(ctxT(t), "UPDATE "+pgx.Identifier{e.schema, "executions"}.Sanitize()+
-		" SET lease_expires_at = lease_expires_at - interval '12 minutes', updated_at = updated_at - interval '12 minutes'")
-	require.NoError(t, err)
-	_, err = sentinel.Once(ctxT(t), pay, idempotency.ExecutionKey("cus 1", "k-new"), fail, sentinel.WithRerun(3))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	e.rerunPendingAged(pay, idempotency.ExecutionKey("cus 1", "k-old"))
+	e.rerunPending(pay, idempotency.ExecutionKey("cus 1", "k-new"))
 
 	r := e.run("list", "--rerun-pending-after", "10m", "-n", "payments")
 	requireCode(t, r, exitOK)

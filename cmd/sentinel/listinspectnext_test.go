@@ -1,14 +1,9 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-
-	"github.com/sentinel-coordination/sentinel"
 )
 
 // status --exit-code --rerun-pending-after 10m pages on a key rerun
@@ -23,16 +18,10 @@ import (
 func TestListPrintsInspectOfStaleRerunPending(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
-	fail := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
 	pay := e.newClient("pay ments")
 	const key = "order $7's"
-	_, err := sentinel.Once(ctxT(t), pay, key, fail, sentinel.WithRerun(3))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
-	_, err = admin.Exec(ctxT(t), "UPDATE "+pgx.Identifier{e.schema, "executions"}.Sanitize()+
-		" SET lease_expires_at = lease_expires_at - interval '12 minutes', updated_at = updated_at - interval '12 minutes'")
-	require.NoError(t, err)
-	_, err = sentinel.Once(ctxT(t), pay, "fresh", fail, sentinel.WithRerun(3))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	e.rerunPendingAged(pay, key)
+	e.rerunPending(pay, "fresh")
 
 	s := e.run("status", "--exit-code", "--rerun-pending-after", "10m", "-n", "pay ments")
 	requireCode(t, s, exitAttention)

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -25,16 +23,10 @@ func TestListMarksStaleRerunPending(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
 	ctx := ctxT(t)
-	fail := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
-	_, err := sentinel.Once(ctx, e.client, "job-old", fail, sentinel.WithRerun(3))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
-	_, err = admin.Exec(ctx, "UPDATE "+pgx.Identifier{e.schema, "executions"}.Sanitize()+
-		" SET lease_expires_at = lease_expires_at - interval '12 minutes', updated_at = updated_at - interval '12 minutes'")
-	require.NoError(t, err)
-	_, err = sentinel.Once(ctx, e.client, "job-new", fail, sentinel.WithRerun(3))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
+	e.rerunPendingAged(e.client, "job-old")
+	e.rerunPending(e.client, "job-new")
 	e.uncertainKey(e.client, "job-unc")
-	_, err = sentinel.Once(ctx, e.client, "job-done", func(context.Context) (int, error) { return 1, nil })
+	_, err := sentinel.Once(ctx, e.client, "job-done", func(context.Context) (int, error) { return 1, nil })
 	require.NoError(t, err)
 
 	read := func(args ...string) map[string]bool {

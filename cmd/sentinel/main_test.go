@@ -151,6 +151,30 @@ func (e *env) uncertainKey(c *sentinel.Client, key string) {
 	require.ErrorIs(e.t, err, sentinel.ErrUncertain)
 }
 
+// rerunPending leaves each of keys rerun pending in c's namespace: fn
+// fails (the work's outcome unknown) at attempt 1 of WithRerun(3).
+func (e *env) rerunPending(c *sentinel.Client, keys ...string) {
+	e.t.Helper()
+	for _, k := range keys {
+		_, err := sentinel.Once(ctxT(e.t), c, k, func(context.Context) (int, error) {
+			return 0, errors.New("provider timed out")
+		}, sentinel.WithRerun(3))
+		require.ErrorIs(e.t, err, sentinel.ErrUncertain)
+	}
+}
+
+// rerunPendingAged leaves each of keys rerun pending (rerunPending), then
+// ages every execution of the test's schema by 12 minutes, its lease's end
+// and its last change alike: stale by --rerun-pending-after 10m, not yet
+// by the default 15m.
+func (e *env) rerunPendingAged(c *sentinel.Client, keys ...string) {
+	e.t.Helper()
+	e.rerunPending(c, keys...)
+	_, err := admin.Exec(ctxT(e.t), "UPDATE "+pgx.Identifier{e.schema, "executions"}.Sanitize()+
+		" SET lease_expires_at = lease_expires_at - interval '12 minutes', updated_at = updated_at - interval '12 minutes'")
+	require.NoError(e.t, err)
+}
+
 func TestMigrateAndStatus(t *testing.T) {
 	e := newEnv(t)
 	r := e.run("migrate", "status")

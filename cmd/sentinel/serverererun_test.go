@@ -1,18 +1,13 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"syscall"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-
-	"github.com/sentinel-coordination/sentinel"
 )
 
 // sentinel serve had no --rerun-pending-after: the console judged a key
@@ -24,14 +19,7 @@ import (
 func TestServeRerunPendingAfter(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
-	c := e.newClient("mail")
-	_, err := sentinel.Once(ctxT(t), c, "receipt-old", func(context.Context) (int, error) {
-		return 0, errors.New("provider timed out")
-	}, sentinel.WithRerun(3))
-	require.ErrorIs(t, err, sentinel.ErrUncertain)
-	_, err = admin.Exec(ctxT(t), "UPDATE "+pgx.Identifier{e.schema, "executions"}.Sanitize()+
-		" SET lease_expires_at = lease_expires_at - interval '12 minutes', updated_at = updated_at - interval '12 minutes'")
-	require.NoError(t, err)
+	e.rerunPendingAged(e.newClient("mail"), "receipt-old")
 
 	page := func(args ...string) string {
 		t.Helper()

@@ -71,15 +71,7 @@ func TestStatusNamesStaleRerunPendingHTTPKeys(t *testing.T) {
 func TestStatusMoreRerunPendingLineCarriesTheThreshold(t *testing.T) {
 	e := newEnv(t)
 	e.migrate()
-	fail := func(context.Context) (int, error) { return 0, errors.New("provider timed out") }
-	pay := e.newClient("payments")
-	for _, k := range []string{"k-1", "k-2"} {
-		_, err := sentinel.Once(ctxT(t), pay, idempotency.ExecutionKey("cus 1", k), fail, sentinel.WithRerun(3))
-		require.ErrorIs(t, err, sentinel.ErrUncertain)
-	}
-	_, err := admin.Exec(ctxT(t), "UPDATE "+pgx.Identifier{e.schema, "executions"}.Sanitize()+
-		" SET lease_expires_at = lease_expires_at - interval '12 minutes', updated_at = updated_at - interval '12 minutes'")
-	require.NoError(t, err)
+	e.rerunPendingAged(e.newClient("payments"), idempotency.ExecutionKey("cus 1", "k-1"), idempotency.ExecutionKey("cus 1", "k-2"))
 
 	// Without --exit-code too: status lists the stale requests by the
 	// threshold either way (it refused the flag without --exit-code).

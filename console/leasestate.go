@@ -52,6 +52,13 @@ type badge struct {
 	Title string `json:"title,omitempty"`
 }
 
+// rerunNeedsOperator is what the pages call a key rerun pending whose
+// lease ended more than Options.RerunPendingAfter ago (RerunStale), in
+// the words of every sentinel command that shows it (status, list,
+// inspect, idempotency list and inspect): an operator who saw it in one
+// finds it in the others.
+const rerunNeedsOperator = "rerun pending, needs an operator"
+
 // stateBadge is the badge the "state" template shows for v.
 func stateBadge(v execView) badge {
 	switch {
@@ -61,9 +68,12 @@ func stateBadge(v execView) badge {
 		return badge{Class: "badge s-handed-back", Text: "handed back, safe to retry", Title: "claimed, no live lease: nothing runs it, the next caller does"}
 	case v.ResultLost:
 		return badge{Class: "badge s-result-lost", Text: "completed, result not stored", Title: "completed, but fn's result was not stored: callers get ErrResult until an operator stores it"}
+	case v.RerunStale:
+		return badge{Class: "badge s-rerun-pending", Text: fmt.Sprintf("%s: attempt %d of %d stopped", rerunNeedsOperator, v.Attempt, v.MaxAttempts),
+			Title: "stopped without an outcome with re-runs left (WithRerun), and no caller came back to run the next attempt: find out whether the work happened"}
 	case v.RerunPending:
-		return badge{Class: "badge s-rerun-pending", Text: fmt.Sprintf("rerun %d/%d pending", v.Attempt+1, v.MaxAttempts),
-			Title: "stopped without an outcome with re-runs left (WithRerun): the next caller with WithRerun runs it again"}
+		return badge{Class: "badge s-rerun-pending", Text: fmt.Sprintf("rerun pending: attempt %d of %d stopped", v.Attempt, v.MaxAttempts),
+			Title: "stopped without an outcome with re-runs left (WithRerun): the next caller with WithRerun runs the next attempt"}
 	}
 	return badge{Class: "badge s-" + string(v.State), Text: string(v.State)}
 }
@@ -76,15 +86,16 @@ func (cs *Console) stateNote(v execView) string {
 	case v.RerunStale && isHTTPKey(v.Key):
 		// As sentinel idempotency inspect says it: the middleware's key is
 		// re-run by a repeat of the request, and resolved with a response.
-		return fmt.Sprintf("executing, its lease expired without an outcome at attempt %d more than %s ago, and no repeat of the request came back to run attempt %d of %d: "+
+		return fmt.Sprintf("executing, %s: attempt %d of %d stopped (its lease expired without an outcome) more than %s ago, and no repeat of the request came back to run attempt %d of %d: "+
 			"if none will, find out whether the request took effect, then resolve it with the response its retries get (no repeat re-runs it after that)",
-			v.Attempt, reltime.Duration(cs.opts.RerunPendingAfter), v.Attempt+1, v.MaxAttempts)
+			rerunNeedsOperator, v.Attempt, v.MaxAttempts, reltime.Duration(cs.opts.RerunPendingAfter), v.Attempt+1, v.MaxAttempts)
 	case v.RerunStale:
-		return fmt.Sprintf("executing, its lease expired without an outcome at attempt %d more than %s ago, and no caller with WithRerun came back to run attempt %d of %d: "+
+		return fmt.Sprintf("executing, %s: attempt %d of %d stopped (its lease expired without an outcome) more than %s ago, and no caller with WithRerun came back to run attempt %d of %d: "+
 			"if none will, find out whether the work happened, then reconcile (no caller re-runs it after that)",
-			v.Attempt, reltime.Duration(cs.opts.RerunPendingAfter), v.Attempt+1, v.MaxAttempts)
+			rerunNeedsOperator, v.Attempt, v.MaxAttempts, reltime.Duration(cs.opts.RerunPendingAfter), v.Attempt+1, v.MaxAttempts)
 	case v.RerunPending:
-		return fmt.Sprintf("executing, its lease expired without an outcome at attempt %d: the next call with WithRerun runs it again (the effect is deduplicated downstream); no operator is needed", v.Attempt)
+		return fmt.Sprintf("executing, rerun pending: attempt %d of %d stopped (its lease expired without an outcome); the next call with WithRerun runs attempt %d of %d (the effect is deduplicated downstream); no operator is needed",
+			v.Attempt, v.MaxAttempts, v.Attempt+1, v.MaxAttempts)
 	}
 	return ""
 }

@@ -111,7 +111,7 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 	if cut := cs.dbNow().Add(-cs.opts.RerunPendingAfter); stale.UpdatedBefore.IsZero() || cut.Before(stale.UpdatedBefore) {
 		stale.UpdatedBefore = cut
 	}
-	staleHeading := "Rerun pending for more than " + reltime.Duration(cs.opts.RerunPendingAfter)
+	staleHeading := "Rerun pending, needs an operator (for more than " + reltime.Duration(cs.opts.RerunPendingAfter) + ")"
 	staleNote := "Executing with an expired lease and re-runs left (WithRerun), but no caller with WithRerun came back to run it since its lease ended (Since). " +
 		"If none will, find out whether the work happened, then reconcile each one (no caller re-runs it after that)."
 	const rerunNote = "Executing with an expired lease and re-runs left (WithRerun): the next caller with WithRerun runs it again, and no operator is needed until one has not come back for a while; " +

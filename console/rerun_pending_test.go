@@ -18,7 +18,8 @@ import (
 // it as a plain "executing" key whose lease had expired, with no action
 // and no word of the re-run, and no page showed a key's attempt (the CLI
 // says "executing (rerun 2/3 pending)" and "attempt: 1 of at most 3").
-// Now the badge says "rerun 2/3 pending", the key page says no operator
+// Now the badge says "rerun pending: attempt 1 of 3 stopped" (the CLI's
+// words since), the key page says no operator
 // is needed and shows the attempt; a key whose attempts are used up is
 // uncertain, with its attempt shown. The key page shows the effect key fn
 // got (sentinel.EffectKey), to look the effect up at the provider.
@@ -41,7 +42,7 @@ func TestRerunPendingShownAsSuch(t *testing.T) {
 
 	code, body := get(t, s.URL+"/ops/key?"+url.Values{"ns": {"default"}, "key": {"pay-pending"}}.Encode())
 	require.Equal(t, http.StatusOK, code, body)
-	require.Contains(t, body, "rerun 2/3 pending")
+	require.Contains(t, body, "rerun pending: attempt 1 of 3 stopped")
 	require.Contains(t, body, "no operator is needed")
 	require.Regexp(t, `id="key-attempt">1 of at most 3`, body)
 	require.Contains(t, body, `id="key-effect">`+pendingEffect+`<`, "the effect key fn passed the provider")
@@ -49,7 +50,7 @@ func TestRerunPendingShownAsSuch(t *testing.T) {
 
 	code, body = get(t, s.URL+"/ops/?state=executing")
 	require.Equal(t, http.StatusOK, code, body)
-	require.Contains(t, body, "rerun 2/3 pending")
+	require.Contains(t, body, "rerun pending: attempt 1 of 3 stopped")
 
 	code, body = get(t, s.URL+"/ops/key?"+url.Values{"ns": {"default"}, "key": {"pay-spent"}}.Encode())
 	require.Equal(t, http.StatusOK, code, body)

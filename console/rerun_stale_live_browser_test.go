@@ -35,6 +35,6 @@ func TestBrowserLiveViewSaysWhenRerunPendingGoesStale(t *testing.T) {
 	require.NoError(t, err)
 	text, ok = waitText(t, bctx, "attention-banner", 20*time.Second, func(s string) bool { return strings.Contains(s, "mail: 1") })
 	require.True(t, ok, "the key is rerun pending for 20 minutes and the page, live, says %q", text)
-	require.Contains(t, text, "rerun pending for more than 15m")
+	require.Contains(t, text, "rerun pending, needs an operator (for more than 15m)")
 	require.Contains(t, text, "Reload")
 }

@@ -61,7 +61,7 @@ func TestRerunPendingStaleNeedsOperator(t *testing.T) {
 
 	code, body := get(t, s.URL+"/ops/")
 	require.Equal(t, http.StatusOK, code, body)
-	require.Contains(t, body, "Rerun pending for more than 15m")
+	require.Contains(t, body, "Rerun pending, needs an operator (for more than 15m)")
 	require.Contains(t, body, "receipt-old", "the start page lists a key rerun pending for 20 minutes")
 	require.NotContains(t, body, "receipt-new", "a key rerun pending for less than 15m needs no operator yet")
 
@@ -101,7 +101,7 @@ func TestRerunPendingAfterOption(t *testing.T) {
 
 	code, body := get(t, s.URL+"/ops/")
 	require.Equal(t, http.StatusOK, code, body)
-	require.Contains(t, body, "Rerun pending for more than 1h")
+	require.Contains(t, body, "Rerun pending, needs an operator (for more than 1h)")
 	require.NotContains(t, body, "receipt-old", "20 minutes is within the hour")
 
 	code, body = get(t, s.URL+"/ops/key?"+url.Values{"ns": {"mail"}, "key": {"receipt-old"}}.Encode())
@@ -133,6 +133,6 @@ func TestCountsNameRerunPendingStale(t *testing.T) {
 	s := server(t, c, console.Options{ReadOnly: true})
 	code, body := get(t, s.URL+"/ops/leases")
 	require.Equal(t, http.StatusOK, code, body)
-	require.Regexp(t, `id="rerun-stale-counts"><strong>Rerun pending for more than 15m[^<]*</strong> <a [^>]*href="\./\?ns=mail&amp;state=attention"[^>]*>mail: 1</a></span>`, body)
+	require.Regexp(t, `id="rerun-stale-counts"><strong>Rerun pending, needs an operator \(for more than 15m[^<]*</strong> <a [^>]*href="\./\?ns=mail&amp;state=attention"[^>]*>mail: 1</a></span>`, body)
 	require.NotContains(t, body, "sms: 1", "its lease ended just now")
 }

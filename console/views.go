@@ -411,7 +411,6 @@ func keyLink(ns, key string) string {
 
 func (cs *Console) funcs() template.FuncMap {
 	return template.FuncMap{
-		"inc":       func(i int) int { return i + 1 },
 		"stateNote": func(v execView) string { return cs.stateNote(v) },
 		// hardPastNote's words hold no markup and its one variable is a
 		// formatted time: as HTML, its apostrophe stays as typed.

@@ -236,8 +236,8 @@ func (a *app) attentionErr(found []attentionJSON, after attentionAfter) error {
 			if after.rerunPending != defaultRerunPendingAfter {
 				list = append(list, "--rerun-pending-after", durationArg(after.rerunPending))
 			}
-			fmt.Fprintf(&b, "\n%d rerun pending for more than %s in %s (nothing re-runs them until the next caller with WithRerun), lease ended %s; inspect, then reconcile (listed as \"executing (rerun N/M pending: NEEDS AN OPERATOR, ...)\"; the list shows every rerun pending key, the ones counted here being those whose lease ended more than %s ago):\n  %s",
-				f.Count, durationArg(after.rerunPending), where, since, durationArg(after.rerunPending), a.command(list...))
+			fmt.Fprintf(&b, "\n%d %s (no caller with WithRerun came back for more than %s) in %s, lease ended %s; inspect, then reconcile (listed as \"executing (%s: attempt N of M stopped, ...)\"; the list shows every rerun pending key, the ones counted here being those whose lease ended more than %s ago):\n  %s",
+				f.Count, rerunNeedsOperator, durationArg(after.rerunPending), where, since, rerunNeedsOperator, durationArg(after.rerunPending), a.command(list...))
 		case attentionReconciling:
 			fmt.Fprintf(&b, "\n%d reconciling for more than %s in %s (every caller gets ErrReconciling until an operator resolves them), since %s; inspect, then force-complete (the work happened) or reset (it did not):\n  %s",
 				f.Count, durationArg(after.reconciling), where, since, a.command("list", "--state", "reconciling", "--older-than", durationArg(after.reconciling), "-n", f.Namespace))

@@ -174,7 +174,7 @@ func stateLabel(e *sentinel.Execution) string {
 	case handedBack(e):
 		return "claimed (" + handedBackLabel + ": nothing runs it, the next caller does)"
 	case e.Rerunnable():
-		return fmt.Sprintf("executing (stopped at attempt %d of %d: the next caller with WithRerun runs it again)", e.Attempt, e.MaxAttempts)
+		return rerunLabel(e, defaultRerunPendingAfter, isHTTPKey(e.Key))
 	case e.State == sentinel.StateExecuting || e.State == sentinel.StateClaimed:
 		return string(e.State) + " (in progress)"
 	case e.State == sentinel.StateCompleted && e.FinalError != "":
@@ -260,11 +260,7 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 	w := a.table()
 	row(w, "namespace:", e.Namespace)
 	row(w, "key:", e.Key)
-	who := "no caller with WithRerun"
-	if _, _, ok := idempotency.ParseExecutionKey(e.Key); ok {
-		who = "no repeat of the request"
-	}
-	row(w, "state:", inspectStateLabel(e, rerunAfter, who))
+	row(w, "state:", inspectStateLabel(e, rerunAfter))
 	row(w, "since:", ts(e.Since())+"  ("+relative(e.Since())+")")
 	row(w, "owner:", fmt.Sprintf("%s (host %s, pid %d)", e.Owner, e.Host, e.PID))
 	if taken != nil {
@@ -341,14 +337,11 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 }
 
 // inspectStateLabel is inspect's (and idempotency inspect's) state line
-// of e: stateLabel, but for a key rerun pending longer than rerunAfter
-// (rerunStale), which it marks NEEDS AN OPERATOR as list does; who is
-// whom nothing came back from (a caller with WithRerun, a repeat of the
-// request).
-func inspectStateLabel(e *sentinel.Execution, rerunAfter time.Duration, who string) string {
-	if rerunStale(e, rerunAfter) {
-		return fmt.Sprintf("executing (stopped at attempt %d of %d, rerun pending: NEEDS AN OPERATOR, %s came back for more than %s)",
-			e.Attempt, e.MaxAttempts, who, durationArg(rerunAfter))
+// of e: stateLabel, but a key rerun pending is judged by rerunAfter, in
+// the words list and idempotency list show for it (rerunLabel).
+func inspectStateLabel(e *sentinel.Execution, rerunAfter time.Duration) string {
+	if e.Rerunnable() {
+		return rerunLabel(e, rerunAfter, isHTTPKey(e.Key))
 	}
 	return stateLabel(e)
 }
@@ -431,7 +424,9 @@ func (a *app) inspectCmd() *cobra.Command {
 stored result. An executing key whose lease expired is UNCERTAIN: its
 outcome is unknown and Sentinel will not run it again until an operator
 reconciles it; unless it was run with WithRerun and has attempts left
-(shown as "attempt N of at most M"): then the next caller runs it again. When fn returned success but its completion was refused
+(shown as "rerun pending: attempt N of M stopped", N the attempts made,
+as on the "attempt: N of at most M" line): then the next caller runs
+attempt N+1. When fn returned success but its completion was refused
 (the lease was lost first), inspect shows that evidence and fn's result
 from the history. For a key an operator took over (reconciling,
 force-completed, reset), whose owner, host and pid are the operator's, it
@@ -457,8 +452,8 @@ A key rerun pending (its executor stopped with re-runs left, WithRerun)
 gets no step: the next caller with WithRerun runs it again. Once its
 lease ended more than --rerun-pending-after (default 15m, as status
 --exit-code) ago, no caller came back and none may: inspect marks its
-state NEEDS AN OPERATOR, as list does, and prints the steps of an
-uncertain key (reconcile; for an HTTP request's key, the
+state "rerun pending, needs an operator", as list does, and prints the
+steps of an uncertain key (reconcile; for an HTTP request's key, the
 idempotency inspect line, with the same --rerun-pending-after when it is
 not the default). Give it the value status --exit-code was given, so the
 two agree about the key. With --json, "needs_operator" is true for such a

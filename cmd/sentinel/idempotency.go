@@ -80,6 +80,9 @@ type idemKeyJSON struct {
 	UpdatedAt     *string `json:"updated_at"`
 	Since         *string `json:"since"` // when it entered the state shown (SINCE): Execution.Since
 	CreatedAt     *string `json:"created_at"`
+	// rerunState is the STATE of a key rerun pending (rerunLabel), as
+	// list and inspect show it; not in --json.
+	rerunState string
 }
 
 func (a *app) idemListCmd() *cobra.Command {
@@ -125,7 +128,8 @@ A key whose handler stopped with re-runs left (Options.Rerun) is rerun
 pending: the client's repeat of the request runs it again. Once its lease
 ended more than --rerun-pending-after (default 15m, as status
 --exit-code) ago, no repeat came back and none will: it is listed as
-"RERUN PENDING (needs an operator: ...)", after the uncertain keys, and
+"executing (rerun pending, needs an operator: ...)", as sentinel list and
+inspect show it, after the uncertain keys, and
 followed, as they are, by the command that inspects it (with the same
 --rerun-pending-after when it is not the default), which prints its
 steps. With --json, "needs_operator" is true for such a key and for an
@@ -249,6 +253,9 @@ relied on that pass -n default.`,
 				}
 				k := idemKeyJSON{Scope: scope, Key: key, Namespace: e.Namespace, State: e.State, Uncertain: uncertain(e),
 					HandedBack: handedBack(e), RerunPending: e.Rerunnable(), NeedsOperator: uncertain(e) || (e.Rerunnable() && -e.LeaseLeft() >= rerunAfter), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(e.Since()), CreatedAt: tsJSON(e.CreatedAt)}
+				if e.Rerunnable() {
+					k.rerunState = rerunLabel(e, rerunAfter, true)
+				}
 				evs, err := a.client.LastRun(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))
 				if err != nil {
 					return err
@@ -310,10 +317,8 @@ relied on that pass -n default.`,
 					state = "UNCERTAIN"
 				case k.HandedBack:
 					state = handedBackLabel
-				case k.NeedsOperator:
-					state = "RERUN PENDING (needs an operator: no repeat of the request for more than " + durationArg(rerunAfter) + ")"
 				case k.RerunPending:
-					state = "executing (rerun pending: the client's repeat of the request runs it)"
+					state = k.rerunState
 				case k.State == sentinel.StateExecuting || k.State == sentinel.StateClaimed:
 					state += " (in progress)"
 				}
@@ -477,7 +482,8 @@ A key whose handler stopped with re-runs left (Options.Rerun) is rerun
 pending: the client's repeat of the request runs it again, and inspect
 prints no step. Once its lease ended more than --rerun-pending-after
 (default 15m, as status --exit-code) ago, no repeat came back and none
-will: inspect marks its state NEEDS AN OPERATOR and prints the steps of
+will: inspect marks its state "rerun pending, needs an operator", as
+idempotency list and sentinel list do, and prints the steps of
 an uncertain key (resolve, or reconcile then reset). status, given another --rerun-pending-after, prints this
 command with it, so the two agree about the key. With --json,
 "needs_operator" is true for such a key and for an uncertain one, as
@@ -511,7 +517,7 @@ idempotency list --json says it.`,
 			row(w, "key:", esc(rec.Key))
 			row(w, "scope:", esc(idemOrDash(rec.Scope)))
 			row(w, "namespace:", e.Namespace)
-			row(w, "state:", inspectStateLabel(e, rerunAfter, "no repeat of the request"))
+			row(w, "state:", inspectStateLabel(e, rerunAfter))
 			row(w, "since:", ts(e.Since())+"  ("+relative(e.Since())+")")
 			row(w, "token:", e.Token)
 			attemptRow(w, e)

@@ -47,7 +47,7 @@ func TestIdempotencyInspectOfARerunPendingKey(t *testing.T) {
 	r = e.run("idempotency", "inspect", "k-1", "--scope", "cus_1")
 	requireCode(t, r, exitOK)
 	require.Empty(t, printedCommands(r.stdout), r.stdout)
-	require.Contains(t, r.stdout, "runs it again", r.stdout)
+	require.Contains(t, r.stdout, "rerun pending: attempt 1 of 3 stopped, the client's repeat of the request runs attempt 2", r.stdout)
 }
 
 // A request whose handler stopped with re-runs left, and whose client never

@@ -25,7 +25,7 @@ func TestListPrintsIdempotencyInspectOfStaleHTTPKey(t *testing.T) {
 
 	r := e.run("list", "--rerun-pending-after", "10m", "-n", "payments")
 	requireCode(t, r, exitOK)
-	require.Contains(t, r.stdout, "NEEDS AN OPERATOR")
+	require.Contains(t, r.stdout, "rerun pending, needs an operator")
 	line := findCommand(t, r.stderr, "sentinel idempotency inspect ")
 	require.Equal(t, "sentinel idempotency inspect k-old --scope 'cus 1' -n payments --rerun-pending-after 10m --schema "+e.schema, line)
 	require.NotContains(t, r.stderr, "inspect k-new", r.stderr)
@@ -43,6 +43,6 @@ func TestListPrintsIdempotencyInspectOfStaleHTTPKey(t *testing.T) {
 	// At the default, nothing is marked and no line is printed.
 	r = e.run("list", "-n", "payments")
 	requireCode(t, r, exitOK)
-	require.NotContains(t, r.stdout, "NEEDS AN OPERATOR")
+	require.NotContains(t, r.stdout, "needs an operator")
 	require.NotContains(t, r.stderr, "inspect", r.stderr)
 }

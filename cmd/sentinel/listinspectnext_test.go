@@ -28,7 +28,7 @@ func TestListPrintsInspectOfStaleRerunPending(t *testing.T) {
 	list := findCommand(t, s.stderr, "sentinel list --rerun-pending")
 	r := runPrinted(t, list, "")
 	requireCode(t, r, exitOK)
-	require.Contains(t, r.stdout, "NEEDS AN OPERATOR")
+	require.Contains(t, r.stdout, "rerun pending, needs an operator")
 	line := findCommand(t, r.stderr, "sentinel inspect ")
 	require.Equal(t, `sentinel inspect 'order $7'\''s' -n 'pay ments' --rerun-pending-after 10m --schema `+e.schema, line)
 	require.NotContains(t, r.stdout, "sentinel inspect fresh")

@@ -57,14 +57,14 @@ func TestListRerunPendingIsWhatStatusPages(t *testing.T) {
 
 	r := e.run("status", "--exit-code")
 	requireCode(t, r, exitAttention)
-	require.Contains(t, r.stderr, `1 rerun pending for more than 15m in namespace "default"`)
+	require.Contains(t, r.stderr, `1 rerun pending, needs an operator (no caller with WithRerun came back for more than 15m) in namespace "default"`)
 	require.Contains(t, r.stderr, "the ones counted here being those whose lease ended more than 15m ago")
 	line := findCommand(t, r.stderr, "sentinel list --rerun-pending")
 	require.NotContains(t, line, "--older-than")
 	p := runPrinted(t, line, "")
 	requireCode(t, p, exitOK)
 	require.Contains(t, p.stdout, "pay-rerun")
-	require.Contains(t, p.stdout, "rerun 2/3 pending")
+	require.Contains(t, p.stdout, "rerun pending, needs an operator: attempt 1 of 3 stopped")
 	for _, k := range []string{"pay-unc", "pay-live", "pay-done", "inv-rerun"} {
 		require.NotContains(t, p.stdout, k, "only what was paged about's kind, in its namespace")
 	}

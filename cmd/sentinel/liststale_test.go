@@ -55,16 +55,16 @@ func TestListMarksStaleRerunPending(t *testing.T) {
 	require.Equal(t, map[string]bool{"job-old": true, "job-new": false}, read("--rerun-pending", "--rerun-pending-after", "10m"))
 
 	// The text: the stale one is marked, in the words status uses for
-	// the list ("executing (rerun N/M pending"), the fresh one is not.
+	// the list ("executing (rerun pending, needs an operator"), the fresh one is not.
 	r := e.run("list", "--rerun-pending", "--rerun-pending-after", "10m")
 	requireCode(t, r, exitOK)
-	require.Regexp(t, `job-old\s+executing \(rerun 2/3 pending: NEEDS AN OPERATOR, no caller with WithRerun came back for more than 10m\)`, r.stdout)
-	require.Regexp(t, `job-new\s+executing \(rerun 2/3 pending\)\s`, r.stdout)
+	require.Regexp(t, `job-old\s+executing \(rerun pending, needs an operator: attempt 1 of 3 stopped, no caller with WithRerun came back for more than 10m\)`, r.stdout)
+	require.Regexp(t, `job-new\s+executing \(rerun pending: attempt 1 of 3 stopped, the next caller with WithRerun runs attempt 2\)\s`, r.stdout)
 	// The default output is unchanged for them.
 	r = e.run("list", "--rerun-pending")
 	requireCode(t, r, exitOK)
-	require.NotContains(t, r.stdout, "NEEDS AN OPERATOR")
-	require.Regexp(t, `job-old\s+executing \(rerun 2/3 pending\)\s`, r.stdout)
+	require.NotContains(t, r.stdout, "needs an operator")
+	require.Regexp(t, `job-old\s+executing \(rerun pending: attempt 1 of 3 stopped, the next caller with WithRerun runs attempt 2\)\s`, r.stdout)
 
 	// status, given the threshold, prints the list command with it: the
 	// list then marks what status counted.
@@ -74,7 +74,7 @@ func TestListMarksStaleRerunPending(t *testing.T) {
 	require.Contains(t, line, "--rerun-pending-after 10m")
 	p := runPrinted(t, line, "")
 	requireCode(t, p, exitOK)
-	require.Regexp(t, `job-old\s+executing \(rerun 2/3 pending: NEEDS AN OPERATOR`, p.stdout)
+	require.Regexp(t, `job-old\s+executing \(rerun pending, needs an operator: attempt 1 of 3 stopped`, p.stdout)
 	r = e.run("status", "--exit-code")
 	require.NotContains(t, findCommand(t, r.stderr, "sentinel list --uncertain"), "--rerun-pending-after")
 

@@ -27,10 +27,10 @@ func TestRerunShownToOperators(t *testing.T) {
 	require.NotContains(t, r.stdout, "pay-1")
 	r = e.run("list")
 	requireCode(t, r, exitOK)
-	require.Contains(t, r.stdout, "executing (rerun 2/2 pending)")
+	require.Contains(t, r.stdout, "executing (rerun pending: attempt 1 of 2 stopped, the next caller with WithRerun runs attempt 2)")
 	r = e.run("inspect", "pay-1")
 	requireCode(t, r, exitOK)
-	require.Contains(t, r.stdout, "stopped at attempt 1 of 2: the next caller with WithRerun runs it again")
+	require.Contains(t, r.stdout, "executing (rerun pending: attempt 1 of 2 stopped, the next caller with WithRerun runs attempt 2)")
 	require.Contains(t, r.stdout, "1 of at most 2 (WithRerun)")
 	require.NotContains(t, r.stdout, "sentinel reconcile")
 

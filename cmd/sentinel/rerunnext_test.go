@@ -34,7 +34,7 @@ func TestInspectRerunPendingPrintsReconcile(t *testing.T) {
 	requireCode(t, r, exitAttention)
 	p := runPrinted(t, findCommand(t, r.stderr, "sentinel list --rerun-pending"), "")
 	requireCode(t, p, exitOK)
-	require.Contains(t, p.stdout, "executing (rerun 2/3 pending: NEEDS AN OPERATOR, no caller with WithRerun came back for more than 15m)")
+	require.Contains(t, p.stdout, "executing (rerun pending, needs an operator: attempt 1 of 3 stopped, no caller with WithRerun came back for more than 15m)")
 
 	r = e.run("inspect", "pay-1", "-n", "payments")
 	requireCode(t, r, exitOK)

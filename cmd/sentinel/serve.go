@@ -41,8 +41,9 @@ and names the other schemas of the database with uncertain executions. It listen
 A key rerun pending (its executor stopped with re-runs left, WithRerun)
 needs an operator once its lease ended more than --rerun-pending-after
 (default 15m, as status --exit-code) ago: no caller with WithRerun came
-back. The start page lists such keys under "Rerun pending for more than
-..." and their page offers reconcile. Give it the value status
+back. The start page lists such keys under "Rerun pending, needs an
+operator (for more than ...)", as sentinel list and inspect mark them, and
+their page offers reconcile. Give it the value status
 --exit-code is given, so that the page lists what pages.
 
 It answers only requests addressed to it: Host a loopback name (localhost,

@@ -38,11 +38,11 @@ func TestServeRerunPendingAfter(t *testing.T) {
 	}
 	// The default, 15m: 12 minutes needs no operator yet.
 	body := page()
-	require.Contains(t, body, "Rerun pending for more than 15m <small>(0)")
+	require.Contains(t, body, "Rerun pending, needs an operator (for more than 15m) <small>(0)")
 	require.NotContains(t, body, `data-key="receipt-old"`)
 	// At 10m it does: the start page lists it under that heading.
 	body = page("--rerun-pending-after", "10m")
-	require.Contains(t, body, "Rerun pending for more than 10m <small>(1)")
+	require.Contains(t, body, "Rerun pending, needs an operator (for more than 10m) <small>(1)")
 	require.Contains(t, body, `data-key="receipt-old"`)
 
 	for _, d := range []string{"0s", "-5m"} {

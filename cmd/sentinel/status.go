@@ -174,7 +174,8 @@ and says what on stderr, each with the command that lists it:
   - an execution rerun pending for longer than --rerun-pending-after
     (default 15m): its lease ended that long ago on the database clock
     and no caller with WithRerun came back to re-run it (a client that
-    gave up, a job not redelivered), so nothing ever will. The command
+    gave up, a job not redelivered), so nothing ever will: "rerun
+    pending, needs an operator", as list, inspect and the console say. The command
     printed, sentinel list --rerun-pending, lists every rerun pending
     key: the ones paged about are those whose lease ended more than
     --rerun-pending-after ago (inspect shows when; --json:
@@ -480,13 +481,13 @@ func (a *app) httpRerunPendingNext(es []sentinel.Execution, more bool, namespace
 		scope, key, _ := idempotency.ParseExecutionKey(es[i].Key)
 		lines = append(lines, a.idemCommand("inspect", key, scope, es[i].Namespace, flags...))
 	}
-	what := fmt.Sprintf("%d rerun pending HTTP requests' Idempotency-Keys", len(lines))
+	what := fmt.Sprintf("%d HTTP requests' Idempotency-Keys", len(lines))
 	if more {
-		what = "rerun pending HTTP requests' Idempotency-Keys"
+		what = "HTTP requests' Idempotency-Keys"
 	} else if len(lines) == 1 {
-		what = "1 rerun pending HTTP request's Idempotency-Key"
+		what = "1 HTTP request's Idempotency-Key"
 	}
-	fprintf(a.stdout, "\n%s (the idempotency middleware's), lease ended more than %s ago: no repeat of the request came back to re-run it, so nothing will; inspect, then resolve:\n", what, durationArg(after))
+	fprintf(a.stdout, "\n%s (the idempotency middleware's) %s: lease ended more than %s ago, no repeat of the request came back to re-run it, so nothing will; inspect, then resolve:\n", what, rerunNeedsOperator, durationArg(after))
 	for _, l := range lines {
 		fprintf(a.stdout, "  %s\n", l)
 	}
@@ -504,14 +505,14 @@ const maxListHTTPKeysNext = 10
 const (
 	httpKeysUncertain = iota // list --uncertain: every HTTP key listed
 	httpKeysRerun            // list --rerun-pending: every HTTP key listed
-	httpKeysStale            // plain list: the HTTP keys it marked NEEDS AN OPERATOR
+	httpKeysStale            // plain list: the HTTP keys it marked rerunNeedsOperator
 )
 
 // listHTTPKeysNext follows list --uncertain (or --rerun-pending, or a
 // plain list, as which says) with, on stderr as list's other hints, the
 // idempotency inspect command of each HTTP request (the idempotency
 // middleware's key) among es, or, after a plain list, of each it marked
-// NEEDS AN OPERATOR (rerun pending longer than rerunAfter, rerunStale):
+// rerunNeedsOperator (rerun pending longer than rerunAfter, rerunStale):
 // the table shows the derived execution key (idempotency:N:scope:key), and
 // the idempotency commands address it by scope and client's key and
 // resolve it with an HTTP response. At most maxListHTTPKeysNext, then the
@@ -549,9 +550,9 @@ func (a *app) listHTTPKeysNext(es []sentinel.Execution, which int, namespace str
 		todo = "the client's repeat of the request re-runs each; inspect each by its scope and client's key, which says when no repeat will come and what to do then"
 		list = append(append([]string{"idempotency", "list"}, nsArgs(namespace)...), flags...)
 	case httpKeysStale:
-		what = fmt.Sprintf("%d of the keys listed need an operator (NEEDS AN OPERATOR: rerun pending for more than %s) and are HTTP requests' Idempotency-Keys", n, durationArg(rerunAfter))
+		what = fmt.Sprintf("%d of the keys listed are %s (for more than %s) and HTTP requests' Idempotency-Keys", n, rerunNeedsOperator, durationArg(rerunAfter))
 		if n == 1 {
-			what = fmt.Sprintf("1 of the keys listed needs an operator (NEEDS AN OPERATOR: rerun pending for more than %s) and is an HTTP request's Idempotency-Key", durationArg(rerunAfter))
+			what = fmt.Sprintf("1 of the keys listed is %s (for more than %s) and an HTTP request's Idempotency-Key", rerunNeedsOperator, durationArg(rerunAfter))
 		}
 		todo = "no repeat of the request came back; inspect each by its scope and client's key, which prints its steps (resolve it with the response the client's retries get)"
 		list = append(append([]string{"idempotency", "list"}, nsArgs(namespace)...), flags...)
@@ -566,7 +567,7 @@ func (a *app) listHTTPKeysNext(es []sentinel.Execution, which int, namespace str
 }
 
 // listStaleInspectNext follows list's table with, on stderr as its other
-// hints, the inspect command of each key it marked NEEDS AN OPERATOR for
+// hints, the inspect command of each key it marked rerunNeedsOperator for
 // being rerun pending longer than rerunAfter (rerunStale), HTTP requests'
 // keys aside (listHTTPKeysNext names their idempotency inspect, after a
 // plain list too): carrying the threshold when it is not the default, so
@@ -592,8 +593,8 @@ func (a *app) listStaleInspectNext(es []sentinel.Execution, rerunAfter time.Dura
 	if n == 0 {
 		return
 	}
-	fprintf(a.stderr, "sentinel: note: %d of the keys listed need an operator (NEEDS AN OPERATOR: rerun pending for more than %s); inspect each, which prints its steps:\n",
-		n, durationArg(rerunAfter))
+	fprintf(a.stderr, "sentinel: note: %d of the keys listed are %s (for more than %s); inspect each, which prints its steps:\n",
+		n, rerunNeedsOperator, durationArg(rerunAfter))
 	for _, l := range lines {
 		fprintf(a.stderr, "  %s\n", l)
 	}
@@ -663,6 +664,44 @@ const handedBackLabel = "handed back (safe to retry)"
 // WithRerun runs it again.
 const rerunPendingLabel = "executing (rerun pending: nothing runs it until the next caller with WithRerun)"
 
+// rerunNeedsOperator is what every operator's view (status, list,
+// inspect, idempotency list and inspect, the console) calls a key rerun
+// pending whose lease ended more than --rerun-pending-after ago
+// (rerunStale): the words an operator who saw it in one greps for in
+// another. console says it alike (console.rerunNeedsOperator).
+const rerunNeedsOperator = "rerun pending, needs an operator"
+
+// rerunLabel is the state of e, a key rerun pending (Rerunnable), as list
+// and idempotency list show it in STATE and inspect and idempotency
+// inspect on their state: line, alike for the same key: "attempt N of M
+// stopped", counted as inspect's attempt: row counts (fn's attempts made,
+// of the key's bound), then who runs attempt N+1, or, once its lease
+// ended more than rerunAfter ago (rerunStale), rerunNeedsOperator and
+// since when no one came back. httpKey: the idempotency middleware's key,
+// which a repeat of the request re-runs.
+func rerunLabel(e *sentinel.Execution, rerunAfter time.Duration, httpKey bool) string {
+	if rerunStale(e, rerunAfter) {
+		who := "no caller with WithRerun"
+		if httpKey {
+			who = "no repeat of the request"
+		}
+		return fmt.Sprintf("executing (%s: attempt %d of %d stopped, %s came back for more than %s)",
+			rerunNeedsOperator, e.Attempt, e.MaxAttempts, who, durationArg(rerunAfter))
+	}
+	next := "the next caller with WithRerun"
+	if httpKey {
+		next = "the client's repeat of the request"
+	}
+	return fmt.Sprintf("executing (rerun pending: attempt %d of %d stopped, %s runs attempt %d)",
+		e.Attempt, e.MaxAttempts, next, e.Attempt+1)
+}
+
+// isHTTPKey reports whether key is the idempotency middleware's.
+func isHTTPKey(key string) bool {
+	_, _, ok := idempotency.ParseExecutionKey(key)
+	return ok
+}
+
 // rerunStale reports whether e is rerun pending (its executor stopped
 // with re-runs left, WithRerun) and its lease ended at least after ago on
 // the database clock (--rerun-pending-after): no caller with WithRerun
@@ -672,8 +711,9 @@ func rerunStale(e *sentinel.Execution, after time.Duration) bool {
 }
 
 // execTable prints executions as a table: the columns an operator needs to
-// pick one to inspect. A key rerun pending whose lease ended more than
-// rerunAfter ago (rerunStale) is marked as needing an operator.
+// pick one to inspect. A key rerun pending is shown as inspect shows it
+// (rerunLabel): marked rerunNeedsOperator once its lease ended more than
+// rerunAfter ago (rerunStale).
 func (a *app) execTable(es []sentinel.Execution, rerunAfter time.Duration) {
 	w := a.table()
 	row(w, "NAMESPACE", "KEY", "STATE", "SINCE", "OWNER", "HOST", "PID", "TOKEN")
@@ -685,11 +725,8 @@ func (a *app) execTable(es []sentinel.Execution, rerunAfter time.Duration) {
 			state = "UNCERTAIN"
 		case handedBack(e):
 			state = handedBackLabel
-		case rerunStale(e, rerunAfter):
-			state = fmt.Sprintf("executing (rerun %d/%d pending: NEEDS AN OPERATOR, no caller with WithRerun came back for more than %s)",
-				e.Attempt+1, e.MaxAttempts, durationArg(rerunAfter))
 		case e.Rerunnable():
-			state = fmt.Sprintf("executing (rerun %d/%d pending)", e.Attempt+1, e.MaxAttempts)
+			state = rerunLabel(e, rerunAfter, isHTTPKey(e.Key))
 		case e.State == sentinel.StateCompleted && e.FinalError != "":
 			state = "completed (final error)"
 		case e.ResultLost():
@@ -729,8 +766,9 @@ its namespace, with the filters of the library's ExecutionFilter:
   --state S          claimed, executing, reconciling or completed
   --uncertain        executing with an expired lease: outcome unknown, and
                      no re-run left (WithRerun); a key that the next
-                     caller re-runs is listed as "executing (rerun N/M
-                     pending)" without --uncertain
+                     caller re-runs is listed as "executing (rerun
+                     pending: attempt N of M stopped, ...)" without
+                     --uncertain
   --rerun-pending    executing with an expired lease and a re-run left
                      (WithRerun): nothing runs it until the next caller
                      with WithRerun; the keys status --exit-code pages on
@@ -774,8 +812,12 @@ Rows are in order of updated_at, as the time filters are.
 
 A key rerun pending whose lease ended more than --rerun-pending-after
 (default 15m, as status --exit-code) ago needs an operator: no caller with
-WithRerun came back, and none may. It is listed as "executing (rerun N/M
-pending: NEEDS AN OPERATOR, ...)". With --json, "needs_operator" is true
+WithRerun came back, and none may. It is listed as "executing (rerun
+pending, needs an operator: attempt N of M stopped, ...)", as inspect,
+idempotency list, status and the console say it; a key rerun pending for
+less long as "executing (rerun pending: attempt N of M stopped, ...)",
+where N is the attempts made, as inspect's attempt: row counts, and the
+next caller runs attempt N+1. With --json, "needs_operator" is true
 for such a key, for an uncertain one and for one whose result was not
 stored: what status --exit-code pages on (a key reconciling is an
 operator's already). Each such key is followed, on stderr, by its

@@ -48,7 +48,7 @@ func TestStatusNamesStaleRerunPendingHTTPKeys(t *testing.T) {
 			requireCode(t, r, exitOK)
 		}
 		require.Equal(t, want, findCommand(t, r.stdout, "sentinel idempotency inspect"), "%v", args)
-		require.Contains(t, r.stdout, "1 rerun pending HTTP request", "%v", args)
+		require.Contains(t, r.stdout, "1 HTTP request's Idempotency-Key (the idempotency middleware's) rerun pending, needs an operator", "%v", args)
 		require.NotContains(t, r.stdout, "k-2", "%v", args)
 	}
 
@@ -85,5 +85,5 @@ func TestStatusMoreRerunPendingLineCarriesTheThreshold(t *testing.T) {
 	require.Contains(t, line, " --rerun-pending-after 10m", line)
 	p := runPrinted(t, line, "")
 	requireCode(t, p, exitOK)
-	require.Equal(t, 2, strings.Count(p.stdout, "NEEDS AN OPERATOR"), p.stdout)
+	require.Equal(t, 2, strings.Count(p.stdout, "rerun pending, needs an operator"), p.stdout)
 }

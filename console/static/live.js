@@ -320,7 +320,7 @@
       return;
     }
     var names = {uncertain: "uncertain", reconciling: "reconciling", result_lost: "result not stored",
-      rerun_stale: "rerun pending for more than " + (a.rerun_after || "the threshold")};
+      rerun_stale: "rerun pending, needs an operator (for more than " + (a.rerun_after || "the threshold") + ")"};
     var parts = [];
     for (var k in names) {
       if (k === "rerun_stale" && !a.counts[k]) { continue; }

@@ -79,6 +79,13 @@ type statusJSON struct {
 	RerunPendingHTTP []execJSON `json:"rerun_pending_http_requests"`
 	// MoreRerunPendingHTTP is true when there are more of them than listed.
 	MoreRerunPendingHTTP bool `json:"more_rerun_pending_http_requests"`
+	// RerunPendingKeys are the other keys (not HTTP requests') rerun
+	// pending whose lease ended more than --rerun-pending-after ago: no
+	// caller with WithRerun came back to re-run them (the text names
+	// them with inspect). At most --limit of them.
+	RerunPendingKeys []execJSON `json:"rerun_pending_keys"`
+	// MoreRerunPendingKeys is true when there are more of them than listed.
+	MoreRerunPendingKeys bool `json:"more_rerun_pending_keys"`
 	// UncertainElsewhere names the other schemas of the database with
 	// uncertain executions (of the first five that hold Sentinel's
 	// tables, in name order).
@@ -151,6 +158,9 @@ whose lease ended more than --rerun-pending-after (default 15m) ago, as
 --exit-code pages on: no repeat of the request came back to re-run it
 (--json: "rerun_pending_http_requests", at most --limit such executions,
 each with its "idempotency_key", and "more_rerun_pending_http_requests").
+Every other key rerun pending that long is named too, with the inspect
+command that prints its steps (--json: "rerun_pending_keys" and
+"more_rerun_pending_keys").
 Completed keys whose result was not stored (fn's value could not be
 encoded: every caller gets ErrResult) are counted apart as RESULT NOT
 STORED, with the command that lists them: they need an operator too
@@ -310,11 +320,10 @@ not read that as nothing to do.`,
 			if err != nil {
 				return err
 			}
-			var rerun []sentinel.Execution // stale rerun pending HTTP requests
-			var moreRerun bool
+			var stale staleRerun // rerun pending longer than --rerun-pending-after
 			for _, c := range counts {
 				if c.RerunPending {
-					if rerun, moreRerun, err = a.staleHTTPRerunPending(ctx, namespace, ns.all, after.rerunPending, limit); err != nil {
+					if stale, err = a.staleRerunPending(ctx, namespace, ns.all, after.rerunPending, limit); err != nil {
 						return err
 					}
 					break
@@ -338,9 +347,13 @@ not read that as nothing to do.`,
 				for i := range unc {
 					out.Uncertain = append(out.Uncertain, toExecJSON(&unc[i]))
 				}
-				out.RerunPendingHTTP, out.MoreRerunPendingHTTP = []execJSON{}, moreRerun
-				for i := range rerun {
-					out.RerunPendingHTTP = append(out.RerunPendingHTTP, toExecJSON(&rerun[i]))
+				out.RerunPendingHTTP, out.MoreRerunPendingHTTP = []execJSON{}, stale.moreHTTP
+				for i := range stale.http {
+					out.RerunPendingHTTP = append(out.RerunPendingHTTP, toExecJSON(&stale.http[i]))
+				}
+				out.RerunPendingKeys, out.MoreRerunPendingKeys = []execJSON{}, stale.moreKeys
+				for i := range stale.keys {
+					out.RerunPendingKeys = append(out.RerunPendingKeys, toExecJSON(&stale.keys[i]))
 				}
 				return a.printJSON(out)
 			}
@@ -386,15 +399,16 @@ not read that as nothing to do.`,
 				}
 				a.httpKeysNext(unc, next != "", namespace)
 			}
-			a.httpRerunPendingNext(rerun, moreRerun, namespace, after.rerunPending)
+			a.rerunPendingNext(stale.keys, stale.moreKeys, namespace, after.rerunPending)
+			a.httpRerunPendingNext(stale.http, stale.moreHTTP, namespace, after.rerunPending)
 			return nil
 		}),
 	}
 	ns.add(cmd)
 	cmd.Flags().Lookup("all-namespaces").Usage = "every namespace (the default unless --namespace is given)"
-	cmd.Flags().IntVar(&limit, "limit", 20, "list at most this many uncertain executions (and as many stale rerun pending HTTP requests)")
+	cmd.Flags().IntVar(&limit, "limit", 20, "list at most this many uncertain executions (and as many keys, and HTTP requests, rerun pending past --rerun-pending-after)")
 	cmd.Flags().BoolVar(&exitCodeFlag, "exit-code", false, fmt.Sprintf("exit %d when something needs an operator: uncertain, result not stored, rerun pending or reconciling too long", exitAttention))
-	durationFlag(cmd.Flags(), &after.rerunPending, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: --exit-code pages on it, and status lists such HTTP requests with or without --exit-code")
+	durationFlag(cmd.Flags(), &after.rerunPending, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: --exit-code pages on it, and status lists such keys with or without --exit-code")
 	durationFlag(cmd.Flags(), &after.reconciling, "reconciling-after", defaultReconcilingAfter, "with --exit-code: a key reconciling (since reconcile, on the database clock) longer than this needs an operator")
 	return cmd
 }
@@ -428,34 +442,78 @@ func (a *app) httpKeysNext(es []sentinel.Execution, more bool, namespace string)
 	}
 }
 
-// staleHTTPRerunPending returns the HTTP requests (the idempotency
-// middleware's keys) rerun pending whose lease ended more than after ago
-// (--rerun-pending-after, which status --exit-code pages on): no repeat of
-// the request came back to re-run them, so nothing will. At most limit of
-// them, and whether there are more.
-func (a *app) staleHTTPRerunPending(ctx context.Context, namespace string, all bool, after time.Duration, limit int) ([]sentinel.Execution, bool, error) {
-	var found []sentinel.Execution
-	f := sentinel.ExecutionFilter{RerunPending: true, KeyPrefix: idempotency.KeyPrefix, Namespace: namespace,
-		AllNamespaces: all, Limit: sentinel.MaxExecutionsLimit}
+// staleRerun is what staleRerunPending found: the keys rerun pending
+// longer than --rerun-pending-after, HTTP requests' apart from the rest,
+// at most limit of each, and whether there are more of each.
+type staleRerun struct {
+	http, keys         []sentinel.Execution
+	moreHTTP, moreKeys bool
+}
+
+// staleRerunPending returns the keys rerun pending whose lease ended
+// more than after ago (--rerun-pending-after, which status --exit-code
+// pages on): no caller with WithRerun (for an HTTP request, the idempotency
+// middleware's key, no repeat of the request) came back to re-run them,
+// so nothing will. At most limit of each kind, and whether there are
+// more.
+func (a *app) staleRerunPending(ctx context.Context, namespace string, all bool, after time.Duration, limit int) (staleRerun, error) {
+	var found staleRerun
+	f := sentinel.ExecutionFilter{RerunPending: true, Namespace: namespace, AllNamespaces: all, Limit: sentinel.MaxExecutionsLimit}
 	for {
 		page, next, err := a.client.Executions(ctx, f)
 		if err != nil {
-			return nil, false, err
+			return staleRerun{}, err
 		}
 		for i := range page {
 			e := &page[i]
-			if _, _, ok := idempotency.ParseExecutionKey(e.Key); !ok || !e.Rerunnable() || -e.LeaseLeft() < after {
+			if !e.Rerunnable() || -e.LeaseLeft() < after {
 				continue
 			}
-			if len(found) == limit {
-				return found, true, nil
+			list, more := &found.keys, &found.moreKeys
+			if _, _, ok := idempotency.ParseExecutionKey(e.Key); ok {
+				list, more = &found.http, &found.moreHTTP
 			}
-			found = append(found, *e)
+			if len(*list) == limit {
+				*more = true
+			} else {
+				*list = append(*list, *e)
+			}
+			if found.moreHTTP && found.moreKeys {
+				return found, nil
+			}
 		}
 		if next == "" {
-			return found, false, nil
+			return found, nil
 		}
 		f.After = next
+	}
+}
+
+// rerunPendingNext follows status's listing with the stale rerun pending
+// keys that are not HTTP requests' (staleRerunPending): each with the
+// inspect command that prints its steps (with after when it is not the
+// default, which inspect judges the key by); then, when there are more
+// (more), the command that lists every rerun pending key.
+func (a *app) rerunPendingNext(es []sentinel.Execution, more bool, namespace string, after time.Duration) {
+	if len(es) == 0 {
+		return
+	}
+	var flags []string
+	if after != defaultRerunPendingAfter {
+		flags = []string{"--rerun-pending-after", durationArg(after)}
+	}
+	what := fmt.Sprintf("%d keys", len(es))
+	if more {
+		what = "keys"
+	} else if len(es) == 1 {
+		what = "1 key"
+	}
+	fprintf(a.stdout, "\n%s %s: lease ended more than %s ago, no caller with WithRerun came back to re-run it (a job not redelivered, a caller that gave up), so nothing will; inspect, then reconcile:\n", what, rerunNeedsOperator, durationArg(after))
+	for i := range es {
+		fprintf(a.stdout, "  %s\n", a.keyCommand("inspect", []string{es[i].Key}, append([]string{"-n", es[i].Namespace}, flags...)...))
+	}
+	if more {
+		fprintf(a.stdout, "... more, among every rerun pending key:\n  %s\n", a.command(append(append([]string{"list", "--rerun-pending"}, flags...), nsArgs(namespace)...)...))
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -86,4 +87,52 @@ func TestStatusMoreRerunPendingLineCarriesTheThreshold(t *testing.T) {
 	p := runPrinted(t, line, "")
 	requireCode(t, p, exitOK)
 	require.Equal(t, 2, strings.Count(p.stdout, "rerun pending, needs an operator"), p.stdout)
+}
+
+// A key that is no HTTP request's, rerun pending with no caller coming
+// back, is paged by status --exit-code once its lease ended more than
+// --rerun-pending-after ago, but plain status named only such HTTP
+// requests: its counts row said "rerun pending: nothing runs it until the
+// next caller with WithRerun", and the operator who ran status without
+// --exit-code saw nothing needing them. Status now names each such key
+// with the inspect command that prints its steps, with and without
+// --exit-code (--json: rerun_pending_keys); a young key gets none.
+func TestStatusNamesStaleRerunPendingKeys(t *testing.T) {
+	e := newEnv(t)
+	e.migrate()
+	pay := e.newClient("payments")
+	e.rerunPendingAged(pay, "order-7") // 12 minutes
+	e.rerunPending(pay, "order-8")     // young: its job may still be redelivered
+
+	want := "sentinel inspect order-7 -n payments --rerun-pending-after 10m --schema " + e.schema
+	for _, args := range [][]string{{"status", "--exit-code"}, {"status"}, {"status", "-n", "payments"}} {
+		args = append(args, "--rerun-pending-after", "10m")
+		r := e.run(args...)
+		if args[1] == "--exit-code" {
+			requireCode(t, r, exitAttention)
+		} else {
+			requireCode(t, r, exitOK)
+		}
+		require.Contains(t, r.stdout, "1 key rerun pending, needs an operator: lease ended more than 10m ago", "%v\n%s", args, r.stdout)
+		require.Equal(t, want, findCommand(t, r.stdout, "sentinel inspect "), "%v", args)
+		require.NotContains(t, r.stdout, "order-8", "%v", args)
+	}
+	p := runPrinted(t, want, "")
+	requireCode(t, p, exitOK)
+	require.Contains(t, p.stdout, "rerun pending, needs an operator", p.stdout)
+	require.Contains(t, findCommand(t, p.stdout, "sentinel reconcile"), "order-7")
+
+	r := e.run("status", "--json", "--rerun-pending-after", "10m")
+	requireCode(t, r, exitOK)
+	var st statusJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Len(t, st.RerunPendingKeys, 1, r.stdout)
+	require.Equal(t, "order-7", st.RerunPendingKeys[0].Key)
+	require.Empty(t, st.RerunPendingHTTP)
+	require.False(t, st.MoreRerunPendingKeys)
+
+	// The default 15m: not stale enough to name.
+	r = e.run("status")
+	requireCode(t, r, exitOK)
+	require.NotContains(t, r.stdout, "sentinel inspect", r.stdout)
 }

@@ -134,6 +134,10 @@ type Elector struct {
 	sql   *electionSQL
 
 	running atomic.Bool
+	// lockedBackoffs counts the follower's sleeps on an expired row it
+	// could not take, locked by another transaction (Run's backoff); tests
+	// read it (ElectorLockedBackoffs).
+	lockedBackoffs atomic.Int64
 
 	mu       sync.Mutex
 	term     *term     // the current term; nil while following

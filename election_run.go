@@ -226,10 +226,12 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 			// read as "locked" and poll every 10 ms.)
 			delay = time.Until(holdOff)
 		default:
-			// Expired but locked by another transaction (a guarded
-			// transaction of the old term, a competing campaign): no
+			// Expired but locked by another transaction for longer than
+			// the campaign waited for it (campaignLockWait: a guarded
+			// transaction of the old term), or a competing campaign's: no
 			// notification marks its end, so back off, doubling up to a
 			// tenth of the TTL, rather than poll.
+			e.lockedBackoffs.Add(1)
 			delay = lockedBackoff
 			lockedBackoff = min(2*lockedBackoff, max(e.ttl/10, 10*time.Millisecond))
 		}
@@ -421,14 +423,71 @@ type campaignResult struct {
 	sent        time.Time
 }
 
+// campaign runs one election cycle (sqlCampaign). When it finds the
+// group's row expired and cannot take it (another transaction holds it:
+// one that is committing as the previous term ends, most often), it waits
+// for that row's lock inside the server, for campaignLockWait at most, and
+// campaigns again in the same round trip (sqlCampaignLock): the follower
+// takes the term as soon as the holder commits, rather than after a
+// backoff sleep that no event cuts short. A wait that times out (or fails)
+// returns the first campaign's result, and Run backs off as before.
 func (e *Elector) campaign(ctx context.Context, mayLead bool, memberToken int64) (campaignResult, error) {
+	args := []any{e.ns, e.group, e.c.cfg.Owner, e.c.cfg.Host, e.c.cfg.PID, e.opts.AppVersion, us(e.ttl), mayLead, memberToken}
+	sent := time.Now()
+	r, err := e.readCampaign(sent, e.c.queryRow(ctx, e.sql.campaign, args...))
+	if err != nil || !mayLead || r.acquired || r.leader == nil || r.live {
+		return r, err
+	}
+	b := &pgx.Batch{}
+	b.Queue("SELECT pg_catalog.set_config('lock_timeout', $1, true)", campaignLockTimeout(e.ttl))
+	b.Queue(e.sql.campaignLock, e.ns, e.group)
+	b.Queue(e.sql.campaign, args...)
+	sent = time.Now()
+	br := e.c.pool.SendBatch(ctx, b)
+	_, werr := br.Exec()
+	if werr == nil {
+		_, werr = br.Exec()
+	}
+	var w campaignResult
+	if werr == nil {
+		w, werr = e.readCampaign(sent, br.QueryRow())
+	}
+	if cerr := br.Close(); werr == nil {
+		werr = cerr // the commit of the batch's transaction
+	}
+	if werr != nil {
+		// Timed out (55P03, lock_not_available: a long transaction holds
+		// the row) or failed: the transaction rolled back whole. The first
+		// campaign's result stands, and Run backs off.
+		e.c.cfg.Logger.Debug("sentinel: elector: waiting for the expired leadership row's lock ended; backing off",
+			"group", e.group, "err", werr)
+		return r, nil
+	}
+	return w, nil
+}
+
+// campaignLockWait bounds the campaign's wait for an expired row's lock
+// (sqlCampaignLock): a few hundred milliseconds, a quarter of the TTL for
+// a short one. The transactions that hold the row as a term ends commit
+// within milliseconds (tens on a slow disk); one that holds it longer is
+// someone's guarded transaction of the old term, waited out with Run's
+// backoff, not on a pool connection.
+func campaignLockWait(ttl time.Duration) time.Duration {
+	return max(min(300*time.Millisecond, ttl/4), time.Millisecond)
+}
+
+// campaignLockTimeout is campaignLockWait as lock_timeout.
+func campaignLockTimeout(ttl time.Duration) string {
+	return strconv.FormatInt(campaignLockWait(ttl).Milliseconds(), 10) + "ms"
+}
+
+// readCampaign reads row, a result of sqlCampaign sent at sent.
+func (e *Elector) readCampaign(sent time.Time, row pgx.Row) (campaignResult, error) {
 	var r campaignResult
 	var l Leader
 	var now time.Time
-	r.sent = time.Now()
-	err := e.c.queryRow(ctx, e.sql.campaign, e.ns, e.group, e.c.cfg.Owner, e.c.cfg.Host, e.c.cfg.PID,
-		e.opts.AppVersion, us(e.ttl), mayLead, memberToken).
-		Scan(&r.acquired, &l.Owner, &l.Host, &l.PID, &l.AppVersion, &l.Term, &l.ElectedAt, &l.ExpiresAt, &r.remaining, &now)
+	r.sent = sent
+	err := row.Scan(&r.acquired, &l.Owner, &l.Host, &l.PID, &l.AppVersion, &l.Term, &l.ElectedAt, &l.ExpiresAt, &r.remaining, &now)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, nil // no leader row yet (and we may not take it)
 	}

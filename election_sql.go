@@ -10,7 +10,8 @@ package sentinel
 // writes the grant. Every transition is one guarded statement:
 //
 //	            campaign wins: the row is absent or expired by the database
-//	            clock (one statement: lock it SKIP LOCKED, mint term T, write)
+//	            clock (one statement: lock it SKIP LOCKED, mint term T, write;
+//	            an expired row found locked: wait for it, bounded, and again)
 //	┌──────────┐ ─────────────────────────────────────────────▶ ┌─────────────┐ ──┐ heartbeat renews
 //	│ follower │                                                 │ leader (T)  │   │ (owner + T +
 //	└──────────┘ ◀───────────────────────────────────────────── └─────────────┘ ◀─┘ unexpired guard)
@@ -92,7 +93,9 @@ const (
 // resignation's own commit before anyone could see it.
 //
 // Locks: a takeover locks the row FOR UPDATE (SKIP LOCKED: a locked row is
-// reported held, never waited for), which conflicts with VerifyTerm's FOR
+// reported held, never waited for; Elector.campaign then waits for that
+// lock, bounded, with sqlCampaignLock, and sends this statement again in
+// the same transaction), which conflicts with VerifyTerm's FOR
 // KEY SHARE, so no new term begins while a guarded transaction of the old
 // one is open. The leader's renewals (FOR NO KEY UPDATE) do not conflict
 // with it, so a leader whose workers keep guarded transactions open back to
@@ -146,6 +149,32 @@ SELECT coalesce(t.term_member = $9::bigint AND t.owner = $3 AND t.expires_at > p
     t.expires_at - pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp()
 FROM {{schema}}.leaders t, sc
 WHERE t.namespace = $1 AND t.election = $2 AND NOT EXISTS (SELECT 1 FROM g)`
+
+// sqlCampaignLock waits, inside the server, for the lock on the group's
+// row while the row is expired: the campaign's lk skips a locked row
+// (SKIP LOCKED), and a row locked as the previous term ended is held by a
+// transaction that is committing (the resignation, the resigner's
+// registration as waiting on its released row, a renewal) whose end
+// nothing marks: the follower backed off 10 ms, doubling, after every
+// such skip (issue 30: most of the handover's tail). Elector.campaign
+// sends it, with lock_timeout set for its transaction only
+// (campaignLockWait, a few hundred ms at most), and sqlCampaign after it
+// in the same transaction (one round trip), only when sqlCampaign found
+// the row expired and did not take it. Once the holder committed,
+// FOR UPDATE re-checks the expiry on the row's newest version (read
+// committed's re-check): a row the holder handed over or renewed is not
+// locked, and the sqlCampaign after it reads the new leader (a snapshot of
+// its own, taken after the wait); a row still expired stays locked by this
+// transaction, which sqlCampaign's lk does not skip (its own lock), and the
+// campaign takes it. A wait that times out (a guarded transaction of the
+// old term holds the row, FOR KEY SHARE) fails the transaction, which rolls
+// back whole, and the follower falls back to its backoff: the wait holds
+// one pool connection, for lock_timeout at most.
+// $1 namespace, $2 election.
+const sqlCampaignLock = `
+SELECT 1 FROM {{schema}}.leaders t
+WHERE t.namespace = $1 AND t.election = $2 AND t.expires_at <= pg_catalog.clock_timestamp()
+FOR UPDATE`
 
 // sqlResign ends a term, guarded by owner, term and expiry, and hands it
 // over in the same statement when a successor is named (sqlElectionWait):
@@ -399,7 +428,7 @@ const maxIdleTimeoutMs = 1<<31 - 1
 
 // electionSQL is the election statements rendered for one schema.
 type electionSQL struct {
-	campaign, resign, resignWake, join, leave, leader, members, verifyTm, wait string
+	campaign, campaignLock, resign, resignWake, join, leave, leader, members, verifyTm, wait string
 }
 
 // electionSQLCache holds the rendered statements per quoted schema name
@@ -412,7 +441,7 @@ func (c *Client) electionSQL() *electionSQL {
 	}
 	r := strings.NewReplacer("{{schema}}", c.sql.schema, "{{seq}}", seqLiteral(c.sql.schema)).Replace
 	e := &electionSQL{
-		campaign: r(sqlCampaign), resign: r(sqlResign), resignWake: r(sqlResignWake), join: r(sqlJoin), leave: r(sqlLeave),
+		campaign: r(sqlCampaign), campaignLock: r(sqlCampaignLock), resign: r(sqlResign), resignWake: r(sqlResignWake), join: r(sqlJoin), leave: r(sqlLeave),
 		leader: r(sqlLeader), members: r(sqlMembers), verifyTm: r(sqlVerifyTerm),
 		wait: r(sqlElectionWait),
 	}

@@ -232,10 +232,7 @@ func (a *app) attentionErr(found []attentionJSON, after attentionAfter) error {
 				f.Count, where, since, a.command("list", "--result-lost", "-n", f.Namespace))
 		case attentionRerunPending:
 			// The list marks the keys counted here by the same threshold.
-			list := []string{"list", "--rerun-pending", "-n", f.Namespace}
-			if after.rerunPending != defaultRerunPendingAfter {
-				list = append(list, "--rerun-pending-after", durationArg(after.rerunPending))
-			}
+			list := append([]string{"list", "--rerun-pending", "-n", f.Namespace}, rerunAfterFlag(after.rerunPending)...)
 			fmt.Fprintf(&b, "\n%d %s (no caller with WithRerun came back for more than %s) in %s, lease ended %s; inspect, then reconcile (listed as \"executing (%s: attempt N of M stopped, ...)\"; the list shows every rerun pending key, the ones counted here being those whose lease ended more than %s ago):\n  %s",
 				f.Count, rerunNeedsOperator, durationArg(after.rerunPending), where, since, rerunNeedsOperator, durationArg(after.rerunPending), a.command(list...))
 		case attentionReconciling:

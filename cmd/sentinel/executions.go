@@ -324,10 +324,7 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 	if scope, key, ok := idempotency.ParseExecutionKey(e.Key); ok && (uncertain(e) || e.State == sentinel.StateReconciling || stale) {
 		// idempotency inspect judges a rerun pending key by the same
 		// threshold: given another, the copied line carries it.
-		var flags []string
-		if rerunAfter != defaultRerunPendingAfter {
-			flags = []string{"--rerun-pending-after", durationArg(rerunAfter)}
-		}
+		flags := rerunAfterFlag(rerunAfter)
 		fprintf(a.stdout, "\nnext: this is an HTTP Idempotency-Key; see its request and resolve it with a response:\n  %s\n",
 			a.idemCommand("inspect", key, scope, e.Namespace, flags...))
 		return nil

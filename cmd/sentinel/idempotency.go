@@ -344,10 +344,7 @@ relied on that pass -n default.`,
 			}
 			// inspect judges a rerun pending key by the same threshold,
 			// so that it prints the steps this listing promises.
-			var flags []string
-			if rerunAfter != defaultRerunPendingAfter {
-				flags = []string{"--rerun-pending-after", durationArg(rerunAfter)}
-			}
+			flags := rerunAfterFlag(rerunAfter)
 			first = true
 			for _, k := range keys {
 				if k.Uncertain || !k.NeedsOperator {

@@ -442,6 +442,16 @@ func (a *app) httpKeysNext(es []sentinel.Execution, more bool, namespace string)
 	}
 }
 
+// rerunAfterFlag is the --rerun-pending-after flag a printed command
+// carries so that it judges keys by after as the printing one did: none
+// for the default.
+func rerunAfterFlag(after time.Duration) []string {
+	if after == defaultRerunPendingAfter {
+		return nil
+	}
+	return []string{"--rerun-pending-after", durationArg(after)}
+}
+
 // staleRerun is what staleRerunPending found: the keys rerun pending
 // longer than --rerun-pending-after, HTTP requests' apart from the rest,
 // at most limit of each, and whether there are more of each.
@@ -498,10 +508,7 @@ func (a *app) rerunPendingNext(es []sentinel.Execution, more bool, namespace str
 	if len(es) == 0 {
 		return
 	}
-	var flags []string
-	if after != defaultRerunPendingAfter {
-		flags = []string{"--rerun-pending-after", durationArg(after)}
-	}
+	flags := rerunAfterFlag(after)
 	what := fmt.Sprintf("%d keys", len(es))
 	if more {
 		what = "keys"
@@ -530,10 +537,7 @@ func (a *app) httpRerunPendingNext(es []sentinel.Execution, more bool, namespace
 	}
 	// inspect judges the key stale by the same threshold, so that it
 	// prints the steps status promises.
-	var flags []string
-	if after != defaultRerunPendingAfter {
-		flags = []string{"--rerun-pending-after", durationArg(after)}
-	}
+	flags := rerunAfterFlag(after)
 	var lines []string
 	for i := range es {
 		scope, key, _ := idempotency.ParseExecutionKey(es[i].Key)
@@ -579,8 +583,8 @@ func (a *app) listHTTPKeysNext(es []sentinel.Execution, which int, namespace str
 	// idempotency inspect (and list) judge a rerun pending key by the
 	// same threshold: given another, the copied line carries it.
 	var flags []string
-	if which != httpKeysUncertain && rerunAfter != defaultRerunPendingAfter {
-		flags = []string{"--rerun-pending-after", durationArg(rerunAfter)}
+	if which != httpKeysUncertain {
+		flags = rerunAfterFlag(rerunAfter)
 	}
 	var lines []string
 	n := 0
@@ -632,10 +636,7 @@ func (a *app) listHTTPKeysNext(es []sentinel.Execution, which int, namespace str
 // that inspect judges the key as the table did and prints its steps. At
 // most maxListHTTPKeysNext, then the count of the others.
 func (a *app) listStaleInspectNext(es []sentinel.Execution, rerunAfter time.Duration) {
-	var flags []string
-	if rerunAfter != defaultRerunPendingAfter {
-		flags = []string{"--rerun-pending-after", durationArg(rerunAfter)}
-	}
+	flags := rerunAfterFlag(rerunAfter)
 	var lines []string
 	n := 0
 	for i := range es {

@@ -138,6 +138,11 @@ type Elector struct {
 	// could not take, locked by another transaction (Run's backoff); tests
 	// read it (ElectorLockedBackoffs).
 	lockedBackoffs atomic.Int64
+	// waitBackoffs counts the follower's sleeps after a registration as
+	// waiting (sqlElectionWait) that registered nothing, the row locked by
+	// another transaction for longer than it waited for it, or an error
+	// (Run's backoff); tests read it (ElectorWaitBackoffs).
+	waitBackoffs atomic.Int64
 
 	mu       sync.Mutex
 	term     *term     // the current term; nil while following

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
@@ -104,4 +105,86 @@ func TestElectorCampaignLockWaitIsBounded(t *testing.T) {
 	require.LessOrEqual(t, cb.Pool().Stat().TotalConns(), int32(3), "b's waits held more connections than its campaign")
 	require.NoError(t, tx.Rollback(ctx))
 	waitFor(t, 10*time.Second, "b to lead once the row is free", b.IsLeader)
+}
+
+// A follower's registration as waiting (sqlElectionWait) that found the
+// group's row locked (a renewal, another follower's registration, a
+// resignation committing) registered nothing and backed off, 10 ms
+// doubling up to WaitRecheck, with nothing to mark the lock's end. A
+// resignation made meanwhile saw no registration and sent no wake-up, so
+// the follower slept out the rest of its backoff before it campaigned.
+// The registration now waits for the lock inside the server (bounded, as
+// a campaign does) and registers as soon as the holder commits: the
+// resignation that follows wakes it (or hands it the term).
+func TestElectorRegistrationWaitsForTheRowLock(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const ttl = 10 * time.Second
+	ca := e.client(&sentinel.Config{DefaultTTL: ttl})
+	cb := e.client(&sentinel.Config{DefaultTTL: ttl, WaitRecheck: 5 * time.Second})
+	a, err := ca.Elector("regwait", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	runElector(t, a)
+	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+
+	// The row is locked as b, a new follower, registers: nobody else is
+	// registered, so only b's own registration makes a resignation wake it.
+	tx, holder := lockLeaderRow(t, e, "regwait")
+	b, err := cb.Elector("regwait", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	runElector(t, b)
+	waitFor(t, 10*time.Second, "b's registration to meet the locked row", func() bool {
+		return blockedBy(t, holder) || sentinel.ElectorWaitBackoffs(b) > 0
+	})
+	time.Sleep(100 * time.Millisecond) // a lock held that long: b's backoff doubled (before)
+	require.NoError(t, tx.Rollback(ctx))
+	// Resign once b registered (before: once its registration backed off
+	// again, so that it sleeps).
+	waitFor(t, 10*time.Second, "b to register or back off", func() bool {
+		return e.count("leaders", "election = 'regwait' AND waiting_until > pg_catalog.clock_timestamp()") == 1 ||
+			sentinel.ElectorWaitBackoffs(b) >= 4
+	})
+	backoffs := sentinel.ElectorWaitBackoffs(b)
+	begin := time.Now()
+	require.NoError(t, a.Resign(ctx))
+	waitFor(t, 10*time.Second, "b to lead", b.IsLeader)
+	t.Logf("b backed off %d times; it led %v after the resignation", backoffs, time.Since(begin))
+	require.Zero(t, backoffs, "b backed off from the locked row instead of waiting for its lock")
+}
+
+// The registration's wait for the row is bounded inside the server, as the
+// campaign's is: a row held for long does not keep the follower's
+// connection waiting; it backs off, re-checks, and registers once the row
+// is free. Its lock_timeout stays in the wait's transaction (one pool
+// connection: the session's setting is unchanged).
+func TestElectorRegistrationLockWaitIsBounded(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	const ttl = 2 * time.Second // the wait: 300 ms at most
+	ca := e.client(&sentinel.Config{DefaultTTL: ttl})
+	pb := e.pool(func(c *pgxpool.Config) { c.MaxConns = 1 })
+	cb := e.clientOn(pb, &sentinel.Config{DefaultTTL: ttl})
+	a, err := ca.Elector("regwait-bound", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	runElector(t, a)
+	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+
+	tx, holder := lockLeaderRow(t, e, "regwait-bound")
+	b, err := cb.Elector("regwait-bound", sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	runElector(t, b)
+	waitFor(t, 10*time.Second, "b's registration to wait for the locked row", func() bool { return blockedBy(t, holder) })
+	waitFor(t, 10*time.Second, "b to give up waiting and back off", func() bool { return sentinel.ElectorWaitBackoffs(b) >= 2 })
+	var setting string
+	require.NoError(t, pb.QueryRow(ctx, "SHOW lock_timeout").Scan(&setting))
+	require.Equal(t, "0", setting, "the wait's lock_timeout leaked to the pool's connection")
+	var aborted int
+	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE state = 'idle in transaction (aborted)'").Scan(&aborted))
+	require.Zero(t, aborted)
+	require.NoError(t, tx.Rollback(ctx))
+	waitFor(t, 10*time.Second, "b to register once the row is free", func() bool {
+		return e.count("leaders", "election = 'regwait-bound' AND waiting_until > pg_catalog.clock_timestamp()") == 1
+	})
+	require.True(t, a.IsLeader())
+	require.False(t, b.IsLeader())
 }

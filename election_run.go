@@ -103,9 +103,11 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 	//     after it committed, reads the term expired (or a newer term) and
 	//     the follower campaigns at once.
 	//   - A registration that finds the row locked (a renewal, a
-	//     resignation, a takeover under way) registers nothing; the
-	//     follower re-checks soon, backing off up to WaitRecheck, and
-	//     registers again.
+	//     resignation, a takeover under way) waits for that lock in the
+	//     server, bounded (waitJoin), and registers once the holder
+	//     committed, reading what it committed (as above). One that waited
+	//     in vain registers nothing; the follower re-checks soon, backing
+	//     off up to WaitRecheck, and registers again.
 	//   - A registration lasts one TTL past the term's expiry at the time,
 	//     longer than the sleep it covers (until that expiry), and the
 	//     follower registers again before any sleep it does not cover. One
@@ -287,6 +289,7 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 			default:
 				// Not registered (the row was locked, or an error):
 				// nothing may notify; re-check soon, backing off.
+				e.waitBackoffs.Add(1)
 				delay = min(delay, waitBackoff)
 				waitBackoff = min(2*waitBackoff, e.c.cfg.WaitRecheck)
 			}
@@ -311,13 +314,50 @@ func (e *Elector) memberToken() int64 {
 // term then and whether it was unexpired; until is when the registration
 // ends at the earliest, by the local clock; sent is when the statement
 // was sent.
+//
+// A registration that finds the row locked by another transaction (a
+// renewal, another follower's registration, a resignation committing)
+// waits for that lock inside the server, for campaignLockWait at most, and
+// registers again in the same round trip (sqlElectionWaitLock), as a
+// campaign does for an expired row: unregistered, the follower backed off
+// 10 ms, doubling up to WaitRecheck, and a resignation made meanwhile,
+// seeing no registration, woke nobody, so the follower slept out the rest
+// of that backoff before it campaigned. A wait that times out (or fails)
+// registers nothing, and Run backs off as before.
 func (e *Elector) waitJoin(ctx context.Context, member int64, mayLead bool) (term int64, live bool, until, sent time.Time, in bool) {
 	wctx, cancel := context.WithTimeout(ctx, e.ttl)
 	defer cancel()
+	args := []any{e.ns, e.group, us(e.ttl), e.c.cfg.Owner, member, e.c.cfg.Host, e.c.cfg.PID,
+		e.opts.AppVersion, mayLead && member != 0, e.c.ln.direct()}
 	sent = time.Now()
 	var left time.Duration
-	err := e.c.queryRow(wctx, e.sql.wait, e.ns, e.group, us(e.ttl), e.c.cfg.Owner, member, e.c.cfg.Host, e.c.cfg.PID,
-		e.opts.AppVersion, mayLead && member != 0, e.c.ln.direct()).Scan(&term, &live, &left)
+	err := e.c.queryRow(wctx, e.sql.wait, args...).Scan(&term, &live, &left)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Locked (or no row: the lock statement then returns at once).
+		sent = time.Now()
+		b := &pgx.Batch{}
+		b.Queue("SELECT pg_catalog.set_config('lock_timeout', $1, true)", campaignLockTimeout(e.ttl))
+		b.Queue(e.sql.waitLock, e.ns, e.group)
+		b.Queue(e.sql.wait, args...)
+		br := e.c.pool.SendBatch(wctx, b)
+		_, err = br.Exec()
+		if err == nil {
+			_, err = br.Exec()
+		}
+		if err == nil {
+			err = br.QueryRow().Scan(&term, &live, &left)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr // the commit of the batch's transaction
+		}
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			// Timed out (55P03: a long transaction holds the row) or
+			// failed: the transaction rolled back whole; Run backs off.
+			e.c.cfg.Logger.Debug("sentinel: elector: waiting for the leadership row's lock to register as waiting ended; backing off",
+				"group", e.group, "err", err)
+			return 0, false, time.Time{}, time.Time{}, false
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
 			e.c.cfg.Logger.Warn("sentinel: elector: registering as waiting failed; re-checking", "group", e.group, "err", err)

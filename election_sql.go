@@ -291,7 +291,9 @@ FROM pg_catalog.set_config('synchronous_commit', 'off', true) AS s, (
 // (see sqlResign and Elector.Run). It never waits for a row another
 // transaction has locked (a renewal, a resignation, a takeover under way;
 // VerifyTerm's FOR KEY SHARE does not conflict): it then returns no row,
-// like a group with no row, and the elector re-checks soon. It returns the
+// like a group with no row, and Elector.waitJoin waits for that lock,
+// bounded, with sqlElectionWaitLock, and sends this statement again in the
+// same transaction. It returns the
 // term, whether it is still live, and how long the registration lasts.
 // When the elector may lead ($9), it also names itself as the successor
 // (the last to register is named), so that a resignation hands it the next
@@ -317,6 +319,27 @@ SET waiting_until = greatest(t.waiting_until, t.expires_at + $3::bigint * interv
     next_channel = CASE WHEN $9::bool THEN nullif($10::text, '') ELSE t.next_channel END
 FROM lk WHERE t.namespace = lk.namespace AND t.election = lk.election
 RETURNING t.term, t.expires_at > pg_catalog.clock_timestamp(), t.waiting_until - pg_catalog.clock_timestamp()`
+
+// sqlElectionWaitLock waits, inside the server, for the lock on the
+// group's row that sqlElectionWait's lk skipped (SKIP LOCKED): the holder
+// is most often a transaction that is committing (a renewal, another
+// follower's registration, a resignation) whose end nothing marks.
+// Elector.waitJoin sends it only when sqlElectionWait registered nothing,
+// with lock_timeout set for its transaction only (campaignLockWait, a few
+// hundred ms at most), and sqlElectionWait after it in the same
+// transaction (one round trip): the row stays locked by this transaction,
+// which lk does not skip (its own lock), and the registration reads the
+// newest version (a snapshot of its own, taken after the wait): a term
+// the holder ended or handed over is reported as such, and the follower
+// campaigns. Its lock (FOR NO KEY UPDATE, as lk's) does not conflict with
+// VerifyTerm's FOR KEY SHARE. A wait that times out fails the
+// transaction, which rolls back whole, and the follower backs off as
+// before: the wait holds one pool connection, for lock_timeout at most.
+// $1 namespace, $2 election.
+const sqlElectionWaitLock = `
+SELECT 1 FROM {{schema}}.leaders t
+WHERE t.namespace = $1 AND t.election = $2
+FOR NO KEY UPDATE`
 
 // sqlJoin writes this elector's member row, minting its token. It also
 // deletes the group's rows of other owners expired for over a minute
@@ -428,7 +451,7 @@ const maxIdleTimeoutMs = 1<<31 - 1
 
 // electionSQL is the election statements rendered for one schema.
 type electionSQL struct {
-	campaign, campaignLock, resign, resignWake, join, leave, leader, members, verifyTm, wait string
+	campaign, campaignLock, resign, resignWake, join, leave, leader, members, verifyTm, wait, waitLock string
 }
 
 // electionSQLCache holds the rendered statements per quoted schema name
@@ -443,7 +466,7 @@ func (c *Client) electionSQL() *electionSQL {
 	e := &electionSQL{
 		campaign: r(sqlCampaign), campaignLock: r(sqlCampaignLock), resign: r(sqlResign), resignWake: r(sqlResignWake), join: r(sqlJoin), leave: r(sqlLeave),
 		leader: r(sqlLeader), members: r(sqlMembers), verifyTm: r(sqlVerifyTerm),
-		wait: r(sqlElectionWait),
+		wait: r(sqlElectionWait), waitLock: r(sqlElectionWaitLock),
 	}
 	v, _ := electionSQLCache.LoadOrStore(c.sql.schema, e)
 	return v.(*electionSQL)

@@ -449,6 +449,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 	var err error
 	var unstored *recorder // a response sent without being stored
 	var first *recorder    // this call ran the handler, and this is its response
+	var ran bool           // this call ran the handler (Once)
 	if m.o.Transactional {
 		res, err = sentinel.OnceTx(txCtx, m.c, onceKey, func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error) {
 			if err := gate(ctx); err != nil {
@@ -504,6 +505,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			if err := gate(ctx); err != nil {
 				return nil, err
 			}
+			ran = true
 			rec, _ := run(ctx)
 			if rec.uncertain != nil {
 				// The key stays executing, its lease ended: uncertain.
@@ -668,7 +670,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 					"Do not send it with a new key, which could perform it twice", key)}, int(math.Ceil(ttl.Seconds())))
 			return false
 		}
-		if ex, rerun := m.rerunnable(context.WithoutCancel(ctx), ee); rerun {
+		if ex, rerun := m.rerunnable(context.WithoutCancel(ctx), ee, ran); rerun {
 			// This request's own attempt stopped (its lease was lost): the
 			// repeat runs the handler again.
 			p := Problem{Type: ProblemRerun, Title: "Request did not finish; repeat it", Status: http.StatusServiceUnavailable,

@@ -163,12 +163,17 @@ func (m *middleware) rerunGuard(fp string) func(ctx context.Context, ns, key str
 
 // rerunnable reports whether, with Options.Rerun, a repeat of the request
 // of the uncertain execution ee runs the handler again; ex is the key's
-// execution then, nil when it could not be read. A read that failed (a
+// execution then, nil when it could not be read or has moved on. ran: this
+// request ran the handler, whose attempt is ee's. A read that failed (a
 // statement cancelled, a connection cut as the database fails over) is
 // not a key that needs an operator: ee, the call's own error, tells
 // whether the key was left to a re-run (ExecutionError.Rerun) when the
-// call returned.
-func (m *middleware) rerunnable(ctx context.Context, ee *sentinel.ExecutionError) (*sentinel.Execution, bool) {
+// call returned. Nor is a key that moved on after this request's own
+// attempt stopped, left to a re-run under this server's bound (the key's
+// is at most the caller's): a repeat, racing this read (a client's retry,
+// a waiter of Options.Wait), re-ran it, and the next repeat gets what
+// that re-run gives; this server did not refuse to re-run it.
+func (m *middleware) rerunnable(ctx context.Context, ee *sentinel.ExecutionError, ran bool) (*sentinel.Execution, bool) {
 	if m.o.Rerun <= 1 || ee == nil || ee.Namespace == "" {
 		return nil, false
 	}
@@ -177,7 +182,7 @@ func (m *middleware) rerunnable(ctx context.Context, ee *sentinel.ExecutionError
 		return nil, ee.Rerun && !errors.Is(err, sentinel.ErrNotFound)
 	}
 	if ex.Token != ee.Token || !ex.Rerunnable() || ex.Attempt >= m.o.Rerun {
-		return nil, false
+		return nil, ran && ee.Rerun
 	}
 	return ex, true
 }

@@ -671,8 +671,8 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			return false
 		}
 		if ex, rerun := m.rerunnable(context.WithoutCancel(ctx), ee, ran); rerun {
-			// This request's own attempt stopped (its lease was lost): the
-			// repeat runs the handler again.
+			// This request's own attempt stopped (its handler called
+			// Uncertain): the repeat runs the handler again.
 			p := Problem{Type: ProblemRerun, Title: "Request did not finish; repeat it", Status: http.StatusServiceUnavailable,
 				Key: key, State: string(ee.State), Token: ee.Token,
 				Detail: fmt.Sprintf("the request with Idempotency-Key %q did not finish and may or may not have taken effect; "+

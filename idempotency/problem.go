@@ -41,8 +41,11 @@ const (
 	// instead (after Uncertain too), until its attempts are used up.
 	ProblemUncertain = problemBase + "ProblemUncertain"
 	// ProblemRerun (503): with Options.Rerun, this request's handler did not
-	// finish (its lease was lost, or it called Uncertain) and may or may
-	// not have taken effect, and attempts remain; its
+	// finish with a known outcome (it called Uncertain: say, its call to
+	// the provider ended with its context, when its lease was lost or at
+	// HardTTL; a handler that answers instead has that answer sent, as
+	// without the option) and may or may not have taken effect, and
+	// attempts remain; its
 	// effect is deduplicated downstream, so repeating the same request with
 	// the same key runs it again. Retry after the Retry-After delay. A
 	// server whose Options.Rerun does not allow another attempt (none, or

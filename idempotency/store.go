@@ -140,10 +140,16 @@ func (m *middleware) fingerprintOf(ctx context.Context, ns, onceKey string, toke
 // attempt, which it no longer can, and finds the key as it is now (the
 // re-run in progress, a later attempt to guard again, a completed key).
 // Refused, the repeat would get ErrUncertain for a key being re-run, and
-// the client a problem saying nobody runs it.
+// the client a problem saying nobody runs it. A read cut short by the end
+// of ctx (Options.Wait ran out, the client left) fails with ctx's cause,
+// as the claim it stands for would: a wait that ran out is 409, not a
+// failure of the store (503, logged at Error).
 func (m *middleware) rerunGuard(fp string) func(ctx context.Context, ns, key string, token int64) (bool, error) {
 	return func(ctx context.Context, ns, key string, token int64) (bool, error) {
 		evs, err := m.c.LastRun(ctx, key, sentinel.WithNamespace(ns))
+		if err != nil && ctx.Err() != nil {
+			return false, fmt.Errorf("%w (reading the key's last run to re-run it: %w)", context.Cause(ctx), err)
+		}
 		if err != nil {
 			return false, err
 		}

@@ -40,7 +40,10 @@ type recorder struct {
 // idempotency list --uncertain` and resolve it as any uncertain key, with
 // the response the client's retries should get (or reconcile and reset
 // it, so that the next retry runs). cause is recorded in the key's
-// history. Whatever the handler writes to w is discarded.
+// history, as text: it does not decide the outcome (a cause marked
+// sentinel.Retryable or Final, or matching a sentinel error, leaves the
+// key uncertain all the same). Whatever the handler writes to w is
+// discarded.
 //
 // Call it from the handler given w (or a writer wrapping it with an
 // Unwrap() http.ResponseWriter method), before returning. In
@@ -66,7 +69,11 @@ func Uncertain(w http.ResponseWriter, cause error) {
 	if cause == nil {
 		cause = errors.New("no cause given")
 	}
-	rec.uncertain = fmt.Errorf("idempotency: the handler reported the outcome unknown: %w", cause)
+	// The cause's text only: an error chain marked for sentinel
+	// (Retryable, Final, or one matching ErrInProgress from a nested call)
+	// would decide the outcome instead of Uncertain, handing the key back
+	// for a retry that runs the handler again.
+	rec.uncertain = errors.New("idempotency: the handler reported the outcome unknown: " + cause.Error())
 }
 
 // recorderOf finds the middleware's writer under w.

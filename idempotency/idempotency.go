@@ -327,16 +327,46 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	onceKey := ExecutionKey(scope, key)
 
-	if m.attempt(w, r, scope, key, onceKey, fp, body, false) && m.o.Wait > 0 {
-		m.attempt(w, r, scope, key, onceKey, fp, body, true)
+	if !m.attempt(w, r, scope, key, onceKey, fp, body, tryFirst, 0) || m.o.Wait <= 0 {
+		return
+	}
+	for waitUntil := time.Now().Add(m.o.Wait); ; {
+		if !m.attempt(w, r, scope, key, onceKey, fp, body, tryWait, time.Until(waitUntil)) {
+			return
+		}
+		// Left for a re-run of this request while it waited: re-run here,
+		// on the request's own ctx, which the wait's deadline does not
+		// end (see errRerunAfterWait). Another repeat may have re-run it
+		// first: then wait for that one, until the same deadline.
+		if !m.attempt(w, r, scope, key, onceKey, fp, body, tryRerun, 0) {
+			return
+		}
 	}
 }
 
-// attempt runs or replays the request once. Without wait it returns true,
-// having written nothing, when the key is in progress for this same request
-// and Options.Wait is set; with wait it waits up to Options.Wait for the
-// outcome (sentinel.WithWait).
-func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key, onceKey, fp string, body []byte, wait bool) bool {
+// try is what attempt does with a key in progress.
+type try int
+
+const (
+	// tryFirst: the key in progress for this same request with
+	// Options.Wait set, attempt returns true, having written nothing (the
+	// caller waits, tryWait); otherwise 409.
+	tryFirst try = iota
+	// tryWait waits up to Options.Wait for the outcome (sentinel.WithWait),
+	// and returns true, having written nothing, when the key was left for
+	// a re-run of this same request meanwhile (the caller re-runs it,
+	// tryRerun).
+	tryWait
+	// tryRerun re-runs the key left for it (after tryWait); the key in
+	// progress (another repeat re-ran it first), attempt returns true,
+	// having written nothing (the caller waits again, tryWait).
+	tryRerun
+)
+
+// attempt runs or replays the request once (see try); with tryWait it
+// waits up to waitFor.
+func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key, onceKey, fp string, body []byte, mode try, waitFor time.Duration) bool {
+	wait := mode == tryWait
 	// The handler runs to the end even if the client goes away, so that its
 	// retry finds the real outcome; HardTTL bounds it, and a lost lease
 	// still cancels it.
@@ -361,7 +391,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 				}
 			}
 		}
-		timer := time.AfterFunc(m.o.Wait, stopWaiting(errWaitOver))
+		timer := time.AfterFunc(waitFor, stopWaiting(errWaitOver))
 		defer timer.Stop()
 		defer context.AfterFunc(r.Context(), stopWaiting(context.Canceled))()
 		gate = func(ctx context.Context) error {
@@ -396,7 +426,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		// is that very attempt (its token) taken over. Once takes the guard
 		// from onceCtx (internal/rerunhook) and keeps it out of fn's ctx.
 		opts = append(opts, sentinel.WithRerun(m.o.Rerun))
-		onceCtx = rerunhook.WithGuard(ctx, m.rerunGuard(fp))
+		onceCtx = rerunhook.WithGuard(ctx, m.rerunGuard(fp, wait))
 	}
 
 	txCtx := ctx // the ctx of the OnceTx call
@@ -561,6 +591,8 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		resp, respErr = DecodeResponse(res.Value)
 	}
 	switch {
+	case errors.Is(err, errRerunAfterWait):
+		return true
 	case err == nil && respErr != nil:
 		writeProblem(w, Problem{Type: ProblemUnreplayable, Title: "Stored outcome cannot be replayed", Status: http.StatusInternalServerError, Key: key,
 			State: string(sentinel.StateCompleted), Token: res.Token,
@@ -617,7 +649,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			m.reused(w, key, ee)
 			return false
 		}
-		if !wait && m.o.Wait > 0 {
+		if mode == tryRerun || mode == tryFirst && m.o.Wait > 0 {
 			return true
 		}
 		p := Problem{Type: ProblemInProgress, Title: "Request in progress", Status: http.StatusConflict, Key: key,
@@ -758,4 +790,12 @@ var (
 	errResponseTooLarge = errors.New("idempotency: response too large to store")
 	errNotCommitted     = errors.New("idempotency: a statement of the handler failed; its transaction committed nothing")
 	errSessionHardTTL   = fmt.Errorf("idempotency: Options.HardTTL passed during the session that followed 101 Switching Protocols: %w", sentinel.ErrHardTTL)
+	// errRerunAfterWait is the rerun guard's answer to a request waiting
+	// (Options.Wait) for an attempt of its own key that stopped: the
+	// request re-runs the key after the wait, not within it. A re-run
+	// claimed within the wait has the wait's ctx, which its deadline (or
+	// the client leaving) ends: a claim made as it ends is given back
+	// without running the handler and counts as an attempt (in the last
+	// one the key is left uncertain, for an operator, though nothing ran).
+	errRerunAfterWait = errors.New("idempotency: the key was left for a re-run of this request while it waited")
 )

@@ -64,8 +64,10 @@ type Options struct {
 	// sentinel.WithWait: woken once the statement that completes the first
 	// request commits, not by polling). If the first request gives the key back (a
 	// response Store rejects, a rolled-back transaction), the waiter runs
-	// the handler itself, and Wait no longer bounds it. Zero answers 409 at
-	// once.
+	// the handler itself, and Wait no longer bounds it; so does a waiter,
+	// with Rerun, whose first request stopped without an outcome (it
+	// re-runs the handler, as a repeat would, and neither Wait nor the
+	// client leaving ends that re-run). Zero answers 409 at once.
 	Wait time.Duration
 
 	// MaxBodyBytes bounds the request body read to fingerprint it (over it:

@@ -58,14 +58,14 @@ func TestRerunGuardApprovesASupersededAttempt(t *testing.T) {
 	if err != nil || !known {
 		t.Fatalf("fingerprint of the stopped attempt: %q %v %v", fp, known, err)
 	}
-	guard := m.rerunGuard(fp)
+	guard := m.rerunGuard(fp, false)
 	if ok, err := guard(ctx, stopped.Namespace, onceKey, stopped.Token); !ok || err != nil {
 		t.Fatalf("guard for the same request: %v %v", ok, err)
 	}
 	if ok, err := guard(ctx, stopped.Namespace, onceKey+"-absent", stopped.Token); ok || err != nil {
 		t.Fatalf("guard for a key without that attempt: %v %v", ok, err)
 	}
-	if ok, err := m.rerunGuard("sha256:other")(ctx, stopped.Namespace, onceKey, stopped.Token); ok || err != nil {
+	if ok, err := m.rerunGuard("sha256:other", false)(ctx, stopped.Namespace, onceKey, stopped.Token); ok || err != nil {
 		t.Fatalf("guard for another request: %v %v", ok, err)
 	}
 	// Another repeat re-runs the key and holds it.

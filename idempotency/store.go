@@ -143,8 +143,10 @@ func (m *middleware) fingerprintOf(ctx context.Context, ns, onceKey string, toke
 // the client a problem saying nobody runs it. A read cut short by the end
 // of ctx (Options.Wait ran out, the client left) fails with ctx's cause,
 // as the claim it stands for would: a wait that ran out is 409, not a
-// failure of the store (503, logged at Error).
-func (m *middleware) rerunGuard(fp string) func(ctx context.Context, ns, key string, token int64) (bool, error) {
+// failure of the store (503, logged at Error). waiting: the request waits
+// (Options.Wait); a stopped attempt of the same request is then left for
+// the request to re-run after its wait (errRerunAfterWait), not approved.
+func (m *middleware) rerunGuard(fp string, waiting bool) func(ctx context.Context, ns, key string, token int64) (bool, error) {
 	return func(ctx context.Context, ns, key string, token int64) (bool, error) {
 		evs, err := m.c.LastRun(ctx, key, sentinel.WithNamespace(ns))
 		if err != nil && ctx.Err() != nil {
@@ -161,6 +163,9 @@ func (m *middleware) rerunGuard(fp string) func(ctx context.Context, ns, key str
 				return evs[i].Token > token, nil // superseded, or not that attempt's run
 			}
 			got, known := evs[i].Metadata["fingerprint"].(string)
+			if known && got == fp && waiting {
+				return false, errRerunAfterWait
+			}
 			return known && got == fp, nil
 		}
 		return false, nil

@@ -1,10 +1,12 @@
 package idempotency_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,7 +35,14 @@ func TestRerunByAWaiterIsNotCutByTheWait(t *testing.T) {
 			time.Sleep(1500 * time.Millisecond)
 		}
 	}
-	c := sentineltest.New(t, sentineltest.WithConfig(sentinel.Config{Logger: slog.New(onLog{hook})}))
+	var mu sync.Mutex
+	var outcomes []sentinel.OnceOutcome
+	obs := &sentinel.Observer{OnceEnd: func(_ context.Context, e sentinel.OnceEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		outcomes = append(outcomes, e.Outcome)
+	}}
+	c := sentineltest.New(t, sentineltest.WithConfig(sentinel.Config{Logger: slog.New(onLog{hook}), Observer: obs}))
 	started, release := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int64
 	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Rerun: 2, Wait: time.Second}, func(w http.ResponseWriter, r *http.Request) {
@@ -59,6 +68,15 @@ func TestRerunByAWaiterIsNotCutByTheWait(t *testing.T) {
 	}
 	if r := do(t, srv, "POST", "/charges", "pay-1", `{"amount":500}`); r.status != http.StatusCreated || r.body != w.body || runs.Load() != 2 {
 		t.Fatalf("a later repeat got %d %s after %d runs, want the re-run's response replayed", r.status, r.body, runs.Load())
+	}
+	// The wait that hands the re-run over is no error in the metrics:
+	// it ends with the key rerun pending.
+	mu.Lock()
+	defer mu.Unlock()
+	for _, o := range outcomes {
+		if o == sentinel.OutcomeError || o == sentinel.OutcomeUncertain {
+			t.Fatalf("Once outcomes %v: a waiter's hand-over counted as %q", outcomes, o)
+		}
 	}
 }
 

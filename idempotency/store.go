@@ -145,7 +145,8 @@ func (m *middleware) fingerprintOf(ctx context.Context, ns, onceKey string, toke
 // as the claim it stands for would: a wait that ran out is 409, not a
 // failure of the store (503, logged at Error). waiting: the request waits
 // (Options.Wait); a stopped attempt of the same request is then left for
-// the request to re-run after its wait (errRerunAfterWait), not approved.
+// the request to re-run after its wait (errRerunAfterWait, with the key's
+// ExecutionError, rerun pending), not approved.
 func (m *middleware) rerunGuard(fp string, waiting bool) func(ctx context.Context, ns, key string, token int64) (bool, error) {
 	return func(ctx context.Context, ns, key string, token int64) (bool, error) {
 		evs, err := m.c.LastRun(ctx, key, sentinel.WithNamespace(ns))
@@ -164,7 +165,10 @@ func (m *middleware) rerunGuard(fp string, waiting bool) func(ctx context.Contex
 			}
 			got, known := evs[i].Metadata["fingerprint"].(string)
 			if known && got == fp && waiting {
-				return false, errRerunAfterWait
+				// As the call ends: the key rerun pending (so the
+				// Observer counts it, OutcomeRerunPending, not an error).
+				return false, fmt.Errorf("%w: %w", errRerunAfterWait, &sentinel.ExecutionError{Kind: sentinel.ErrUncertain,
+					Namespace: ns, Key: key, State: sentinel.StateExecuting, Token: token, Rerun: true})
 			}
 			return known && got == fp, nil
 		}

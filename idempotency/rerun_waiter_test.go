@@ -28,11 +28,13 @@ import (
 // the key outside the wait, on the request's own ctx, which, as for any
 // request that runs the handler, nothing cancels but the lease.
 func TestRerunByAWaiterIsNotCutByTheWait(t *testing.T) {
+	// The waiter must be woken and claim within it, under load too.
+	const wait = 3 * time.Second
 	hook := func(msg string) {
 		if strings.Contains(msg, "re-running a key whose executor stopped") {
 			// The waiter's Options.Wait runs out between its re-run's
 			// claim and its handler.
-			time.Sleep(1500 * time.Millisecond)
+			time.Sleep(wait + 500*time.Millisecond)
 		}
 	}
 	var mu sync.Mutex
@@ -45,7 +47,7 @@ func TestRerunByAWaiterIsNotCutByTheWait(t *testing.T) {
 	c := sentineltest.New(t, sentineltest.WithConfig(sentinel.Config{Logger: slog.New(onLog{hook}), Observer: obs}))
 	started, release := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int64
-	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Rerun: 2, Wait: time.Second}, func(w http.ResponseWriter, r *http.Request) {
+	srv := serve(t, c, idempotency.Options{Scope: idempotency.SingleTenant, Rerun: 2, Wait: wait}, func(w http.ResponseWriter, r *http.Request) {
 		if runs.Add(1) == 1 {
 			close(started)
 			<-release

@@ -53,11 +53,8 @@ func (c *Client) giveBackDraw(ns, res string, nonce int64, ttl time.Duration) {
 			"namespace", ns, "resource", res, "ttl", ttl)
 		return
 	}
-	expiry := time.Now().Add(ttl)
 	go func() {
 		defer c.cut.end()
-		ctx, cancel := context.WithDeadline(ctx, expiry)
-		defer cancel()
 		for look := range 2 {
 			if look > 0 {
 				t := time.NewTimer(cutOffLook)
@@ -68,7 +65,16 @@ func (c *Client) giveBackDraw(ns, res string, nonce int64, ttl time.Duration) {
 				}
 				t.Stop()
 			}
-			if err := c.retryDrawn(ctx, expiry, ns, res, nonce, ttl); err != nil {
+			// Each look is bounded by its own start plus the TTL: a
+			// ticket drawn by then has expired after it. (One expiry for
+			// both, the first look's, passed between the looks when the
+			// TTL was shorter than cutOffLook: the second look ran on an
+			// ended context and was reported failed.)
+			expiry := time.Now().Add(ttl)
+			lctx, cancel := context.WithDeadline(ctx, expiry)
+			err := c.retryDrawn(lctx, expiry, ns, res, nonce, ttl)
+			cancel()
+			if err != nil {
 				if !errors.Is(err, errDrawnLeave) {
 					// The look failed: the ticket, if any, is unknown.
 					l := c.newLease(kindTicket, ns, res, 0, ttl)
@@ -85,7 +91,7 @@ func (c *Client) giveBackDraw(ns, res string, nonce int64, ttl time.Duration) {
 }
 
 // retryDrawn makes one look (leaveDrawn), retrying a transient failure
-// until ctx ends or expiry (when a ticket drawn by the time the give-back
+// until ctx ends or expiry (when a ticket drawn by the time the look
 // began would have expired anyway), but not while the client is closing
 // and the database cannot be reached at all (Close does not wait out an
 // outage). Unlike retryWithin, the pause doubles from giveBackPause up to

@@ -241,3 +241,37 @@ func TestTurnDrawCutOffGiveBackThatFailsIsReported(t *testing.T) {
 		t.Fatal("the failed give-back was not reported to Observer.ReleaseFailed")
 	}
 }
+
+// A give-back's looks were all bounded by one expiry, its start plus the
+// ticket's TTL. With a TTL shorter than the second look's delay (a
+// second), that expiry passed while the give-back waited between looks,
+// and the second look ran on an ended context: it failed, and every cut-off
+// draw of such a Turn was reported to Observer.ReleaseFailed ("looking for
+// it to give it back failed, so it stays in the queue") although the first
+// look had given its ticket back. Each look is bounded by its own start
+// plus the TTL: a ticket drawn by then has expired after it.
+func TestTurnDrawCutOffShortTTLGiveBackIsNotReportedFailed(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	failures := make(chan sentinel.ReleaseFailure, 4)
+	c, refuse := cutOffClient(e, &sentinel.Config{
+		Observer: &sentinel.Observer{ReleaseFailed: func(f sentinel.ReleaseFailure) { failures <- f }}})
+	first, err := c.Turn(ctx, "printer") // creates the queue's row
+	require.NoError(t, err)
+	require.NoError(t, first.Release(ctx))
+
+	const ttl = 300 * time.Millisecond
+	cutOffDraw(t, e, ctx, c, refuse, "printer", sentinel.WithTTL(ttl))
+	cancelled := func() bool {
+		return e.count("queue_events", "resource = 'printer' AND event = 'cancelled'") == 1
+	}
+	require.Eventually(t, cancelled, 10*time.Second, 5*time.Millisecond, "the first look gave the ticket back")
+	time.Sleep(2 * ttl) // past the give-back's start plus the TTL
+	c.Close()           // waits for the give-back's second look
+	select {
+	case f := <-failures:
+		t.Fatalf("a give-back that gave its ticket back was reported failed: %v", f.Err)
+	default:
+	}
+	require.Zero(t, e.count("tickets", ""))
+}

@@ -39,8 +39,12 @@ import (
 // background, make their last look at once and are waited for until that
 // same deadline; one still running then is cancelled (its ticket, if any,
 // expires within its TTL; the failure is logged and reported to
-// Observer.ReleaseFailed). A Lease.Release or Turn.Release under way on
-// another goroutine (a deferred one racing Close) is waited for until that
+// Observer.ReleaseFailed). A Turn's draw in flight as Close begins is
+// waited for until that same deadline too: a ticket it draws then is given
+// back (the Turn returns ErrClosed) before Close returns, not after, when
+// the caller may have closed the pool; one still in flight at the
+// deadline gives its ticket back on its own, after Close returned. A
+// Lease.Release or Turn.Release under way on another goroutine (a deferred one racing Close) is waited for until that
 // same deadline: the lease or turn is that Release's, which Close neither
 // releases again nor reports; one still running then is left to end it by
 // its own ctx (Done closes when its statement returns), and Close returns.
@@ -132,7 +136,9 @@ func (c *Client) Close() {
 			}
 			// The give-backs of draws cut off as their callers' ctx
 			// ended, running in the background (giveBackDraw), make their
-			// last look now and are waited for beside the others.
+			// last look now and are waited for beside the others, and so
+			// are the Turns' draws in flight (Client.draw), which give
+			// back a ticket drawn now.
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -541,7 +541,8 @@ var errTicketLost = errors.New("sentinel: waiting ticket lost")
 // both looks leaves its ticket to expire, within its TTL. A ticket
 // granted as ctx ended is given back the same way: its history reads
 // `granted` then `cancelled`, the turn nobody took; one drawn as the
-// client closes is given back too, and Turn returns ErrClosed. Such a
+// client closes is given back too, before Close returns (Close waits for
+// a draw in flight within its deadline), and Turn returns ErrClosed. Such a
 // give-back is retried after a transient error (a dropped connection),
 // within Config.ReleaseTimeout and the ticket's expiry; when it still
 // fails, the ticket stays in the queue, by nobody, until it expires (the

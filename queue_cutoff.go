@@ -196,8 +196,10 @@ func (c *Client) leaveDrawn(ctx context.Context, ns, res string, nonce int64, tt
 }
 
 // cutOffs counts the give-backs of draws that ended unheard under way
-// (giveBackDraw). Client.Close makes their last looks at once and waits
-// for them until its deadline, then cancels those still running.
+// (giveBackDraw), and the draws in flight (Client.draw, which gives back
+// a ticket drawn as the client closes). Client.Close makes the give-backs'
+// last looks at once and waits for them all until its deadline, then
+// cancels the give-backs still running.
 type cutOffs struct {
 	underWay
 	closing chan struct{}      // closed by Close: the second look is made at once

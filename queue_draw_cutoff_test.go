@@ -275,3 +275,41 @@ func TestTurnDrawCutOffShortTTLGiveBackIsNotReportedFailed(t *testing.T) {
 	}
 	require.Zero(t, e.count("tickets", ""))
 }
+
+// A Turn whose draw was in flight as Close began gives its ticket back
+// (hb.add fails once Close stopped the heartbeater), but Close did not
+// wait for it: it returned at once, the caller closed the pool, as a main
+// does after Close, and the give-back found the pool closed. The ticket
+// stayed in the queue, by nobody, for its TTL. Close now waits, within its
+// deadline, for the draws in flight, and so for that give-back.
+func TestCloseWaitsForADrawInFlightToGiveItsTicketBack(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	p := e.pool(nil)
+	c := e.clientOn(p, &sentinel.Config{DefaultTTL: 30 * time.Second})
+	first, err := c.Turn(ctx, "printer") // creates the queue's row
+	require.NoError(t, err)
+	require.NoError(t, first.Release(ctx))
+
+	release := holdQueueRow(t, e, ctx, "default", "printer")
+	returned := make(chan error, 1)
+	go func() {
+		_, err := c.Turn(ctx, "printer")
+		returned <- err
+	}()
+	require.Eventually(t, func() bool { // the draw waits on the server for the queue's lock
+		var n int
+		require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%queue_draw(%'").Scan(&n))
+		return n > 0
+	}, 10*time.Second, 5*time.Millisecond)
+	// Once Close stopped the heartbeater, the draw commits: its ticket is
+	// given back, not renewed.
+	sentinel.SetCloseAfterStop(c, release)
+	c.Close()
+	p.Close() // as a main does once Close returned
+	err = <-returned
+	t.Log(err)
+	require.ErrorIs(t, err, sentinel.ErrClosed)
+	require.NotContains(t, err.Error(), "giving it back failed")
+	require.Zero(t, e.count("tickets", "expires_at > pg_catalog.clock_timestamp()"), "the ticket drawn as the client closed is given back before Close returns")
+}

@@ -65,6 +65,14 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 			// to give back (an earlier one's is, fail).
 			return fail(fmt.Errorf("sentinel: waiting for turn on %q/%q: %w", o.namespace, resource, context.Cause(ctx)))
 		}
+		// Counted in while in flight (c.cut): Close waits for the draws
+		// under way, within its deadline, so that a ticket drawn as the
+		// client closes is given back (below) before Close returns, not
+		// after, when the caller may have closed the pool. Not while it
+		// sleeps between attempts: nothing of it is in flight then.
+		if !c.cut.add(nil) {
+			return fail(ErrClosed)
+		}
 		var (
 			ticket, ahead      int64
 			drawnAt, expiresAt time.Time
@@ -94,6 +102,7 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 		scancel()
 		bcancel()
 		if err != nil {
+			c.cut.done()
 			c.ln.endDraw(d.win, "", "")
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -145,14 +154,17 @@ func (c *Client) draw(ctx context.Context, resource string, o callOptions) (*Tur
 			// a dropped connection; a failure is logged and reported
 			// (Observer.ReleaseFailed), as a ticket given up is.
 			c.ln.endDraw(d.win, "", "")
-			if rerr := c.giveBack(ctx, l, sent.Add(remaining), func(ctx context.Context) error {
+			rerr := c.giveBack(ctx, l, sent.Add(remaining), func(ctx context.Context) error {
 				_, err := t.leave(ctx)
 				return err
-			}); rerr != nil {
+			})
+			c.cut.done()
+			if rerr != nil {
 				return nil, drawn{}, closedGivenBack(fmt.Sprintf("waiting for turn on %q/%q", o.namespace, resource), "drawn", rerr, o.ttl)
 			}
 			return nil, drawn{}, ErrClosed
 		}
+		c.cut.done()
 		d.sent = sent
 		return t, d, nil
 	}

@@ -1,6 +1,6 @@
 package sentinel
 
-// This file: the work under way in the background that Client.Close waits for (underWay): the Electors' terms until Run released them (Client.terms), and the give-backs of draws that ended unheard (cutOffs, queue_cutoff.go).
+// This file: the work under way that Client.Close waits for (underWay): the Electors' terms until Run released them (Client.terms), and the Turns' draws in flight and the give-backs of draws that ended unheard (cutOffs, queue_cutoff.go).
 
 import (
 	"context"

@@ -64,8 +64,11 @@ func TestPrintedCommandsRunWithSpecialWords(t *testing.T) {
 				// terminal; it must get as far as asking (the words read,
 				// the key found).
 				answers := "n\n"
-				if sub == "idempotency resolve" {
+				switch sub {
+				case "idempotency resolve":
 					answers = "201\n\n{}\n\nn\n" // status, no header, body, then no
+				case "set-result", "force-complete":
+					answers = "1\nn\n" // the value, then no
 				}
 				p := runPrinted(t, line, answers)
 				require.NotEqual(t, exitUsage, p.code, "%s (from %s):\n%s%s", line, from, p.stdout, p.stderr)

@@ -628,37 +628,72 @@ func (a *app) listHTTPKeysNext(es []sentinel.Execution, which int, namespace str
 	}
 }
 
-// listStaleInspectNext follows list's table with, on stderr as its other
-// hints, the inspect command of each key it marked rerunNeedsOperator for
-// being rerun pending longer than rerunAfter (rerunStale), HTTP requests'
-// keys aside (listHTTPKeysNext names their idempotency inspect, after a
-// plain list too): carrying the threshold when it is not the default, so
-// that inspect judges the key as the table did and prints its steps. At
-// most maxListHTTPKeysNext, then the count of the others.
-func (a *app) listStaleInspectNext(es []sentinel.Execution, rerunAfter time.Duration) {
+// listNeedsOperatorNext follows list's table with, on stderr as its other
+// hints, the inspect command of each key listed that needs an operator,
+// by kind: uncertain, completed with the result not stored, reconciling
+// (an operator started and has yet to force-complete or reset it), and
+// marked rerunNeedsOperator for being rerun pending longer than rerunAfter
+// (rerunStale), carrying the threshold when it is not the default so that
+// inspect judges the key as the table did. Inspect prints each key's step.
+// An HTTP request's key is named by its idempotency inspect command,
+// unless listHTTPKeysNext names it already (a rerunStale one, an uncertain
+// one after list --uncertain). At most maxListHTTPKeysNext of each kind,
+// then the count of the others.
+func (a *app) listNeedsOperatorNext(es []sentinel.Execution, rerunAfter time.Duration, uncertainHTTPNamed bool) {
 	flags := rerunAfterFlag(rerunAfter)
-	var lines []string
-	n := 0
+	kinds := []struct {
+		what, todo string
+		match      func(e *sentinel.Execution) bool
+		n          int
+		lines      []string
+	}{
+		{what: "uncertain (outcome unknown)", todo: "inspect each, which prints its steps (find out whether the work happened, then reconcile)",
+			match: uncertain},
+		{what: "completed with the result not stored (every caller gets ErrResult)", todo: "inspect each, which prints its step (set-result)",
+			match: (*sentinel.Execution).ResultLost},
+		{what: "reconciling (every caller gets ErrReconciling until an operator force-completes or resets it)", todo: "inspect each, which prints its steps (force-complete or reset)",
+			match: func(e *sentinel.Execution) bool { return e.State == sentinel.StateReconciling }},
+		{what: fmt.Sprintf("%s (for more than %s)", rerunNeedsOperator, durationArg(rerunAfter)), todo: "inspect each, which prints its steps",
+			match: func(e *sentinel.Execution) bool { return rerunStale(e, rerunAfter) }},
+	}
 	for i := range es {
 		e := &es[i]
-		if _, _, ok := idempotency.ParseExecutionKey(e.Key); ok || !rerunStale(e, rerunAfter) {
+		scope, key, isHTTP := idempotency.ParseExecutionKey(e.Key)
+		for k := range kinds {
+			if !kinds[k].match(e) {
+				continue
+			}
+			var line string
+			switch {
+			case !isHTTP:
+				line = a.keyCommand("inspect", []string{e.Key}, append([]string{"-n", e.Namespace}, flags...)...)
+			case k == 3 || k == 0 && uncertainHTTPNamed:
+				continue // listHTTPKeysNext names it
+			default:
+				line = a.idemCommand("inspect", key, scope, e.Namespace)
+			}
+			kinds[k].n++
+			if len(kinds[k].lines) < maxListHTTPKeysNext {
+				kinds[k].lines = append(kinds[k].lines, line)
+			}
+			break
+		}
+	}
+	for _, k := range kinds {
+		if k.n == 0 {
 			continue
 		}
-		n++
-		if len(lines) < maxListHTTPKeysNext {
-			lines = append(lines, a.keyCommand("inspect", []string{e.Key}, append([]string{"-n", e.Namespace}, flags...)...))
+		verb := "are"
+		if k.n == 1 {
+			verb = "is"
 		}
-	}
-	if n == 0 {
-		return
-	}
-	fprintf(a.stderr, "sentinel: note: %d of the keys listed are %s (for more than %s); inspect each, which prints its steps:\n",
-		n, rerunNeedsOperator, durationArg(rerunAfter))
-	for _, l := range lines {
-		fprintf(a.stderr, "  %s\n", l)
-	}
-	if n > len(lines) {
-		fprintf(a.stderr, "... and %d more\n", n-len(lines))
+		fprintf(a.stderr, "sentinel: note: %d of the keys listed %s %s; %s:\n", k.n, verb, k.what, k.todo)
+		for _, l := range k.lines {
+			fprintf(a.stderr, "  %s\n", l)
+		}
+		if k.n > len(k.lines) {
+			fprintf(a.stderr, "... and %d more\n", k.n-len(k.lines))
+		}
 	}
 }
 
@@ -879,10 +914,12 @@ where N is the attempts made, as inspect's attempt: row counts, and the
 next caller runs attempt N+1. With --json, "needs_operator" is true
 for such a key, for an uncertain one and for one whose result was not
 stored: what status --exit-code pages on (a key reconciling is an
-operator's already). Each such key is followed, on stderr, by its
-inspect command (an HTTP request's key by its idempotency inspect
-command, as with --rerun-pending), carrying the threshold when it is
-not the default, which prints its steps. Give it the value status --exit-code was given (the list command
+operator's already). Each such key, and each key reconciling (whose
+step, force-complete or reset, is still to take), is followed, on
+stderr, by its inspect command, by kind (an HTTP request's key by its
+idempotency inspect command, as with --uncertain and --rerun-pending),
+carrying the threshold when it is not the default, which prints its
+steps. Give it the value status --exit-code was given (the list command
 status prints carries it when it is not the default).
 
 Before 0.3 list covered only --namespace (default "default"); scripts that
@@ -1032,7 +1069,7 @@ relied on that pass -n default.`,
 			default:
 				a.listHTTPKeysNext(rows, httpKeysStale, namespace, rerunAfter)
 			}
-			a.listStaleInspectNext(rows, rerunAfter)
+			a.listNeedsOperatorNext(rows, rerunAfter, unc)
 			if next != "" {
 				fprintf(a.stderr, "more (or add --all):\n  %s\n", a.again(cmd, "after", next))
 			}

@@ -164,7 +164,9 @@ command that prints its steps (--json: "rerun_pending_keys" and
 Completed keys whose result was not stored (fn's value could not be
 encoded: every caller gets ErrResult) are counted apart as RESULT NOT
 STORED, with the command that lists them: they need an operator too
-(inspect, then set-result).
+(inspect, then set-result). So is each namespace with a key reconciling
+for more than 1h (--exit-code's default --reconciling-after), with the
+command that lists those keys (inspect, then force-complete or reset).
 
 With --namespace, other namespaces that have uncertain executions are
 named at the end, with the command that shows them all, so none is
@@ -401,6 +403,7 @@ not read that as nothing to do.`,
 			}
 			a.rerunPendingNext(stale.keys, stale.moreKeys, namespace, after.rerunPending)
 			a.httpRerunPendingNext(stale.http, stale.moreHTTP, namespace, after.rerunPending)
+			a.reconcilingNext(counts, after.reconciling)
 			return nil
 		}),
 	}
@@ -521,6 +524,24 @@ func (a *app) rerunPendingNext(es []sentinel.Execution, more bool, namespace str
 	}
 	if more {
 		fprintf(a.stdout, "... more, among every rerun pending key:\n  %s\n", a.command(append(append([]string{"list", "--rerun-pending"}, flags...), nsArgs(namespace)...)...))
+	}
+}
+
+// reconcilingNext follows status's listing with each namespace among
+// counts holding a key reconciling for longer than after (on the
+// database clock, from its oldest one's state change), as status
+// --exit-code pages on: every caller gets ErrReconciling until an operator
+// force-completes or resets it. Each gets the list command --exit-code
+// prints, which names each key's inspect command.
+func (a *app) reconcilingNext(counts []sentinel.StateCount, after time.Duration) {
+	cutoff := dbNow().Add(-after)
+	for _, c := range counts {
+		if c.State != sentinel.StateReconciling || c.OldestSince.IsZero() || !c.OldestSince.Before(cutoff) {
+			continue
+		}
+		fprintf(a.stdout, "\nreconciling for more than %s in namespace %q (every caller gets ErrReconciling until an operator resolves them), the oldest since %s (%s); inspect, then force-complete (the work happened) or reset (it did not):\n  %s\n",
+			durationArg(after), c.Namespace, ts(c.OldestSince), relative(c.OldestSince),
+			a.command("list", "--state", "reconciling", "--older-than", durationArg(after), "-n", c.Namespace))
 	}
 }
 

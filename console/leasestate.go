@@ -72,8 +72,12 @@ func stateBadge(v execView) badge {
 		return badge{Class: "badge s-rerun-pending", Text: fmt.Sprintf("%s: attempt %d of %d stopped", rerunNeedsOperator, v.Attempt, v.MaxAttempts),
 			Title: "stopped without an outcome with re-runs left (WithRerun), and no caller came back to run the next attempt: find out whether the work happened"}
 	case v.RerunPending:
+		title := "stopped without an outcome with re-runs left (WithRerun): the next caller with WithRerun runs the next attempt"
+		if isHTTPKey(v.Key) {
+			title = "stopped without an outcome with re-runs left (Options.Rerun): the client's repeat of the request runs the next attempt"
+		}
 		return badge{Class: "badge s-rerun-pending", Text: fmt.Sprintf("rerun pending: attempt %d of %d stopped", v.Attempt, v.MaxAttempts),
-			Title: "stopped without an outcome with re-runs left (WithRerun): the next caller with WithRerun runs the next attempt"}
+			Title: title}
 	}
 	return badge{Class: "badge s-" + string(v.State), Text: string(v.State)}
 }
@@ -93,6 +97,10 @@ func (cs *Console) stateNote(v execView) string {
 		return fmt.Sprintf("executing, %s: attempt %d of %d stopped (its lease expired without an outcome) more than %s ago, and no caller with WithRerun came back to run attempt %d of %d: "+
 			"if none will, find out whether the work happened, then reconcile (no caller re-runs it after that)",
 			rerunNeedsOperator, v.Attempt, v.MaxAttempts, reltime.Duration(cs.opts.RerunPendingAfter), v.Attempt+1, v.MaxAttempts)
+	case v.RerunPending && isHTTPKey(v.Key):
+		// As sentinel list and idempotency inspect say it.
+		return fmt.Sprintf("executing, rerun pending: attempt %d of %d stopped (its lease expired without an outcome); the client's repeat of the request runs attempt %d of %d (the effect is deduplicated downstream); no operator is needed unless no repeat comes back for more than %s",
+			v.Attempt, v.MaxAttempts, v.Attempt+1, v.MaxAttempts, reltime.Duration(cs.opts.RerunPendingAfter))
 	case v.RerunPending:
 		return fmt.Sprintf("executing, rerun pending: attempt %d of %d stopped (its lease expired without an outcome); the next call with WithRerun runs attempt %d of %d (the effect is deduplicated downstream); no operator is needed",
 			v.Attempt, v.MaxAttempts, v.Attempt+1, v.MaxAttempts)

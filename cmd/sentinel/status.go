@@ -149,7 +149,8 @@ the caller gave up before fn ran, an operator reset them) are counted as
 and prune removes them after the retention. Keys whose executor stopped
 with re-runs left (WithRerun) are counted as "rerun pending", not in
 progress: nothing runs them until the next caller with WithRerun.
-Uncertain keys of HTTP requests (the idempotency middleware's) are listed
+Each uncertain key is followed by the inspect command that prints its
+steps (reconcile). Uncertain keys of HTTP requests (the idempotency middleware's) are listed
 with the others, then each with the command that inspects it by its
 client's Idempotency-Key and scope (sentinel idempotency inspect), which
 leads to idempotency resolve (--json: "idempotency_key", the scope and
@@ -396,6 +397,7 @@ not read that as nothing to do.`,
 			} else {
 				fprintf(a.stdout, "\nuncertain executions (outcome unknown; inspect, then reconcile):\n")
 				a.execTable(unc, after.rerunPending)
+				a.uncertainKeysNext(unc)
 				if next != "" {
 					fprintf(a.stdout, "... more:\n  %s\n", a.command(append([]string{"list", "--uncertain"}, nsArgs(namespace)...)...))
 				}
@@ -442,6 +444,26 @@ func (a *app) httpKeysNext(es []sentinel.Execution, more bool, namespace string)
 	}
 	if more {
 		fprintf(a.stdout, "every uncertain HTTP request:\n  %s\n", a.command(append([]string{"idempotency", "list", "--uncertain"}, nsArgs(namespace)...)...))
+	}
+}
+
+// uncertainKeysNext follows status's table of uncertain executions with
+// the inspect command of each that is no HTTP request's (httpKeysNext
+// names those by their idempotency inspect command), which prints its
+// steps: the command the table's "inspect, then reconcile" asks for.
+func (a *app) uncertainKeysNext(es []sentinel.Execution) {
+	var lines []string
+	for i := range es {
+		if _, _, ok := idempotency.ParseExecutionKey(es[i].Key); !ok && uncertain(&es[i]) {
+			lines = append(lines, a.keyCommand("inspect", []string{es[i].Key}, "-n", es[i].Namespace))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fprintf(a.stdout, "inspect each, which prints its steps:\n")
+	for _, l := range lines {
+		fprintf(a.stdout, "  %s\n", l)
 	}
 }
 

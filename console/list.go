@@ -159,10 +159,17 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		s := section{Heading: wt.heading, Note: wt.note}
+		hasHTTP := false // an HTTP request's key among the rows
 		for _, e := range rows {
 			if v := cs.view(e); !wt.stale || v.RerunStale {
 				s.Rows = append(s.Rows, v)
+				hasHTTP = hasHTTP || isHTTPKey(e.Key)
 			}
+		}
+		if hasHTTP && (wt.note == uncNote || wt.note == staleNote) {
+			// Reconcile is the step for a Once key; the middleware's is
+			// resolved with a response, as its page and status say.
+			s.Note += " An HTTP request's key (idempotency:N:SCOPE:KEY) is resolved with the response its retries get instead: its page gives the command."
 		}
 		if next != "" {
 			nq := url.Values{}

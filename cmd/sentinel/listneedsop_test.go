@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/idempotency"
 )
 
 // status --exit-code pages on an uncertain key, a result not stored and a
@@ -62,4 +63,14 @@ func TestListPrintsInspectOfEveryKeyNeedingAnOperator(t *testing.T) {
 	require.NotContains(t, r.stderr, "order-ok")
 	require.Contains(t, r.stderr, "1 of the keys listed is uncertain", r.stderr)
 	require.False(t, strings.Contains(r.stderr, "1 of the keys listed are"), r.stderr)
+
+	// An HTTP request's uncertain key, in a plain list: its idempotency
+	// inspect line, and the note does not send it to reconcile.
+	e.uncertainKey(pay, idempotency.ExecutionKey("cus 1", "k-1"))
+	r = e.run("list")
+	requireCode(t, r, exitOK)
+	require.Equal(t, "sentinel idempotency inspect k-1 --scope 'cus 1' -n payments --schema "+e.schema,
+		findCommand(t, r.stderr, "sentinel idempotency inspect"))
+	require.Contains(t, r.stderr, "2 of the keys listed are uncertain", r.stderr)
+	require.Contains(t, r.stderr, "an HTTP request's key is resolved with the response its retries get", r.stderr)
 }

@@ -689,6 +689,7 @@ func (a *app) listNeedsOperatorNext(es []sentinel.Execution, rerunAfter time.Dur
 		match      func(e *sentinel.Execution) bool
 		n          int
 		lines      []string
+		http       bool // an HTTP request's key among them: its steps are idempotency's
 	}{
 		{what: "uncertain (outcome unknown)", todo: "inspect each, which prints its steps (find out whether the work happened, then reconcile)",
 			match: uncertain},
@@ -714,6 +715,7 @@ func (a *app) listNeedsOperatorNext(es []sentinel.Execution, rerunAfter time.Dur
 				continue // listHTTPKeysNext names it
 			default:
 				line = a.idemCommand("inspect", key, scope, e.Namespace)
+				kinds[k].http = true
 			}
 			kinds[k].n++
 			if len(kinds[k].lines) < maxListHTTPKeysNext {
@@ -730,7 +732,11 @@ func (a *app) listNeedsOperatorNext(es []sentinel.Execution, rerunAfter time.Dur
 		if k.n == 1 {
 			verb = "is"
 		}
-		fprintf(a.stderr, "sentinel: note: %d of the keys listed %s %s; %s:\n", k.n, verb, k.what, k.todo)
+		todo := k.todo
+		if k.http {
+			todo = "inspect each, which prints its steps (an HTTP request's key is resolved with the response its retries get, or reset)"
+		}
+		fprintf(a.stderr, "sentinel: note: %d of the keys listed %s %s; %s:\n", k.n, verb, k.what, todo)
 		for _, l := range k.lines {
 			fprintf(a.stderr, "  %s\n", l)
 		}

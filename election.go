@@ -94,9 +94,11 @@ type ElectorOptions struct {
 	// *CallbackPanicError); it must return
 	// promptly then: Run waits for it before giving leadership up, so a
 	// graceful handover never overlaps. Returning early does not end the
-	// term. It starts only after OnDemoted of this elector's previous term
-	// returned; a term that ends before that (OnDemoted still running) gets
-	// neither OnElected nor OnDemoted.
+	// term: the elector goes on leading, with no leader work running, and
+	// no follower takes over; to hand leadership over, call Resign with
+	// this ctx, then return. It starts only after OnDemoted of this
+	// elector's previous term returned; a term that ends before that
+	// (OnDemoted still running) gets neither OnElected nor OnDemoted.
 	OnElected func(ctx context.Context, term int64)
 
 	// OnDemoted is called when a term of this elector ended, after

@@ -56,7 +56,6 @@ func accountID(*http.Request) string                       { return "" }
 func process(context.Context, int64)                       {}
 func buildReport(context.Context, int64) error             { return nil }
 func printJob(context.Context, int64)                      {}
-func runScheduler(context.Context, int64)                  {}
 func yourAuth(h http.Handler) http.Handler                 { return h }
 func chargeHandlerFunc(http.ResponseWriter, *http.Request) {}
 func insertOrder(context.Context, *sql.Tx, Order) error    { return nil }

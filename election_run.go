@@ -773,7 +773,11 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 		}
 	}
 	tm.stepping.Store(true)
-	lcancel(fmt.Errorf("sentinel: leadership of %q/%q (term %d) ending: %w", e.ns, e.group, l.token, cause))
+	ending := fmt.Errorf("sentinel: leadership of %q/%q (term %d) ending: %w", e.ns, e.group, l.token, cause)
+	if le := (*LostError)(nil); errors.As(cause, &le) && le.Kind == LossLeader && le.Token == l.token {
+		ending = cause // this term's loss names the group and term itself
+	}
+	lcancel(ending)
 	<-done // a graceful handover never overlaps the old leader's callback
 
 	// Release, guarded by owner and term: the row is ours until it

@@ -662,6 +662,10 @@ func (c *Client) turn(ctx context.Context, resource string, o callOptions) (*Tur
 			// behind it until it expires: said, as for a served one.
 			err = fmt.Errorf("%w (the ticket was waiting; giving it back failed, so it stays in the queue, by nobody, until it expires, within its TTL (%s): %v)",
 				err, o.ttl, aerr)
+		case ctx.Err() != nil && !errors.Is(err, ErrClosed):
+			// Said, as for a served one: the caller's place is given up
+			// and nobody behind it waits for it.
+			err = fmt.Errorf("%w (the ticket was waiting: withdrawn from the queue)", err)
 		}
 		return nil, err
 	}

@@ -333,7 +333,7 @@ func (e *ExecutionError) Error() string {
 	case e.Rerun && e.rerunHere && errors.Is(e.Kind, ErrUncertain):
 		// Not "reconcile it": the application asked for a re-run, and a
 		// person who reconciled the key would stop it.
-		kind = "sentinel: execution outcome uncertain, to be run again by the next Once call with WithRerun (no operator is needed)"
+		kind = "sentinel: execution outcome uncertain, rerun pending: to be run again by the next Once call with WithRerun (no operator is needed unless none comes: sentinel status pages on a key left so)"
 	case e.Rerun && errors.Is(e.Kind, ErrUncertain):
 		// Not by this caller (its WithRerun bound is reached, or it has
 		// none): by one with a higher bound. An operator only if none
@@ -378,10 +378,10 @@ type StaleTokenError struct {
 
 func (e *StaleTokenError) Error() string {
 	if e.Current == 0 {
-		return fmt.Sprintf("sentinel: stale fencing token %d for %q/%q: it is no longer the current grant (released, expired or taken over)",
+		return fmt.Sprintf("sentinel: stale fencing token %d for %q/%q: it is no longer the current grant (released, expired or taken over); write nothing under it (roll back)",
 			e.Token, e.Namespace, e.Key)
 	}
-	return fmt.Sprintf("sentinel: stale fencing token %d for %q/%q: token %d holds the key now", e.Token, e.Namespace, e.Key, e.Current)
+	return fmt.Sprintf("sentinel: stale fencing token %d for %q/%q: token %d holds the key now; write nothing under the stale one (roll back)", e.Token, e.Namespace, e.Key, e.Current)
 }
 
 // Unwrap returns ErrStaleToken.

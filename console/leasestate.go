@@ -102,8 +102,8 @@ func (cs *Console) stateNote(v execView) string {
 		return fmt.Sprintf("executing, rerun pending: attempt %d of %d stopped (its lease expired without an outcome); the client's repeat of the request runs attempt %d of %d (the effect is deduplicated downstream); no operator is needed unless no repeat comes back for more than %s",
 			v.Attempt, v.MaxAttempts, v.Attempt+1, v.MaxAttempts, reltime.Duration(cs.opts.RerunPendingAfter))
 	case v.RerunPending:
-		return fmt.Sprintf("executing, rerun pending: attempt %d of %d stopped (its lease expired without an outcome); the next call with WithRerun runs attempt %d of %d (the effect is deduplicated downstream); no operator is needed",
-			v.Attempt, v.MaxAttempts, v.Attempt+1, v.MaxAttempts)
+		return fmt.Sprintf("executing, rerun pending: attempt %d of %d stopped (its lease expired without an outcome); the next call with WithRerun runs attempt %d of %d (the effect is deduplicated downstream); no operator is needed unless no caller with WithRerun comes back for more than %s",
+			v.Attempt, v.MaxAttempts, v.Attempt+1, v.MaxAttempts, reltime.Duration(cs.opts.RerunPendingAfter))
 	}
 	return ""
 }

@@ -43,7 +43,7 @@ func TestRerunPendingShownAsSuch(t *testing.T) {
 	code, body := get(t, s.URL+"/ops/key?"+url.Values{"ns": {"default"}, "key": {"pay-pending"}}.Encode())
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, "rerun pending: attempt 1 of 3 stopped")
-	require.Contains(t, body, "no operator is needed")
+	require.Contains(t, body, "no operator is needed unless no caller with WithRerun comes back for more than 15m")
 	require.Regexp(t, `id="key-attempt">1 of at most 3`, body)
 	require.Contains(t, body, `id="key-effect">`+pendingEffect+`<`, "the effect key fn passed the provider")
 	require.NotContains(t, body, "the outcome is unknown")

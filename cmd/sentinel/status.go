@@ -53,7 +53,8 @@ type countJSON struct {
 	// claimed count without it is in progress.
 	HandedBack bool `json:"handed_back"`
 	// RerunPending: executing, stopped, with attempts left (WithRerun):
-	// nothing runs it until the next caller with WithRerun.
+	// nothing runs it until the next caller with WithRerun (for an HTTP
+	// request's key, the client's repeat of the request).
 	RerunPending bool `json:"rerun_pending"`
 	// ResultLost: completed, but fn's result was not stored: every
 	// caller gets ErrResult until an operator stores it (set-result).
@@ -148,7 +149,8 @@ the caller gave up before fn ran, an operator reset them) are counted as
 "handed back (safe to retry)": nothing runs them, the next caller does,
 and prune removes them after the retention. Keys whose executor stopped
 with re-runs left (WithRerun) are counted as "rerun pending", not in
-progress: nothing runs them until the next caller with WithRerun.
+progress: nothing runs them until the next caller with WithRerun (for
+an HTTP request's key, the client's repeat of the request).
 Each uncertain key is followed by the inspect command that prints its
 steps (reconcile). Uncertain keys of HTTP requests (the idempotency middleware's) are listed
 with the others, then each with the command that inspects it by its
@@ -804,8 +806,12 @@ const handedBackLabel = "handed back (safe to retry)"
 
 // rerunPendingLabel is the state of a key whose executor stopped with
 // attempts left (WithRerun): nothing runs it now, the next caller with
-// WithRerun runs it again.
-const rerunPendingLabel = "executing (rerun pending: nothing runs it until the next caller with WithRerun)"
+// WithRerun runs it again, or, for an HTTP request's key (the idempotency
+// middleware's, with Options.Rerun), the client's repeat of the request.
+// status's counts row says it of every rerun pending key of a namespace
+// (ExecutionCounts does not count HTTP requests' keys apart), so it names
+// both.
+const rerunPendingLabel = "executing (rerun pending: nothing runs it until the next caller with WithRerun, or the client's repeat of an HTTP request)"
 
 // rerunNeedsOperator is what every operator's view (status, list,
 // inspect, idempotency list and inspect, the console) calls a key rerun

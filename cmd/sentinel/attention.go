@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/idempotency"
 	"github.com/sentinel-coordination/sentinel/internal/pgcode"
 )
 
@@ -58,6 +59,13 @@ type attentionJSON struct {
 	// ErrReconciling).
 	Kind  string `json:"kind"`
 	Count int64  `json:"count"`
+	// HTTPRequests is how many of Count are HTTP requests' keys (the
+	// idempotency middleware's, idempotency.KeyPrefix): resolved with the
+	// response the client's retries get (sentinel idempotency resolve),
+	// not reconciled or force-completed with a value, and re-run, when
+	// rerun pending, by the client's repeat of the request, not by a
+	// caller with WithRerun.
+	HTTPRequests int64 `json:"http_requests"`
 	// Since is the earliest among them of when the lease ended (uncertain,
 	// rerun_pending: when its executor stopped, or was last known alive),
 	// of the completion (result_lost) or of the start of reconciling
@@ -98,12 +106,15 @@ type statusAttentionJSON struct {
 // which the operator's Reconcile set (statement_timestamp) and nothing
 // changes while the key is reconciling (a worker's finish is fenced off
 // by the new token and owner; only force-complete and reset move it on,
-// and they leave reconciling).
+// and they leave reconciling). Each line counts apart, in the same
+// statement, its keys that start with $4 (idempotency.KeyPrefix): HTTP
+// requests', which an operator resolves with a response, not reconciles.
 const sqlAttention = `
-SELECT a.namespace, a.kind, a.n, a.since FROM (
+SELECT a.namespace, a.kind, a.n, a.since, a.http FROM (
     SELECT t.namespace,
         CASE WHEN t.attempt >= t.max_attempts THEN 'uncertain' ELSE 'rerun_pending' END AS kind,
-        pg_catalog.count(*) AS n, pg_catalog.min(coalesce(t.lease_expires_at, t.updated_at)) AS since
+        pg_catalog.count(*) AS n, pg_catalog.min(coalesce(t.lease_expires_at, t.updated_at)) AS since,
+        pg_catalog.count(*) FILTER (WHERE pg_catalog.starts_with(t.key, $4::text)) AS http
     FROM {{schema}}.executions t
     WHERE t.state <> 'completed' AND t.state = 'executing' AND ($1::text = '' OR t.namespace = $1::text)
       AND coalesce(t.lease_expires_at <= pg_catalog.clock_timestamp(), true)
@@ -111,13 +122,15 @@ SELECT a.namespace, a.kind, a.n, a.since FROM (
           <= pg_catalog.clock_timestamp() - $2::bigint * interval '1 microsecond')
     GROUP BY 1, 2
   UNION ALL
-    SELECT t.namespace, 'reconciling', pg_catalog.count(*), pg_catalog.min(t.updated_at)
+    SELECT t.namespace, 'reconciling', pg_catalog.count(*), pg_catalog.min(t.updated_at),
+        pg_catalog.count(*) FILTER (WHERE pg_catalog.starts_with(t.key, $4::text))
     FROM {{schema}}.executions t
     WHERE t.state <> 'completed' AND t.state = 'reconciling' AND ($1::text = '' OR t.namespace = $1::text)
       AND t.updated_at <= pg_catalog.clock_timestamp() - $3::bigint * interval '1 microsecond'
     GROUP BY 1
   UNION ALL
-    SELECT t.namespace, 'result_lost', pg_catalog.count(*), pg_catalog.min(t.updated_at)
+    SELECT t.namespace, 'result_lost', pg_catalog.count(*), pg_catalog.min(t.updated_at),
+        pg_catalog.count(*) FILTER (WHERE pg_catalog.starts_with(t.key, $4::text))
     FROM {{schema}}.executions t
     WHERE t.state = 'completed' AND t.result_error IS NOT NULL AND t.final_error IS NULL
       AND ($1::text = '' OR t.namespace = $1::text)
@@ -135,13 +148,13 @@ type attentionAfter struct {
 // longer than after says.
 func (a *app) attentionIn(ctx context.Context, schema, ns string, after attentionAfter) ([]attentionJSON, error) {
 	q := strings.ReplaceAll(sqlAttention, "{{schema}}", pgx.Identifier{schema}.Sanitize())
-	rows, err := a.pool.Query(ctx, q, ns, after.rerunPending.Microseconds(), after.reconciling.Microseconds())
+	rows, err := a.pool.Query(ctx, q, ns, after.rerunPending.Microseconds(), after.reconciling.Microseconds(), idempotency.KeyPrefix)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (attentionJSON, error) {
 		j := attentionJSON{Schema: schema}
-		err := r.Scan(&j.Namespace, &j.Kind, &j.Count, &j.since)
+		err := r.Scan(&j.Namespace, &j.Kind, &j.Count, &j.since, &j.HTTPRequests)
 		j.Since = tsJSON(j.since)
 		return j, err
 	})
@@ -225,20 +238,56 @@ func (a *app) attentionErr(found []attentionJSON, after attentionAfter) error {
 		since := ts(f.since) + " (" + relative(f.since) + ")"
 		switch f.Kind {
 		case attentionUncertain:
-			fmt.Fprintf(&b, "\n%d uncertain in %s, lease ended %s; inspect, then reconcile:\n  %s",
-				f.Count, where, since, a.command("list", "--uncertain", "-n", f.Namespace))
+			fmt.Fprintf(&b, "\n%d uncertain in %s, lease ended %s; %s:\n  %s",
+				f.Count, where, since, attentionTodo(f, "reconcile"), a.command("list", "--uncertain", "-n", f.Namespace))
 		case attentionResultLost:
 			fmt.Fprintf(&b, "\n%d completed with the result not stored in %s, since %s; inspect, then set-result:\n  %s",
 				f.Count, where, since, a.command("list", "--result-lost", "-n", f.Namespace))
 		case attentionRerunPending:
 			// The list marks the keys counted here by the same threshold.
 			list := append([]string{"list", "--rerun-pending", "-n", f.Namespace}, rerunAfterFlag(after.rerunPending)...)
-			fmt.Fprintf(&b, "\n%d %s (no caller with WithRerun came back for more than %s) in %s, lease ended %s; inspect, then reconcile (listed as \"executing (%s: attempt N of M stopped, ...)\"; the list shows every rerun pending key, the ones counted here being those whose lease ended more than %s ago):\n  %s",
-				f.Count, rerunNeedsOperator, durationArg(after.rerunPending), where, since, rerunNeedsOperator, durationArg(after.rerunPending), a.command(list...))
+			who := "no caller with WithRerun"
+			switch {
+			case f.HTTPRequests >= f.Count && f.Count == 1:
+				who = "no repeat of the request"
+			case f.HTTPRequests >= f.Count:
+				who = "no repeat of the requests"
+			case f.HTTPRequests > 0:
+				who = "no caller with WithRerun, nor repeat of an HTTP request,"
+			}
+			// One parenthesis: what to do with the HTTP requests' keys,
+			// then how the list marks the keys counted.
+			todo, listed := attentionTodo(f, "reconcile"), " (listed as"
+			if strings.HasSuffix(todo, ")") {
+				todo, listed = strings.TrimSuffix(todo, ")"), "; listed as"
+			}
+			fmt.Fprintf(&b, "\n%d %s (%s came back for more than %s) in %s, lease ended %s; %s%s \"executing (%s: attempt N of M stopped, ...)\"; the list shows every rerun pending key, the ones counted here being those whose lease ended more than %s ago):\n  %s",
+				f.Count, rerunNeedsOperator, who, durationArg(after.rerunPending), where, since, todo, listed, rerunNeedsOperator, durationArg(after.rerunPending), a.command(list...))
 		case attentionReconciling:
-			fmt.Fprintf(&b, "\n%d reconciling for more than %s in %s (every caller gets ErrReconciling until an operator resolves them), since %s; inspect, then force-complete (the work happened) or reset (it did not):\n  %s",
-				f.Count, durationArg(after.reconciling), where, since, a.command("list", "--state", "reconciling", "--older-than", durationArg(after.reconciling), "-n", f.Namespace))
+			fmt.Fprintf(&b, "\n%d reconciling for more than %s in %s (every caller gets ErrReconciling until an operator resolves them), since %s; %s:\n  %s",
+				f.Count, durationArg(after.reconciling), where, since, attentionTodo(f, "force-complete (the work happened) or reset (it did not)"), a.command("list", "--state", "reconciling", "--older-than", durationArg(after.reconciling), "-n", f.Namespace))
 		}
 	}
 	return &codeError{code: exitAttention, err: fmt.Errorf("%s", b.String())}
+}
+
+// attentionTodo is what an attention line asks of an operator for f's
+// keys: "inspect, then " todo, what a Once key needs; of the HTTP
+// requests' keys among them (f.HTTPRequests), resolve each with the
+// response the client's retries get (the list the line prints leads to
+// idempotency inspect, then idempotency resolve), which is all the line
+// asks when every key is one.
+func attentionTodo(f attentionJSON, todo string) string {
+	switch {
+	case f.HTTPRequests <= 0:
+		return "inspect, then " + todo
+	case f.HTTPRequests >= f.Count && f.Count == 1:
+		return "inspect, then resolve it with the response its retries get (an HTTP request's key)"
+	case f.HTTPRequests >= f.Count:
+		return "inspect, then resolve each with the response its retries get (HTTP requests' keys)"
+	case f.HTTPRequests == 1:
+		return "inspect, then " + todo + " (1 of them is an HTTP request's key: resolve it with the response its retries get)"
+	default:
+		return fmt.Sprintf("inspect, then %s (%d of them are HTTP requests' keys: resolve each with the response its retries get)", todo, f.HTTPRequests)
+	}
 }

@@ -204,6 +204,13 @@ and says what on stderr, each with the command that lists it:
     up, then decide); an hour leaves time for that, and past it the step
     was most likely abandoned.
 
+Each line counts apart the HTTP requests' keys among its keys (the
+idempotency middleware's; --json: "http_requests"), which are resolved
+with the response the client's retries get (idempotency inspect, then
+idempotency resolve), not reconciled or force-completed, and re-run by
+the client's repeat of the request, not by a caller with WithRerun; the
+line says so when it counts any.
+
 It covers every namespace, and, when neither --namespace nor --schema is
 given, every other schema of the database that holds Sentinel's tables
 (up to 100, in name order; a note, --json "more_schemas", says when there
@@ -211,7 +218,8 @@ are more): an operator who names nothing is paged for anything anywhere. --names
 what they name (one alert per team); the other namespaces and schemas
 with uncertain executions are still named in the output, as without
 --exit-code. With --json, "attention" holds what was found ("found": a
-line per schema, namespace and kind, with its count and since when) and
+line per schema, namespace and kind, with its count, how many of them
+are HTTP requests' keys, and since when) and
 "needs_operator". Exit 1 when the database cannot be read: a check must
 not read that as nothing to do.`,
 		Example: `  sentinel status

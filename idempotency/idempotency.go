@@ -393,7 +393,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		}
 		timer := time.AfterFunc(waitFor, stopWaiting(errWaitOver))
 		defer timer.Stop()
-		defer context.AfterFunc(r.Context(), stopWaiting(context.Canceled))()
+		defer context.AfterFunc(r.Context(), stopWaiting(errClientLeft))()
 		gate = func(ctx context.Context) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -590,6 +590,13 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 	if err == nil {
 		resp, respErr = DecodeResponse(res.Value)
 	}
+	// left: the wait ended with the request's own context (its client
+	// left, or a server timeout cancelled it), not a failure of the store.
+	left := wait && err != nil && errors.Is(context.Cause(ctx), errClientLeft)
+	if left {
+		m.c.Config().Logger.Debug("idempotency: a repeat's request ended (its client left) while it waited for the first request with its key; nothing was run for it, and the first request runs on",
+			"idempotency_key", key, "scope", scope, "err", err)
+	}
 	switch {
 	case errors.Is(err, errRerunAfterWait):
 		return true
@@ -772,6 +779,14 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 	case errors.Is(err, sentinel.ErrInvalid):
 		writeProblem(w, Problem{Type: "about:blank", Title: "Internal Server Error", Status: http.StatusInternalServerError, Key: key,
 			Detail: "idempotency: the middleware is misconfigured: " + err.Error()}, 0)
+	case wait && ctx.Err() != nil:
+		// The wait ended (Options.Wait ran out, or the request's context:
+		// its client left) while a claim or a read of the key was in
+		// flight, or before it was sent, which the end of ctx cut: not a
+		// failure of the store, and the key is as the first request
+		// leaves it. What a wait that ran out gets: 409 with Retry-After.
+		writeProblem(w, Problem{Type: ProblemInProgress, Title: "Request in progress", Status: http.StatusConflict, Key: key,
+			Detail: "a request with this Idempotency-Key is being processed; retry after the Retry-After delay to get its response"}, 1)
 	default:
 		// The store failed before the handler ran, or (transactional) the
 		// completion was refused and everything was rolled back. Its
@@ -785,8 +800,11 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 }
 
 var (
-	errNotStored        = errors.New("idempotency: response not stored")
-	errWaitOver         = errors.New("idempotency: Options.Wait passed while the first request ran")
+	errNotStored = errors.New("idempotency: response not stored")
+	errWaitOver  = errors.New("idempotency: Options.Wait passed while the first request ran")
+	// errClientLeft ends a wait whose request's context ended (the client
+	// left): a cancellation, no failure of the store.
+	errClientLeft       = fmt.Errorf("idempotency: the request's context ended (its client left) while it waited for the first request with its key: %w", context.Canceled)
 	errResponseTooLarge = errors.New("idempotency: response too large to store")
 	errNotCommitted     = errors.New("idempotency: a statement of the handler failed; its transaction committed nothing")
 	errSessionHardTTL   = fmt.Errorf("idempotency: Options.HardTTL passed during the session that followed 101 Switching Protocols: %w", sentinel.ErrHardTTL)

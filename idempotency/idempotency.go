@@ -510,7 +510,8 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 					unstored = rec
 					return nil, errNotStored
 				}
-				m.c.Config().Logger.Warn("idempotency: the handler answered with a success status, but a statement of its transaction failed; nothing was committed, answered 500 ProblemNotCommitted",
+				m.c.Config().Logger.Warn("idempotency: the handler answered with a success status, but a statement of its transaction failed; nothing was committed, answered 500 ProblemNotCommitted, and a repeat runs it again: "+
+					"fix the handler to answer an error when a statement of Tx fails",
 					"idempotency_key", key, "scope", scope, "status", rec.statusCode())
 				return nil, errNotCommitted
 			}
@@ -579,8 +580,9 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		// The connection is the handler's now (101 sent, maybe
 		// hijacked): nothing more is written on it.
 		if !unstored.givenBack && (!errors.Is(err, errNotStored) || errors.Is(err, sentinel.ErrUncertain)) {
-			m.c.Config().Logger.Warn("idempotency: the handler switched protocols (101); its key was not given back",
-				"idempotency_key", key, "scope", scope, "err", err)
+			m.c.Config().Logger.Warn("idempotency: the handler switched protocols (101), but its key was not given back (err says why): its repeats may get the uncertain problem instead of switching again; "+
+				"inspect the key with the command, and reconcile and reset it (sentinel.Client.Reconcile, ResetToClaimed) so that a repeat switches again",
+				"idempotency_key", key, "scope", scope, "command", Command("inspect", key, scope, m.namespace(), m.c.Config().Schema), "err", err)
 		}
 		return false
 	}
@@ -645,7 +647,8 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			first.sentResponse().write(w, false)
 			return false
 		}
-		m.c.Config().Logger.Warn("idempotency: the handler answered with a success status, but its transaction's commit was refused (a deferred constraint or trigger); nothing was committed, answered 500 ProblemNotCommitted",
+		m.c.Config().Logger.Warn("idempotency: the handler answered with a success status, but its transaction's commit was refused (a deferred constraint or trigger); nothing was committed, answered 500 ProblemNotCommitted, and a repeat runs it again: "+
+			"fix the handler's writes (err names the constraint), or have it check them before it answers",
 			"idempotency_key", key, "scope", scope, "status", first.statusCode(), "err", err)
 		writeProblem(w, Problem{Type: ProblemNotCommitted, Title: "Request not committed", Status: http.StatusInternalServerError, Key: key,
 			Detail: fmt.Sprintf("the request with Idempotency-Key %q failed: the database refused to commit its transaction (a constraint checked at the commit), so nothing was committed and nothing was recorded for the key; "+
@@ -679,8 +682,9 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			m.c.Config().Logger.Info("idempotency: the handler answered, but its completion was refused; its response was sent to the request that ran it, and a repeat of the request runs the handler again (Options.Rerun)",
 				"idempotency_key", key, "scope", scope, "status", first.statusCode(), "err", err)
 		} else {
-			m.c.Config().Logger.Warn("idempotency: the handler answered, but its completion was refused; its response was sent to the request that ran it, and the key is uncertain for its repeats until an operator resolves it",
-				"idempotency_key", key, "scope", scope, "status", first.statusCode(), "err", err)
+			m.c.Config().Logger.Warn("idempotency: the handler answered, but its completion was refused; its response was sent to the request that ran it, and the key is uncertain for its repeats until an operator resolves it: "+
+				"inspect it with the command, then resolve it with that response (resolve --refused)",
+				"idempotency_key", key, "scope", scope, "status", first.statusCode(), "command", Command("inspect", key, scope, m.namespace(), m.c.Config().Schema), "err", err)
 		}
 		first.sentResponse().write(w, false)
 	case errors.Is(err, sentinel.ErrUncertain):
@@ -700,7 +704,8 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			if ttl <= 0 {
 				ttl = m.c.Config().DefaultTTL
 			}
-			m.c.Config().Logger.Error("idempotency: whether a request's transaction committed could not be established; answered 503 ProblemUnavailable, and its repeat gets its response or runs it again",
+			m.c.Config().Logger.Error("idempotency: whether a request's transaction committed could not be established; answered 503 ProblemUnavailable, and its repeat gets its response or runs it again: "+
+				"no key needs an operator, but check the database connection (err)",
 				"idempotency_key", key, "scope", scope, "err", err)
 			writeProblem(w, Problem{Type: ProblemUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable, Key: key,
 				State: string(ee.State), Token: ee.Token,
@@ -765,7 +770,9 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 	case errors.Is(err, sentinel.ErrResult):
 		// Sentinel's error is for the operators (it names the execution
 		// key and SetResult): logged, not sent.
-		m.c.Config().Logger.Error("idempotency: a request's response was not stored", "idempotency_key", key, "scope", scope, "err", err)
+		m.c.Config().Logger.Error("idempotency: a request's handler ran, but its response was not stored; answered 500 ProblemNotStored, and so is every repeat until an operator stores its outcome: "+
+			"inspect the key with the command, then store the response it should replay (sentinel set-result, or Client.SetResult)", "idempotency_key", key, "scope", scope,
+			"command", Command("inspect", key, scope, m.namespace(), m.c.Config().Schema), "err", err)
 		writeProblem(w, Problem{Type: ProblemNotStored, Title: "Response not stored", Status: http.StatusInternalServerError, Key: key,
 			Detail: fmt.Sprintf("the request with Idempotency-Key %q was processed, but its response was not stored and cannot be sent again; it will not run again with this key: "+
 				"ask the service's operators for its outcome (%s), and do not repeat it with another key, which would perform it again",
@@ -792,7 +799,8 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		// completion was refused and everything was rolled back. Its
 		// error names the database (user, name, host) and the execution
 		// key: logged for the operators, never sent to the client.
-		m.c.Config().Logger.Error("idempotency: the request could not be recorded (nothing was); answered 503 ProblemUnavailable", "idempotency_key", key, "scope", scope, "err", err)
+		m.c.Config().Logger.Error("idempotency: the request could not be recorded (nothing was); answered 503 ProblemUnavailable, and the client retries with its key: "+
+			"check the database and the Sentinel schema (err says what failed)", "idempotency_key", key, "scope", scope, "err", err)
 		writeProblem(w, Problem{Type: ProblemUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable, Key: key,
 			Detail: "the server's idempotency store failed or refused to record this request, and nothing was recorded for it; retry with the same Idempotency-Key after the Retry-After delay"}, 1)
 	}

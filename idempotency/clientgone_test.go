@@ -187,3 +187,51 @@ func TestClientGoneWhileWaitingIsNotAStoreFailure(t *testing.T) {
 		}
 	}
 }
+
+// A client that left before the middleware claimed its key (its request's
+// context already ended) is treated as if it had stayed, as docs/http.md
+// says: the handler runs to its end with a live r.Context(), its response
+// is stored, and the repeat gets it replayed; nothing is logged at Warn.
+func TestClientGoneBeforeTheClaimRunsAsIfItStayed(t *testing.T) {
+	for _, tx := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tx%v", tx), func(t *testing.T) {
+			arrived := make(chan struct{}, 1)
+			g := newGoneRig(t, idempotency.Options{Wait: 30 * time.Second, Transactional: tx}, func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+				if r.Header.Get("X-Slow") != "" {
+					b, _ := io.ReadAll(r.Body) // the server notices a client gone only once the body is read
+					r.Body = io.NopCloser(strings.NewReader(string(b)))
+					arrived <- struct{}{}
+					<-r.Context().Done()
+				}
+				next.ServeHTTP(w, r)
+			})
+			close(g.release)
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, "POST", g.srv.URL+"/x", strings.NewReader("x"))
+			req.Header.Set(idempotency.HeaderKey, "k")
+			req.Header.Set("X-Slow", "1")
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if resp, err := g.srv.Client().Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}()
+			<-arrived
+			cancel()
+			<-done
+			if st := <-g.served; st != 201 {
+				t.Fatalf("the request whose client left got %d, want the handler's 201", st)
+			}
+			rep := do(t, g.srv, "POST", "/x", "k", "x")
+			if rep.status != 201 || rep.header.Get(idempotency.HeaderReplayed) != "true" || rep.body != `{"run":1,"ctx":"<nil>"}` || g.runs.Load() != 1 {
+				t.Fatalf("repeat: %+v, runs %d", rep, g.runs.Load())
+			}
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if len(g.logs) != 0 {
+				t.Errorf("logged at Warn or above: %q", g.logs)
+			}
+		})
+	}
+}

@@ -544,15 +544,28 @@ func (a *app) rerunPendingNext(es []sentinel.Execution, more bool, namespace str
 		return
 	}
 	flags := rerunAfterFlag(after)
+	var lines []string
+	for i := range es {
+		lines = append(lines, a.keyCommand("inspect", []string{es[i].Key}, append([]string{"-n", es[i].Namespace}, flags...)...))
+	}
 	what := fmt.Sprintf("%d keys", len(es))
 	if more {
 		what = "keys"
 	} else if len(es) == 1 {
 		what = "1 key"
 	}
-	fprintf(a.stdout, "\n%s %s: lease ended more than %s ago, no caller with WithRerun came back to re-run it (a job not redelivered, a caller that gave up), so nothing will; inspect, then reconcile:\n", what, rerunNeedsOperator, durationArg(after))
-	for i := range es {
-		fprintf(a.stdout, "  %s\n", a.keyCommand("inspect", []string{es[i].Key}, append([]string{"-n", es[i].Namespace}, flags...)...))
+	a.staleRerunNext(fmt.Sprintf("%s %s: lease ended more than %s ago, no caller with WithRerun came back to re-run it (a job not redelivered, a caller that gave up), so nothing will; inspect, then reconcile:",
+		what, rerunNeedsOperator, durationArg(after)), lines, more, flags, namespace)
+}
+
+// staleRerunNext prints heading, then each of lines (the commands that
+// inspect the keys rerun pending too long), then, when there are more
+// (more), the command that lists every rerun pending key of namespace,
+// with flags (rerunAfterFlag).
+func (a *app) staleRerunNext(heading string, lines []string, more bool, flags []string, namespace string) {
+	fprintf(a.stdout, "\n%s\n", heading)
+	for _, l := range lines {
+		fprintf(a.stdout, "  %s\n", l)
 	}
 	if more {
 		fprintf(a.stdout, "... more, among every rerun pending key:\n  %s\n", a.command(append(append([]string{"list", "--rerun-pending"}, flags...), nsArgs(namespace)...)...))
@@ -578,7 +591,7 @@ func (a *app) reconcilingNext(counts []sentinel.StateCount, after time.Duration)
 }
 
 // httpRerunPendingNext follows status's listing with the stale rerun
-// pending HTTP requests (staleHTTPRerunPending). Like an uncertain
+// pending HTTP requests (staleRerunPending). Like an uncertain
 // request, each gets the command that shows it by scope and client's key
 // (idempotency inspect, which leads to resolve; with after when it is not
 // the default, which inspect judges the key by), not the derived execution
@@ -602,13 +615,8 @@ func (a *app) httpRerunPendingNext(es []sentinel.Execution, more bool, namespace
 	} else if len(lines) == 1 {
 		what = "1 HTTP request's Idempotency-Key"
 	}
-	fprintf(a.stdout, "\n%s (the idempotency middleware's) %s: lease ended more than %s ago, no repeat of the request came back to re-run it, so nothing will; inspect, then resolve:\n", what, rerunNeedsOperator, durationArg(after))
-	for _, l := range lines {
-		fprintf(a.stdout, "  %s\n", l)
-	}
-	if more {
-		fprintf(a.stdout, "... more, among every rerun pending key:\n  %s\n", a.command(append(append([]string{"list", "--rerun-pending"}, flags...), nsArgs(namespace)...)...))
-	}
+	a.staleRerunNext(fmt.Sprintf("%s (the idempotency middleware's) %s: lease ended more than %s ago, no repeat of the request came back to re-run it, so nothing will; inspect, then resolve:",
+		what, rerunNeedsOperator, durationArg(after)), lines, more, flags, namespace)
 }
 
 // maxListHTTPKeysNext is how many HTTP requests' inspect commands list

@@ -442,7 +442,9 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		txCtx = handback.WithSlot(txCtx, slot)
 	}
 
+	var handled bool // this call ran the handler (Once or OnceTx)
 	run := func(ctx context.Context) (*recorder, *http.Request) {
+		handled = true
 		rec := &recorder{header: make(http.Header), max: m.o.MaxResponseBytes, under: w}
 		if slot != nil {
 			// Given back at the 101, the key's lease no longer bounds the
@@ -794,6 +796,19 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		// leaves it. What a wait that ran out gets: 409 with Retry-After.
 		writeProblem(w, Problem{Type: ProblemInProgress, Title: "Request in progress", Status: http.StatusConflict, Key: key,
 			Detail: "a request with this Idempotency-Key is being processed; retry after the Retry-After delay to get its response"}, 1)
+	case errors.Is(err, sentinel.ErrClosed) && !handled:
+		// Client.Close ended this request's claim or wait before its
+		// handler ran: the server is shutting down (a deploy), not a
+		// failure of the store. Nothing ran for the request and no
+		// response was stored for it: a wait leaves the key to the first
+		// request, and a claim made as Close began is given back (or, if
+		// that failed, which Sentinel logs, its lease expires within the
+		// TTL). The client retries, on another server.
+		m.c.Config().Logger.Info("idempotency: the server is shutting down (sentinel.Client.Close) and ended a request's claim or wait before its handler ran; answered 503 ProblemUnavailable with Retry-After: "+
+			"nothing ran for it and nothing was recorded for it, and the client retries with its key",
+			"idempotency_key", key, "scope", scope, "err", err)
+		writeProblem(w, Problem{Type: ProblemUnavailable, Title: "Server shutting down", Status: http.StatusServiceUnavailable, Key: key,
+			Detail: "the server is shutting down and stopped this request before it ran: nothing was recorded for this request; retry with the same Idempotency-Key after the Retry-After delay"}, 1)
 	default:
 		// The store failed before the handler ran, or (transactional) the
 		// completion was refused and everything was rolled back. Its

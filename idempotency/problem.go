@@ -102,7 +102,10 @@ const (
 	// also answers a request whose commit failed (its connection cut) when
 	// whether it landed could not be read back: the retry, after the
 	// Retry-After delay (the key's TTL), gets the response if it landed,
-	// and runs the request again if not.
+	// and runs the request again if not. It also answers a request whose
+	// claim or wait the client's Close ended before its handler ran (the
+	// server is shutting down, titled so, and logged at Info): nothing ran
+	// and nothing was recorded for it; retry with the same key.
 	ProblemUnavailable = problemBase + "ProblemUnavailable"
 )
 

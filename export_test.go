@@ -206,3 +206,7 @@ func SetCloseAfterStop(c *Client, f func()) { c.testAfterStop = f }
 
 // TurnReleaseUnderWay reports whether a Turn.Release of t is in flight.
 func TurnReleaseUnderWay(t *Turn) bool { return ReleaseUnderWay(t.l) }
+
+// WaitLeaveSQL is the statement that withdraws a lease waiter's
+// registration (sqlLeaseWaitLeave).
+func WaitLeaveSQL(c *Client) string { return c.sql.waitLeave }

@@ -227,8 +227,10 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 // When another owner holds the key Lease returns a *HeldError (matching
 // ErrNotAcquired) naming the holder, unless WithWait was given: then it
 // blocks until the lease is acquired or ctx ends, riding out a database that
-// is unreachable for a while (restart, network fault). WithTTL, WithHardTTL,
-// WithNamespace and WithForce apply.
+// is unreachable for a while (restart, network fault); the error of a wait
+// ctx ended says what became of its registration (withdrawn, or a grant
+// made to it meanwhile released). WithTTL, WithHardTTL, WithNamespace and
+// WithForce apply.
 //
 // The lease is renewed in the background until Release, Close, its hard TTL,
 // or a loss (see Done).

@@ -107,7 +107,15 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 	}
 	defer func() {
 		if reg != 0 && l == nil {
-			c.leaseWaitWithdraw(ctx, o, key, reg, regEpoch, regExact)
+			w := c.leaseWaitWithdraw(ctx, o, key, reg, regEpoch, regExact)
+			// Said as a Turn's withdrawn ticket is: the error alone
+			// answers "is my place still held, does the key wait for
+			// me?". Close's ErrClosed is left as it is (Close withdraws
+			// every waiter), and a registration found gone (expired, or
+			// granted and that grant ended) is not news.
+			if said := w.say(o.ttl, ctx.Err() != nil); said != "" && err != nil && !errors.Is(err, ErrClosed) {
+				err = fmt.Errorf("%w (%s)", err, said)
+			}
 		}
 		setReg(0, time.Time{}, time.Time{})
 	}()
@@ -326,7 +334,7 @@ func (c *Client) leaseWaitRenew(ctx context.Context, o callOptions, key string, 
 // meanwhile, the key held by nobody until it expired, a TTL. A withdrawal
 // that still fails is logged; a grant whose release still fails ends as a
 // failed give-back (logged, Observer.ReleaseFailed).
-func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key string, reg int64, epoch, exact time.Time) {
+func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key string, reg int64, epoch, exact time.Time) (w withdrawal) {
 	var g *Lease // the grant read, once read
 	// Nothing granted to reg outlives a TTL from now: the registration,
 	// last renewed before now, expires by then, and a grant to it made
@@ -336,6 +344,7 @@ func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key strin
 		if g == nil {
 			var was bool
 			if err := c.queryRow(rctx, c.sql.waitLeave, o.namespace, key, reg, epoch, exact).Scan(&was); err != nil || was {
+				w.withdrawn = was
 				return err
 			}
 			var err error
@@ -346,6 +355,7 @@ func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key strin
 		_, err := c.releaseRow(rctx, g.ns, g.key, g.owner, g.token)
 		return err
 	}, "namespace", o.namespace, "key", key, "waiter", reg)
+	w.granted, w.err = g != nil, err
 	switch {
 	case g != nil && err == nil:
 		g.end(ErrReleased)
@@ -355,6 +365,33 @@ func (c *Client) leaseWaitWithdraw(ctx context.Context, o callOptions, key strin
 		c.cfg.Logger.Warn("sentinel: withdrawing a lease wait failed; a release may grant the key to it, held by nobody until it expires, within its TTL",
 			"namespace", o.namespace, "key", key, "waiter", reg, "ttl", o.ttl, "err", err)
 	}
+	return w
+}
+
+// withdrawal is what leaseWaitWithdraw did with a registration.
+type withdrawal struct {
+	withdrawn bool  // the registration was found in place and deleted
+	granted   bool  // it was gone: a release had granted the key to it, and the grant was read
+	err       error // the last statement's error: nil when done
+}
+
+// say is what a waiter's error adds about its registration, "" when
+// nothing: a registration found gone without a grant (expired, or granted
+// and that grant ended) is no news. ended: the wait ended with the
+// caller's ctx; a withdrawal that went as it should is said only then (a
+// failed one is always said, as is a grant).
+func (w withdrawal) say(ttl time.Duration, ended bool) string {
+	switch {
+	case w.granted && w.err == nil:
+		return "the waiter was registered and a release granted it the key meanwhile: released, so the key passes on"
+	case w.granted:
+		return fmt.Sprintf("the waiter was registered and a release granted it the key meanwhile; releasing it failed, so it is free only when it expires, within its TTL (%s): %v", ttl, w.err)
+	case w.err != nil && !errors.Is(w.err, ErrClosed):
+		return fmt.Sprintf("the waiter was registered; withdrawing it failed, so a release may grant the key to it, held by nobody until it expires, within its TTL (%s): %v", ttl, w.err)
+	case w.withdrawn && ended:
+		return "the waiter was registered: registration withdrawn"
+	}
+	return ""
 }
 
 // takeGrant returns the lease a release handed to registration regKey,

@@ -190,7 +190,11 @@ func (e *HeldError) Error() string {
 func (e *HeldError) Unwrap() error { return ErrNotAcquired }
 
 // LostError says why a lease or execution lease was lost. It matches
-// ErrLeaseLost, and ErrHardTTL when the hard TTL was the reason.
+// ErrLeaseLost, and ErrHardTTL when the hard TTL was the reason. The
+// message of a lease (LossLease) lost to its renewal deadline adds what
+// that means for the work done under it: another holder may have taken
+// the key; writes fenced by the token were refused after the loss,
+// unfenced ones may have overlapped.
 type LostError struct {
 	Namespace string
 	Key       string
@@ -244,8 +248,17 @@ func (e *LostError) Error() string {
 	default:
 		s += ": " + e.Cause.Error()
 	}
+	if e.Reason == reasonDeadline && (e.Kind == "" || e.Kind == LossLease) {
+		// What the loss means for the work done under the lease: the
+		// row expired, so another holder may have had the key since.
+		s += fmt.Sprintf(" (another holder may have taken the key: writes fenced by token %d (VerifyToken, a conditional write) were refused after the loss, unfenced ones may have overlapped its work)", e.Token)
+	}
 	return s
 }
+
+// reasonDeadline is a LostError's Reason when no renewal reached the
+// database before the lease's local deadline.
+const reasonDeadline = "renewal deadline passed"
 
 // Unwrap returns ErrLeaseLost and the cause.
 func (e *LostError) Unwrap() []error {

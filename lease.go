@@ -677,7 +677,7 @@ func (l *Lease) checkDeadline() {
 		l.mu.Unlock()
 		return
 	}
-	lost := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "renewal deadline passed", Cause: l.lastErr}
+	lost := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: reasonDeadline, Cause: l.lastErr}
 	if l.capped {
 		lost.Reason, lost.Cause = "hard TTL reached", ErrHardTTL
 	}

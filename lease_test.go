@@ -935,6 +935,10 @@ func TestLostErrorSaysTheCauseOnce(t *testing.T) {
 	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired: connection refused`, err.Error())
 }
 
+// deadlineMeans is what a lease's LostError for a passed renewal deadline
+// adds about the work done under it (token 3).
+const deadlineMeans = ` (another holder may have taken the key: writes fenced by token 3 (VerifyToken, a conditional write) were refused after the loss, unfenced ones may have overlapped its work)`
+
 // A lost term, member row or ticket is named as what it is: an elector's
 // lost term read `lease "default"/"scheduler" (token 5) lost`, its term
 // called a token, in the term ctx's cause and the logs.
@@ -943,8 +947,8 @@ func TestLostErrorNamesWhatWasHeld(t *testing.T) {
 		kind sentinel.LossKind
 		want string
 	}{
-		{"", `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed`},
-		{sentinel.LossLease, `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed`},
+		{"", `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed` + deadlineMeans},
+		{sentinel.LossLease, `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed` + deadlineMeans},
 		{sentinel.LossExecution, `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed`},
 		{sentinel.LossLeader, `sentinel: leadership of group "ns"/"k" (term 3) lost: renewal deadline passed`},
 		{sentinel.LossMember, `sentinel: membership of group "ns"/"k" (member token 3) lost: renewal deadline passed`},

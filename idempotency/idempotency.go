@@ -94,7 +94,11 @@
 // which a retry is right (a connection refused or cut, a lost lease, a
 // serialization failure or deadlock, an administrator's shutdown, a
 // read-only transaction after a failover, SQLSTATE classes 08, 40, 53, 57,
-// 58, 72, F0, XX, and 55P03, 25006) is 503 ProblemUnavailable.
+// 58, 72, F0, XX, and 55P03, 25006) is 503 ProblemUnavailable. A request
+// that sentinel.Client.Close ends while its handler runs (the server
+// shutting down) is rolled back the same way and answered 503
+// ProblemUnavailable, "Server shutting down", logged at Info: the retry,
+// on another server, runs the handler afresh.
 //
 // # Re-running after a crash
 //
@@ -809,6 +813,26 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 			"idempotency_key", key, "scope", scope, "err", err)
 		writeProblem(w, Problem{Type: ProblemUnavailable, Title: "Server shutting down", Status: http.StatusServiceUnavailable, Key: key,
 			Detail: "the server is shutting down and stopped this request before it ran: nothing was recorded for this request; retry with the same Idempotency-Key after the Retry-After delay"}, 1)
+	case errors.Is(err, sentinel.ErrClosed) && m.o.Transactional:
+		// Client.Close ended the key's lease while the handler ran (or
+		// after it returned, before the commit): the handler's ctx ended,
+		// and the statements after it (the timeouts' reset, the
+		// completion) were refused with the lease lost by Close
+		// (sentinel.LostError, Cause ErrClosed). The server is shutting
+		// down, not a failure of the store: OnceTx rolled the transaction
+		// back, the handler's writes and the key's completion together,
+		// and gave the key back (or, if that failed, which Sentinel logs,
+		// its lease expires within the TTL). Nothing was recorded; the
+		// client retries, on another server, where the handler runs
+		// afresh. (A commit whose outcome is unknown matches ErrUncertain,
+		// answered above.)
+		m.c.Config().Logger.Info("idempotency: the server is shutting down (sentinel.Client.Close) and ended a transactional request while its handler ran, before its commit; answered 503 ProblemUnavailable with Retry-After: "+
+			"the handler's transaction was rolled back, its writes and the key's completion with it, nothing was recorded for the request, and the client retries with its key, which runs the handler again. "+
+			"Nothing needs doing; to let such requests finish in a deploy, stop the HTTP server (http.Server.Shutdown waits for running handlers) before closing the Sentinel client",
+			"idempotency_key", key, "scope", scope, "err", err)
+		writeProblem(w, Problem{Type: ProblemUnavailable, Title: "Server shutting down", Status: http.StatusServiceUnavailable, Key: key,
+			Detail: "the server is shutting down and stopped this request before it could complete: its database transaction was rolled back, so none of its writes were kept and nothing was recorded for this request; " +
+				"retry with the same Idempotency-Key after the Retry-After delay, and it runs again"}, 1)
 	default:
 		// The store failed before the handler ran, or (transactional) the
 		// completion was refused and everything was rolled back. Its

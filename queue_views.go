@@ -45,8 +45,8 @@ type QueueStatus struct {
 	// leave of the ticket ahead, in the same statement, whether or not its
 	// client has heard yet; its ServedAt is zero only while its own serving
 	// check is due (the ticket ahead died, its leave found this one's row
-	// busy, or its draw found a dead ticket below it locked elsewhere). Nil
-	// when the queue is empty.
+	// busy or a dead ticket below it locked elsewhere, or its draw found
+	// such a dead ticket). Nil when the queue is empty.
 	Holder *Ticket
 	// Waiting are the other live tickets, in the order they will be served.
 	Waiting []Ticket
@@ -251,7 +251,7 @@ type QueueEvent struct {
 	Type      string // QueueAssigned, QueueGranted, ...
 	Label     string // the ticket's label
 	Owner     string // the client that drew the ticket
-	By        int64  // for crashed/bumped: the ticket that skipped it (0: ResetQueue or the owner)
+	By        int64  // for crashed/bumped: the ticket that skipped it (0: ResetQueue, Prune or the owner)
 	At        time.Time
 }
 

@@ -1,0 +1,71 @@
+package sentinel_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sentinel-coordination/sentinel"
+)
+
+// Checks of statements the queue's documentation makes (sqlDraw,
+// docs/queue.md) against real runs.
+
+// QueueStatus.Holder: a holder's ServedAt is zero only while its own
+// serving check is due. The leave ahead does not grant a ticket below which
+// a dead ticket is locked elsewhere (a VerifyTurn guard, here): the ticket
+// is the holder, unserved, and is served by its serving check once the
+// guard ends.
+func TestLeaveDoesNotGrantPastADeadTicketLockedElsewhere(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	c := e.client(&sentinel.Config{DefaultTTL: 30 * time.Second})
+
+	held, err := c.Turn(ctx, "printer")
+	require.NoError(t, err)
+	var dead int64
+	require.NoError(t, admin.QueryRow(ctx, "INSERT INTO "+e.table("tickets")+
+		` (namespace, resource, ticket, owner, drawn_at, expires_at) VALUES
+		('default', 'printer', nextval('`+e.schema+`.fencing_token'), 'gone', pg_catalog.now(), pg_catalog.now() - interval '1 s')
+		RETURNING ticket`).Scan(&dead))
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+e.table("tickets")+" WHERE ticket = $1 FOR KEY SHARE", dead)
+	require.NoError(t, err)
+
+	got := make(chan *sentinel.Turn, 1)
+	go func() {
+		tn, err := c.Turn(ctx, "printer")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- tn
+	}()
+	waitTickets(t, c, "printer", 2)
+	require.NoError(t, held.Release(ctx))
+
+	require.Eventually(t, func() bool {
+		q, err := c.Queue(ctx, "printer")
+		return err == nil && q.Holder != nil && q.Holder.Ticket > dead
+	}, 5*time.Second, 2*time.Millisecond)
+	q, err := c.Queue(ctx, "printer")
+	require.NoError(t, err)
+	require.True(t, q.Holder.ServedAt.IsZero(), "not granted by the leave: a dead ticket below it is locked")
+	select {
+	case tn := <-got:
+		t.Fatalf("Turn returned ticket %d while a dead ticket below it was locked", tn.Ticket())
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	require.NoError(t, tx.Rollback(ctx))
+	tn := <-got
+	require.NotNil(t, tn)
+	q, err = c.Queue(ctx, "printer")
+	require.NoError(t, err)
+	require.Equal(t, tn.Ticket(), q.Holder.Ticket)
+	require.False(t, q.Holder.ServedAt.IsZero(), "served by its own serving check")
+	require.NoError(t, tn.Release(ctx))
+}

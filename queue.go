@@ -424,8 +424,8 @@ type leaveResult struct {
 //     transaction, before any other lock is held);
 //  2. lock the queue row (FOR NO KEY UPDATE), which serializes leaves of
 //     the resource with one another and with draws;
-//  3. delete the ticket and wake the next live ticket if none is live
-//     below ours (sqlTicketLeave), with a snapshot taken after 2.
+//  3. delete the ticket and, if none is live below ours, grant the next
+//     live ticket (sqlTicketLeave), with a snapshot taken after 2.
 //
 // The transaction is explicit (BEGIN ... COMMIT) so that a fourth
 // statement in the same round trip, sqlTicketLeaveWake, wakes the next
@@ -447,7 +447,9 @@ type leaveResult struct {
 // under the same lock first) or sees the leaves committed: its draw reads
 // the ticket ahead once it holds the lock (queue_draw), and with none
 // live ahead it is served by the draw or makes its serving check. Nothing
-// else reads this lock: renewals and serving checks never touch the queue
+// else takes this lock but the look for a cut-off draw's tickets
+// (leaveDrawn, before it leaves them so) and Prune, which locks only queue
+// rows without tickets: renewals and serving checks never touch the queue
 // row.
 func (t *Turn) leave(ctx context.Context) (leaveResult, error) {
 	t.leftMu.Lock()
@@ -523,7 +525,8 @@ var errTicketLost = errors.New("sentinel: waiting ticket lost")
 // whichever comes first. If the ticket itself
 // dies while waiting (the database was unreachable for longer than its
 // TTL), Turn draws a new one at the back of the queue. Each statement of
-// the wait is given at most the ticket's TTL (at least 1 s): one sent on a
+// the wait is given at most the ticket's TTL (at least 1 s; the draw is
+// let run a second more, as when ctx ends, below): one sent on a
 // connection that silently lost its path is abandoned and retried over
 // another, every Config.WaitRecheck.
 //

@@ -40,7 +40,8 @@ import (
 // behind it (sqlServe, recording by_ticket), by the draw of a ticket behind
 // it that finds no live ticket ahead (queue_draw, recording by_ticket), by
 // a leave that hands over past it (sqlTicketLeave, recording by_ticket),
-// by its owner's own leave, or by ResetQueue (sqlReset).
+// by its owner's own leave, by ResetQueue (sqlReset), or, expired for an
+// hour at least, by Prune (sqlPrune).
 //
 // The leave runs as one transaction of three statements: sqlLeaveLockTicket,
 // sqlLeaveLockQueue, then sqlTicketLeave (see Turn.leave). VerifyTurn

@@ -895,9 +895,10 @@ func TestTurnReleaseRacingCancelWakesNext(t *testing.T) {
 }
 
 // The same race made certain: a transaction holds both departing tickets'
-// rows (FOR KEY SHARE, as a guard would), so both leave statements start,
-// take their snapshots and wait; both then proceed at once. The ticket
-// behind must still be woken at once.
+// rows (FOR KEY SHARE, as a guard would), so both leaves start and wait
+// for their own rows (sqlLeaveLockTicket) before either decides; both then
+// proceed at once, and decide one after the other under the queue's lock.
+// The ticket behind must still be woken at once.
 func TestTurnReleaseAndCancelHeldTogetherWakeNext(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -926,7 +927,7 @@ func TestTurnReleaseAndCancelHeldTogetherWakeNext(t *testing.T) {
 	released := make(chan error, 1)
 	go func() { released <- h.Release(ctx) }()
 	cancel()
-	// Both leave statements are now waiting for the rows.
+	// Both leaves are now waiting for their rows.
 	require.Eventually(t, func() bool {
 		var n int
 		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity

@@ -425,7 +425,8 @@ FOR UPDATE OF q`
 // granted, so it sees every ticket drawn on them: a queue row with a
 // ticket is never removed (the next leave locks that row to decide whom to
 // wake; see Turn.leave). A draw that waited for the lock finds the row
-// gone and draws again on a new one.
+// gone and makes it again in the same statement
+// (TestDrawWhilePruneDeletesTheQueueRow).
 // $1 namespaces, $2 resources.
 const sqlPruneQueues = `
 DELETE FROM {{schema}}.queues q

@@ -53,9 +53,12 @@
 // Credentials are never stored nor replayed: Set-Cookie, Set-Cookie2,
 // Authorization, Proxy-Authorization, Authentication-Info and
 // Proxy-Authentication-Info go out with the first response only (see
-// StoredHeader), as do the hop-by-hop headers (Connection, Keep-Alive,
-// Transfer-Encoding, ..., and those the handler's Connection header
-// names).
+// StoredHeader), as do the handler's Connection header and the headers it
+// names. The other per-connection headers a handler sets (Keep-Alive,
+// Proxy-Connection, TE, Upgrade, Transfer-Encoding, Trailer,
+// Content-Length, Date) go out as set with no response, the first
+// included: net/http frames and dates each response itself (a 101 goes
+// out with its header as written).
 //
 // # Errors that changed nothing
 //

@@ -105,7 +105,10 @@ const (
 	// and runs the request again if not. It also answers a request whose
 	// claim or wait the client's Close ended before its handler ran (the
 	// server is shutting down, titled so, and logged at Info): nothing ran
-	// and nothing was recorded for it; retry with the same key.
+	// and nothing was recorded for it; retry with the same key. With
+	// Options.Transactional, so is a request that Close ended while its
+	// handler ran (or after it returned, before the commit): its
+	// transaction was rolled back, and the retry runs the handler afresh.
 	ProblemUnavailable = problemBase + "ProblemUnavailable"
 )
 

@@ -253,14 +253,15 @@ func Middleware(client *sentinel.Client, opts Options) func(http.Handler) http.H
 		}
 	}
 	return func(next http.Handler) http.Handler {
-		return &middleware{c: client, o: opts, single: isSingleTenant(opts.Scope), next: next}
+		return &middleware{c: client, o: opts, ttl: ttl, single: isSingleTenant(opts.Scope), next: next}
 	}
 }
 
 type middleware struct {
 	c      *sentinel.Client
 	o      Options
-	single bool // Options.Scope is SingleTenant
+	ttl    time.Duration // Options.TTL, or the client's DefaultTTL
+	single bool          // Options.Scope is SingleTenant
 	next   http.Handler
 }
 
@@ -455,10 +456,11 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		rec := &recorder{header: make(http.Header), max: m.o.MaxResponseBytes, under: w}
 		if slot != nil {
 			// Given back at the 101, the key's lease no longer bounds the
-			// handler: HardTTL does, from now, as it would have.
+			// handler: HardTTL does, from now, as it would have (Once's
+			// default: Config.OnceHardTTL, or the TTL when longer).
 			hardTTL := m.o.HardTTL
 			if hardTTL == 0 {
-				hardTTL = m.c.Config().OnceHardTTL
+				hardTTL = max(m.c.Config().OnceHardTTL, m.ttl)
 			}
 			hardBy := time.Now().Add(hardTTL)
 			var cancel context.CancelCauseFunc

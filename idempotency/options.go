@@ -56,7 +56,8 @@ type Options struct {
 	// happened), not stored: repeats get the uncertain problem until an
 	// operator resolves the key (resolve --refused gives them that
 	// response).
-	// Default: the client's Config.OnceHardTTL (10 minutes unless set).
+	// Default: the client's Config.OnceHardTTL (10 minutes unless set), or
+	// the TTL when it is longer (as sentinel.Once's default).
 	HardTTL time.Duration
 
 	// Wait is how long a repeat that arrives while the first request runs

@@ -44,8 +44,8 @@ type leaseState struct {
 	HardPast string `json:"hard_past,omitempty"`
 }
 
-// badge is a state badge: its CSS class, text and title (the "state"
-// template's, which it must match).
+// badge is a state badge: its CSS class, text and title, as the "state"
+// template shows it and lease-state answers it.
 type badge struct {
 	Class string `json:"class"`
 	Text  string `json:"text"`
@@ -59,7 +59,8 @@ type badge struct {
 // finds it in the others.
 const rerunNeedsOperator = "rerun pending, needs an operator"
 
-// stateBadge is the badge the "state" template shows for v.
+// stateBadge is the badge the "state" template shows for v (the
+// template's badge function).
 func stateBadge(v execView) badge {
 	switch {
 	case v.Uncertain:

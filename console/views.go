@@ -412,6 +412,7 @@ func keyLink(ns, key string) string {
 func (cs *Console) funcs() template.FuncMap {
 	return template.FuncMap{
 		"stateNote": func(v execView) string { return cs.stateNote(v) },
+		"badge":     stateBadge,
 		// hardPastNote's words hold no markup and its one variable is a
 		// formatted time: as HTML, its apostrophe stays as typed.
 		"hardPastNote": func(t time.Time) template.HTML { return template.HTML(hardPastNote(t)) },

@@ -118,10 +118,11 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 		"those are under Needs an operator."
 	const lostNote = "Completed: fn succeeded, but its result could not be stored (Result error), so every caller gets ErrResult. Store the value callers should get: the key's page gives the set-result command."
 	const uncNote = "Executing with an expired lease: the worker crashed, froze or failed after side effects may have happened. Sentinel will not run them again; reconcile each one."
+	const recNote = "An operator started establishing the truth: force-complete (it happened) or reset to claimed (it did not)."
 	switch d.Tab {
 	case "attention":
 		wants = []want{{"uncertain", "Uncertain", uncNote, uncertain, false},
-			{"reconciling", "Reconciling", "An operator started establishing the truth: force-complete (it happened) or reset to claimed (it did not).", reconciling, false},
+			{"reconciling", "Reconciling", recNote, reconciling, false},
 			{"result-lost", "Result not stored", lostNote, lost, false},
 			{"rerun-pending", staleHeading, staleNote, stale, true}}
 	case "rerun-pending":
@@ -170,6 +171,14 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 			// Reconcile is the step for a Once key; the middleware's is
 			// resolved with a response, as its page and status say.
 			s.Note += " An HTTP request's key (idempotency:N:SCOPE:KEY) is resolved with the response its retries get instead: its page gives the command."
+		}
+		if hasHTTP && wt.note == recNote {
+			// The console never force-completes one: it is resolved with
+			// a response (actionsFor).
+			s.Note += " An HTTP request's key (idempotency:N:SCOPE:KEY) is resolved with the response its retries get instead of force-completed: its page offers it."
+		}
+		if hasHTTP && wt.note == rerunNote {
+			s.Note += " An HTTP request's key (idempotency:N:SCOPE:KEY) is run again by the client's repeat of the request (the middleware's Options.Rerun)."
 		}
 		if next != "" {
 			nq := url.Values{}

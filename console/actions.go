@@ -95,10 +95,14 @@ type confirmData struct {
 	Value                     string
 	FromEvidence              int64
 	NeedsName                 bool
-	Moved                     string // the key is no longer as the link said
-	Error                     string
-	HTTP                      *httpKey    // resolve: the HTTP key
-	Resolve                   resolveForm // resolve: the form's values
+	// OwnTokens: NeedsName, and Operators gives operators tokens of their
+	// own too, which name them: the name is asked of the shared token's
+	// users only, not required.
+	OwnTokens bool
+	Moved     string // the key is no longer as the link said
+	Error     string
+	HTTP      *httpKey    // resolve: the HTTP key
+	Resolve   resolveForm // resolve: the form's values
 	// Reason and Name are the reason and operator's name typed in a
 	// refused form, shown again.
 	Reason, Name string
@@ -175,7 +179,7 @@ func (cs *Console) showConfirm(w http.ResponseWriter, r *http.Request, status in
 		return
 	}
 	d := confirmData{Action: action, Label: a.Label, Verb: a.Verb, Help: a.Help, Exec: cs.view(*ex), Token: token,
-		CSRF: cs.csrfToken(cs.now(), action, ns, key, strconv.FormatInt(token, 10)), NeedsName: cs.opts.Operator == nil && cs.opts.OperatorToken != "",
+		CSRF: cs.csrfToken(cs.now(), action, ns, key, strconv.FormatInt(token, 10)), NeedsName: cs.opts.Operator == nil && cs.opts.OperatorToken != "", OwnTokens: len(cs.opts.Operators) > 0,
 		Value: typed.Get("value"), Reason: typed.Get("reason"), Name: typed.Get("operator"), Refused: refused}
 	switch {
 	case action == "resolve":

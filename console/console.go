@@ -104,7 +104,9 @@ type Options struct {
 	// Operators maps each operator's name to their own token. An action
 	// given one of these tokens is recorded as done by that name
 	// (metadata "operator_name", "operator_auth": "token"); the form asks
-	// no name. Each token at least MinTokenBits strong, no two alike.
+	// no name, unless OperatorToken is set too: the form then asks one of
+	// that shared token's users, and reads none with an operator's own.
+	// Each token at least MinTokenBits strong, no two alike.
 	Operators map[string]string
 
 	// AllowedHosts lists the names (host or host:port, case-insensitive)

@@ -4,8 +4,8 @@
 (function () {
   "use strict";
   // Relative times ("3.1s ago", "in 12s") count on from when the page
-  // was read (data-read-at, the console's clock; the browser's own may be
-  // off), on every page. A time that was ahead when the page was read and
+  // was read (data-read-at, the database's clock as the console measured
+  // it; the browser's own may be off), on every page. A time that was ahead when the page was read and
   // has passed since says so instead of counting on: leases are renewed
   // and expire without an event, so the page cannot know which it was
   // (and no longer says "alive").

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -166,8 +167,8 @@ func (a *app) attentionIn(ctx context.Context, schema, ns string, after attentio
 // that holds Sentinel's tables (up to maxAttentionSchemas, in name order;
 // moreSchemas says there were more): an operator who names nothing is
 // paged for anything anywhere; one who names a namespace or a schema sets
-// the alert's scope (the others with uncertain executions are still
-// named in the output). A failure to read the schema shown is an error;
+// the alert's scope (status still names, in its output, the other
+// schemas holding anything this pages on: attentionInSchemas). A failure to read the schema shown is an error;
 // another schema that cannot be read is returned in unread.
 func (a *app) attention(cmd *cobra.Command, namespace string, after attentionAfter) (found []attentionJSON, unread []string, moreSchemas bool, err error) {
 	ctx := cmd.Context()
@@ -178,20 +179,82 @@ func (a *app) attention(cmd *cobra.Command, namespace string, after attentionAft
 	if cmd.Flags().Changed("namespace") || cmd.Flags().Changed("schema") {
 		return found, nil, false, nil
 	}
-	schemas, moreSchemas, err := a.sentinelSchemasUpTo(ctx, maxAttentionSchemas)
+	more, unread, moreSchemas, err := a.attentionInSchemas(ctx, after, maxAttentionSchemas)
 	if err != nil {
 		// status notes it (other_schemas_unread): no schema was looked in.
 		return found, nil, false, nil
 	}
+	return append(found, more...), unread, moreSchemas, nil
+}
+
+// attentionInSchemas reads sqlAttention, for every namespace, in the
+// first n other schemas of the database that hold Sentinel's tables (in
+// name order; more says there were more): what status --exit-code pages
+// on there, by after's thresholds. It returns the schemas it could not
+// read (an older version, no privilege) in unread; when the catalog
+// cannot be read, an error matching errAttentionSchemasUnread: no schema
+// was looked in.
+func (a *app) attentionInSchemas(ctx context.Context, after attentionAfter, n int) (found []attentionJSON, unread []string, more bool, err error) {
+	schemas, more, err := a.sentinelSchemasUpTo(ctx, n)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("%w: %v", errAttentionSchemasUnread, err)
+	}
 	for _, s := range schemas {
-		more, err := a.attentionIn(ctx, s, "", after)
+		there, err := a.attentionIn(ctx, s, "", after)
 		if err != nil {
 			unread = append(unread, s)
 			continue
 		}
-		found = append(found, more...)
+		found = append(found, there...)
 	}
-	return found, unread, moreSchemas, nil
+	return found, unread, more, nil
+}
+
+// errAttentionSchemasUnread is attentionInSchemas's error: the catalog
+// could not be read, so the other schemas were not looked in.
+var errAttentionSchemasUnread = errors.New("the other schemas of this database could not be looked in for what needs an operator (reading the catalog failed)")
+
+// otherSchemasText is status's paragraph on the other schemas among found
+// (attentionInSchemas) holding something status --exit-code pages on
+// other than uncertain executions (those status names in a paragraph of
+// their own, with the schemas in uncertain): each schema, in the order
+// of found, with what it holds, counted over its namespaces. Empty when
+// there is none.
+func otherSchemasText(found []attentionJSON, uncertain []string, after attentionAfter) (schemas []string, text string) {
+	named := map[string]bool{}
+	for _, s := range uncertain {
+		named[s] = true
+	}
+	counts := map[string]map[string]int64{}
+	for _, f := range found {
+		if f.Kind == attentionUncertain || named[f.Schema] {
+			continue
+		}
+		if counts[f.Schema] == nil {
+			counts[f.Schema] = map[string]int64{}
+			schemas = append(schemas, f.Schema)
+		}
+		counts[f.Schema][f.Kind] += f.Count
+	}
+	if len(schemas) == 0 {
+		return nil, ""
+	}
+	var parts []string
+	for _, s := range schemas {
+		var what []string
+		for _, k := range []struct{ kind, words string }{
+			{attentionResultLost, "completed with the result not stored"},
+			{attentionReconciling, "reconciling for more than " + durationArg(after.reconciling)},
+			{attentionRerunPending, rerunNeedsOperator + ", for more than " + durationArg(after.rerunPending)},
+		} {
+			if n := counts[s][k.kind]; n > 0 {
+				what = append(what, fmt.Sprintf("%d %s", n, k.words))
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", quoteAll([]string{s}), strings.Join(what, "; ")))
+	}
+	return schemas, "other schemas of this database hold keys that need an operator too (what status --exit-code pages on): " +
+		strings.Join(parts, ", ") + "; every namespace there:"
 }
 
 // notMigrated is err, matching sentinel.ErrNotMigrated as the library's

@@ -230,7 +230,7 @@ func TestStatusExitCodeBadInput(t *testing.T) {
 		{"status", "--exit-code", "--rerun-pending-after", "0s"},
 		{"status", "--exit-code", "--rerun-pending-after", "soon"},
 		{"status", "--rerun-pending-after", "0s"}, // without --exit-code too (it judges the stale HTTP requests listed)
-		{"status", "--reconciling-after", "1h"},   // a threshold of nothing
+		{"status", "--reconciling-after", "-1h"},  // without --exit-code too (it judges the keys reconciling named)
 		{"status", "--exit-code=maybe"},
 	} {
 		r := runBin(t, []string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=2"}, nil, args...)

@@ -92,7 +92,7 @@ func TestStatusExitCodeReconcilingAfterBadInput(t *testing.T) {
 		{"status", "--exit-code", "--reconciling-after", "-5m"},
 		{"status", "--exit-code", "--reconciling-after", "0s"},
 		{"status", "--exit-code", "--reconciling-after", "soon"},
-		{"status", "--reconciling-after", "1h"}, // a threshold of nothing
+		{"status", "--reconciling-after", "0s"}, // plain status names keys by it too
 	} {
 		r := runBin(t, []string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=2"}, nil, args...)
 		requireCode(t, r, exitUsage)

@@ -89,19 +89,31 @@ type statusJSON struct {
 	MoreRerunPendingKeys bool `json:"more_rerun_pending_keys"`
 	// UncertainElsewhere names the other schemas of the database with
 	// uncertain executions (of the first five that hold Sentinel's
-	// tables, in name order).
+	// tables, in name order). needs_operator_in_other_schemas says what
+	// else they hold that needs an operator.
 	UncertainElsewhere []string `json:"uncertain_in_other_schemas,omitempty"`
+	// NeedsOperatorElsewhere is what status --exit-code pages on in the
+	// other schemas of the database (the same first five), with or
+	// without --exit-code, --namespace or --schema: a line per schema,
+	// namespace and kind, as "attention"."found" (uncertain, result_lost,
+	// rerun_pending past --rerun-pending-after, reconciling past
+	// --reconciling-after, with the count, how many are HTTP requests'
+	// keys, and since when). The text names each schema with the status
+	// command for it.
+	NeedsOperatorElsewhere []attentionJSON `json:"needs_operator_in_other_schemas,omitempty"`
 	// OtherSchemasUnread says why the other schemas could not be looked
-	// in (the catalog could not be read): uncertain_in_other_schemas is
-	// then not known, not empty.
+	// in (the catalog could not be read): uncertain_in_other_schemas and
+	// needs_operator_in_other_schemas are then not known, not empty.
 	OtherSchemasUnread string `json:"other_schemas_unread,omitempty"`
 	// UncertainOtherSchemasUnread are the other schemas holding
 	// Sentinel's tables that could not be read for uncertain executions
-	// (an older version, no privilege).
+	// and the rest of what needs an operator (an older version, no
+	// privilege).
 	UncertainOtherSchemasUnread []string `json:"uncertain_other_schemas_unread,omitempty"`
 	// MoreOtherSchemas is true when more than five other schemas hold
 	// Sentinel's tables: only the first five (in name order) were looked
-	// in for uncertain_in_other_schemas.
+	// in for uncertain_in_other_schemas and
+	// needs_operator_in_other_schemas.
 	MoreOtherSchemas bool `json:"more_other_schemas,omitempty"`
 	// UncertainOtherNamespaces, with --namespace: the other namespaces
 	// with uncertain executions, and how many each has.
@@ -168,16 +180,22 @@ Completed keys whose result was not stored (fn's value could not be
 encoded: every caller gets ErrResult) are counted apart as RESULT NOT
 STORED, with the command that lists them: they need an operator too
 (inspect, then set-result). So is each namespace with a key reconciling
-for more than 1h (--exit-code's default --reconciling-after), with the
+for more than --reconciling-after (default 1h, as --exit-code), with the
 command that lists those keys (inspect, then force-complete or reset).
 
 With --namespace, other namespaces that have uncertain executions are
 named at the end, with the command that shows them all, so none is
 missed (--json: "uncertain_in_other_namespaces"). So are other schemas
-of the database that hold Sentinel's tables and have uncertain
-executions (the first five in name order), with the command for each: an
+of the database that hold Sentinel's tables (the first five in name
+order) and anything --exit-code pages on: uncertain executions (--json:
+"uncertain_in_other_schemas"), and results not stored, keys rerun
+pending for longer than --rerun-pending-after and keys reconciling for
+longer than --reconciling-after, each schema with what it holds (--json:
+"needs_operator_in_other_schemas", a line per schema, namespace and
+kind, the uncertain ones included), with the command for each: an
 application that sets its own schema is not missed by a status run
-without --schema.
+without --schema, and an operator paged by --exit-code for one finds it
+named here. Both thresholds are taken with or without --exit-code.
 
 Without --exit-code, status exits 0 whether or not anything needs an
 operator. With --exit-code (as git diff --exit-code), for a cron job or a
@@ -215,9 +233,9 @@ It covers every namespace, and, when neither --namespace nor --schema is
 given, every other schema of the database that holds Sentinel's tables
 (up to 100, in name order; a note, --json "more_schemas", says when there
 are more): an operator who names nothing is paged for anything anywhere. --namespace or --schema sets the check's scope to
-what they name (one alert per team); the other namespaces and schemas
-with uncertain executions are still named in the output, as without
---exit-code. With --json, "attention" holds what was found ("found": a
+what they name (one alert per team); the other namespaces with uncertain
+executions, and the other schemas (the first five) with anything it
+pages on, are still named in the output, as without --exit-code. With --json, "attention" holds what was found ("found": a
 line per schema, namespace and kind, with its count, how many of them
 are HTTP requests' keys, and since when) and
 "needs_operator". Exit 1 when the database cannot be read: a check must
@@ -235,9 +253,6 @@ not read that as nothing to do.`,
 			}
 			if after.rerunPending <= 0 {
 				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(after.rerunPending))
-			}
-			if cmd.Flags().Changed("reconciling-after") && !exitCodeFlag {
-				return usageErr("--reconciling-after is the threshold of --exit-code: add --exit-code")
 			}
 			if after.reconciling <= 0 {
 				return usageErr("--reconciling-after %s: give a duration of more than 0 (such as 1h)", durationArg(after.reconciling))
@@ -293,7 +308,11 @@ not read that as nothing to do.`,
 			// Other schemas of the database that need attention: an
 			// application with a Config.Schema of its own, an operator who
 			// gave no --schema.
+			// What status --exit-code pages on there (uncertain, result not
+			// stored, rerun pending or reconciling too long), by the same
+			// thresholds, named whether or not --exit-code was given.
 			var schemas, unread []string
+			var others []attentionJSON
 			var moreSchemas bool
 			var schemasErr error
 			if !a.jsonOut {
@@ -306,11 +325,16 @@ not read that as nothing to do.`,
 							fprintln(a.stdout, line)
 						}
 					}
+					if more, text := otherSchemasText(others, schemas, after); len(more) > 0 {
+						for _, line := range strings.Split("\n"+text+a.schemaCommands(cmd, more, "namespace", "all-namespaces"), "\n") {
+							fprintln(a.stdout, line)
+						}
+					}
 					if err == nil { // else that error says it
 						a.noteSchemasUnread(schemasErr)
 					}
 					if len(unread) > 0 {
-						fprintf(a.stderr, "sentinel: note: schemas %s of this database hold Sentinel's tables but could not be read for uncertain executions (an older version, or no privilege)\n", quoteAll(unread))
+						fprintf(a.stderr, "sentinel: note: schemas %s of this database hold Sentinel's tables but could not be read for uncertain executions or anything else that needs an operator (an older version, or no privilege)\n", quoteAll(unread))
 					}
 					if moreSchemas {
 						fprintf(a.stderr, "sentinel: note: more than %d other schemas of this database hold Sentinel's tables; only the first %d (in name order) were looked at\n", maxSchemasShown, maxSchemasShown)
@@ -323,7 +347,12 @@ not read that as nothing to do.`,
 						strings.Join(elsewhere, ", "), a.command("status"))
 				}
 			}()
-			schemas, unread, moreSchemas, schemasErr = a.uncertainInSchemas(ctx)
+			others, unread, moreSchemas, schemasErr = a.attentionInSchemas(ctx, after, maxSchemasShown)
+			for _, f := range others {
+				if f.Kind == attentionUncertain && (len(schemas) == 0 || schemas[len(schemas)-1] != f.Schema) {
+					schemas = append(schemas, f.Schema)
+				}
+			}
 			counts, err := a.client.ExecutionCounts(ctx, namespace, ns.all)
 			if err != nil {
 				return err
@@ -344,7 +373,7 @@ not read that as nothing to do.`,
 			}
 			if a.jsonOut {
 				out := statusJSON{Counts: []countJSON{}, Uncertain: []execJSON{}, More: next != "", UncertainElsewhere: schemas,
-					UncertainOtherNamespaces: elsewhereJSON}
+					NeedsOperatorElsewhere: others, UncertainOtherNamespaces: elsewhereJSON}
 				if schemasErr != nil {
 					out.OtherSchemasUnread = schemasErr.Error()
 				}
@@ -424,7 +453,7 @@ not read that as nothing to do.`,
 	cmd.Flags().IntVar(&limit, "limit", 20, "list at most this many uncertain executions (and as many keys, and HTTP requests, rerun pending past --rerun-pending-after)")
 	cmd.Flags().BoolVar(&exitCodeFlag, "exit-code", false, fmt.Sprintf("exit %d when something needs an operator: uncertain, result not stored, rerun pending or reconciling too long", exitAttention))
 	durationFlag(cmd.Flags(), &after.rerunPending, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: --exit-code pages on it, and status lists such keys with or without --exit-code")
-	durationFlag(cmd.Flags(), &after.reconciling, "reconciling-after", defaultReconcilingAfter, "with --exit-code: a key reconciling (since reconcile, on the database clock) longer than this needs an operator")
+	durationFlag(cmd.Flags(), &after.reconciling, "reconciling-after", defaultReconcilingAfter, "a key reconciling (since reconcile, on the database clock) longer than this needs an operator: --exit-code pages on it, and status names it with or without --exit-code")
 	return cmd
 }
 

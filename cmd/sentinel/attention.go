@@ -328,7 +328,7 @@ func (a *app) attentionErr(found []attentionJSON, after attentionAfter) error {
 				f.Count, rerunNeedsOperator, who, durationArg(after.rerunPending), where, since, todo, listed, rerunNeedsOperator, durationArg(after.rerunPending), a.command(list...))
 		case attentionReconciling:
 			fmt.Fprintf(&b, "\n%d reconciling for more than %s in %s (every caller gets ErrReconciling until an operator resolves them), since %s; %s:\n  %s",
-				f.Count, durationArg(after.reconciling), where, since, attentionTodo(f, "force-complete (the work happened) or reset (it did not)"), a.command("list", "--state", "reconciling", "--older-than", durationArg(after.reconciling), "-n", f.Namespace))
+				f.Count, durationArg(after.reconciling), where, since, attentionTodo(f, "force-complete (the work happened) or reset (it did not)"), a.command(append([]string{"list", "--state", "reconciling", "--older-than", durationArg(after.reconciling), "-n", f.Namespace}, reconcilingAfterFlag(after.reconciling)...)...))
 		}
 	}
 	return &codeError{code: exitAttention, err: fmt.Errorf("%s", b.String())}

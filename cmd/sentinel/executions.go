@@ -243,9 +243,11 @@ func takenFrom(evs []sentinel.Event) *takenFromJSON {
 }
 
 // printExecution prints inspect's view of e; a key rerun pending whose
-// lease ended more than rerunAfter ago (--rerun-pending-after) is an
-// operator's case, with steps (nextSteps).
-func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, taken *takenFromJSON, rt *sentinel.ResultType, rerunAfter time.Duration) error {
+// lease ended more than after.rerunPending ago (--rerun-pending-after) is
+// an operator's case, with steps (nextSteps); one reconciling for longer
+// than after.reconciling (--reconciling-after) is marked as such.
+func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, taken *takenFromJSON, rt *sentinel.ResultType, after attentionAfter) error {
+	rerunAfter := after.rerunPending
 	if a.jsonOut {
 		j := toExecJSON(e)
 		if refused != nil {
@@ -255,12 +257,12 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 		j.TakenFrom = taken
 		j.ResultType = toResultTypeJSON(rt)
 		// needs_operator as list --json judges it, by the same threshold.
-		return a.printJSON(listExecJSON{execJSON: j, NeedsOperator: uncertain(e) || e.ResultLost() || rerunStale(e, rerunAfter)})
+		return a.printJSON(listExecJSON{execJSON: j, NeedsOperator: needsOperator(e, after)})
 	}
 	w := a.table()
 	row(w, "namespace:", e.Namespace)
 	row(w, "key:", e.Key)
-	row(w, "state:", inspectStateLabel(e, rerunAfter))
+	row(w, "state:", inspectStateLabel(e, after))
 	row(w, "since:", ts(e.Since())+"  ("+relative(e.Since())+")")
 	row(w, "owner:", fmt.Sprintf("%s (host %s, pid %d)", e.Owner, e.Host, e.PID))
 	if taken != nil {
@@ -322,9 +324,10 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 	}
 	stale := e.Rerunnable() && -e.LeaseLeft() >= rerunAfter // nextSteps: an operator's case now
 	if scope, key, ok := idempotency.ParseExecutionKey(e.Key); ok && (uncertain(e) || e.State == sentinel.StateReconciling || stale) {
-		// idempotency inspect judges a rerun pending key by the same
-		// threshold: given another, the copied line carries it.
-		flags := rerunAfterFlag(rerunAfter)
+		// idempotency inspect judges a rerun pending key, and a key
+		// reconciling, by the same thresholds: given others, the copied
+		// line carries them.
+		flags := afterFlags(after)
 		fprintf(a.stdout, "\nnext: this is an HTTP Idempotency-Key; see its request and resolve it with a response:\n  %s\n",
 			a.idemCommand("inspect", key, scope, e.Namespace, flags...))
 		return nil
@@ -334,11 +337,16 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 }
 
 // inspectStateLabel is inspect's (and idempotency inspect's) state line
-// of e: stateLabel, but a key rerun pending is judged by rerunAfter, in
-// the words list and idempotency list show for it (rerunLabel).
-func inspectStateLabel(e *sentinel.Execution, rerunAfter time.Duration) string {
-	if e.Rerunnable() {
-		return rerunLabel(e, rerunAfter, isHTTPKey(e.Key))
+// of e: stateLabel, but a key rerun pending is judged by
+// after.rerunPending, and a key reconciling by after.reconciling, in the
+// words list and idempotency list show for it (rerunLabel,
+// reconcilingLabel).
+func inspectStateLabel(e *sentinel.Execution, after attentionAfter) string {
+	switch {
+	case e.Rerunnable():
+		return rerunLabel(e, after.rerunPending, isHTTPKey(e.Key))
+	case reconcilingStale(e, after.reconciling):
+		return reconcilingLabel(e, after.reconciling)
 	}
 	return stateLabel(e)
 }
@@ -413,7 +421,7 @@ func (a *app) nextSteps(e *sentinel.Execution, refused *sentinel.Event, rerunAft
 }
 
 func (a *app) inspectCmd() *cobra.Command {
-	var rerunAfter time.Duration
+	var th attentionAfter
 	cmd := &cobra.Command{
 		Use:   "inspect KEY",
 		Short: "Show the execution record of a Once key",
@@ -453,16 +461,20 @@ state "rerun pending, needs an operator", as list does, and prints the
 steps of an uncertain key (reconcile; for an HTTP request's key, the
 idempotency inspect line, with the same --rerun-pending-after when it is
 not the default). Give it the value status --exit-code was given, so the
-two agree about the key. With --json, "needs_operator" is true for such a
-key, for an uncertain one and for one whose result was not stored, as
-list --json says it.`,
+two agree about the key. A key reconciling for longer than
+--reconciling-after (default 1h, as status --exit-code, which pages on
+it) is marked "reconciling (needs an operator: for more than D)". With
+--json, "needs_operator" is true for such keys, for an uncertain one and
+for one whose result was not stored, as list --json says it: what
+status --exit-code pages on.`,
 		Example: `  sentinel inspect payment-order-789 -n payments
   sentinel inspect payment-order-789 -n payments --json | jq .state
-  sentinel inspect payment-order-789 -n payments --rerun-pending-after 1h`,
+  sentinel inspect payment-order-789 -n payments --rerun-pending-after 1h
+  sentinel inspect payment-order-789 -n payments --reconciling-after 4h`,
 		Args: args(1, 1),
 		RunE: a.runEChecked(func(*cobra.Command, []string) error {
-			if rerunAfter <= 0 {
-				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(rerunAfter))
+			if err := checkAfter(th); err != nil {
+				return err
 			}
 			return nil
 		}, func(cmd *cobra.Command, args []string) error {
@@ -494,10 +506,10 @@ list --json says it.`,
 			if err != nil {
 				return err
 			}
-			return a.printExecution(e, refused, taken, rt, rerunAfter)
+			return a.printExecution(e, refused, taken, rt, th)
 		}),
 	}
-	durationFlag(cmd.Flags(), &rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: inspect prints its steps (status --exit-code's threshold)")
+	addAfterFlags(cmd, &th, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: inspect prints its steps (status --exit-code's threshold)")
 	return cmd
 }
 

@@ -68,10 +68,11 @@ type idemKeyJSON struct {
 	// RerunPending: the handler stopped with re-runs left
 	// (Options.Rerun): the client's repeat of the request runs it again.
 	RerunPending bool `json:"rerun_pending"`
-	// NeedsOperator: uncertain, or rerun pending whose lease ended more
-	// than --rerun-pending-after ago (no repeat of the request came back,
-	// so none will): what status --exit-code pages on (a key reconciling
-	// is an operator's already).
+	// NeedsOperator: uncertain, completed with the response not stored,
+	// rerun pending whose lease ended more than --rerun-pending-after ago
+	// (no repeat of the request came back, so none will), or reconciling
+	// for longer than --reconciling-after: what status --exit-code pages
+	// on (needsOperator).
 	NeedsOperator bool    `json:"needs_operator"`
 	Token         int64   `json:"token"`
 	EffectKey     string  `json:"effect_key"` // what sentinel.EffectKey gave the handler for the key
@@ -93,9 +94,10 @@ func (a *app) idemListCmd() *cobra.Command {
 		cursor string
 		scope  string
 		ns     nsFlags
-		// A rerun pending key whose lease ended longer ago needs an
-		// operator (status --exit-code's threshold).
-		rerunAfter time.Duration
+		// A rerun pending key whose lease ended longer ago, or a key
+		// reconciling for longer, needs an operator (status
+		// --exit-code's thresholds).
+		th attentionAfter
 	)
 	cmd := &cobra.Command{
 		Use:   "list [PREFIX]",
@@ -132,8 +134,11 @@ ended more than --rerun-pending-after (default 15m, as status
 inspect show it, after the uncertain keys, and
 followed, as they are, by the command that inspects it (with the same
 --rerun-pending-after when it is not the default), which prints its
-steps. With --json, "needs_operator" is true for such a key and for an
-uncertain one: what status --exit-code pages on.
+steps. A key reconciling for longer than --reconciling-after (default
+1h, as status --exit-code) is listed as "reconciling (needs an operator:
+for more than D)", followed by its inspect command too. With --json,
+"needs_operator" is true for such keys, for an uncertain one and for one
+whose response was not stored: what status --exit-code pages on.
 
 Before 0.3 it covered only --namespace (default "default"); scripts that
 relied on that pass -n default.`,
@@ -169,8 +174,8 @@ relied on that pass -n default.`,
 						argText(prefix), argText(scope), sentinel.MaxKeyLen)
 				}
 			}
-			if rerunAfter <= 0 {
-				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(rerunAfter))
+			if err := checkAfter(th); err != nil {
+				return err
 			}
 			if state == "" && (cmd.Flags().Changed("limit") || cmd.Flags().Changed("after")) {
 				return usageErr("--limit and --after page a listing of one state: give --state too (the keys not completed are listed whole)")
@@ -252,9 +257,12 @@ relied on that pass -n default.`,
 					continue
 				}
 				k := idemKeyJSON{Scope: scope, Key: key, Namespace: e.Namespace, State: e.State, Uncertain: uncertain(e),
-					HandedBack: handedBack(e), RerunPending: e.Rerunnable(), NeedsOperator: uncertain(e) || (e.Rerunnable() && -e.LeaseLeft() >= rerunAfter), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(e.Since()), CreatedAt: tsJSON(e.CreatedAt)}
-				if e.Rerunnable() {
-					k.rerunState = rerunLabel(e, rerunAfter, true)
+					HandedBack: handedBack(e), RerunPending: e.Rerunnable(), NeedsOperator: needsOperator(e, th), Token: e.Token, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(e.Since()), CreatedAt: tsJSON(e.CreatedAt)}
+				switch {
+				case e.Rerunnable():
+					k.rerunState = rerunLabel(e, th.rerunPending, true)
+				case reconcilingStale(e, th.reconciling):
+					k.rerunState = reconcilingLabel(e, th.reconciling)
 				}
 				evs, err := a.client.LastRun(cmd.Context(), e.Key, sentinel.WithNamespace(e.Namespace))
 				if err != nil {
@@ -269,7 +277,7 @@ relied on that pass -n default.`,
 				switch {
 				case k.Uncertain:
 					return 0
-				case k.NeedsOperator: // rerun pending, no repeat came back
+				case k.RerunPending && k.NeedsOperator: // no repeat came back
 					return 1
 				case k.State == sentinel.StateReconciling:
 					return 2
@@ -317,7 +325,7 @@ relied on that pass -n default.`,
 					state = "UNCERTAIN"
 				case k.HandedBack:
 					state = handedBackLabel
-				case k.RerunPending:
+				case k.rerunState != "": // rerun pending, or reconciling too long
 					state = k.rerunState
 				case k.State == sentinel.StateExecuting || k.State == sentinel.StateClaimed:
 					state += " (in progress)"
@@ -342,16 +350,28 @@ relied on that pass -n default.`,
 				}
 				fprintf(a.stdout, "  %s\n", a.idemCommand("inspect", k.Key, k.Scope, k.Namespace))
 			}
-			// inspect judges a rerun pending key by the same threshold,
-			// so that it prints the steps this listing promises.
-			flags := rerunAfterFlag(rerunAfter)
+			// inspect judges a rerun pending key, and a key reconciling,
+			// by the same thresholds, so that it prints the steps and the
+			// state this listing promises.
+			flags := afterFlags(th)
 			first = true
 			for _, k := range keys {
-				if k.Uncertain || !k.NeedsOperator {
+				if !k.RerunPending || !k.NeedsOperator {
 					continue
 				}
 				if first {
-					fprintf(a.stdout, "\nnext: no repeat of these requests came back for more than %s to re-run them, so none will; inspect each, then resolve it:\n", durationArg(rerunAfter))
+					fprintf(a.stdout, "\nnext: no repeat of these requests came back for more than %s to re-run them, so none will; inspect each, then resolve it:\n", durationArg(th.rerunPending))
+					first = false
+				}
+				fprintf(a.stdout, "  %s\n", a.idemCommand("inspect", k.Key, k.Scope, k.Namespace, flags...))
+			}
+			first = true
+			for _, k := range keys {
+				if k.State != sentinel.StateReconciling || !k.NeedsOperator {
+					continue
+				}
+				if first {
+					fprintf(a.stdout, "\nnext: reconciling for more than %s (every retry of the request is answered 503 until an operator resolves it); inspect each, then resolve it or reset it:\n", durationArg(th.reconciling))
 					first = false
 				}
 				fprintf(a.stdout, "  %s\n", a.idemCommand("inspect", k.Key, k.Scope, k.Namespace, flags...))
@@ -366,7 +386,7 @@ relied on that pass -n default.`,
 	cmd.Flags().IntVar(&limit, "limit", sentinel.DefaultExecutionsLimit, fmt.Sprintf("with --state: keys per page (1..%d)", sentinel.MaxExecutionsLimit))
 	cmd.Flags().StringVar(&cursor, "after", "", "with --state: the cursor printed with the previous page")
 	cmd.Flags().StringVar(&scope, "scope", "", "only the keys of this scope, the principal Options.Scope returned ('' for idempotency.SingleTenant); needed with PREFIX")
-	durationFlag(cmd.Flags(), &rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: listed as such, with its inspect command (status --exit-code's threshold)")
+	addAfterFlags(cmd, &th, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: listed as such, with its inspect command (status --exit-code's threshold)")
 	return cmd
 }
 
@@ -419,7 +439,7 @@ type idemRecordJSON struct {
 	State         sentinel.State    `json:"state"`
 	Uncertain     bool              `json:"uncertain"`
 	RerunPending  bool              `json:"rerun_pending"`  // stopped with re-runs left (Options.Rerun): the client's repeat runs it again
-	NeedsOperator bool              `json:"needs_operator"` // uncertain, or rerun pending longer than --rerun-pending-after, as idempotency list --json says
+	NeedsOperator bool              `json:"needs_operator"` // what status --exit-code pages on, by --rerun-pending-after and --reconciling-after, as idempotency list --json says
 	Token         int64             `json:"token"`
 	Attempt       int               `json:"attempt"`      // the handler's attempt under Token (re-runs: Options.Rerun, WithRerun)
 	MaxAttempts   int               `json:"max_attempts"` // the key's bound on attempts (1: no re-run)
@@ -458,8 +478,8 @@ func (a *app) idemNotFound(cmd *cobra.Command, scope, key string, notFound error
 
 func (a *app) idemInspectCmd() *cobra.Command {
 	var (
-		scope      string
-		rerunAfter time.Duration
+		scope string
+		th    attentionAfter
 	)
 	cmd := &cobra.Command{
 		Use:   "inspect KEY",
@@ -482,18 +502,17 @@ prints no step. Once its lease ended more than --rerun-pending-after
 will: inspect marks its state "rerun pending, needs an operator", as
 idempotency list and sentinel list do, and prints the steps of
 an uncertain key (resolve, or reconcile then reset). status, given another --rerun-pending-after, prints this
-command with it, so the two agree about the key. With --json,
-"needs_operator" is true for such a key and for an uncertain one, as
-idempotency list --json says it.`,
+command with it, so the two agree about the key. A key reconciling for
+longer than --reconciling-after (default 1h, as status --exit-code) is
+marked "reconciling (needs an operator: for more than D)". With --json,
+"needs_operator" is true for such keys, for an uncertain one and for one
+whose response was not stored, as idempotency list --json says it.`,
 		Example: `  sentinel idempotency inspect 8e03978e --scope acct_42 -n payments
   sentinel idempotency inspect 8e03978e --scope acct_42 -n payments --json
   sentinel idempotency inspect 8e03978e --scope acct_42 -n payments --rerun-pending-after 1h`,
 		Args: args(1, 1),
 		RunE: a.runEChecked(func(*cobra.Command, []string) error {
-			if rerunAfter <= 0 {
-				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(rerunAfter))
-			}
-			return nil
+			return checkAfter(th)
 		}, func(cmd *cobra.Command, args []string) error {
 			rec, err := idempotency.Inspect(cmd.Context(), a.client, scope, args[0], sentinel.WithNamespace(a.namespace))
 			if errors.Is(err, sentinel.ErrNotFound) {
@@ -505,7 +524,7 @@ idempotency list --json says it.`,
 			e := rec.Execution
 			if a.jsonOut {
 				return a.printJSON(idemRecordJSON{Scope: rec.Scope, Key: rec.Key, ExecutionKey: e.Key, Namespace: e.Namespace,
-					State: e.State, Uncertain: uncertain(e), RerunPending: e.Rerunnable(), NeedsOperator: uncertain(e) || rerunStale(e, rerunAfter), Token: e.Token,
+					State: e.State, Uncertain: uncertain(e), RerunPending: e.Rerunnable(), NeedsOperator: needsOperator(e, th), Token: e.Token,
 					Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, EffectKey: e.EffectKey(), UpdatedAt: tsJSON(e.UpdatedAt), Since: tsJSON(e.Since()),
 					Method: rec.Request.Method, Path: rec.Request.Path, Fingerprint: rec.Request.Fingerprint,
 					Response: toIdemResponseJSON(rec.Response), ResponseError: rec.ResponseError, Refused: toIdemResponseJSON(rec.Refused)})
@@ -514,7 +533,7 @@ idempotency list --json says it.`,
 			row(w, "key:", esc(rec.Key))
 			row(w, "scope:", esc(idemOrDash(rec.Scope)))
 			row(w, "namespace:", e.Namespace)
-			row(w, "state:", inspectStateLabel(e, rerunAfter))
+			row(w, "state:", inspectStateLabel(e, th))
 			row(w, "since:", ts(e.Since())+"  ("+relative(e.Since())+")")
 			row(w, "token:", e.Token)
 			attemptRow(w, e)
@@ -546,7 +565,7 @@ idempotency list --json says it.`,
 			// the operator takes it as an uncertain key. A key that
 			// stopped a moment ago gets no step, lest it stop the re-run
 			// the client's repeat makes.
-			stale := e.Rerunnable() && -e.LeaseLeft() >= rerunAfter
+			stale := rerunStale(e, th.rerunPending)
 			stalled := "" // fprintf escapes its arguments: no newline here
 			if stale {
 				stalled = fmt.Sprintf("its lease ended %s and no repeat of the request came back to run attempt %d of %d; "+
@@ -573,7 +592,7 @@ idempotency list --json says it.`,
 		}),
 	}
 	cmd.Flags().StringVar(&scope, "scope", "", "the principal Options.Scope returned for the request (omit for idempotency.SingleTenant)")
-	durationFlag(cmd.Flags(), &rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: inspect prints its steps (status --exit-code's threshold)")
+	addAfterFlags(cmd, &th, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: inspect prints its steps (status --exit-code's threshold)")
 	return cmd
 }
 

@@ -435,7 +435,7 @@ not read that as nothing to do.`,
 				fprintf(a.stdout, "no uncertain executions in %s\n", nsLabel(namespace))
 			} else {
 				fprintf(a.stdout, "\nuncertain executions (outcome unknown; inspect, then reconcile):\n")
-				a.execTable(unc, after.rerunPending)
+				a.execTable(unc, after)
 				a.uncertainKeysNext(unc)
 				if next != "" {
 					fprintf(a.stdout, "... more:\n  %s\n", a.command(append([]string{"list", "--uncertain"}, nsArgs(namespace)...)...))
@@ -514,6 +514,43 @@ func rerunAfterFlag(after time.Duration) []string {
 		return nil
 	}
 	return []string{"--rerun-pending-after", durationArg(after)}
+}
+
+// reconcilingAfterFlag is the --reconciling-after flag a printed command
+// carries so that it judges keys by after as the printing one did: none
+// for the default.
+func reconcilingAfterFlag(after time.Duration) []string {
+	if after == defaultReconcilingAfter {
+		return nil
+	}
+	return []string{"--reconciling-after", durationArg(after)}
+}
+
+// afterFlags are the threshold flags (rerunAfterFlag,
+// reconcilingAfterFlag) a printed command carries: none for the defaults.
+func afterFlags(after attentionAfter) []string {
+	return append(rerunAfterFlag(after.rerunPending), reconcilingAfterFlag(after.reconciling)...)
+}
+
+// checkAfter refuses a threshold of 0 or less, before the connection.
+func checkAfter(after attentionAfter) error {
+	if after.rerunPending <= 0 {
+		return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(after.rerunPending))
+	}
+	if after.reconciling <= 0 {
+		return usageErr("--reconciling-after %s: give a duration of more than 0 (such as 1h)", durationArg(after.reconciling))
+	}
+	return nil
+}
+
+// addAfterFlags adds --rerun-pending-after and --reconciling-after to a
+// command that judges keys as status --exit-code does (list, inspect,
+// idempotency list and inspect), with status's defaults; rerunUsage is
+// the first's usage, which says what the command does with it.
+func addAfterFlags(cmd *cobra.Command, after *attentionAfter, rerunUsage string) {
+	durationFlag(cmd.Flags(), &after.rerunPending, "rerun-pending-after", defaultRerunPendingAfter, rerunUsage)
+	durationFlag(cmd.Flags(), &after.reconciling, "reconciling-after", defaultReconcilingAfter,
+		"a key reconciling (since reconcile, on the database clock) longer than this needs an operator: marked as such (status --exit-code's threshold)")
 }
 
 // staleRerun is what staleRerunPending found: the keys rerun pending
@@ -615,7 +652,7 @@ func (a *app) reconcilingNext(counts []sentinel.StateCount, after time.Duration)
 		}
 		fprintf(a.stdout, "\nreconciling for more than %s in namespace %q (every caller gets ErrReconciling until an operator resolves them), the oldest since %s (%s); inspect, then force-complete (the work happened) or reset (it did not):\n  %s\n",
 			durationArg(after), c.Namespace, ts(c.OldestSince), relative(c.OldestSince),
-			a.command("list", "--state", "reconciling", "--older-than", durationArg(after), "-n", c.Namespace))
+			a.command(append([]string{"list", "--state", "reconciling", "--older-than", durationArg(after), "-n", c.Namespace}, reconcilingAfterFlag(after)...)...))
 	}
 }
 
@@ -729,8 +766,9 @@ func (a *app) listHTTPKeysNext(es []sentinel.Execution, which int, namespace str
 // unless listHTTPKeysNext names it already (a rerunStale one, an uncertain
 // one after list --uncertain). At most maxListHTTPKeysNext of each kind,
 // then the count of the others.
-func (a *app) listNeedsOperatorNext(es []sentinel.Execution, rerunAfter time.Duration, uncertainHTTPNamed bool) {
-	flags := rerunAfterFlag(rerunAfter)
+func (a *app) listNeedsOperatorNext(es []sentinel.Execution, after attentionAfter, uncertainHTTPNamed bool) {
+	rerunAfter := after.rerunPending
+	flags := afterFlags(after)
 	kinds := []struct {
 		what, todo string
 		match      func(e *sentinel.Execution) bool
@@ -761,7 +799,7 @@ func (a *app) listNeedsOperatorNext(es []sentinel.Execution, rerunAfter time.Dur
 			case k == 3 || k == 0 && uncertainHTTPNamed:
 				continue // listHTTPKeysNext names it
 			default:
-				line = a.idemCommand("inspect", key, scope, e.Namespace)
+				line = a.idemCommand("inspect", key, scope, e.Namespace, flags...)
 				kinds[k].http = true
 			}
 			kinds[k].n++
@@ -904,11 +942,38 @@ func rerunStale(e *sentinel.Execution, after time.Duration) bool {
 	return e.Rerunnable() && -e.LeaseLeft() >= after
 }
 
+// reconcilingStale reports whether e is reconciling and entered it at
+// least after ago on the database clock (--reconciling-after): an
+// operator began and has not resolved it, which status --exit-code pages
+// on (sqlAttention ages it by updated_at alike).
+func reconcilingStale(e *sentinel.Execution, after time.Duration) bool {
+	return e.State == sentinel.StateReconciling && !e.UpdatedAt.After(dbNow().Add(-after))
+}
+
+// needsOperator reports whether e is what status --exit-code pages on,
+// by after's thresholds: uncertain, completed with the result not stored,
+// rerun pending longer than after.rerunPending, or reconciling longer
+// than after.reconciling ("needs_operator" in the --json of list,
+// inspect, idempotency list and inspect).
+func needsOperator(e *sentinel.Execution, after attentionAfter) bool {
+	return uncertain(e) || e.ResultLost() || rerunStale(e, after.rerunPending) || reconcilingStale(e, after.reconciling)
+}
+
+// reconcilingLabel is the state of e, reconciling, as list, inspect and
+// the idempotency commands show it: marked as needing an operator once it
+// has been reconciling longer than after (reconcilingStale).
+func reconcilingLabel(e *sentinel.Execution, after time.Duration) string {
+	if reconcilingStale(e, after) {
+		return fmt.Sprintf("reconciling (needs an operator: for more than %s)", durationArg(after))
+	}
+	return string(sentinel.StateReconciling)
+}
+
 // execTable prints executions as a table: the columns an operator needs to
 // pick one to inspect. A key rerun pending is shown as inspect shows it
 // (rerunLabel): marked rerunNeedsOperator once its lease ended more than
 // rerunAfter ago (rerunStale).
-func (a *app) execTable(es []sentinel.Execution, rerunAfter time.Duration) {
+func (a *app) execTable(es []sentinel.Execution, after attentionAfter) {
 	w := a.table()
 	row(w, "NAMESPACE", "KEY", "STATE", "SINCE", "OWNER", "HOST", "PID", "TOKEN")
 	for i := range es {
@@ -920,7 +985,9 @@ func (a *app) execTable(es []sentinel.Execution, rerunAfter time.Duration) {
 		case handedBack(e):
 			state = handedBackLabel
 		case e.Rerunnable():
-			state = rerunLabel(e, rerunAfter, isHTTPKey(e.Key))
+			state = rerunLabel(e, after.rerunPending, isHTTPKey(e.Key))
+		case e.State == sentinel.StateReconciling:
+			state = reconcilingLabel(e, after.reconciling)
 		case e.State == sentinel.StateCompleted && e.FinalError != "":
 			state = "completed (final error)"
 		case e.ResultLost():
@@ -942,9 +1009,10 @@ func (a *app) listCmd() *cobra.Command {
 		cursor                 string
 		updatedBefore, within  time.Duration
 		updatedTo, updatedFrom time.Time // the time filters, read by the check
-		// A rerun pending key whose lease ended longer ago needs an
-		// operator (status --exit-code's threshold).
-		rerunAfter time.Duration
+		// A rerun pending key whose lease ended longer ago, or a key
+		// reconciling for longer, needs an operator (status
+		// --exit-code's thresholds).
+		th attentionAfter
 	)
 	cmd := &cobra.Command{
 		Use:   "list [PREFIX]",
@@ -1011,16 +1079,18 @@ pending, needs an operator: attempt N of M stopped, ...)", as inspect,
 idempotency list, status and the console say it; a key rerun pending for
 less long as "executing (rerun pending: attempt N of M stopped, ...)",
 where N is the attempts made, as inspect's attempt: row counts, and the
-next caller runs attempt N+1. With --json, "needs_operator" is true
-for such a key, for an uncertain one and for one whose result was not
-stored: what status --exit-code pages on (a key reconciling is an
-operator's already). Each such key, and each key reconciling (whose
-step, force-complete or reset, is still to take), is followed, on
-stderr, by its inspect command, by kind (an HTTP request's key by its
-idempotency inspect command, as with --uncertain and --rerun-pending),
-carrying the threshold when it is not the default, which prints its
-steps. Give it the value status --exit-code was given (the list command
-status prints carries it when it is not the default).
+next caller runs attempt N+1. A key reconciling for longer than
+--reconciling-after (default 1h, as status --exit-code) is listed as
+"reconciling (needs an operator: for more than D)". With --json,
+"needs_operator" is true for such keys, for an uncertain one and for one
+whose result was not stored: what status --exit-code pages on. Each such
+key, and each key reconciling (whose step, force-complete or reset, is
+still to take), is followed, on stderr, by its inspect command, by kind
+(an HTTP request's key by its idempotency inspect command, as with
+--uncertain and --rerun-pending), carrying the thresholds when they are
+not the defaults, which prints its steps. Give it the values status
+--exit-code was given (the list command status prints carries them when
+they are not the defaults).
 
 Before 0.3 list covered only --namespace (default "default"); scripts that
 relied on that pass -n default.`,
@@ -1045,8 +1115,8 @@ relied on that pass -n default.`,
 			if err := checkLimit(limit); err != nil {
 				return err
 			}
-			if rerunAfter <= 0 {
-				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(rerunAfter))
+			if err := checkAfter(th); err != nil {
+				return err
 			}
 			if err := a.checkState(cmd, state); err != nil {
 				return err
@@ -1137,7 +1207,7 @@ relied on that pass -n default.`,
 				for i := range rows {
 					e := &rows[i]
 					out.Executions = append(out.Executions, listExecJSON{execJSON: toExecJSON(e),
-						NeedsOperator: uncertain(e) || e.ResultLost() || rerunStale(e, rerunAfter)})
+						NeedsOperator: needsOperator(e, th)})
 				}
 				return a.printJSON(out)
 			}
@@ -1160,16 +1230,16 @@ relied on that pass -n default.`,
 				}
 				return nil
 			}
-			a.execTable(rows, rerunAfter)
+			a.execTable(rows, th)
 			switch {
 			case unc:
-				a.listHTTPKeysNext(rows, httpKeysUncertain, namespace, rerunAfter)
+				a.listHTTPKeysNext(rows, httpKeysUncertain, namespace, th.rerunPending)
 			case rerun:
-				a.listHTTPKeysNext(rows, httpKeysRerun, namespace, rerunAfter)
+				a.listHTTPKeysNext(rows, httpKeysRerun, namespace, th.rerunPending)
 			default:
-				a.listHTTPKeysNext(rows, httpKeysStale, namespace, rerunAfter)
+				a.listHTTPKeysNext(rows, httpKeysStale, namespace, th.rerunPending)
 			}
-			a.listNeedsOperatorNext(rows, rerunAfter, unc)
+			a.listNeedsOperatorNext(rows, th, unc)
 			if next != "" {
 				fprintf(a.stderr, "more (or add --all):\n  %s\n", a.again(cmd, "after", next))
 			}
@@ -1190,17 +1260,18 @@ relied on that pass -n default.`,
 	fl.IntVar(&limit, "limit", sentinel.DefaultExecutionsLimit, fmt.Sprintf("rows per page (1..%d)", sentinel.MaxExecutionsLimit))
 	fl.StringVar(&cursor, "after", "", "the cursor printed with the previous page")
 	fl.BoolVar(&all, "all", false, "follow every page")
-	durationFlag(fl, &rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: listed as such (status --exit-code's threshold)")
+	addAfterFlags(cmd, &th, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: listed as such (status --exit-code's threshold)")
 	return cmd
 }
 
 // listExecJSON is an execution as list --json prints it.
 type listExecJSON struct {
 	execJSON
-	// NeedsOperator: uncertain, completed with the result not stored, or
+	// NeedsOperator: uncertain, completed with the result not stored,
 	// rerun pending whose lease ended more than --rerun-pending-after ago
-	// (no caller with WithRerun came back): what status --exit-code pages
-	// on (a key reconciling is an operator's already).
+	// (no caller with WithRerun came back), or reconciling for longer than
+	// --reconciling-after: what status --exit-code pages on
+	// (needsOperator).
 	NeedsOperator bool `json:"needs_operator"`
 }
 

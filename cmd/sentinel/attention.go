@@ -304,8 +304,8 @@ func (a *app) attentionErr(found []attentionJSON, after attentionAfter) error {
 			fmt.Fprintf(&b, "\n%d uncertain in %s, lease ended %s; %s:\n  %s",
 				f.Count, where, since, attentionTodo(f, "reconcile"), a.command("list", "--uncertain", "-n", f.Namespace))
 		case attentionResultLost:
-			fmt.Fprintf(&b, "\n%d completed with the result not stored in %s, since %s; inspect, then set-result:\n  %s",
-				f.Count, where, since, a.command("list", "--result-lost", "-n", f.Namespace))
+			fmt.Fprintf(&b, "\n%d completed with the result not stored in %s, since %s; %s:\n  %s",
+				f.Count, where, since, attentionTodo(f, "set-result"), a.command("list", "--result-lost", "-n", f.Namespace))
 		case attentionRerunPending:
 			// The list marks the keys counted here by the same threshold.
 			list := append([]string{"list", "--rerun-pending", "-n", f.Namespace}, rerunAfterFlag(after.rerunPending)...)

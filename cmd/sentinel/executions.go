@@ -323,7 +323,7 @@ func (a *app) printExecution(e *sentinel.Execution, refused *sentinel.Event, tak
 		}
 	}
 	stale := e.Rerunnable() && -e.LeaseLeft() >= rerunAfter // nextSteps: an operator's case now
-	if scope, key, ok := idempotency.ParseExecutionKey(e.Key); ok && (uncertain(e) || e.State == sentinel.StateReconciling || stale) {
+	if scope, key, ok := idempotency.ParseExecutionKey(e.Key); ok && (uncertain(e) || e.State == sentinel.StateReconciling || stale || e.ResultLost()) {
 		// idempotency inspect judges a rerun pending key, and a key
 		// reconciling, by the same thresholds: given others, the copied
 		// line carries them.

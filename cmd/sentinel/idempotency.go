@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -572,6 +573,12 @@ whose response was not stored, as idempotency list --json says it.`,
 					"if none will (no repeat re-runs it after this), ", reltime.Millis((-e.LeaseLeft()).Milliseconds()), e.Attempt+1, e.MaxAttempts)
 			}
 			switch {
+			case e.ResultLost():
+				// Every retry gets 500 (ProblemNotStored) until the
+				// response is stored: resolve stores it, with the
+				// request's fingerprint, as set-result would a value.
+				fprintf(a.stdout, "\nnext: the handler ran, but its response was not stored (every retry of the request gets 500 until it is); find out what the request did, then give the response its retries get (it asks for it):\n  %s\n",
+					a.idemCommand("resolve", rec.Key, rec.Scope, e.Namespace, "--token", tok))
 			case uncertain(e) || e.State == sentinel.StateReconciling || stale:
 				if rec.Refused != nil {
 					fprintf(a.stdout, "\nnext: %sthe handler finished; send its response to the client's retries:\n  %s\n", stalled,
@@ -645,7 +652,7 @@ func (a *app) idemResolveCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "resolve KEY (--status N --body JSON|@FILE [--header 'K: V']... | --refused)",
-		Short: "Resolve an uncertain Idempotency-Key with the HTTP response its retries get",
+		Short: "Resolve an uncertain Idempotency-Key (or one whose response was not stored) with the HTTP response its retries get",
 		Long: `resolve completes an uncertain (or reconciling) Idempotency-Key with an HTTP
 response, keeping the fingerprint of the request that claimed it: the
 client's retry of the same request (same method, path, query and body) then
@@ -666,15 +673,19 @@ Without any of them, on a terminal, it asks for the status, the headers and
 the body. A body whose Content-Type is JSON must be JSON (exit 4).
 
 An uncertain key is reconciled first (a new fencing token, so a late
-completion by the crashed request is refused), then completed. Every write
+completion by the crashed request is refused), then completed. A key
+that completed with its response not stored (every retry gets 500,
+ProblemNotStored; status and list say "result not stored") gets the
+response as its result, as set-result stores a value (--refused does not
+apply to it). Every write
 acts only if the key is still at the token of the request resolve read
 (or at --token, the one inspect showed): if another operator reset the key
 meanwhile and a newer request claimed it, resolve is refused (exit 4) and
 the newer request is left alone.
 
 Exit code 2 for bad input (nothing is written); 3 when the key does not
-exist; 4 when it is not uncertain or reconciling, or --token no longer
-matches.`,
+exist; 4 when it is not uncertain, reconciling or completed with its
+response not stored, or --token no longer matches.`,
 		Example: `  sentinel idempotency resolve 8e03978e --scope acct_42 -n payments --token 7 \
       --status 201 --body '{"charge_id":"ch_97ea3056"}' --yes
   sentinel idempotency resolve 8e03978e --scope acct_42 -n payments --body @response.json --status 201 --yes
@@ -720,6 +731,9 @@ matches.`,
 			var resp idempotency.Response
 			if refusedResp {
 				if rec.Refused == nil {
+					if rec.Execution.ResultLost() {
+						return refused("%q completed, and its response was not stored: give the response its retries get with --status and --body", args[0])
+					}
 					return refused("%q has no refused response in its history: give the response with --status and --body", args[0])
 				}
 				resp = *rec.Refused
@@ -741,7 +755,16 @@ matches.`,
 			// inspected here, so the writes act only at its token (or at
 			// the operator's --token).
 			opts := append([]sentinel.Option{sentinel.WithNamespace(a.namespace), sentinel.WithToken(rec.Execution.Token)}, f.options()...)
-			token, err := idempotency.Resolve(cmd.Context(), a.client, scope, args[0], resp, opts...)
+			var token int64
+			if rec.Execution.ResultLost() {
+				// Completed, its response not stored (every retry gets
+				// 500): stored as the key's result (Client.SetResult,
+				// which checks it is a response the middleware replays),
+				// as idempotency.Resolve would, headers alike.
+				token, err = a.storeLostResponse(cmd.Context(), rec.Execution, resp, opts)
+			} else {
+				token, err = idempotency.Resolve(cmd.Context(), a.client, scope, args[0], resp, opts...)
+			}
 			if err != nil {
 				return err
 			}
@@ -762,6 +785,22 @@ matches.`,
 	fl.BoolVar(&refusedResp, "refused", false, "resolve with the response of the run whose completion was refused")
 	f.add(cmd)
 	return cmd
+}
+
+// storeLostResponse stores resp as the result of e, an HTTP request's
+// key that completed with its response not stored (ResultLost), guarded
+// by opts' token: the retries of the request then get resp, replayed.
+// It returns the key's token, which storing does not change.
+func (a *app) storeLostResponse(ctx context.Context, e *sentinel.Execution, resp idempotency.Response, opts []sentinel.Option) (int64, error) {
+	resp.Header, resp.Trailer = idempotency.StoredHeader(resp.Header), idempotency.StoredHeader(resp.Trailer)
+	data, err := json.Marshal(resp)
+	if err != nil {
+		return 0, err
+	}
+	if err := a.client.SetResult(ctx, e.Key, json.RawMessage(data), opts...); err != nil {
+		return 0, err
+	}
+	return e.Token, nil
 }
 
 // responseOf checks the response resolve was given (or was typed on the

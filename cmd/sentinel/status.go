@@ -427,8 +427,20 @@ not read that as nothing to do.`,
 				return err
 			}
 			if lost > 0 {
-				fprintf(a.stdout, "\n%d completed execution(s) whose result was not stored: every caller gets ErrResult until an operator stores it (inspect, then set-result):\n  %s\n",
-					lost, a.command(append([]string{"list", "--result-lost"}, nsArgs(namespace)...)...))
+				// An HTTP request's key among them is resolved with the
+				// response its retries get (idempotency resolve), not
+				// given a value with set-result: counted as --exit-code
+				// counts them.
+				f := attentionJSON{Count: lost}
+				if rows, err := a.attentionIn(ctx, a.schema, namespace, after); err == nil {
+					for _, r := range rows {
+						if r.Kind == attentionResultLost {
+							f.HTTPRequests += r.HTTPRequests
+						}
+					}
+				}
+				fprintf(a.stdout, "\n%d completed execution(s) whose result was not stored: every caller gets ErrResult until an operator stores it (%s):\n  %s\n",
+					lost, attentionTodo(f, "set-result"), a.command(append([]string{"list", "--result-lost"}, nsArgs(namespace)...)...))
 			}
 			if len(unc) == 0 {
 				fmt.Fprintln(a.stdout)
@@ -771,15 +783,19 @@ func (a *app) listNeedsOperatorNext(es []sentinel.Execution, after attentionAfte
 	flags := afterFlags(after)
 	kinds := []struct {
 		what, todo string
-		match      func(e *sentinel.Execution) bool
-		n          int
-		lines      []string
-		http       bool // an HTTP request's key among them: its steps are idempotency's
+		// httpTodo is todo when an HTTP request's key is among them
+		// (default: resolved with a response, or reset).
+		httpTodo string
+		match    func(e *sentinel.Execution) bool
+		n        int
+		lines    []string
+		http     bool // an HTTP request's key among them: its steps are idempotency's
 	}{
 		{what: "uncertain (outcome unknown)", todo: "inspect each, which prints its steps (find out whether the work happened, then reconcile)",
 			match: uncertain},
 		{what: "completed with the result not stored (every caller gets ErrResult)", todo: "inspect each, which prints its step (set-result)",
-			match: (*sentinel.Execution).ResultLost},
+			httpTodo: "inspect each, which prints its step (set-result; an HTTP request's key is resolved with the response its retries get)",
+			match:    (*sentinel.Execution).ResultLost},
 		{what: "reconciling (every caller gets ErrReconciling until an operator force-completes or resets it)", todo: "inspect each, which prints its steps (force-complete or reset)",
 			match: func(e *sentinel.Execution) bool { return e.State == sentinel.StateReconciling }},
 		{what: fmt.Sprintf("%s (for more than %s)", rerunNeedsOperator, durationArg(rerunAfter)), todo: "inspect each, which prints its steps",
@@ -820,6 +836,9 @@ func (a *app) listNeedsOperatorNext(es []sentinel.Execution, after attentionAfte
 		todo := k.todo
 		if k.http {
 			todo = "inspect each, which prints its steps (an HTTP request's key is resolved with the response its retries get, or reset)"
+			if k.httpTodo != "" {
+				todo = k.httpTodo
+			}
 		}
 		fprintf(a.stderr, "sentinel: note: %d of the keys listed %s %s; %s:\n", k.n, verb, k.what, todo)
 		for _, l := range k.lines {

@@ -782,7 +782,7 @@ func (m *middleware) attempt(w http.ResponseWriter, r *http.Request, scope, key,
 		// Sentinel's error is for the operators (it names the execution
 		// key and SetResult): logged, not sent.
 		m.c.Config().Logger.Error("idempotency: a request's handler ran, but its response was not stored; answered 500 ProblemNotStored, and so is every repeat until an operator stores its outcome: "+
-			"inspect the key with the command, then store the response it should replay (sentinel set-result, or Client.SetResult)", "idempotency_key", key, "scope", scope,
+			"inspect the key with the command, then store the response it should replay (the command's resolve line, sentinel idempotency resolve, or idempotency.Resolve)", "idempotency_key", key, "scope", scope,
 			"command", Command("inspect", key, scope, m.namespace(), m.c.Config().Schema), "err", err)
 		writeProblem(w, Problem{Type: ProblemNotStored, Title: "Response not stored", Status: http.StatusInternalServerError, Key: key,
 			Detail: fmt.Sprintf("the request with Idempotency-Key %q was processed, but its response was not stored and cannot be sent again; it will not run again with this key: "+

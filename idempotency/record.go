@@ -510,8 +510,10 @@ func Inspect(ctx context.Context, c *sentinel.Client, scope, key string, opts ..
 
 // Resolve completes an uncertain or reconciling middleware key with resp
 // (or one rerun pending, Options.Rerun, whose lease ended: a repeat that
-// would re-run it never came), so that the client's repeat of the same
-// request gets resp with Idempotent-Replayed: true. resp.Fingerprint must
+// would re-run it never came), or stores resp as the response of a key
+// that completed with its response not stored (sentinel.ErrResultLost:
+// its repeats get 500 ProblemNotStored), so that the client's repeat of
+// the same request gets resp with Idempotent-Replayed: true. resp.Fingerprint must
 // be the request's (see NewResponse and Record.Request). An executing key
 // whose lease ended (uncertain, or rerun pending) is first reconciled
 // (sentinel.Client.Reconcile, which mints a new token), then
@@ -584,10 +586,18 @@ func Resolve(ctx context.Context, c *sentinel.Client, scope, key string, resp Re
 		fopts = append(append(fopts, opts...), sentinel.WithToken(rex.Token))
 	case ex.State == sentinel.StateReconciling:
 		fopts = guarded
+	case ex.ResultLost():
+		// Completed, its response not stored (every repeat gets 500
+		// ProblemNotStored): resp is stored as its result, at its token,
+		// which storing does not change.
+		if err := c.SetResult(ctx, execKey, json.RawMessage(data), guarded...); err != nil {
+			return 0, err
+		}
+		return ex.Token, nil
 	default:
 		return 0, &sentinel.ExecutionError{Kind: sentinel.ErrWrongState, Namespace: ex.Namespace, Key: ex.Key, State: ex.State,
 			Owner: ex.Owner, Token: ex.Token, Since: ex.Since(),
-			Cause: fmt.Errorf("only an uncertain or reconciling key can be resolved; this one is %s", ex.State)}
+			Cause: fmt.Errorf("only an uncertain or reconciling key, or a completed one whose response was not stored, can be resolved; this one is %s", ex.State)}
 	}
 	if err := c.ForceComplete(ctx, execKey, json.RawMessage(data), fopts...); err != nil {
 		return 0, err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -755,16 +754,9 @@ response not stored, or --token no longer matches.`,
 			// inspected here, so the writes act only at its token (or at
 			// the operator's --token).
 			opts := append([]sentinel.Option{sentinel.WithNamespace(a.namespace), sentinel.WithToken(rec.Execution.Token)}, f.options()...)
-			var token int64
-			if rec.Execution.ResultLost() {
-				// Completed, its response not stored (every retry gets
-				// 500): stored as the key's result (Client.SetResult,
-				// which checks it is a response the middleware replays),
-				// as idempotency.Resolve would, headers alike.
-				token, err = a.storeLostResponse(cmd.Context(), rec.Execution, resp, opts)
-			} else {
-				token, err = idempotency.Resolve(cmd.Context(), a.client, scope, args[0], resp, opts...)
-			}
+			// A key that completed with its response not stored gets
+			// resp stored as its result, headers alike (Resolve says so).
+			token, err := idempotency.Resolve(cmd.Context(), a.client, scope, args[0], resp, opts...)
 			if err != nil {
 				return err
 			}
@@ -785,22 +777,6 @@ response not stored, or --token no longer matches.`,
 	fl.BoolVar(&refusedResp, "refused", false, "resolve with the response of the run whose completion was refused")
 	f.add(cmd)
 	return cmd
-}
-
-// storeLostResponse stores resp as the result of e, an HTTP request's
-// key that completed with its response not stored (ResultLost), guarded
-// by opts' token: the retries of the request then get resp, replayed.
-// It returns the key's token, which storing does not change.
-func (a *app) storeLostResponse(ctx context.Context, e *sentinel.Execution, resp idempotency.Response, opts []sentinel.Option) (int64, error) {
-	resp.Header, resp.Trailer = idempotency.StoredHeader(resp.Header), idempotency.StoredHeader(resp.Trailer)
-	data, err := json.Marshal(resp)
-	if err != nil {
-		return 0, err
-	}
-	if err := a.client.SetResult(ctx, e.Key, json.RawMessage(data), opts...); err != nil {
-		return 0, err
-	}
-	return e.Token, nil
 }
 
 // responseOf checks the response resolve was given (or was typed on the

@@ -814,7 +814,7 @@ func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) e
 				// The term had expired (or been taken over) before
 				// the release reached it: lost, as a Release that finds
 				// its lease gone says.
-				l.end(&LostError{Namespace: e.ns, Key: e.group, Token: l.token, Kind: LossLeader, Reason: "expired or taken over before release",
+				l.end(&LostError{Namespace: e.ns, Key: e.group, Token: l.token, Kind: LossLeader, Reason: reasonTakenBeforeRelease,
 					Cause: &StaleTokenError{Namespace: e.ns, Key: e.group, Token: l.token}})
 			}
 			if ended := l.ended(); lost == nil && errors.Is(ended, ErrLeaseLost) {

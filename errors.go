@@ -190,11 +190,28 @@ func (e *HeldError) Error() string {
 func (e *HeldError) Unwrap() error { return ErrNotAcquired }
 
 // LostError says why a lease or execution lease was lost. It matches
-// ErrLeaseLost, and ErrHardTTL when the hard TTL was the reason. The
-// message of a lease (LossLease) lost to its renewal deadline adds what
-// that means for the work done under it: another holder may have taken
-// the key; writes fenced by the token were refused after the loss,
-// unfenced ones may have overlapped.
+// ErrLeaseLost, and ErrHardTTL when the hard TTL was the reason. When the
+// key may have gone to another (the renewal deadline or the hard TTL
+// passed, or the row was found taken over, released or expired) the
+// message adds what that means for the work done under it:
+//
+//   - a lease (LossLease): another holder may have taken the key (or
+//     "token N holds it now"); writes fenced by the token (VerifyToken)
+//     were refused after the loss, unfenced ones may have overlapped the
+//     other holder's work;
+//   - an elector's term (LossLeader): another elector may lead now (or
+//     "term N holds it now"); the same, fenced by VerifyTerm;
+//   - a Once's execution lease (LossExecution): without a re-run left, no
+//     other call runs fn for the key (it is left to an operator); with
+//     WithRerun and an attempt left, a Once call with WithRerun may run
+//     fn again once the lease expires, and unfenced writes may have
+//     overlapped that re-run; writes fenced by VerifyExecutionToken were
+//     refused after the loss. For OnceTx (and OnceSQLTx) the next call may
+//     run fn again once the claim expires, fn's transaction commiting
+//     only with a completion its token's guard accepts.
+//
+// A member row's or a ticket's loss, and an end by Client.Close or a
+// failed release, add nothing.
 type LostError struct {
 	Namespace string
 	Key       string
@@ -216,6 +233,8 @@ type LostError struct {
 	// queue ticket (Key is the resource, Token the ticket). The message
 	// names it so: "leadership of group ... (term N) lost".
 	Kind LossKind
+
+	exec execLoss // what may run fn again, for an execution lease
 }
 
 func (e *LostError) Error() string {
@@ -232,6 +251,7 @@ func (e *LostError) Error() string {
 	}
 	s := "sentinel: " + what + " lost: " + e.Reason
 	var stale *StaleTokenError
+	holds := "" // who holds the key now, when known
 	switch {
 	case e.Cause == nil || errors.Is(e.Cause, ErrHardTTL):
 	case errors.As(e.Cause, &stale) && stale.Namespace == e.Namespace && stale.Key == e.Key && stale.Token == e.Token:
@@ -240,25 +260,94 @@ func (e *LostError) Error() string {
 		// expired or taken over" again); only who holds it now is news.
 		if stale.Current != 0 {
 			if e.Kind == LossLeader {
-				s += fmt.Sprintf(" (term %d holds it now)", stale.Current)
+				holds = fmt.Sprintf("term %d holds it now", stale.Current)
 			} else {
-				s += fmt.Sprintf(" (token %d holds it now)", stale.Current)
+				holds = fmt.Sprintf("token %d holds it now", stale.Current)
 			}
 		}
 	default:
 		s += ": " + e.Cause.Error()
 	}
-	if e.Reason == reasonDeadline && (e.Kind == "" || e.Kind == LossLease) {
-		// What the loss means for the work done under the lease: the
-		// row expired, so another holder may have had the key since.
-		s += fmt.Sprintf(" (another holder may have taken the key: writes fenced by token %d (VerifyToken, a conditional write) were refused after the loss, unfenced ones may have overlapped its work)", e.Token)
+	if m := e.means(holds); m != "" {
+		s += " (" + m + ")"
+	} else if holds != "" {
+		s += " (" + holds + ")"
 	}
 	return s
 }
 
-// reasonDeadline is a LostError's Reason when no renewal reached the
-// database before the lease's local deadline.
-const reasonDeadline = "renewal deadline passed"
+// means says what the loss means for the work done under what was held,
+// when the key may have gone to another since (see LostError); "" when
+// it adds nothing. holds, when not "", says who holds the key now, and
+// is then said as part of it.
+func (e *LostError) means(holds string) string {
+	switch e.Reason {
+	case reasonDeadline, reasonHardTTL, reasonTaken, reasonTakenBeforeRelease, reasonTakenBeforeCommit:
+	default:
+		return ""
+	}
+	who := func(other string) string {
+		if holds != "" {
+			return holds
+		}
+		return other
+	}
+	switch e.Kind {
+	case "", LossLease:
+		return who("another holder may have taken the key") + fmt.Sprintf(": writes fenced by token %d (VerifyToken, a conditional write) "+
+			"were refused after the loss, unfenced ones may have overlapped its work", e.Token)
+	case LossLeader:
+		return who("another elector may lead now") + fmt.Sprintf(": writes fenced by term %d (VerifyTerm) "+
+			"were refused after the loss, unfenced ones may have overlapped its work", e.Token)
+	case LossExecution:
+		fenced := fmt.Sprintf("writes fenced by token %d (VerifyExecutionToken) were refused after the loss", e.Token)
+		var m string
+		switch e.exec {
+		case execOnce:
+			m = "no other call runs fn for the key (it is left to an operator): " + fenced
+		case execRerun:
+			m = "a Once call with WithRerun may run fn again once the lease expires: " + fenced + ", unfenced ones may have overlapped that re-run"
+		case execTx:
+			m = "the next call may run fn again once the claim expires: fn's transaction commits only with a completion " +
+				"its token's guard accepts, so at most one attempt's writes land; work outside it may have overlapped"
+		default: // made by hand: what runs fn again is not known
+			m = fenced
+		}
+		if holds != "" {
+			m = holds + "; " + m
+		}
+		return m
+	}
+	return ""
+}
+
+// A LostError's Reasons whose key may have gone to another since.
+const (
+	// reasonDeadline: no renewal reached the database before the local
+	// deadline.
+	reasonDeadline = "renewal deadline passed"
+	// reasonHardTTL: the hard TTL was reached (Cause ErrHardTTL).
+	reasonHardTTL = "hard TTL reached"
+	// reasonTaken: a renewal, or Client.Close, found the row no longer
+	// carrying the token.
+	reasonTaken = "taken over, released or expired"
+	// reasonTakenBeforeRelease: Release (or Resign) found it so.
+	reasonTakenBeforeRelease = "expired or taken over before release"
+	// reasonTakenBeforeCommit: an OnceTx's completion found its claim so.
+	reasonTakenBeforeCommit = "claim expired or taken over before commit"
+)
+
+// execLoss says, for an execution lease, what may run fn again after its
+// loss: set by the call that claimed it (Client.claimed), through the
+// lease's end; zero in a LostError made by hand.
+type execLoss uint8
+
+const (
+	execUnknown execLoss = iota
+	execOnce             // Once, no re-run left: the key is left uncertain
+	execRerun            // Once with WithRerun and an attempt left
+	execTx               // OnceTx, OnceSQLTx: the claim is taken over once expired
+)
 
 // Unwrap returns ErrLeaseLost and the cause.
 func (e *LostError) Unwrap() []error {

@@ -52,6 +52,10 @@ type Lease struct {
 	// it (a turn's: Turn.endByClose); nil: Close ends it as closed.
 	onClose func()
 	byClose bool // Client.Close ended it (Do reports that fn was cut short)
+	// exec, for an execution lease, says what may run fn again once it is
+	// lost (set by Client.claimed before it is shared); its LostError
+	// carries it (endAs), to say so.
+	exec execLoss
 	// releasing: a Release (Lease's or Turn's) is in flight; an end
 	// meanwhile other than its own failure is reported (log, Observer)
 	// once its outcome is known (unreported), not at once: a release
@@ -470,7 +474,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		}
 	}
 	if prior == nil {
-		prior = &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "expired or taken over before release",
+		prior = &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: reasonTakenBeforeRelease,
 			Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}
 		l.end(prior)
 	}
@@ -574,6 +578,9 @@ func (l *Lease) endAs(err error, releaseFailed bool) {
 	if l.err != nil {
 		l.mu.Unlock()
 		return
+	}
+	if lost, ok := err.(*LostError); ok && lost.Kind == LossExecution && lost.exec == execUnknown {
+		lost.exec = l.exec // made for this end, not yet shared
 	}
 	l.err = err
 	if l.timer != nil {
@@ -679,7 +686,7 @@ func (l *Lease) checkDeadline() {
 	}
 	lost := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: reasonDeadline, Cause: l.lastErr}
 	if l.capped {
-		lost.Reason, lost.Cause = "hard TTL reached", ErrHardTTL
+		lost.Reason, lost.Cause = reasonHardTTL, ErrHardTTL
 	}
 	l.mu.Unlock()
 	l.end(lost)

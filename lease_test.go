@@ -925,18 +925,19 @@ func TestLeaseWaitGrantedAsItsContextEndsIsHandedOn(t *testing.T) {
 func TestLostErrorSaysTheCauseOnce(t *testing.T) {
 	stale := &sentinel.StaleTokenError{Namespace: "ns", Key: "k", Token: 3}
 	err := &sentinel.LostError{Namespace: "ns", Key: "k", Token: 3, Reason: "taken over, released or expired", Cause: stale}
-	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired`, err.Error())
+	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired`+deadlineMeans, err.Error())
 	require.ErrorIs(t, err, sentinel.ErrLeaseLost)
 	require.ErrorIs(t, err, sentinel.ErrStaleToken)
 	stale.Current = 4
-	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired (token 4 holds it now)`, err.Error())
+	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired (token 4 holds it now: writes fenced by token 3 (VerifyToken, a conditional write) were refused after the loss, unfenced ones may have overlapped its work)`, err.Error())
 	// Another cause is news: it is kept.
 	err.Cause = errors.New("connection refused")
-	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired: connection refused`, err.Error())
+	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired: connection refused`+deadlineMeans, err.Error())
 }
 
 // deadlineMeans is what a lease's LostError for a passed renewal deadline
-// adds about the work done under it (token 3).
+// (or another loss of the key: its hard TTL, a takeover) adds about the
+// work done under it (token 3).
 const deadlineMeans = ` (another holder may have taken the key: writes fenced by token 3 (VerifyToken, a conditional write) were refused after the loss, unfenced ones may have overlapped its work)`
 
 // A lost term, member row or ticket is named as what it is: an elector's
@@ -949,8 +950,8 @@ func TestLostErrorNamesWhatWasHeld(t *testing.T) {
 	}{
 		{"", `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed` + deadlineMeans},
 		{sentinel.LossLease, `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed` + deadlineMeans},
-		{sentinel.LossExecution, `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed`},
-		{sentinel.LossLeader, `sentinel: leadership of group "ns"/"k" (term 3) lost: renewal deadline passed`},
+		{sentinel.LossExecution, `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed (writes fenced by token 3 (VerifyExecutionToken) were refused after the loss)`},
+		{sentinel.LossLeader, `sentinel: leadership of group "ns"/"k" (term 3) lost: renewal deadline passed (another elector may lead now: writes fenced by term 3 (VerifyTerm) were refused after the loss, unfenced ones may have overlapped its work)`},
 		{sentinel.LossMember, `sentinel: membership of group "ns"/"k" (member token 3) lost: renewal deadline passed`},
 		{sentinel.LossTicket, `sentinel: turn on "ns"/"k" (ticket 3) lost: renewal deadline passed`},
 	} {
@@ -959,7 +960,7 @@ func TestLostErrorNamesWhatWasHeld(t *testing.T) {
 	}
 	stale := &sentinel.StaleTokenError{Namespace: "ns", Key: "k", Token: 3, Current: 4}
 	err := &sentinel.LostError{Namespace: "ns", Key: "k", Token: 3, Reason: "taken over, released or expired", Cause: stale, Kind: sentinel.LossLeader}
-	require.Equal(t, `sentinel: leadership of group "ns"/"k" (term 3) lost: taken over, released or expired (term 4 holds it now)`, err.Error())
+	require.Equal(t, `sentinel: leadership of group "ns"/"k" (term 3) lost: taken over, released or expired (term 4 holds it now: writes fenced by term 3 (VerifyTerm) were refused after the loss, unfenced ones may have overlapped its work)`, err.Error())
 
 	// The library's own: a term lost to the client's Close.
 	e := newEnv(t)

@@ -742,6 +742,14 @@ func (c *Client) claimed(ctx context.Context, ex *Execution, o callOptions, stat
 		}
 		return nil, nil, nil, nil, err
 	}
+	switch {
+	case state != StateExecuting:
+		l.exec = execTx // OnceTx: the claim is taken over once it expires
+	case ex.Attempt < ex.MaxAttempts:
+		l.exec = execRerun // a caller with WithRerun runs it again (rerunPending)
+	default:
+		l.exec = execOnce
+	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	l.onEnd = func(err error) {
 		if !errors.Is(err, ErrReleased) {

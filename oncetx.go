@@ -209,7 +209,7 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 	if err == nil && n == 0 {
 		err = l.ended()
 		if err == nil {
-			err = &LostError{Namespace: o.namespace, Key: key, Token: l.token, Kind: l.lossKind(), Reason: "claim expired or taken over before commit"}
+			err = &LostError{Namespace: o.namespace, Key: key, Token: l.token, Kind: l.lossKind(), Reason: reasonTakenBeforeCommit, exec: l.exec}
 		}
 	}
 	if err != nil && txAborted(err) {

@@ -110,10 +110,15 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 			w := c.leaseWaitWithdraw(ctx, o, key, reg, regEpoch, regExact)
 			// Said as a Turn's withdrawn ticket is: the error alone
 			// answers "is my place still held, does the key wait for
-			// me?". Close's ErrClosed is left as it is (Close withdraws
-			// every waiter), and a registration found gone (expired, or
-			// granted and that grant ended) is not news.
-			if said := w.say(o.ttl, ctx.Err() != nil); said != "" && err != nil && !errors.Is(err, ErrClosed) {
+			// me?". So is it when Close woke the wait (checkOpen's bare
+			// ErrClosed; Close waits for the withdrawal within its
+			// deadline): a bare "client closed" did not say whether the
+			// next release would hand the key to nobody. An ErrClosed
+			// that says already what became of a grant (closedGivenBack)
+			// is left as it is, and a registration found gone (expired,
+			// or granted and that grant ended) is not news.
+			closed := err == ErrClosed // checkOpen's own, unwrapped: nothing said yet
+			if said := w.say(o.ttl, ctx.Err() != nil || closed); said != "" && err != nil && (closed || !errors.Is(err, ErrClosed)) {
 				err = fmt.Errorf("%w (%s)", err, said)
 			}
 		}

@@ -105,7 +105,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -116,6 +118,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sentinel-coordination/sentinel"
+	"github.com/sentinel-coordination/sentinel/internal/shell"
 )
 
 // ScopeName is the instrumentation scope of the meter and tracer. Their
@@ -155,8 +158,12 @@ func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config)
 // WithoutKeys leaves keys (sentinel.key) off the spans and the fencing
 // refusals' span events, for keys a trace backend must not keep: the
 // idempotency middleware's execution keys carry the HTTP client's
-// Idempotency-Key and its principal, say. Default: keys are on the spans
-// (never on metrics).
+// Idempotency-Key and its principal, say. The error events on the spans
+// (exception.message) name the key as Sentinel's errors do, quoted and
+// in a `sentinel inspect` command line: with WithoutKeys it is withheld
+// there too ("<key withheld>"); the text of fn's own error, which such an
+// event may include, is the application's and is recorded as it is.
+// Default: keys are on the spans (never on metrics).
 func WithoutKeys() Option { return func(c *config) { c.noKeys = true } }
 
 type observer struct {
@@ -301,17 +308,17 @@ func (o *observer) onceEnd(ctx context.Context, e sentinel.OnceEvent) {
 		// Expected outcomes of a coordination call, not failures of Sentinel.
 	case sentinel.OutcomeCanceled, sentinel.OutcomeClosed:
 		if e.Err != nil {
-			span.RecordError(e.Err) // what the caller was told; it gave up, nothing failed
+			o.recordError(span, e.Err, e.Key) // what the caller was told; it gave up, nothing failed
 		}
 	case sentinel.OutcomeRerunPending:
 		// The next caller with WithRerun runs it again, as designed: no
 		// failure to page on, but the trace says why the attempt stopped.
 		if e.Err != nil {
-			span.RecordError(e.Err)
+			o.recordError(span, e.Err, e.Key)
 		}
 	default:
 		if e.Err != nil {
-			span.RecordError(e.Err)
+			o.recordError(span, e.Err, e.Key)
 			span.SetAttributes(AttrErrorType.String(string(e.Outcome)))
 			span.SetStatus(codes.Error, string(e.Outcome))
 		}
@@ -362,16 +369,51 @@ func (o *observer) leaseEnd(ctx context.Context, e sentinel.LeaseEvent) {
 			span.SetAttributes(AttrToken.Int64(e.Token))
 		case e.Err == nil:
 		case result == "error":
-			span.RecordError(e.Err)
+			o.recordError(span, e.Err, e.Key)
 			span.SetAttributes(AttrErrorType.String(leaseErrorType(e.Err)))
 			span.SetStatus(codes.Error, "lease acquisition failed")
 		default:
 			// held (by whom), stale, hard_ttl, canceled, closed: what the
 			// caller was told; no failure, so no Error status.
-			span.RecordError(e.Err)
+			o.recordError(span, e.Err, e.Key)
 		}
 	}
 	span.End()
+}
+
+// recordError records err as an exception event on span; with
+// WithoutKeys, with key withheld from its message (see WithoutKeys).
+func (o *observer) recordError(span trace.Span, err error, key string) {
+	if !o.noKeys || key == "" {
+		span.RecordError(err)
+		return
+	}
+	span.AddEvent("exception", trace.WithAttributes(
+		attribute.String("exception.type", exceptionType(err)),
+		attribute.String("exception.message", withholdKey(err.Error(), key))))
+}
+
+// withheldKey replaces a key in an error message under WithoutKeys.
+const withheldKey = "<key withheld>"
+
+// withholdKey returns msg with key withheld where Sentinel's errors name
+// it: quoted (%q), and in the `sentinel inspect` command line of an
+// uncertain key (shell-quoted, after "inspect " or "-- ").
+func withholdKey(msg, key string) string {
+	msg = strings.ReplaceAll(msg, strconv.Quote(key), strconv.Quote(withheldKey))
+	q := shell.Quote(key)
+	msg = strings.ReplaceAll(msg, "sentinel inspect "+q, "sentinel inspect "+withheldKey)
+	return strings.ReplaceAll(msg, " -- "+q, " -- "+withheldKey)
+}
+
+// exceptionType is err's exception.type, as the SDK's RecordError
+// names it.
+func exceptionType(err error) string {
+	t := reflect.TypeOf(err)
+	if t.PkgPath() == "" && t.Name() == "" {
+		return t.String()
+	}
+	return t.PkgPath() + "." + t.Name()
 }
 
 func (o *observer) leaseLost(e sentinel.LeaseLoss) {

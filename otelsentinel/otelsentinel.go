@@ -16,7 +16,8 @@
 //	                                           result_lost: fn succeeded but its value was
 //	                                           not stored, replays too; needs SetResult;
 //	                                           canceled: the caller's ctx ended before fn
-//	                                           ran, nothing failed; closed: the client was
+//	                                           ran, or while OnceTx's fn ran (its transaction
+//	                                           rolled back), nothing failed; closed: the client was
 //	                                           closed before fn ran: see sentinel.OnceOutcome)
 //	                                           and sentinel.namespace
 //	sentinel.once.duration          histogram  seconds per call, same attributes
@@ -51,7 +52,10 @@
 //	sentinel.lease.release_failures counter    release statements that failed (database
 //	                                           unreachable, cancelled) for a lease or turn
 //	                                           its holder was done with: Lease.Release,
-//	                                           Turn.Release, Client.Close. No loss: the row
+//	                                           Turn.Release, Client.Close, an elector's
+//	                                           step-down, a grant given back as its caller
+//	                                           gave up (see sentinel.Observer.ReleaseFailed).
+//	                                           No loss: the row
 //	                                           expires within its TTL. By sentinel.lease.kind
 //	                                           and sentinel.namespace
 //	sentinel.heartbeat.duration     histogram  seconds per renewal statement, by error.type

@@ -207,7 +207,7 @@ func (e *HeldError) Unwrap() error { return ErrNotAcquired }
 //     fn again once the lease expires, and unfenced writes may have
 //     overlapped that re-run; writes fenced by VerifyExecutionToken were
 //     refused after the loss. For OnceTx (and OnceSQLTx) the next call may
-//     run fn again once the claim expires, fn's transaction commiting
+//     run fn again once the claim expires, fn's transaction committing
 //     only with a completion its token's guard accepts.
 //
 // A member row's or a ticket's loss, and an end by Client.Close or a

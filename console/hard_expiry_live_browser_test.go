@@ -30,10 +30,12 @@ func TestBrowserHandedBackRedrawsHardExpiry(t *testing.T) {
 	_, err := c.Reconcile(ctx, "k")
 	require.NoError(t, err)
 	require.NoError(t, c.ResetToClaimed(ctx, "k"))
-	// Claimed with a live lease for a few seconds, as a caller that
-	// claimed it and then stopped leaves it.
+	// Claimed with a live lease, as a caller that claimed it and then
+	// stopped leaves it; the lease ends once the page showed it held (a
+	// lease of a few seconds could end before a loaded machine's browser
+	// drew the page: CI saw it).
 	table := pgx.Identifier{schema, "executions"}.Sanitize()
-	_, err = admin.Exec(ctx, "UPDATE "+table+` SET lease_expires_at = pg_catalog.now() + interval '3 seconds',
+	_, err = admin.Exec(ctx, "UPDATE "+table+` SET lease_expires_at = pg_catalog.now() + interval '5 minutes',
 		hard_expires_at = pg_catalog.now() + interval '1 hour' WHERE key = 'k'`)
 	require.NoError(t, err)
 	ex, err := c.Inspect(ctx, "k")
@@ -48,6 +50,8 @@ func TestBrowserHandedBackRedrawsHardExpiry(t *testing.T) {
 	text, ok := waitText(t, bctx, "key-hard", 5*time.Second, func(s string) bool { return s != "" })
 	require.True(t, ok)
 	require.Equal(t, hard, text, "held: its hard expiry")
+	_, err = admin.Exec(ctx, "UPDATE "+table+` SET lease_expires_at = pg_catalog.clock_timestamp() WHERE key = 'k'`)
+	require.NoError(t, err)
 
 	state, ok := waitText(t, bctx, "key-state", 30*time.Second, func(s string) bool { return strings.HasPrefix(s, "handed back") })
 	require.True(t, ok, "not marked handed back: %q", state)

@@ -51,7 +51,7 @@ func TestArgumentCheckErrorsNameTheSubcommandsHelp(t *testing.T) {
 		args []string
 		help string
 	}{
-		{[]string{"status", "--reconciling-after", "5m"}, "sentinel status --help"},
+		{[]string{"status", "--reconciling-after", "0s"}, "sentinel status --help"},
 		{[]string{"status", "--limit", "0"}, "sentinel status --help"},
 		{[]string{"list", "--uncertain", "--rerun-pending"}, "sentinel list --help"},
 		{[]string{"list", "--state", "bogus"}, "sentinel list --help"},

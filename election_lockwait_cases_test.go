@@ -39,10 +39,7 @@ func TestElectorCampaignLockWaitOneWinner(t *testing.T) {
 	ctx := ctxT(t)
 	const ttl = 10 * time.Second
 	ca := e.client(&sentinel.Config{DefaultTTL: ttl})
-	a, err := ca.Elector("lw-two", sentinel.ElectorOptions{})
-	require.NoError(t, err)
-	stopA := runElector(t, a)
-	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	a, stopA := leading(t, ca, "lw-two")
 	require.NoError(t, stopA()) // released; a competes no more
 	old := leaderTerm(t, e, "lw-two")
 
@@ -77,10 +74,7 @@ func TestElectorCampaignLockWaitHeldOffByKeyShare(t *testing.T) {
 	ctx := ctxT(t)
 	const ttl = 2 * time.Second // campaignLockWait: 300 ms
 	ca, cb := e.client(&sentinel.Config{DefaultTTL: ttl}), e.client(&sentinel.Config{DefaultTTL: ttl})
-	a, err := ca.Elector("lw-ks", sentinel.ElectorOptions{})
-	require.NoError(t, err)
-	stopA := runElector(t, a)
-	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	_, stopA := leading(t, ca, "lw-ks")
 	require.NoError(t, stopA()) // released; a competes no more
 
 	tx, err := admin.Begin(ctx)
@@ -109,10 +103,7 @@ func TestElectorCampaignLockWaitNoTakeoverOfARenewedTerm(t *testing.T) {
 	ctx := ctxT(t)
 	const ttl = 30 * time.Second
 	ca, cb := e.client(&sentinel.Config{DefaultTTL: ttl}), e.client(&sentinel.Config{DefaultTTL: ttl})
-	a, err := ca.Elector("lw-renew", sentinel.ElectorOptions{})
-	require.NoError(t, err)
-	runElector(t, a)
-	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	a, _ := leading(t, ca, "lw-renew")
 	term := a.Term()
 
 	// The row expires as the leader's renewal takes its lock: the
@@ -159,10 +150,7 @@ func TestElectorCampaignLockWaitLeavesNoSetting(t *testing.T) {
 		return s
 	}
 	require.Equal(t, "0", show())
-	a, err := ca.Elector("lw-guc", sentinel.ElectorOptions{})
-	require.NoError(t, err)
-	stopA := runElector(t, a)
-	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	_, stopA := leading(t, ca, "lw-guc")
 	require.NoError(t, stopA()) // released; a competes no more
 
 	tx, holder := lockLeaderRow(t, e, "lw-guc")
@@ -197,10 +185,7 @@ func TestElectorCampaignLockWaitClose(t *testing.T) {
 	ctx := ctxT(t)
 	const ttl = 10 * time.Second
 	ca, cb := e.client(&sentinel.Config{DefaultTTL: ttl}), e.client(&sentinel.Config{DefaultTTL: ttl})
-	a, err := ca.Elector("lw-close", sentinel.ElectorOptions{})
-	require.NoError(t, err)
-	stopA := runElector(t, a)
-	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	_, stopA := leading(t, ca, "lw-close")
 	require.NoError(t, stopA()) // released; a competes no more
 
 	tx, holder := lockLeaderRow(t, e, "lw-close")
@@ -237,10 +222,7 @@ func TestElectorCampaignLockWaitCancelledTakesNoTerm(t *testing.T) {
 	ctx := ctxT(t)
 	const ttl = 10 * time.Second
 	ca, cb := e.client(&sentinel.Config{DefaultTTL: ttl}), e.client(&sentinel.Config{DefaultTTL: ttl})
-	a, err := ca.Elector("lw-cancel", sentinel.ElectorOptions{})
-	require.NoError(t, err)
-	stopA := runElector(t, a)
-	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	_, stopA := leading(t, ca, "lw-cancel")
 	require.NoError(t, stopA()) // released; nobody else runs
 
 	tx, holder := lockLeaderRow(t, e, "lw-cancel")
@@ -307,10 +289,7 @@ func TestElectorCampaignLockWaitPgBouncer(t *testing.T) {
 				require.NoError(t, p.QueryRow(ctx, "SHOW lock_timeout").Scan(&s))
 				return s
 			}
-			a, err := ca.Elector("g", sentinel.ElectorOptions{})
-			require.NoError(t, err)
-			stopA := runElector(t, a)
-			waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+			_, stopA := leading(t, ca, "g")
 			require.NoError(t, stopA())
 
 			tx, err := direct.Begin(ctx)

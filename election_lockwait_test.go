@@ -52,10 +52,7 @@ func TestElectorCampaignWaitsForTheLockOfAnExpiredRow(t *testing.T) {
 	ctx := ctxT(t)
 	const ttl = 10 * time.Second
 	ca, cb := e.client(&sentinel.Config{DefaultTTL: ttl}), e.client(&sentinel.Config{DefaultTTL: ttl})
-	a, err := ca.Elector("lockwait", sentinel.ElectorOptions{})
-	require.NoError(t, err)
-	runElector(t, a)
-	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	a, _ := leading(t, ca, "lockwait")
 	require.NoError(t, a.Resign(ctx)) // nobody registered: the row is expired, a held off
 
 	tx, holder := lockLeaderRow(t, e, "lockwait")
@@ -82,10 +79,7 @@ func TestElectorCampaignLockWaitIsBounded(t *testing.T) {
 	ctx := ctxT(t)
 	const ttl = 10 * time.Second
 	ca, cb := e.client(&sentinel.Config{DefaultTTL: ttl}), e.client(&sentinel.Config{DefaultTTL: ttl})
-	a, err := ca.Elector("lockwait-bound", sentinel.ElectorOptions{})
-	require.NoError(t, err)
-	runElector(t, a)
-	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	a, _ := leading(t, ca, "lockwait-bound")
 	require.NoError(t, a.Resign(ctx))
 
 	tx, holder := lockLeaderRow(t, e, "lockwait-bound")
@@ -122,10 +116,7 @@ func TestElectorRegistrationWaitsForTheRowLock(t *testing.T) {
 	const ttl = 10 * time.Second
 	ca := e.client(&sentinel.Config{DefaultTTL: ttl})
 	cb := e.client(&sentinel.Config{DefaultTTL: ttl, WaitRecheck: 5 * time.Second})
-	a, err := ca.Elector("regwait", sentinel.ElectorOptions{})
-	require.NoError(t, err)
-	runElector(t, a)
-	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	a, _ := leading(t, ca, "regwait")
 
 	// The row is locked as b, a new follower, registers: nobody else is
 	// registered, so only b's own registration makes a resignation wake it.
@@ -164,10 +155,7 @@ func TestElectorRegistrationLockWaitIsBounded(t *testing.T) {
 	ca := e.client(&sentinel.Config{DefaultTTL: ttl})
 	pb := e.pool(func(c *pgxpool.Config) { c.MaxConns = 1 })
 	cb := e.clientOn(pb, &sentinel.Config{DefaultTTL: ttl})
-	a, err := ca.Elector("regwait-bound", sentinel.ElectorOptions{})
-	require.NoError(t, err)
-	runElector(t, a)
-	waitFor(t, 10*time.Second, "a to lead", a.IsLeader)
+	a, _ := leading(t, ca, "regwait-bound")
 
 	tx, holder := lockLeaderRow(t, e, "regwait-bound")
 	b, err := cb.Elector("regwait-bound", sentinel.ElectorOptions{})
@@ -187,4 +175,15 @@ func TestElectorRegistrationLockWaitIsBounded(t *testing.T) {
 	})
 	require.True(t, a.IsLeader())
 	require.False(t, b.IsLeader())
+}
+
+// leading starts an Elector of group on c, waits until it leads, and
+// returns it with what stops its Run (runElector's).
+func leading(t *testing.T, c *sentinel.Client, group string) (*sentinel.Elector, func() error) {
+	t.Helper()
+	el, err := c.Elector(group, sentinel.ElectorOptions{})
+	require.NoError(t, err)
+	stop := runElector(t, el)
+	waitFor(t, 10*time.Second, "the first elector to lead", el.IsLeader)
+	return el, stop
 }

@@ -177,6 +177,17 @@ func (e *Elector) Run(ctx context.Context) (err error) {
 			e.sleep(ctx, wake, e.c.cfg.WaitRecheck)
 			continue
 		}
+		if res.acquired && ctx.Err() != nil {
+			// Won by the lock wait, which Run's ctx does not cut short (see
+			// campaign), after that ctx ended: given back at once, without
+			// starting OnElected (a failed give-back is logged and reported
+			// as a failed release; the term is free when it expires).
+			l := e.c.newLease(kindLeader, e.ns, e.group, res.leader.Term, e.ttl)
+			_ = e.c.giveBack(context.Background(), l, res.sent.Add(res.remaining), func(ctx context.Context) error {
+				return e.resign(ctx, l.token)
+			})
+			continue
+		}
 		if res.acquired {
 			seenTerm, lockedBackoff = res.leader.Term, 10*time.Millisecond
 			cb.poll()
@@ -482,8 +493,16 @@ func (e *Elector) campaign(ctx context.Context, mayLead bool, memberToken int64)
 	b.Queue("SELECT pg_catalog.set_config('lock_timeout', $1, true)", campaignLockTimeout(e.ttl))
 	b.Queue(e.sql.campaignLock, e.ns, e.group)
 	b.Queue(e.sql.campaign, args...)
+	// The wait is not cut short by Run's ctx: pgx would cancel it with a
+	// cancel request the server may get only after the row was freed, and
+	// the abandoned statement would take a term nobody leads, for its
+	// followers to wait out (a TTL). It ends within campaignLockWait
+	// anyway (lock_timeout), bounded here by the TTL as every statement
+	// of Run is, and Run gives back a term it won after its ctx ended.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.ttl)
+	defer cancel()
 	sent = time.Now()
-	br := e.c.pool.SendBatch(ctx, b)
+	br := e.c.pool.SendBatch(wctx, b)
 	_, werr := br.Exec()
 	if werr == nil {
 		_, werr = br.Exec()

@@ -628,8 +628,14 @@ func (l *Lease) endRelease() {
 // elector's member row (the elector's Run sees Done, resigns the term and
 // removes its row, and returns ErrClosed): they are given back as a lease
 // is released. The
-// execution lease of a running Once is the one Close does lose: fn's ctx
-// is cancelled and its outcome may be unknown. Nor is a failed release
+// execution lease of a running Once (or OnceTx) is the one Close ends
+// without giving it back: fn's ctx is cancelled, but the key stays this
+// attempt's until its lease expires, nobody else's, so it is reported to
+// Observer.LeaseLost (a LostError matching ErrClosed: reason "closed" to
+// an OpenTelemetry observer) and logged at Info, saying what becomes of
+// the key (closedExecution), not as a Warn: a fn that returns by then has
+// its outcome recorded as usual, and a call whose key does end uncertain
+// logs that Warn itself. Nor is a failed release
 // (releaseFailed) a loss: the holder was done with the lease, which
 // nobody else held meanwhile; the row expires within its TTL. It is
 // reported to Observer.ReleaseFailed.
@@ -642,10 +648,35 @@ func (l *Lease) reportEnd(err error, releaseFailed bool) {
 			"token", l.token, "err", err)
 		l.c.observer().releaseFailed(l, err)
 	case closed:
+	case l.kind == kindExecution && errors.Is(err, ErrClosed):
+		l.c.cfg.Logger.Info("sentinel: close: "+l.closedExecution(), "namespace", l.ns, "key", l.key, "token", l.token,
+			"ttl", l.ttl)
+		l.c.observer().lost(l, err)
 	default:
 		l.c.cfg.Logger.Warn("sentinel: lease ended", "namespace", l.ns, "key", l.key, "token", l.token, "err", err)
 		l.c.observer().lost(l, err)
 	}
+}
+
+// closedExecution says what becomes of the key of a running Once (or
+// OnceTx) whose execution lease Client.Close ended, cancelling fn's ctx:
+// Close neither renews nor frees it, so the key stays this attempt's, and
+// nobody else's, until its lease expires (within its TTL).
+func (l *Lease) closedExecution() string {
+	if l.exec == execTx {
+		return "cancelled a running OnceTx's fn: its transaction rolls back (unless its commit was under way), nothing is " +
+			"committed, and the key is given back for the next call (if the process exits first, it frees when its lease " +
+			"expires, within its TTL); nothing needs doing"
+	}
+	s := "cancelled a running Once's fn: the key stays this call's, nobody else's, until its lease expires (within its TTL); " +
+		"what fn returns by then is recorded as usual (nothing needs doing), an error other than Retryable leaves the key " +
+		"uncertain and is logged so; "
+	if l.exec == execRerun {
+		return s + "if the process exits first, the next Once call with WithRerun runs fn again once the lease expires. " +
+			"To avoid this, let running calls return before Close"
+	}
+	return s + "if the process exits first, the key is left uncertain: reconcile it (" + l.c.inspectCommand(l.ns, l.key) + "). " +
+		"To avoid this, let running calls return before Close"
 }
 
 // closedBy reports whether Client.Close ended the lease.

@@ -389,6 +389,19 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 		l := p.l
 		switch {
 		case p.released:
+			l.mu.Lock()
+			l.freedByClose = true
+			inDo := l.inDo
+			l.mu.Unlock()
+			if inDo {
+				// fn's ctx was cancelled before the key was freed, but fn
+				// may not have stopped yet: another may be granted the
+				// key meanwhile, which Do's error will say.
+				c.cfg.Logger.Warn("sentinel: close: released the lease of a running Do: fn's ctx is cancelled, but another holder "+
+					"may be granted the key before fn stops (writes fenced by its token are refused, unfenced ones may overlap); "+
+					"Do returns an error matching ErrLeaseLost and ErrClosed. To avoid this, let Do calls return before Close",
+					l.logAttrs()...)
+			}
 		case p.answered && !p.unknown:
 			// The row was gone before Close: lost while held (taken
 			// over or expired), not ended by Close, so its error says

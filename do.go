@@ -18,7 +18,9 @@ import (
 // also matches ErrLeaseLost (fn's work may have overlapped another holder:
 // guard its writes with l.Token(), see VerifyToken); so it does, and
 // ErrClosed too, when Client.Close ended the lease while fn ran (Close
-// frees the key as it cancels fn's context). A failed release is
+// cancels fn's context, then frees the key: the error then says that
+// another holder may have taken it before fn stopped, and Close logs a
+// Warn naming the key). A failed release is
 // reported only when fn succeeded. When fn hands the lease on
 // (Lease.Detach), Do neither releases it nor reports that as a loss: it
 // returns fn's error, and the row is the handle's receiver's. When the
@@ -35,32 +37,50 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
+	l.mu.Lock()
+	l.inDo = true
+	l.mu.Unlock()
 	work, cancel := l.Context(ctx)
 	defer func() {
 		cancel()
-		lost := l.Err()
 		l.mu.Lock()
-		byClose := l.byClose
+		l.inDo = false
 		l.mu.Unlock()
+		lost := l.Err()
 		// Bounded by ReleaseTimeout, as every give-back after the work
 		// is: fn is done, and a release that cannot finish (a row locked
 		// by a hung transaction, a black-holed connection) must not keep
-		// Do from returning. The row then expires within its TTL.
+		// Do from returning. The row then expires within its TTL. A
+		// Close under way holds the lease's release lock: Release waits
+		// for its release, whose outcome is then known (freedByClose).
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReleaseTimeout)
 		rerr := l.Release(rctx)
 		rcancel()
+		l.mu.Lock()
+		byClose, freed := l.byClose, l.freedByClose
+		l.mu.Unlock()
 		switch {
 		case errors.Is(lost, ErrDetached):
 			// fn handed the lease on: Release freed nothing, and
 			// must not; the receiver holds it.
+		case byClose && freed:
+			// Close freed the key while fn ran: it cancelled fn's ctx
+			// first, but fn's work may have overlapped the next
+			// holder's, as after a loss; the error says so (means).
+			err = errors.Join(err, &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(),
+				Reason: reasonClosedWhileRunning, Cause: ErrClosed})
+		case byClose:
+			// Close ended it while fn ran without freeing the key to
+			// anyone: its row was gone already (a loss), or its release
+			// failed (this Release then freed it, or failed too).
+			if end := l.ended(); end != nil && !errors.Is(end, ErrReleased) {
+				err = errors.Join(err, end)
+			} else {
+				err = errors.Join(err, &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(),
+					Reason: reasonClosed, Cause: ErrClosed})
+			}
 		case lost != nil && !errors.Is(lost, ErrReleased):
 			err = errors.Join(err, lost)
-		case byClose:
-			// Close freed the key while fn ran: fn's ctx was cancelled
-			// as the key was freed, so its work may have overlapped
-			// the next holder's, as after a loss.
-			err = errors.Join(err, &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(),
-				Reason: "client closed", Cause: ErrClosed})
 		case err == nil && rerr != nil:
 			err = rerr
 		}

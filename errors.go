@@ -192,7 +192,8 @@ func (e *HeldError) Unwrap() error { return ErrNotAcquired }
 // LostError says why a lease or execution lease was lost. It matches
 // ErrLeaseLost, and ErrHardTTL when the hard TTL was the reason. When the
 // key may have gone to another (the renewal deadline or the hard TTL
-// passed, or the row was found taken over, released or expired) the
+// passed, the row was found taken over, released or expired, or
+// Client.Close released a Do's lease while its fn ran) the
 // message adds what that means for the work done under it:
 //
 //   - a lease (LossLease): another holder may have taken the key (or
@@ -210,8 +211,8 @@ func (e *HeldError) Unwrap() error { return ErrNotAcquired }
 //     run fn again once the claim expires, fn's transaction committing
 //     only with a completion its token's guard accepts.
 //
-// A member row's or a ticket's loss, and an end by Client.Close or a
-// failed release, add nothing.
+// A member row's or a ticket's loss, and any other end by Client.Close
+// or a failed release (the key went to nobody), add nothing.
 type LostError struct {
 	Namespace string
 	Key       string
@@ -221,8 +222,12 @@ type LostError struct {
 	// "taken over, released or expired" (the row no longer carries this
 	// token; Cause is a *StaleTokenError), "hard TTL reached" (Cause is
 	// ErrHardTTL), "client closed" (Client.Close ended it: a running
-	// Once's execution lease, the lease of a Do whose fn was running, or
-	// what Close's release statement or give-back could not free; Cause is ErrClosed), or "release failed; ..." (Cause is the
+	// Once's execution lease, or what Close's release statement or
+	// give-back could not free, or the lease of a Do whose fn was running
+	// when that release failed; Cause is ErrClosed), "released by
+	// Client.Close while fn ran" (the lease of a Do whose fn was running,
+	// which Close released: another may have been granted the key before
+	// fn stopped; Cause is ErrClosed), or "release failed; ..." (Cause is the
 	// release statement's error). A lease Close found already taken over
 	// or expired reads "taken over, released or expired".
 	Reason string
@@ -282,7 +287,7 @@ func (e *LostError) Error() string {
 // is then said as part of it.
 func (e *LostError) means(holds string) string {
 	switch e.Reason {
-	case reasonDeadline, reasonHardTTL, reasonTaken, reasonTakenBeforeRelease, reasonTakenBeforeCommit:
+	case reasonDeadline, reasonHardTTL, reasonTaken, reasonTakenBeforeRelease, reasonTakenBeforeCommit, reasonClosedWhileRunning:
 	default:
 		return ""
 	}
@@ -335,7 +340,16 @@ const (
 	reasonTakenBeforeRelease = "expired or taken over before release"
 	// reasonTakenBeforeCommit: an OnceTx's completion found its claim so.
 	reasonTakenBeforeCommit = "claim expired or taken over before commit"
+	// reasonClosedWhileRunning: Client.Close released the lease of a Do
+	// whose fn was running (Cause ErrClosed): it cancelled fn's ctx, then
+	// freed the key, which another may have been granted before fn stopped.
+	reasonClosedWhileRunning = "released by Client.Close while fn ran"
 )
+
+// reasonClosed: Client.Close ended it without freeing the key to anyone
+// (a running Once's execution lease, or what its release statement or
+// give-back could not free; Cause ErrClosed).
+const reasonClosed = "client closed"
 
 // execLoss says, for an execution lease, what may run fn again after its
 // loss: set by the call that claimed it (Client.claimed), through the

@@ -52,6 +52,11 @@ type Lease struct {
 	// it (a turn's: Turn.endByClose); nil: Close ends it as closed.
 	onClose func()
 	byClose bool // Client.Close ended it (Do reports that fn was cut short)
+	// inDo: Client.Do holds it and has not begun its end (fn is running);
+	// freedByClose: Client.Close's release freed its row. Close logs the
+	// release of a running Do's lease, and Do says the key may have gone
+	// to another while fn ran.
+	inDo, freedByClose bool
 	// exec, for an execution lease, says what may run fn again once it is
 	// lost (set by Client.claimed before it is shared); its LostError
 	// carries it (endAs), to say so.

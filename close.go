@@ -163,7 +163,7 @@ func (c *Client) Close() {
 						l.onClose()
 						return
 					}
-					l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed})
+					l.end(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: reasonClosed, Cause: ErrClosed})
 				}()
 			}
 			wg.Wait()
@@ -407,11 +407,11 @@ func (c *Client) releaseAll(ctx context.Context, leases []*Lease) {
 			// over or expired), not ended by Close, so its error says
 			// so and does not match ErrClosed (an observer tells
 			// Close's own ends by it).
-			l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "taken over, released or expired",
+			l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: reasonTaken,
 				Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}, false)
 		default: // not freed: no loss (Observer.ReleaseFailed)
 			failed++
-			lf := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed}
+			lf := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: reasonClosed, Cause: ErrClosed}
 			if l.notReleased(lf, true); l.ended() == lf {
 				// A failed release, as Lease.Release's own: a Release
 				// that frees the row still carrying the token, or finds

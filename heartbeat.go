@@ -401,11 +401,11 @@ func (h *heartbeater) renewBatch(ctx context.Context, ls []*Lease, strict bool) 
 				}
 				continue
 			}
-			lost := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "taken over, released or expired",
+			lost := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: reasonTaken,
 				Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}
 			l.mu.Lock()
 			if l.capped || (!l.hardAt.IsZero() && !time.Now().Before(l.deadline)) {
-				lost.Reason, lost.Cause = "hard TTL reached", ErrHardTTL
+				lost.Reason, lost.Cause = reasonHardTTL, ErrHardTTL
 			}
 			l.mu.Unlock()
 			l.end(lost)

@@ -268,7 +268,7 @@ func (c *Client) adoptRow(ctx context.Context, h LeaseHandle, o callOptions) (l 
 		// nobody could use), and the row held, by nobody, until the hard
 		// expiry. Give it back: the key is free.
 		rerr := c.giveBackLease(ctx, l, sent.Add(remaining))
-		lost := &LostError{Namespace: h.Namespace, Key: h.Key, Token: h.Token, Kind: LossLease, Reason: "hard TTL reached", Cause: ErrHardTTL}
+		lost := &LostError{Namespace: h.Namespace, Key: h.Key, Token: h.Token, Kind: LossLease, Reason: reasonHardTTL, Cause: ErrHardTTL}
 		back := "given back: the key is free"
 		if rerr != nil {
 			back = fmt.Sprintf("giving it back failed, so it is free only at its hard expiry: %v", rerr)

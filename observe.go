@@ -37,7 +37,8 @@ type Observer struct {
 	LeaseEnd func(ctx context.Context, e LeaseEvent)
 
 	// LeaseLost is called when a held lease or a running Once's execution
-	// lease is lost (renewal deadline passed, taken over, hard TTL), not
+	// lease is lost (renewal deadline passed, taken over, hard TTL) or
+	// ended by Client.Close while it ran (its Err matches ErrClosed), not
 	// when it is released or handed on (Lease.Detach), nor when its
 	// release failed (ReleaseFailed).
 	// A lease or turn whose deadline passes while its Release is in

@@ -384,12 +384,12 @@ func (t *Turn) endByClose() {
 	switch {
 	case err != nil:
 		t.c.cfg.Logger.Warn("sentinel: close: "+what, "namespace", l.ns, "resource", l.key, "ticket", l.token, "err", err)
-		failed := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "client closed", Cause: ErrClosed}
+		failed := &LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: reasonClosed, Cause: ErrClosed}
 		if l.notReleased(failed, true); l.ended() == failed {
 			t.relFailed = failed
 		}
 	case !res.found || !res.alive:
-		l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: "taken over, released or expired",
+		l.notReleased(&LostError{Namespace: l.ns, Key: l.key, Token: l.token, Kind: l.lossKind(), Reason: reasonTaken,
 			Cause: &StaleTokenError{Namespace: l.ns, Key: l.key, Token: l.token}}, false)
 	}
 }

@@ -120,6 +120,8 @@ func TestCloseDuringOnceLogsNoLoss(t *testing.T) {
 		require.ErrorIs(t, err, sentinel.ErrInProgress, "nobody else may run the key while fn still runs")
 	})
 	require.ErrorIs(t, err, sentinel.ErrClosed, "nothing was committed")
+	require.Contains(t, err.Error(), "Client.Close cut fn's transaction off before its completion: rolled back, nothing was committed, and the key is given back",
+		"the error says Close, not a completion refused")
 	next, err := sentinel.OnceTx(ctx, other, "book", func(context.Context, pgx.Tx) (int, error) { return 7, nil })
 	require.NoError(t, err)
 	require.False(t, next.Cached, "the key was given back: the next call runs fn")

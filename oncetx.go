@@ -238,6 +238,12 @@ func onceInTx[T any](ctx context.Context, c *Client, key string, opts []Option, 
 		// withLoss: a lease lost since fn returned cancelled fnCtx, so the
 		// statement failed with fnCtx's error; the caller must learn of the
 		// loss (ErrLeaseLost, ErrHardTTL), as OnceTx documents.
+		if ended := l.ended(); ended != nil && errors.Is(ended, ErrClosed) {
+			// Client.Close cancelled fnCtx while fn ran: not a loss to
+			// another caller; the key was given back just above.
+			return res, fmt.Errorf("sentinel: %s %q/%q: Client.Close cut fn's transaction off before its completion: rolled back, nothing was committed, "+
+				"and the key is given back (the next call runs fn again; let running calls return before Close): %w", what, o.namespace, key, withLoss(l, mapDBErr(c.cfg.Schema, err)))
+		}
 		return res, fmt.Errorf("sentinel: %s %q/%q: completion refused, nothing was committed: %w", what, o.namespace, key, withLoss(l, mapDBErr(c.cfg.Schema, err)))
 	}
 	done := func() (Result[T], error) {

@@ -241,20 +241,46 @@ func otherSchemasText(found []attentionJSON, uncertain []string, after attention
 	}
 	var parts []string
 	for _, s := range schemas {
-		var what []string
-		for _, k := range []struct{ kind, words string }{
-			{attentionResultLost, "completed with the result not stored"},
-			{attentionReconciling, "reconciling for more than " + durationArg(after.reconciling)},
-			{attentionRerunPending, rerunNeedsOperator + ", for more than " + durationArg(after.rerunPending)},
-		} {
-			if n := counts[s][k.kind]; n > 0 {
-				what = append(what, fmt.Sprintf("%d %s", n, k.words))
-			}
-		}
-		parts = append(parts, fmt.Sprintf("%s (%s)", quoteAll([]string{s}), strings.Join(what, "; ")))
+		parts = append(parts, fmt.Sprintf("%s (%s)", quoteAll([]string{s}), attentionWhat(counts[s], after)))
 	}
 	return schemas, "other schemas of this database hold keys that need an operator too (what status --exit-code pages on): " +
 		strings.Join(parts, ", ") + "; every namespace there:"
+}
+
+// otherNamespacesText says, for status --namespace, what found (lines of
+// other namespaces, uncertain ones left out: they are named apart) holds:
+// each namespace, quoted, with its counts by kind.
+func otherNamespacesText(found []attentionJSON, after attentionAfter) string {
+	var names []string
+	counts := map[string]map[string]int64{}
+	for _, f := range found {
+		if counts[f.Namespace] == nil {
+			counts[f.Namespace] = map[string]int64{}
+			names = append(names, f.Namespace)
+		}
+		counts[f.Namespace][f.Kind] += f.Count
+	}
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s (%s)", quoteAll([]string{n}), attentionWhat(counts[n], after)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// attentionWhat says counts (by kind: result lost, reconciling, rerun
+// pending) in words, judged by after.
+func attentionWhat(counts map[string]int64, after attentionAfter) string {
+	var what []string
+	for _, k := range []struct{ kind, words string }{
+		{attentionResultLost, "completed with the result not stored"},
+		{attentionReconciling, "reconciling for more than " + durationArg(after.reconciling)},
+		{attentionRerunPending, rerunNeedsOperator + ", for more than " + durationArg(after.rerunPending)},
+	} {
+		if n := counts[k.kind]; n > 0 {
+			what = append(what, fmt.Sprintf("%d %s", n, k.words))
+		}
+	}
+	return strings.Join(what, "; ")
 }
 
 // notMigrated is err, matching sentinel.ErrNotMigrated as the library's

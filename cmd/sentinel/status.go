@@ -118,6 +118,13 @@ type statusJSON struct {
 	// UncertainOtherNamespaces, with --namespace: the other namespaces
 	// with uncertain executions, and how many each has.
 	UncertainOtherNamespaces []nsCountJSON `json:"uncertain_in_other_namespaces,omitempty"`
+	// NeedsOperatorOtherNamespaces, with --namespace: the rest of what
+	// status --exit-code pages on in the other namespaces of the schema
+	// (results not stored, keys rerun pending for longer than
+	// --rerun-pending-after, reconciling for longer than
+	// --reconciling-after), a line per namespace and kind, in the shape
+	// of "attention"."found".
+	NeedsOperatorOtherNamespaces []attentionJSON `json:"needs_operator_in_other_namespaces,omitempty"`
 	// Attention, with --exit-code: what needs an operator, which the
 	// exit code pages on.
 	Attention *statusAttentionJSON `json:"attention,omitempty"`
@@ -185,7 +192,10 @@ command that lists those keys (inspect, then force-complete or reset).
 
 With --namespace, other namespaces that have uncertain executions are
 named at the end, with the command that shows them all, so none is
-missed (--json: "uncertain_in_other_namespaces"). So are other schemas
+missed (--json: "uncertain_in_other_namespaces"), and so are those
+holding the rest of what --exit-code pages on (results not stored, keys
+rerun pending or reconciling for longer than the thresholds; --json:
+"needs_operator_in_other_namespaces"). So are other schemas
 of the database that hold Sentinel's tables (the first five in name
 order) and anything --exit-code pages on: uncertain executions (--json:
 "uncertain_in_other_schemas"), and results not stored, keys rerun
@@ -293,6 +303,7 @@ not read that as nothing to do.`,
 			// Namespaces other than the one asked for that need attention.
 			var elsewhere []string
 			var elsewhereJSON []nsCountJSON
+			var needsElsewhere []attentionJSON
 			if !ns.all {
 				all, err := a.client.ExecutionCounts(ctx, "", true)
 				if err != nil {
@@ -302,6 +313,17 @@ not read that as nothing to do.`,
 					if c.Uncertain && c.Namespace != namespace {
 						elsewhere = append(elsewhere, fmt.Sprintf("%s (%d)", c.Namespace, c.Count))
 						elsewhereJSON = append(elsewhereJSON, nsCountJSON{Namespace: c.Namespace, Count: c.Count})
+					}
+				}
+				// The rest of what --exit-code pages on, by its thresholds:
+				// results not stored, rerun pending or reconciling too long.
+				rows, err := a.attentionIn(ctx, a.schema, "", after)
+				if err != nil {
+					return err
+				}
+				for _, r := range rows {
+					if r.Kind != attentionUncertain && r.Namespace != namespace {
+						needsElsewhere = append(needsElsewhere, r)
 					}
 				}
 			}
@@ -346,6 +368,10 @@ not read that as nothing to do.`,
 					fprintf(a.stdout, "\nuncertain executions in other namespaces too: %s; every namespace:\n  %s\n",
 						strings.Join(elsewhere, ", "), a.command("status"))
 				}
+				if len(needsElsewhere) > 0 && !a.jsonOut {
+					fprintf(a.stdout, "\nkeys that need an operator in other namespaces too (what status --exit-code pages on): %s; every namespace:\n  %s\n",
+						otherNamespacesText(needsElsewhere, after), a.command(append([]string{"status"}, afterFlags(after)...)...))
+				}
 			}()
 			others, unread, moreSchemas, schemasErr = a.attentionInSchemas(ctx, after, maxSchemasShown)
 			for _, f := range others {
@@ -373,7 +399,7 @@ not read that as nothing to do.`,
 			}
 			if a.jsonOut {
 				out := statusJSON{Counts: []countJSON{}, Uncertain: []execJSON{}, More: next != "", UncertainElsewhere: schemas,
-					NeedsOperatorElsewhere: others, UncertainOtherNamespaces: elsewhereJSON}
+					NeedsOperatorElsewhere: others, UncertainOtherNamespaces: elsewhereJSON, NeedsOperatorOtherNamespaces: needsElsewhere}
 				if schemasErr != nil {
 					out.OtherSchemasUnread = schemasErr.Error()
 				}

@@ -87,6 +87,10 @@ import (
 // default of sentinel status --exit-code's --rerun-pending-after.
 const DefaultRerunPendingAfter = 15 * time.Minute
 
+// DefaultReconcilingAfter is Options.ReconcilingAfter's default, the
+// default of sentinel status --exit-code's --reconciling-after.
+const DefaultReconcilingAfter = time.Hour
+
 // Options configure a console. New refuses the zero value: set ReadOnly
 // for a console that offers no action, or OperatorToken or Operators for
 // one that does.
@@ -170,6 +174,17 @@ type Options struct {
 	// as sentinel status --exit-code's --rerun-pending-after.
 	RerunPendingAfter time.Duration
 
+	// ReconcilingAfter is how long a key may stay reconciling (an operator
+	// began and has not force-completed or reset it; every caller gets
+	// ErrReconciling meanwhile), since it entered reconciling, on the
+	// database clock, before it needs an operator: the start page lists
+	// it under "Reconciling, needs an operator (for more than D)", the
+	// top of every page counts it, and its state reads "reconciling
+	// (needs an operator: for more than D)", as sentinel list and inspect
+	// show it. Default 1h, as sentinel status --exit-code's
+	// --reconciling-after.
+	ReconcilingAfter time.Duration
+
 	// PollInterval is passed to Client.Follow for the live view. Default:
 	// Follow's default (200ms).
 	PollInterval time.Duration
@@ -228,7 +243,7 @@ var files embed.FS
 // CheckOptions returns the error New would return for opts, without a
 // client: no OperatorToken or Operators unless ReadOnly, a weak token
 // (ErrWeakToken), a bad operator name or AllowedHosts entry, a negative
-// CSRFMaxAge or RerunPendingAfter, a PageSize out of range. A program (sentinel serve) checks
+// CSRFMaxAge, RerunPendingAfter or ReconcilingAfter, a PageSize out of range. A program (sentinel serve) checks
 // its settings with it before it connects to the database.
 func CheckOptions(opts Options) error {
 	_, _, err := checkOptions(opts)
@@ -255,6 +270,9 @@ func checkOptions(opts Options) ([]operator, hostPolicy, error) {
 	if opts.RerunPendingAfter < 0 {
 		return nil, hostPolicy{}, errors.New("console: RerunPendingAfter must not be negative")
 	}
+	if opts.ReconcilingAfter < 0 {
+		return nil, hostPolicy{}, errors.New("console: ReconcilingAfter must not be negative")
+	}
 	if opts.PageSize < 0 || opts.PageSize > sentinel.MaxExecutionsLimit {
 		return nil, hostPolicy{}, fmt.Errorf("console: PageSize must be 1..%d", sentinel.MaxExecutionsLimit)
 	}
@@ -275,6 +293,9 @@ func New(client *sentinel.Client, opts Options) (*Console, error) {
 	}
 	if opts.RerunPendingAfter == 0 {
 		opts.RerunPendingAfter = DefaultRerunPendingAfter
+	}
+	if opts.ReconcilingAfter == 0 {
+		opts.ReconcilingAfter = DefaultReconcilingAfter
 	}
 	if opts.CSRFMaxAge == 0 {
 		opts.CSRFMaxAge = 30 * time.Minute

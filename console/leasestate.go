@@ -59,6 +59,14 @@ type badge struct {
 // finds it in the others.
 const rerunNeedsOperator = "rerun pending, needs an operator"
 
+// reconcilingNeedsOperator is what the pages call a key reconciling for
+// longer than after (Options.ReconcilingAfter, as the pages write it:
+// execView.ReconcilingStale), in the words of sentinel list, inspect and
+// the idempotency commands.
+func reconcilingNeedsOperator(after string) string {
+	return "reconciling (needs an operator: for more than " + after + ")"
+}
+
 // stateBadge is the badge the "state" template shows for v (the
 // template's badge function).
 func stateBadge(v execView) badge {
@@ -69,6 +77,9 @@ func stateBadge(v execView) badge {
 		return badge{Class: "badge s-handed-back", Text: "handed back, safe to retry", Title: "claimed, no live lease: nothing runs it, the next caller does"}
 	case v.ResultLost:
 		return badge{Class: "badge s-result-lost", Text: "completed, result not stored", Title: "completed, but fn's result was not stored: callers get ErrResult until an operator stores it"}
+	case v.ReconcilingStale:
+		return badge{Class: "badge s-reconciling", Text: reconcilingNeedsOperator(v.ReconcilingAfter),
+			Title: "an operator began reconciling it more than " + v.ReconcilingAfter + " ago and has not force-completed or reset it: every caller gets ErrReconciling until one does"}
 	case v.RerunStale:
 		return badge{Class: "badge s-rerun-pending", Text: fmt.Sprintf("%s: attempt %d of %d stopped", rerunNeedsOperator, v.Attempt, v.MaxAttempts),
 			Title: "stopped without an outcome with re-runs left (WithRerun), and no caller came back to run the next attempt: find out whether the work happened"}
@@ -88,6 +99,10 @@ func (cs *Console) stateNote(v execView) string {
 	switch {
 	case v.Uncertain:
 		return "executing, and its lease expired: the outcome is unknown"
+	case v.ReconcilingStale && isHTTPKey(v.Key):
+		return "an operator began reconciling it more than " + v.ReconcilingAfter + " ago and has not resolved it: every caller gets ErrReconciling until it is resolved with the response its retries get"
+	case v.ReconcilingStale:
+		return "an operator began reconciling it more than " + v.ReconcilingAfter + " ago and has not resolved it: every caller gets ErrReconciling until it is force-completed (the work happened) or reset (it did not)"
 	case v.RerunStale && isHTTPKey(v.Key):
 		// As sentinel idempotency inspect says it: the middleware's key is
 		// re-run by a repeat of the request, and resolved with a response.

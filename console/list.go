@@ -96,6 +96,7 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 		tab, heading, note string
 		f                  sentinel.ExecutionFilter
 		stale              bool // keep only the rows RerunStale
+		none               bool // the filters leave no row: not read
 	}
 	var wants []want
 	uncertain, reconciling, lost, rerun := base, base, base, base
@@ -111,6 +112,28 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 	if cut := cs.dbNow().Add(-cs.opts.RerunPendingAfter); stale.UpdatedBefore.IsZero() || cut.Before(stale.UpdatedBefore) {
 		stale.UpdatedBefore = cut
 	}
+	// A key reconciling since more than ReconcilingAfter ago needs an
+	// operator (status --exit-code pages on it): the start page lists
+	// those apart, before the others (entered since the cut). updated_at
+	// is when it entered reconciling, which nothing changes meanwhile.
+	recStale, recFresh := reconciling, reconciling
+	recCut := cs.dbNow().Add(-cs.opts.ReconcilingAfter)
+	if recStale.UpdatedBefore.IsZero() || recCut.Before(recStale.UpdatedBefore) {
+		recStale.UpdatedBefore = recCut
+	}
+	if recFresh.UpdatedAfter.IsZero() || recFresh.UpdatedAfter.Before(recCut) {
+		recFresh.UpdatedAfter = recCut
+	}
+	// A filter typed (after, before) that leaves no room on one side of
+	// the cut: that section is empty, and not read (Executions refuses an
+	// UpdatedAfter not before UpdatedBefore).
+	empty := func(f sentinel.ExecutionFilter) bool {
+		return !f.UpdatedBefore.IsZero() && !f.UpdatedAfter.IsZero() && !f.UpdatedAfter.Before(f.UpdatedBefore)
+	}
+	recStaleHeading := "Reconciling, needs an operator (for more than " + reltime.Duration(cs.opts.ReconcilingAfter) + ")"
+	recStaleNote := "An operator began reconciling these more than " + reltime.Duration(cs.opts.ReconcilingAfter) +
+		" ago and has not finished (sentinel status --exit-code pages on them): every caller gets ErrReconciling until one does. " +
+		"Force-complete (it happened) or reset to claimed (it did not)."
 	staleHeading := "Rerun pending, needs an operator (for more than " + reltime.Duration(cs.opts.RerunPendingAfter) + ")"
 	staleNote := "Executing with an expired lease and re-runs left (WithRerun), but no caller with WithRerun came back to run it since its lease ended (Since). " +
 		"If none will, find out whether the work happened, then reconcile each one (no caller re-runs it after that)."
@@ -121,22 +144,23 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 	const recNote = "An operator started establishing the truth: force-complete (it happened) or reset to claimed (it did not)."
 	switch d.Tab {
 	case "attention":
-		wants = []want{{"uncertain", "Uncertain", uncNote, uncertain, false},
-			{"reconciling", "Reconciling", recNote, reconciling, false},
-			{"result-lost", "Result not stored", lostNote, lost, false},
-			{"rerun-pending", staleHeading, staleNote, stale, true}}
+		wants = []want{{"uncertain", "Uncertain", uncNote, uncertain, false, false},
+			{"reconciling", recStaleHeading, recStaleNote, recStale, false, empty(recStale)},
+			{"reconciling", "Reconciling", recNote, recFresh, false, empty(recFresh)},
+			{"result-lost", "Result not stored", lostNote, lost, false, false},
+			{"rerun-pending", staleHeading, staleNote, stale, true, false}}
 	case "rerun-pending":
-		wants = []want{{d.Tab, "Rerun pending", rerunNote, rerun, false}}
+		wants = []want{{d.Tab, "Rerun pending", rerunNote, rerun, false, false}}
 	case "uncertain":
-		wants = []want{{d.Tab, "Uncertain", uncNote, uncertain, false}}
+		wants = []want{{d.Tab, "Uncertain", uncNote, uncertain, false, false}}
 	case "result-lost":
-		wants = []want{{d.Tab, "Result not stored", lostNote, lost, false}}
+		wants = []want{{d.Tab, "Result not stored", lostNote, lost, false, false}}
 	case "reconciling", "executing", "claimed", "completed":
 		f := base
 		f.State = sentinel.State(d.Tab)
-		wants = []want{{d.Tab, strings.ToUpper(d.Tab[:1]) + d.Tab[1:], "", f, false}}
+		wants = []want{{d.Tab, strings.ToUpper(d.Tab[:1]) + d.Tab[1:], "", f, false, false}}
 	case "all":
-		wants = []want{{d.Tab, "All executions", "", base, false}}
+		wants = []want{{d.Tab, "All executions", "", base, false, false}}
 	default:
 		d.Error = fmt.Sprintf("unknown state %q", d.Tab)
 		cs.render(w, r, http.StatusBadRequest, "executions.html", page{Nav: "executions", Data: d})
@@ -151,6 +175,10 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 	head := cs.liveHead(ctx) // before the rows are read: see liveURL
 	status := http.StatusOK
 	for _, wt := range wants {
+		if wt.none {
+			d.Sections = append(d.Sections, section{Heading: wt.heading, Note: wt.note})
+			continue
+		}
 		rows, next, err := cs.c.Executions(ctx, wt.f)
 		if err != nil {
 			d.Error, d.Down, status = err.Error(), unreachable(err), errStatus(err)
@@ -172,7 +200,7 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 			// resolved with a response, as its page and status say.
 			s.Note += " An HTTP request's key (idempotency:N:SCOPE:KEY) is resolved with the response its retries get instead: its page gives the command."
 		}
-		if hasHTTP && wt.note == recNote {
+		if hasHTTP && (wt.note == recNote || wt.note == recStaleNote) {
 			// The console never force-completes one: it is resolved with
 			// a response (actionsFor).
 			s.Note += " An HTTP request's key (idempotency:N:SCOPE:KEY) is resolved with the response its retries get instead of force-completed: its page offers it."

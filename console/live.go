@@ -117,14 +117,16 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 		maybeLive()
 	}
 	// attention sends the counts at the top of the pages (AttentionCounts,
-	// and the keys rerun pending too long, rerunStale) when they differ
-	// from the last sent (the first always): a key becomes uncertain when
-	// its lease expires, and one rerun pending goes stale
-	// Options.RerunPendingAfter later, and nothing writes an event then;
-	// the page compares them with its own (see live.js). stale nil: not
-	// read (no rerun_stale kind is sent; the page compares the others).
+	// the keys rerun pending too long, rerunStale, and the keys reconciling
+	// too long, reconcilingStale) when they differ from the last sent (the
+	// first always): a key becomes uncertain when its lease expires, one
+	// rerun pending goes stale Options.RerunPendingAfter later, one
+	// reconciling Options.ReconcilingAfter after it began, and nothing
+	// writes an event then; the page compares them with its own (see
+	// live.js). A stale count nil: not read (its kind, rerun_stale or
+	// reconciling_stale, is not sent; the page compares the others).
 	var lastCounts []byte
-	attention := func(counts []sentinel.StateCount, stale map[string]int64) {
+	attention := func(counts []sentinel.StateCount, stale staleCounts) {
 		kinds := map[string]map[string]int64{"uncertain": {}, "reconciling": {}, "result_lost": {}}
 		for _, c := range counts {
 			k := "reconciling"
@@ -136,15 +138,20 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 			}
 			kinds[k][c.Namespace] += c.Count
 		}
-		if stale != nil {
-			kinds["rerun_stale"] = stale
+		if stale.rerun != nil {
+			kinds["rerun_stale"] = stale.rerun
+		}
+		if stale.reconciling != nil {
+			kinds["reconciling_stale"] = stale.reconciling
 		}
 		b, _ := json.Marshal(struct {
 			Counts map[string]map[string]int64 `json:"counts"`
 			At     string                      `json:"at"`
-			// RerunAfter: Options.RerunPendingAfter, as the pages write it.
-			RerunAfter string `json:"rerun_after"`
-		}{kinds, cs.dbNow().UTC().Format(time.RFC3339Nano), reltime.Duration(cs.opts.RerunPendingAfter)})
+			// RerunAfter: Options.RerunPendingAfter, as the pages write it;
+			// ReconcilingAfter: Options.ReconcilingAfter.
+			RerunAfter       string `json:"rerun_after"`
+			ReconcilingAfter string `json:"reconciling_after"`
+		}{kinds, cs.dbNow().UTC().Format(time.RFC3339Nano), reltime.Duration(cs.opts.RerunPendingAfter), reltime.Duration(cs.opts.ReconcilingAfter)})
 		key, _ := json.Marshal(kinds)
 		if bytes.Equal(key, lastCounts) {
 			return
@@ -157,7 +164,7 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		cs.watchDatabase(wctx, func(counts []sentinel.StateCount, stale map[string]int64, err error) {
+		cs.watchDatabase(wctx, func(counts []sentinel.StateCount, stale staleCounts, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil && counts != nil && started {
@@ -224,19 +231,27 @@ func (cs *Console) events(w http.ResponseWriter, r *http.Request) {
 // quietly (and misses nothing), and the page must say meanwhile that it is
 // not following. Every liveCountsEvery it reads the counts at the top of
 // the pages instead (AttentionCounts: one statement over two small
-// partial indexes; then the keys rerun pending too long, rerunStale),
-// which answers the same question.
+// partial indexes; then the keys rerun pending too long, rerunStale, and
+// those reconciling too long, reconcilingStale), which answers the same
+// question.
 const (
 	liveCheckEvery  = time.Second
 	liveCheckWait   = 2 * time.Second
 	liveCountsEvery = 5 * time.Second
 )
 
+// staleCounts are the keys that need an operator once they have been in
+// their state too long, per namespace, as watchDatabase read them: rerun
+// pending (rerunStale's answer) and reconciling (reconcilingStale's);
+// either nil when not read.
+type staleCounts struct {
+	rerun, reconciling map[string]int64
+}
+
 // watchDatabase asks the database every liveCheckEvery until ctx ends,
 // and calls report with each answer (err nil: the database answered;
-// counts, when not nil, AttentionCounts' answer; stale, when not nil, the
-// keys rerun pending too long per namespace, rerunStale's answer).
-func (cs *Console) watchDatabase(ctx context.Context, report func(counts []sentinel.StateCount, stale map[string]int64, err error)) {
+// counts, when not nil, AttentionCounts' answer, with stale).
+func (cs *Console) watchDatabase(ctx context.Context, report func(counts []sentinel.StateCount, stale staleCounts, err error)) {
 	t := time.NewTicker(liveCheckEvery)
 	defer t.Stop()
 	var countedAt time.Time
@@ -248,7 +263,7 @@ func (cs *Console) watchDatabase(ctx context.Context, report func(counts []senti
 		}
 		pctx, cancel := context.WithTimeout(ctx, liveCheckWait)
 		var counts []sentinel.StateCount
-		var stale map[string]int64
+		var stale staleCounts
 		var err error
 		if now := time.Now(); now.Sub(countedAt) >= liveCountsEvery {
 			countedAt = now
@@ -263,10 +278,14 @@ func (cs *Console) watchDatabase(ctx context.Context, report func(counts []senti
 			}
 			if err == nil && counts != nil {
 				var serr error
-				if _, stale, serr = cs.rerunStale(pctx); serr != nil {
+				if _, stale.rerun, serr = cs.rerunStale(pctx); serr != nil {
 					// Not counted this time: the page compares the others.
 					cs.opts.Logger.Error("console: live view: count keys rerun pending", "err", serr)
-					stale = nil
+					stale.rerun = nil
+				}
+				if _, stale.reconciling, serr = cs.reconcilingStale(pctx, counts); serr != nil {
+					cs.opts.Logger.Error("console: live view: count keys reconciling", "err", serr)
+					stale.reconciling = nil
 				}
 			}
 		} else {

@@ -41,9 +41,15 @@ type page struct {
 	// RerunStale counts the keys rerun pending whose lease ended more than
 	// Options.RerunPendingAfter ago (execView.RerunStale), of the first
 	// rerunStaleRead rerun pending keys; RerunAfter is that threshold.
-	RerunStale   []nsCount
-	RerunAfter   string
-	UncertainErr string
+	RerunStale []nsCount
+	RerunAfter string
+	// ReconcilingStale counts the keys reconciling for longer than
+	// Options.ReconcilingAfter (execView.ReconcilingStale), of the first
+	// rerunStaleRead of them; ReconcilingAfter is that threshold. They are
+	// counted in Reconciling too.
+	ReconcilingStale []nsCount
+	ReconcilingAfter string
+	UncertainErr     string
 	// UncertainDown: UncertainErr is the database not answering
 	// (unreachable): the page says so, and to reload it once it answers.
 	UncertainDown bool
@@ -124,6 +130,7 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 	}
 	if err == nil {
 		p.RerunStale, p.RerunAfter = cs.rerunStaleCounts(r), reltime.Duration(cs.opts.RerunPendingAfter)
+		p.ReconcilingStale, p.ReconcilingAfter = cs.reconcilingStaleCounts(r, counts), reltime.Duration(cs.opts.ReconcilingAfter)
 	}
 	p.Schema = cs.c.Config().Schema
 	if cs.opts.Elsewhere != nil {
@@ -155,7 +162,8 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 	_, _ = w.Write(buf.Bytes())
 }
 
-// rerunStaleRead bounds the rerun pending keys rerunStaleCounts reads.
+// rerunStaleRead bounds the rerun pending keys rerunStaleCounts reads,
+// and the reconciling ones reconcilingStaleCounts reads.
 const rerunStaleRead = 1000
 
 // rerunStaleCounts counts per namespace, for the top of every page, the
@@ -201,6 +209,61 @@ func (cs *Console) rerunStale(ctx context.Context) (names []string, counts map[s
 		counts[e.Namespace]++
 	}
 	return names, counts, nil
+}
+
+// reconcilingStaleCounts counts per namespace, for the top of every page,
+// the keys reconciling for longer than Options.ReconcilingAfter: they need
+// an operator (sentinel status --exit-code pages on them). counts is
+// AttentionCounts' answer: a namespace whose oldest reconciling key is
+// younger is not read. A read that fails counts none.
+func (cs *Console) reconcilingStaleCounts(r *http.Request, counts []sentinel.StateCount) []nsCount {
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	names, n, err := cs.reconcilingStale(ctx, counts)
+	if err != nil {
+		cs.opts.Logger.Error("console: count keys reconciling", "err", err)
+		return nil
+	}
+	var out []nsCount
+	for _, ns := range names {
+		out = append(out, nsCount{Namespace: ns, Count: n[ns],
+			Link: "./?" + url.Values{"state": {"attention"}, "ns": {ns}}.Encode()})
+	}
+	return out
+}
+
+// reconcilingStale counts per namespace the keys reconciling for longer
+// than Options.ReconcilingAfter (execView.ReconcilingStale), of the first
+// rerunStaleRead of them, for the top of every page
+// (reconcilingStaleCounts) and the live view's count check
+// (watchDatabase): names in the order read. counts is AttentionCounts'
+// answer: when no namespace's oldest reconciling key (StateCount.Oldest)
+// is old enough, nothing more is read.
+func (cs *Console) reconcilingStale(ctx context.Context, counts []sentinel.StateCount) (names []string, n map[string]int64, err error) {
+	n = map[string]int64{}
+	cut := cs.dbNow().Add(-cs.opts.ReconcilingAfter)
+	old := false
+	for _, c := range counts {
+		old = old || c.State == sentinel.StateReconciling && c.Oldest.Before(cut)
+	}
+	if !old {
+		return nil, n, nil
+	}
+	rows, _, err := cs.c.Executions(ctx, sentinel.ExecutionFilter{State: sentinel.StateReconciling, AllNamespaces: true,
+		UpdatedBefore: cut, Limit: rerunStaleRead})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range rows {
+		if !cs.view(e).ReconcilingStale {
+			continue
+		}
+		if _, ok := n[e.Namespace]; !ok {
+			names = append(names, e.Namespace)
+		}
+		n[e.Namespace]++
+	}
+	return names, n, nil
 }
 
 // dbClockFresh is how long a measure of the database clock's offset from
@@ -344,6 +407,12 @@ type execView struct {
 	// Options.RerunPendingAfter ago: no caller with WithRerun came back,
 	// so it needs an operator (as sentinel status --exit-code says).
 	RerunStale bool
+	// ReconcilingStale: reconciling, entered more than
+	// Options.ReconcilingAfter ago (ReconcilingAfter, as the pages write
+	// it): the operator who began never force-completed or reset it, so it
+	// needs an operator (as sentinel status --exit-code says).
+	ReconcilingStale bool
+	ReconcilingAfter string
 	// HardHeld: HardExpiresAt bounds the claim of the row's holder
 	// (executing, or claimed with a live lease). HardPast: the row keeps
 	// a hard expiry that bounds nothing, a claim that ended (handed back:
@@ -371,7 +440,12 @@ type execView struct {
 
 func (cs *Console) view(e sentinel.Execution) execView {
 	rerun := e.Rerunnable()
-	return execView{RerunStale: rerun && cs.dbNow().Sub(e.Since()) > cs.opts.RerunPendingAfter, Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable(),
+	recStale := e.State == sentinel.StateReconciling && cs.dbNow().Sub(e.UpdatedAt) > cs.opts.ReconcilingAfter
+	recAfter := ""
+	if recStale {
+		recAfter = reltime.Duration(cs.opts.ReconcilingAfter)
+	}
+	return execView{ReconcilingStale: recStale, ReconcilingAfter: recAfter, RerunStale: rerun && cs.dbNow().Sub(e.Since()) > cs.opts.RerunPendingAfter, Execution: e, Uncertain: e.State == sentinel.StateExecuting && !e.LeaseAlive && !e.Rerunnable(),
 		HandedBack: e.State == sentinel.StateClaimed && !e.LeaseAlive, RerunPending: rerun,
 		ResultLost: e.ResultLost(),
 		HardHeld:   hardHeld(e), HardPast: hardPast(e),

@@ -25,7 +25,10 @@ func (a *app) serveCmd() *cobra.Command {
 		// A rerun pending key whose lease ended longer ago needs an
 		// operator (status --exit-code's threshold).
 		rerunAfter time.Duration
-		opts       console.Options // set by the check, from the flags
+		// A key reconciling for longer needs an operator (status
+		// --exit-code's threshold).
+		reconcilingAfter time.Duration
+		opts             console.Options // set by the check, from the flags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -43,7 +46,12 @@ needs an operator once its lease ended more than --rerun-pending-after
 (default 15m, as status --exit-code) ago: no caller with WithRerun came
 back. The start page lists such keys under "Rerun pending, needs an
 operator (for more than ...)", as sentinel list and inspect mark them, and
-their page offers reconcile. Give it the value status
+their page offers reconcile. A key reconciling (an operator began and has
+not force-completed or reset it) needs an operator once it began more than
+--reconciling-after (default 1h, as status --exit-code) ago: the start
+page lists such keys under "Reconciling, needs an operator (for more than
+...)", and shows them as "reconciling (needs an operator: for more than
+...)", as sentinel list and inspect do. Give both the values status
 --exit-code is given, so that the page lists what pages.
 
 It answers only requests addressed to it: Host a loopback name (localhost,
@@ -69,7 +77,7 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
   SENTINEL_OPERATOR_TOKEN=$(sentinel serve --new-token) sentinel serve
   sentinel serve --operators-file /etc/sentinel/operators   # lines: ada:<token>
   sentinel serve --read-only --addr 127.0.0.1:8380 -n payments
-  sentinel serve --read-only --rerun-pending-after 1h
+  sentinel serve --read-only --rerun-pending-after 1h --reconciling-after 4h
   sentinel serve --listen-any --addr 0.0.0.0:8380 --allowed-host ops.example.com --operators-file ops.txt`,
 		Args: args(0, 0),
 		// Everything the flags decide is checked before the connection: a
@@ -78,7 +86,10 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 			if rerunAfter <= 0 {
 				return usageErr("--rerun-pending-after %s: give a duration of more than 0 (such as 15m)", durationArg(rerunAfter))
 			}
-			opts = console.Options{ReadOnly: readOnly, AllowedHosts: allowedHosts, RerunPendingAfter: rerunAfter}
+			if reconcilingAfter <= 0 {
+				return usageErr("--reconciling-after %s: give a duration of more than 0 (such as 1h)", durationArg(reconcilingAfter))
+			}
+			opts = console.Options{ReadOnly: readOnly, AllowedHosts: allowedHosts, RerunPendingAfter: rerunAfter, ReconcilingAfter: reconcilingAfter}
 			if cmd.Flags().Changed("namespace") {
 				opts.Namespace = a.namespace // else the start page lists every namespace
 			}
@@ -187,6 +198,7 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 	f.BoolVar(&readOnly, "read-only", false, "offer no action")
 	f.BoolVar(&anyAddr, "listen-any", false, "allow a non-loopback --addr")
 	durationFlag(f, &rerunAfter, "rerun-pending-after", defaultRerunPendingAfter, "a key rerun pending (its lease ended, on the database clock) longer than this needs an operator: the start page lists it (status --exit-code's threshold)")
+	durationFlag(f, &reconcilingAfter, "reconciling-after", defaultReconcilingAfter, "a key reconciling (since reconcile, on the database clock) longer than this needs an operator: the start page lists it (status --exit-code's threshold)")
 	f.BoolVar(&newToken, "new-token", false, "print a new operator token (256 random bits) and exit")
 	serve := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

@@ -279,17 +279,18 @@
   // The counts at the top of the page (what needs an operator), as read
   // with it; null when they could not be read. The server sends the
   // counts every few seconds when they change: a key becomes uncertain
-  // when its lease expires, and one rerun pending needs an operator once
-  // its lease ended long enough ago (rerun_stale), with no event to
-  // announce either.
+  // when its lease expires, one rerun pending needs an operator once its
+  // lease ended long enough ago (rerun_stale), and one reconciling once it
+  // began long enough ago (reconciling_stale), with no event to announce
+  // any of them.
   var attention = document.getElementById("attention-banner");
   var pageCounts = (function () {
     if (document.getElementById("counts-db-down") || !document.querySelector("#uncertain-counts .ok, #uncertain-counts [data-count]")) {
       return null;
     }
-    var c = {uncertain: {}, reconciling: {}, result_lost: {}, rerun_stale: {}};
+    var c = {uncertain: {}, reconciling: {}, result_lost: {}, rerun_stale: {}, reconciling_stale: {}};
     var kinds = [["uncertain", "data-ns"], ["reconciling", "data-reconciling-ns"], ["result_lost", "data-result-lost-ns"],
-      ["rerun_stale", "data-rerun-stale-ns"]];
+      ["rerun_stale", "data-rerun-stale-ns"], ["reconciling_stale", "data-reconciling-stale-ns"]];
     for (var i = 0; i < kinds.length; i++) {
       var els = document.querySelectorAll("#uncertain-counts [" + kinds[i][1] + "][data-count]");
       for (var j = 0; j < els.length; j++) {
@@ -301,7 +302,7 @@
   // sameCounts compares the page's counts a with the server's b; a kind
   // b lacks (the server could not read it this time) is not compared.
   function sameCounts(a, b) {
-    var ks = ["uncertain", "reconciling", "result_lost", "rerun_stale"];
+    var ks = ["uncertain", "reconciling", "result_lost", "rerun_stale", "reconciling_stale"];
     for (var i = 0; i < ks.length; i++) {
       if (!b[ks[i]]) { continue; }
       var x = a[ks[i]] || {}, y = b[ks[i]] || {}, n;
@@ -319,11 +320,13 @@
       attention.hidden = true;
       return;
     }
-    var names = {uncertain: "uncertain", reconciling: "reconciling", result_lost: "result not stored",
+    var names = {uncertain: "uncertain", reconciling: "reconciling",
+      reconciling_stale: "reconciling, needs an operator (for more than " + (a.reconciling_after || "the threshold") + ")",
+      result_lost: "result not stored",
       rerun_stale: "rerun pending, needs an operator (for more than " + (a.rerun_after || "the threshold") + ")"};
     var parts = [];
     for (var k in names) {
-      if (k === "rerun_stale" && !a.counts[k]) { continue; }
+      if ((k === "rerun_stale" || k === "reconciling_stale") && !a.counts[k]) { continue; }
       var c = a.counts[k] || {}, list = [];
       for (var n in c) { list.push(n + ": " + c[n]); }
       list.sort();

@@ -276,14 +276,16 @@ func movedText(ex *sentinel.Execution, token int64, from sentinel.State) string 
 
 // readOnly refuses an action on a read-only console, and says where to
 // act instead: the command line (sentinel inspect prints the commands for
-// the key's state) or a console with an operator token.
+// the key's state; with the console's thresholds when they are not the
+// defaults, thresholdFlags, so that it judges the key as the console did)
+// or a console with an operator token.
 func (cs *Console) readOnly(w http.ResponseWriter, r *http.Request, ns, key string) {
 	text := "This console is read-only: it offers and accepts no action. Nothing was changed. To act, use a console started with an operator token, or the command line"
 	if key != "" {
 		if ns == "" {
 			ns = cs.c.Config().Namespace
 		}
-		text += ": " + keyCommand(cs.c.Config().Schema, "inspect", ns, key) + " prints the commands for the key's state"
+		text += ": " + keyCommand(cs.c.Config().Schema, "inspect", ns, key, cs.thresholdFlags()...) + " prints the commands for the key's state"
 	}
 	cs.fail(w, r, http.StatusForbidden, "Read-only", text+".", "./")
 }

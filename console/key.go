@@ -100,6 +100,23 @@ func keyCommand(schema, verb, ns, key string, flags ...string) string {
 	return "sentinel " + verb + " " + shell.Quote(key) + fl
 }
 
+// thresholdFlags are the flags a printed sentinel command (inspect,
+// idempotency inspect) carries so that it judges a key by the console's
+// thresholds, not its own defaults: --rerun-pending-after
+// (Options.RerunPendingAfter) and --reconciling-after
+// (Options.ReconcilingAfter), each as typed (10m, 1h30m) and only when
+// not the default, as sentinel status prints them.
+func (cs *Console) thresholdFlags() []string {
+	var fl []string
+	if cs.opts.RerunPendingAfter != DefaultRerunPendingAfter {
+		fl = append(fl, "--rerun-pending-after", reltime.Duration(cs.opts.RerunPendingAfter))
+	}
+	if cs.opts.ReconcilingAfter != DefaultReconcilingAfter {
+		fl = append(fl, "--reconciling-after", reltime.Duration(cs.opts.ReconcilingAfter))
+	}
+	return fl
+}
+
 // nextCommand is a step a read-only console's key page prints: what to
 // do (Text) and the command line that does it.
 type nextCommand struct {
@@ -119,11 +136,15 @@ func (cs *Console) nextCommands(d keyData) []nextCommand {
 	}
 	schema := cs.c.Config().Schema
 	if d.HTTP != nil {
-		// The threshold as typed (10m), after the key's flags and before
-		// --schema, as sentinel status and inspect print the command.
+		// The thresholds as typed (10m), after the key's flags and before
+		// --schema, as sentinel status and inspect print the command: it
+		// then judges the key as this page does.
 		cmd := idempotency.Command("inspect", d.HTTP.Key, d.HTTP.Scope, e.Namespace, schema)
-		if e.RerunStale && cs.opts.RerunPendingAfter != DefaultRerunPendingAfter {
-			after := " --rerun-pending-after " + shell.Quote(reltime.Duration(cs.opts.RerunPendingAfter))
+		after := ""
+		for _, f := range cs.thresholdFlags() {
+			after += " " + shell.Quote(f)
+		}
+		if after != "" {
 			if strings.HasPrefix(d.HTTP.Key, "-") {
 				// idempotency.Command puts "-- KEY" last: the flag goes before it.
 				cmd = idempotency.Command("inspect"+after, d.HTTP.Key, d.HTTP.Scope, e.Namespace, schema)

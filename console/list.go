@@ -124,9 +124,11 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 	if recFresh.UpdatedAfter.IsZero() || recFresh.UpdatedAfter.Before(recCut) {
 		recFresh.UpdatedAfter = recCut
 	}
-	// A filter typed (after, before) that leaves no room on one side of
-	// the cut: that section is empty, and not read (Executions refuses an
-	// UpdatedAfter not before UpdatedBefore).
+	// A section bounded by a cut (stale, recStale, recFresh) that the
+	// filter typed (after, before) leaves no room, such as "changed after"
+	// 5 minutes ago for the keys rerun pending for more than 15m: it is
+	// empty, and not read (Executions refuses an UpdatedAfter not before
+	// UpdatedBefore, which failed the whole page).
 	empty := func(f sentinel.ExecutionFilter) bool {
 		return !f.UpdatedBefore.IsZero() && !f.UpdatedAfter.IsZero() && !f.UpdatedAfter.Before(f.UpdatedBefore)
 	}
@@ -148,7 +150,7 @@ func (cs *Console) executions(w http.ResponseWriter, r *http.Request) {
 			{"reconciling", recStaleHeading, recStaleNote, recStale, false, empty(recStale)},
 			{"reconciling", "Reconciling", recNote, recFresh, false, empty(recFresh)},
 			{"result-lost", "Result not stored", lostNote, lost, false, false},
-			{"rerun-pending", staleHeading, staleNote, stale, true, false}}
+			{"rerun-pending", staleHeading, staleNote, stale, true, empty(stale)}}
 	case "rerun-pending":
 		wants = []want{{d.Tab, "Rerun pending", rerunNote, rerun, false, false}}
 	case "uncertain":

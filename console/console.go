@@ -132,14 +132,17 @@ type Options struct {
 	ReadOnly bool
 
 	// Elsewhere, when set, returns the other schemas of the database that
-	// hold uncertain executions, which this console (of its client's
-	// schema) does not list. It is called as a page is rendered, at most
-	// once in a few seconds (its answer, an error included, is kept that
-	// long for the pages rendered meanwhile: sentinel serve's looks in
-	// every schema); the top of every page then names them, each with the
-	// command that lists them, so that "no uncertain keys" is not read as
-	// the whole database's. An error is shown as such. sentinel serve sets
-	// it.
+	// hold keys needing an operator (uncertain executions, and what
+	// sentinel status --exit-code pages on: results not stored, keys
+	// rerun pending or reconciling for longer than the thresholds), which
+	// this console (of its client's schema) does not list. It is called
+	// as a page is rendered, at most once in a few seconds (its answer,
+	// an error included, is kept that long for the pages rendered
+	// meanwhile: sentinel serve's looks in every schema); the top of
+	// every page then names them, each with the sentinel status command
+	// that shows them, so that "nothing needs an operator" is not read as
+	// the whole database's. An error is shown as such. sentinel serve
+	// sets it, by the console's thresholds.
 	Elsewhere func(ctx context.Context) ([]string, error)
 
 	// Operator returns the name recorded in a key's history for an action

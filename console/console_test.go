@@ -450,9 +450,16 @@ func TestPagesNameUncertainSchemasElsewhere(t *testing.T) {
 		code, body := get(t, s.URL+path)
 		require.Equal(t, http.StatusOK, code, body)
 		require.Contains(t, body, `id="uncertain-elsewhere"`, path)
-		require.Contains(t, html.UnescapeString(body), "<code>sentinel list --uncertain --schema 'bill ing'</code>", path)
+		require.Contains(t, html.UnescapeString(body), "<code>sentinel status --schema 'bill ing'</code>", path)
 		require.Contains(t, html.UnescapeString(body), "No uncertain keys in any namespace of schema", path)
 	}
+	// The status line carries the console's thresholds when they are not
+	// the defaults, so that it judges the keys there as the console does.
+	s = server(t, c, console.Options{ReadOnly: true, RerunPendingAfter: 10 * time.Minute, ReconcilingAfter: 2 * time.Hour,
+		Elsewhere: func(context.Context) ([]string, error) { return []string{"billing"}, nil }})
+	code, body := get(t, s.URL+"/ops/")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, html.UnescapeString(body), "<code>sentinel status --rerun-pending-after 10m --reconciling-after 2h --schema billing</code>")
 }
 
 // refusedOnce runs a Once of key whose fn returns (v, fnErr) after its

@@ -57,9 +57,10 @@ type page struct {
 	// clock of every time the page shows, dbNow): a page without a live
 	// view says so, since what it shows goes stale.
 	ReadAt time.Time
-	// Schema is the client's schema; Elsewhere the other schemas with
-	// uncertain executions (Options.Elsewhere), each with the command
-	// that lists them; ElsewhereErr says why they could not be read.
+	// Schema is the client's schema; Elsewhere the other schemas holding
+	// keys that need an operator (Options.Elsewhere), each with the
+	// sentinel status command that shows them (carrying the console's
+	// thresholds); ElsewhereErr says why they could not be read.
 	Schema        string
 	Elsewhere     []schemaNote
 	ElsewhereErr  string
@@ -139,7 +140,11 @@ func (cs *Console) render(w http.ResponseWriter, r *http.Request, status int, na
 			p.ElsewhereErr, p.ElsewhereDown = err.Error(), unreachable(err)
 		}
 		for _, s := range schemas {
-			p.Elsewhere = append(p.Elsewhere, schemaNote{Schema: s, Command: "sentinel list --uncertain --schema " + shell.Quote(s)})
+			cmd := "sentinel status"
+			for _, f := range cs.thresholdFlags() {
+				cmd += " " + shell.Quote(f)
+			}
+			p.Elsewhere = append(p.Elsewhere, schemaNote{Schema: s, Command: cmd + " --schema " + shell.Quote(s)})
 		}
 	}
 	// A page read while the database does not answer is no use once it

@@ -153,7 +153,7 @@ func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return strings.Contains(stderr.String(), "\n  sentinel serve --addr 127.0.0.1:0 --read-only --schema app_one\n")
 	}, 10*time.Second, 10*time.Millisecond, "stderr: %s", stderr)
-	require.Contains(t, stderr.String(), `sentinel: note: uncertain executions in other schemas of this database too: "app_one"; this page shows only schema "app_two"`)
+	require.Contains(t, stderr.String(), `sentinel: note: keys that need an operator (uncertain, or what status --exit-code pages on) in other schemas of this database too: "app_one"; this page shows only schema "app_two"`)
 	// And the page itself says so, to the operator who reads it (the
 	// note above went to whoever started serve).
 	resp, err := http.Get(strings.TrimSpace(strings.TrimPrefix(first, "listening on ")))
@@ -163,7 +163,7 @@ func TestUnmigratedSchemaNamesTheSchemasThatAre(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(page))
 	require.Contains(t, string(page), `id="uncertain-elsewhere"`, "the page says nothing of app_one's uncertain executions")
-	require.Contains(t, string(page), "<code>sentinel list --uncertain --schema app_one</code>")
+	require.Contains(t, string(page), "<code>sentinel status --schema app_one</code>")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
 

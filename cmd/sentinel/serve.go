@@ -149,22 +149,38 @@ prints the URL it listens on, and stops on SIGINT, SIGTERM or SIGHUP.`,
 				fprintf(stderr, "warning: schema %q lacks %d migration(s) this build knows (the newest is %d): what needs them fails until %s\n",
 					a.schema, len(st.Pending), st.Pending[len(st.Pending)-1].Version, a.command("migrate"))
 			}
-			found, _, _, err := a.uncertainInSchemas(cmd.Context())
+			// Other schemas holding what status --exit-code pages on, by
+			// this console's thresholds.
+			after := attentionAfter{rerunPending: rerunAfter, reconciling: reconcilingAfter}
+			needsIn := func(ctx context.Context) (found, unread []string, more bool, err error) {
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				rows, unread, more, err := a.attentionInSchemas(ctx, after, maxSchemasShown)
+				seen := map[string]bool{}
+				for _, r := range rows {
+					if !seen[r.Schema] {
+						seen[r.Schema] = true
+						found = append(found, r.Schema)
+					}
+				}
+				return found, unread, more, err
+			}
+			found, _, _, err := needsIn(cmd.Context())
 			if err != nil {
 				fprintf(stderr, "sentinel: note: %v\n", err)
 			}
 			if len(found) > 0 {
-				fprintf(stderr, "sentinel: note: uncertain executions in other schemas of this database too: %s; this page shows only schema %q; the page for every namespace there:\n", quoteAll(found), a.schema)
+				fprintf(stderr, "sentinel: note: keys that need an operator (uncertain, or what status --exit-code pages on) in other schemas of this database too: %s; this page shows only schema %q; the page for every namespace there:\n", quoteAll(found), a.schema)
 				for _, line := range strings.Split(strings.TrimPrefix(a.schemaCommands(cmd, found, "namespace"), "\n"), "\n") {
 					fprintln(stderr, line)
 				}
 			}
-			// Every page names the other schemas with uncertain executions
-			// (the note above reaches only whoever started serve, once),
-			// and those it could not look in: "no uncertain keys" is then
-			// not read as the whole database's.
+			// Every page names the other schemas holding keys that need an
+			// operator (the note above reaches only whoever started serve,
+			// once), and those it could not look in: "nothing needs an
+			// operator" is then not read as the whole database's.
 			opts.Elsewhere = func(ctx context.Context) ([]string, error) {
-				found, unread, more, err := a.uncertainInSchemas(ctx)
+				found, unread, more, err := needsIn(ctx)
 				if err != nil {
 					return nil, err
 				}

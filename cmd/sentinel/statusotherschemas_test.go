@@ -5,11 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -155,4 +160,32 @@ func TestStatusNamesEveryOtherSchemaNeedingAnOperator(t *testing.T) {
 	requireCode(t, r, exitOK)
 	require.NotContains(t, r.stdout, `"app_lost" (`)
 	require.Contains(t, r.stdout, `"app_recon" (1 reconciling for more than 1h)`)
+
+	// The console (serve) names them too, at start and on every page, by
+	// its thresholds, with the status line that shows each (it named
+	// only schemas with uncertain executions, and a list --uncertain
+	// line): with --reconciling-after 2h, app_recon's 90 minutes do not
+	// count.
+	cmd, _, out, stderr := startPiped(t, []string{"DATABASE_URL=" + dbu}, "serve", "--addr", "127.0.0.1:0", "--read-only", "--reconciling-after", "2h")
+	first, err := out.ReadString('\n')
+	require.NoError(t, err, "stderr: %s", stderr)
+	require.True(t, strings.HasPrefix(first, "listening on http://127.0.0.1:"), first)
+	require.Eventually(t, func() bool {
+		return strings.Contains(stderr.String(), `in other schemas of this database too: "app_lost", "app_rerun", "app_unc"; this page shows only schema "sentinel"`)
+	}, 10*time.Second, 10*time.Millisecond, "stderr: %s", stderr)
+	resp, err := http.Get(strings.TrimSpace(strings.TrimPrefix(first, "listening on ")))
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(page))
+	for _, s := range []string{"app_lost", "app_rerun", "app_unc"} {
+		line := "sentinel status --reconciling-after 2h --schema " + s
+		require.Contains(t, string(page), "<code>"+line+"</code>", s)
+		p := runShellAt(t, dbu, line)
+		requireCode(t, p, exitOK)
+	}
+	require.NotContains(t, string(page), "app_recon", "reconciling for less than the console's threshold")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, exitCodeOf(t, cmd), "stderr: %s", stderr)
 }

@@ -57,9 +57,12 @@ type Result[T any] struct {
 // ErrUncertain that wraps fn's error (a panic is re-raised after
 // recording). If the lease is lost while fn runs (heartbeats cannot reach
 // the database, or the hard TTL passes), fn's ctx is cancelled with the loss
-// as its cause and the completion is refused by the token guard: the caller
-// gets ErrUncertain, and the history records a completion_refused event
-// carrying fn's encoded result, so an operator can ForceComplete with it.
+// as its cause, a safety margin before the lease expires on the database
+// clock: an outcome fn returns within that margin is recorded as usual (a
+// value completes the key). A completion that reaches the database after
+// the expiry is refused by its guard (owner, token and a live lease): the
+// caller gets ErrUncertain, and the history records a completion_refused
+// event carrying fn's encoded result, so an operator can ForceComplete with it.
 // Under WithRerun, when a re-run has taken the key over by the time fn
 // returns (whatever fn returned, a Retryable error too), the caller gets
 // what a new call would instead: the re-run's stored result (Cached, with

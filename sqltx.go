@@ -52,8 +52,10 @@ type SQLBeginner interface {
 // commit that gets no reply in time (the database stopped answering, say
 // over a path that vanished with no TCP timeout to notice) is abandoned, and
 // its outcome established as OnceTx establishes a lost commit's: the key
-// read back as completed is a success, a give-back that applied proves
-// that nothing was committed, and anything else is ErrUncertain. pgx's
+// read back as completed is a success, a give-back that applied (or, not
+// applied, followed by a read that finds the key not completed at this
+// claim's token) proves that nothing was committed, and a give-back or
+// read that failed leaves ErrUncertain with ExecutionError.Settles. pgx's
 // stdlib runs the commit on the transaction's ctx, so an abandoned commit's
 // connection is closed at once; with a driver that ignores that ctx the
 // commit may still be running, in the background, when the call returns.

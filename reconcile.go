@@ -139,8 +139,9 @@ var operatorMethods = map[string]string{
 // MaxResultSize, so every caller got ErrResult), or replaces a result an
 // operator stored (Execution.ResultByOperator) that the callers cannot
 // decode. Afterwards callers get value as the cached result. It is allowed
-// only for such a key; anything else (a result fn stored, another state)
-// is refused with ErrWrongState and nothing is written. value is encoded
+// only for such a key; anything else (a result fn stored, a Final
+// outcome, another state) is refused with ErrWrongState and nothing is
+// written. value is encoded
 // with WithCodec (JSON by default) and checked as by ForceComplete.
 // WithToken pins it to the execution the operator inspected; WithMetadata
 // is recorded in the history (event result_set).
@@ -167,7 +168,9 @@ func (c *Client) SetResult(ctx context.Context, key string, value any, opts ...O
 	}
 	if !applied {
 		cause := errors.New("SetResult requires a completed key whose result could not be stored, or was stored by an operator")
-		if ex.State == StateCompleted && ex.ResultError == "" && !ex.ResultByOperator {
+		if ex.State == StateCompleted && ex.FinalError != "" {
+			cause = errors.New("SetResult refused: the key completed with a Final outcome, which every caller gets (ErrFinal), not a result lost")
+		} else if ex.State == StateCompleted && ex.ResultError == "" && !ex.ResultByOperator {
 			cause = errors.New("SetResult refused: the key already has the result its fn stored")
 		} else if o.token != 0 && ex.Token != o.token {
 			cause = fmt.Errorf("SetResult expected token %d, the key is at token %d", o.token, ex.Token)
@@ -248,7 +251,7 @@ func jsonCarried(data []byte) error {
 
 // sqlSetResult stores an operator's result for a key that completed
 // without one (its result could not be encoded) or with one an operator
-// stored, guarded by state, by the result's origin and by token $4 when
+// stored, not with a Final outcome, guarded by state, by the result's origin and by token $4 when
 // not 0. $3 result, $5 operator,
 // $6 metadata. When the guard fails the current row is returned and
 // nothing is written.
@@ -257,7 +260,7 @@ WITH u AS (
     UPDATE {{schema}}.executions t SET
         result = $3::bytea, result_error = NULL, result_by_operator = true, updated_at = pg_catalog.statement_timestamp()
     WHERE t.namespace = $1 AND t.key = $2 AND t.state = 'completed' AND (t.result_error IS NOT NULL OR t.result_by_operator)
-      AND ($4::bigint = 0 OR t.token = $4)
+      AND t.final_error IS NULL AND ($4::bigint = 0 OR t.token = $4)
     RETURNING {{cols}}
 ),
 ev AS (

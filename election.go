@@ -115,7 +115,7 @@ type ElectorOptions struct {
 
 	// OnPoll is called after each campaign and, while leading, after each
 	// renewal interval. Calls are coalesced when the previous one is still
-	// running.
+	// running: one more call follows it, however many were due meanwhile.
 	OnPoll func()
 
 	// OnPoll, OnNewLeader and OnDemoted run in order on one goroutine of
@@ -276,8 +276,8 @@ func (e *Elector) Status() Member {
 
 // Resign steps down now, if this elector leads: OnElected's ctx is
 // cancelled, and once OnElected returned the term is released in one
-// statement that wakes the followers, so one of them takes over within
-// milliseconds. This elector does not campaign again until it has seen
+// round trip that also wakes the followers (the release commits, then the
+// wake-up is sent), so one of them takes over within milliseconds. This elector does not campaign again until it has seen
 // another leader, or for one TTL. Resign
 // waits for the release unless ctx ends first; called with OnElected's ctx
 // (or a ctx derived from it) it only requests the handover and returns nil,

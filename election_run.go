@@ -694,7 +694,9 @@ func (e *Elector) removeMember(ctx context.Context, m *Lease, expiry time.Time) 
 // lead runs one term: it starts OnElected, waits for a reason to stop,
 // cancels OnElected's ctx, waits for it to return, then releases the term.
 // It returns an error only when Run must stop with it (a panic, ErrClosed
-// for a term won while the client was closing, or the failed release of a
+// for a term won while the client was closing, joined with the give-back's
+// error if that failed, ErrClosed joined with the release's error for a
+// term Client.Close ended whose release failed, or the failed release of a
 // term given up because Run's ctx ended).
 func (e *Elector) lead(ctx context.Context, res campaignResult, cb *callbacks) error {
 	tm := &term{resign: make(chan struct{}), ended: make(chan struct{})}

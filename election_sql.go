@@ -180,7 +180,7 @@ FOR UPDATE`
 // over in the same statement when a successor is named (sqlElectionWait):
 //
 //   - lk locks the group's row FOR UPDATE, SKIP LOCKED, when the term is
-//     live and a successor other than this elector ($7, its member token)
+//     live and a successor other than this elector ($5, its member token)
 //     is registered (waiting_until) and its member row is live on the
 //     database clock (a stopped elector deletes it; a dead one stops
 //     renewing it). FOR UPDATE conflicts with VerifyTerm's FOR KEY SHARE,

@@ -12,8 +12,8 @@
 //
 //	go run ./examples/leader
 //
-// It uses $DATABASE_URL when set, otherwise a throwaway local PostgreSQL
-// started for the run (server binaries must be installed).
+// It uses $DATABASE_URL when set, otherwise a throwaway PostgreSQL started
+// for the run (from local server binaries, else in a Docker container).
 package main
 
 import (
@@ -215,17 +215,20 @@ func run(out *os.File) error {
 	delete(procs, second.PID)
 	time.Sleep(500 * time.Millisecond)
 
-	return check(ctx, pool, out, []int64{first.Term, second.Term, third.Term})
+	return check(ctx, pool, out, []*sentinel.Leader{first, second, third})
 }
 
 // check verifies the ticks: written in term order, never interleaved, and
-// only by the three terms' leaders.
-func check(ctx context.Context, pool *pgxpool.Pool, out *os.File, terms []int64) error {
-	rows, err := pool.Query(ctx, "SELECT term, count(*), min(id), max(id) FROM "+schema+".ticks GROUP BY term ORDER BY min(id)")
+// only by the three terms' leaders, each tick by its own term's.
+func check(ctx context.Context, pool *pgxpool.Pool, out *os.File, terms []*sentinel.Leader) error {
+	rows, err := pool.Query(ctx, "SELECT term, count(*), min(id), max(id), min(node), max(node) FROM "+schema+".ticks GROUP BY term ORDER BY min(id)")
 	if err != nil {
 		return err
 	}
-	type span struct{ Term, N, Lo, Hi int64 }
+	type span struct {
+		Term, N, Lo, Hi  int64
+		MinNode, MaxNode string
+	}
 	spans, err := pgx.CollectRows(rows, pgx.RowToStructByPos[span])
 	if err != nil {
 		return err
@@ -235,8 +238,11 @@ func check(ctx context.Context, pool *pgxpool.Pool, out *os.File, terms []int64)
 	}
 	for i, s := range spans {
 		fmt.Fprintf(out, "demo: term %d wrote %d ticks\n", s.Term, s.N)
-		if s.Term != terms[i] {
-			return fmt.Errorf("ticks of term %d where term %d was expected", s.Term, terms[i])
+		if s.Term != terms[i].Term {
+			return fmt.Errorf("ticks of term %d where term %d was expected", s.Term, terms[i].Term)
+		}
+		if s.MinNode != s.MaxNode || "node-"+s.MinNode != terms[i].Host {
+			return fmt.Errorf("ticks of term %d written by nodes %s to %s, not by its leader (%s) alone", s.Term, s.MinNode, s.MaxNode, terms[i].Host)
 		}
 		if i > 0 && s.Lo < spans[i-1].Hi {
 			return fmt.Errorf("terms %d and %d interleave", spans[i-1].Term, s.Term)

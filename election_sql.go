@@ -16,9 +16,10 @@ package sentinel
 //	│ follower │                                                 │ leader (T)  │   │ (owner + T +
 //	└──────────┘ ◀───────────────────────────────────────────── └─────────────┘ ◀─┘ unexpired guard)
 //	   │    ▲     OnElected's ctx is cancelled; once OnElected returned:
-//	   │    │     release (owner + T guard, NOTIFY) on Resign, Run's ctx
-//	   │    │     or a panic; on a loss (local deadline passed) the row
-//	   └────┘     expires by itself, after the deadline
+//	   │    │     release (owner + T guard, NOTIFY) on Resign, Run's ctx,
+//	   │    │     Client.Close or a panic; on a loss (local deadline
+//	   │    │     passed) the release is still tried until the row's
+//	   └────┘     expiry, else the row expires by itself
 //	   sleeps until the leader's release (NOTIFY, a hint) or its expiry as
 //	   the database computed it, then campaigns: no fixed poll interval
 //

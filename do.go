@@ -14,8 +14,9 @@ import (
 // bounded by Config.ReleaseTimeout, whatever ctx's deadline). It is
 // pgx.BeginFunc for leases.
 //
-// Do returns fn's error. If the lease was lost while fn ran, the error
-// also matches ErrLeaseLost (fn's work may have overlapped another holder:
+// Do returns fn's error. If the lease was lost while fn ran (seen by a
+// renewal, or by the release after fn), the error also matches
+// ErrLeaseLost (fn's work may have overlapped another holder:
 // guard its writes with l.Token(), see VerifyToken); so it does, and
 // ErrClosed too, when Client.Close ended the lease while fn ran (Close
 // cancels fn's context, then frees the key: the error then says that
@@ -81,6 +82,11 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 			}
 		case lost != nil && !errors.Is(lost, ErrReleased):
 			err = errors.Join(err, lost)
+		case errors.Is(rerr, ErrLeaseLost) && err != nil:
+			// The release found the row taken over or expired, a loss
+			// no renewal saw before fn returned: reported as the loss it
+			// is, with fn's error, not dropped as a failed release.
+			err = errors.Join(err, rerr)
 		case err == nil && rerr != nil:
 			err = rerr
 		}

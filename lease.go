@@ -241,8 +241,8 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 // made to it meanwhile released). WithTTL, WithHardTTL, WithNamespace and
 // WithForce apply.
 //
-// The lease is renewed in the background until Release, Close, its hard TTL,
-// or a loss (see Done).
+// The lease is renewed in the background until Release, Detach, Close, its
+// hard TTL, or a loss (see Done).
 //
 // When ctx ends while the acquiring statement runs, the statement is let
 // finish (for at most a second): a lease it granted is released before Lease

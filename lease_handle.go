@@ -286,7 +286,9 @@ func (c *Client) adoptRow(ctx context.Context, h LeaseHandle, o callOptions) (l 
 // RenewHandle renews a lease by its plain values (see LeaseHandle), for the
 // process that did not acquire it. It returns the new expiry on the database
 // clock, or an error matching ErrStaleToken when the handle is no longer the
-// current grant. ttl must be from MinTTL to MaxTTL. A renewal never moves the
+// current grant, or a *BusyError (ErrBusy) when another transaction had
+// the row locked (a release or a takeover under way, the acquirer's own
+// renewal): nothing was renewed, try again. ttl must be from MinTTL to MaxTTL. A renewal never moves the
 // expiry earlier than the one already granted: renewing with a TTL shorter
 // than the holder's cannot cut the lease its holder is trusting. Nor does
 // it move it past the lease's hard TTL (WithHardTTL).

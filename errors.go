@@ -197,17 +197,18 @@ func (e *HeldError) Unwrap() error { return ErrNotAcquired }
 // message adds what that means for the work done under it:
 //
 //   - a lease (LossLease): another holder may have taken the key (or
-//     "token N holds it now"); writes fenced by the token (VerifyToken)
-//     were refused after the loss, unfenced ones may have overlapped the
-//     other holder's work;
+//     "token N holds it now", when the loss's cause names it); writes
+//     fenced by the token (VerifyToken, a conditional write) cannot have
+//     overlapped the other holder's, unfenced ones may have;
 //   - an elector's term (LossLeader): another elector may lead now (or
-//     "term N holds it now"); the same, fenced by VerifyTerm;
+//     "term N holds it now", when the loss's cause names it); the same,
+//     fenced by VerifyTerm;
 //   - a Once's execution lease (LossExecution): without a re-run left, no
 //     other call runs fn for the key (it is left to an operator); with
 //     WithRerun and an attempt left, a Once call with WithRerun may run
 //     fn again once the lease expires, and unfenced writes may have
-//     overlapped that re-run; writes fenced by VerifyExecutionToken were
-//     refused after the loss. For OnceTx (and OnceSQLTx) the next call may
+//     overlapped that re-run; writes fenced by VerifyExecutionToken are
+//     refused once the lease expires on the database clock. For OnceTx (and OnceSQLTx) the next call may
 //     run fn again once the claim expires, fn's transaction committing
 //     only with a completion its token's guard accepts.
 //
@@ -300,12 +301,12 @@ func (e *LostError) means(holds string) string {
 	switch e.Kind {
 	case "", LossLease:
 		return who("another holder may have taken the key") + fmt.Sprintf(": writes fenced by token %d (VerifyToken, a conditional write) "+
-			"were refused after the loss, unfenced ones may have overlapped its work", e.Token)
+			"cannot have overlapped another holder's, unfenced ones may have", e.Token)
 	case LossLeader:
 		return who("another elector may lead now") + fmt.Sprintf(": writes fenced by term %d (VerifyTerm) "+
-			"were refused after the loss, unfenced ones may have overlapped its work", e.Token)
+			"cannot have overlapped another leader's, unfenced ones may have", e.Token)
 	case LossExecution:
-		fenced := fmt.Sprintf("writes fenced by token %d (VerifyExecutionToken) were refused after the loss", e.Token)
+		fenced := fmt.Sprintf("writes fenced by token %d (VerifyExecutionToken) are refused once the lease expires on the database clock", e.Token)
 		var m string
 		switch e.exec {
 		case execOnce:

@@ -49,6 +49,6 @@ func TestLeaseLostToItsDeadlineSaysWhatItMeansForTheWork(t *testing.T) {
 		require.Contains(t, msg, "lost: renewal deadline passed")
 		require.Contains(t, msg, "another holder may have taken the key", "the error does not say the work may have overlapped")
 		require.Contains(t, msg, "writes fenced by token", "the error does not say which writes were safe")
-		require.Contains(t, msg, "unfenced ones may have overlapped")
+		require.Contains(t, msg, "cannot have overlapped another holder's, unfenced ones may have")
 	}
 }

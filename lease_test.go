@@ -929,7 +929,7 @@ func TestLostErrorSaysTheCauseOnce(t *testing.T) {
 	require.ErrorIs(t, err, sentinel.ErrLeaseLost)
 	require.ErrorIs(t, err, sentinel.ErrStaleToken)
 	stale.Current = 4
-	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired (token 4 holds it now: writes fenced by token 3 (VerifyToken, a conditional write) were refused after the loss, unfenced ones may have overlapped its work)`, err.Error())
+	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired (token 4 holds it now: writes fenced by token 3 (VerifyToken, a conditional write) cannot have overlapped another holder's, unfenced ones may have)`, err.Error())
 	// Another cause is news: it is kept.
 	err.Cause = errors.New("connection refused")
 	require.Equal(t, `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired: connection refused`+deadlineMeans, err.Error())
@@ -938,7 +938,7 @@ func TestLostErrorSaysTheCauseOnce(t *testing.T) {
 // deadlineMeans is what a lease's LostError for a passed renewal deadline
 // (or another loss of the key: its hard TTL, a takeover) adds about the
 // work done under it (token 3).
-const deadlineMeans = ` (another holder may have taken the key: writes fenced by token 3 (VerifyToken, a conditional write) were refused after the loss, unfenced ones may have overlapped its work)`
+const deadlineMeans = ` (another holder may have taken the key: writes fenced by token 3 (VerifyToken, a conditional write) cannot have overlapped another holder's, unfenced ones may have)`
 
 // A lost term, member row or ticket is named as what it is: an elector's
 // lost term read `lease "default"/"scheduler" (token 5) lost`, its term
@@ -950,8 +950,8 @@ func TestLostErrorNamesWhatWasHeld(t *testing.T) {
 	}{
 		{"", `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed` + deadlineMeans},
 		{sentinel.LossLease, `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed` + deadlineMeans},
-		{sentinel.LossExecution, `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed (writes fenced by token 3 (VerifyExecutionToken) were refused after the loss)`},
-		{sentinel.LossLeader, `sentinel: leadership of group "ns"/"k" (term 3) lost: renewal deadline passed (another elector may lead now: writes fenced by term 3 (VerifyTerm) were refused after the loss, unfenced ones may have overlapped its work)`},
+		{sentinel.LossExecution, `sentinel: lease "ns"/"k" (token 3) lost: renewal deadline passed (writes fenced by token 3 (VerifyExecutionToken) are refused once the lease expires on the database clock)`},
+		{sentinel.LossLeader, `sentinel: leadership of group "ns"/"k" (term 3) lost: renewal deadline passed (another elector may lead now: writes fenced by term 3 (VerifyTerm) cannot have overlapped another leader's, unfenced ones may have)`},
 		{sentinel.LossMember, `sentinel: membership of group "ns"/"k" (member token 3) lost: renewal deadline passed`},
 		{sentinel.LossTicket, `sentinel: turn on "ns"/"k" (ticket 3) lost: renewal deadline passed`},
 	} {
@@ -960,7 +960,7 @@ func TestLostErrorNamesWhatWasHeld(t *testing.T) {
 	}
 	stale := &sentinel.StaleTokenError{Namespace: "ns", Key: "k", Token: 3, Current: 4}
 	err := &sentinel.LostError{Namespace: "ns", Key: "k", Token: 3, Reason: "taken over, released or expired", Cause: stale, Kind: sentinel.LossLeader}
-	require.Equal(t, `sentinel: leadership of group "ns"/"k" (term 3) lost: taken over, released or expired (term 4 holds it now: writes fenced by term 3 (VerifyTerm) were refused after the loss, unfenced ones may have overlapped its work)`, err.Error())
+	require.Equal(t, `sentinel: leadership of group "ns"/"k" (term 3) lost: taken over, released or expired (term 4 holds it now: writes fenced by term 3 (VerifyTerm) cannot have overlapped another leader's, unfenced ones may have)`, err.Error())
 
 	// The library's own: a term lost to the client's Close.
 	e := newEnv(t)

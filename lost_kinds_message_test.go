@@ -19,7 +19,7 @@ import (
 // nothing more: whoever reads it in a log cannot tell whether the work
 // may have run twice. Each now says what is true for what was held.
 func TestLostErrorOfEveryKindSaysWhatItMeansForTheWork(t *testing.T) {
-	const lease = ` (another holder may have taken the key: writes fenced by token 3 (VerifyToken, a conditional write) were refused after the loss, unfenced ones may have overlapped its work)`
+	const lease = ` (another holder may have taken the key: writes fenced by token 3 (VerifyToken, a conditional write) cannot have overlapped another holder's, unfenced ones may have)`
 	stale := func(cur int64) error {
 		return &sentinel.StaleTokenError{Namespace: "ns", Key: "k", Token: 3, Current: cur}
 	}
@@ -34,16 +34,16 @@ func TestLostErrorOfEveryKindSaysWhatItMeansForTheWork(t *testing.T) {
 		{sentinel.LossLease, "taken over, released or expired", stale(0), `sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired` + lease},
 		// Who holds it now is said once, as the clause's subject.
 		{sentinel.LossLease, "taken over, released or expired", stale(4),
-			`sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired (token 4 holds it now: writes fenced by token 3 (VerifyToken, a conditional write) were refused after the loss, unfenced ones may have overlapped its work)`},
+			`sentinel: lease "ns"/"k" (token 3) lost: taken over, released or expired (token 4 holds it now: writes fenced by token 3 (VerifyToken, a conditional write) cannot have overlapped another holder's, unfenced ones may have)`},
 		{sentinel.LossLease, "expired or taken over before release", stale(0), `sentinel: lease "ns"/"k" (token 3) lost: expired or taken over before release` + lease},
 		{sentinel.LossLeader, "renewal deadline passed", nil,
-			`sentinel: leadership of group "ns"/"k" (term 3) lost: renewal deadline passed (another elector may lead now: writes fenced by term 3 (VerifyTerm) were refused after the loss, unfenced ones may have overlapped its work)`},
+			`sentinel: leadership of group "ns"/"k" (term 3) lost: renewal deadline passed (another elector may lead now: writes fenced by term 3 (VerifyTerm) cannot have overlapped another leader's, unfenced ones may have)`},
 		{sentinel.LossLeader, "taken over, released or expired", stale(4),
-			`sentinel: leadership of group "ns"/"k" (term 3) lost: taken over, released or expired (term 4 holds it now: writes fenced by term 3 (VerifyTerm) were refused after the loss, unfenced ones may have overlapped its work)`},
+			`sentinel: leadership of group "ns"/"k" (term 3) lost: taken over, released or expired (term 4 holds it now: writes fenced by term 3 (VerifyTerm) cannot have overlapped another leader's, unfenced ones may have)`},
 		// A hand-made execution loss: whether fn may run again depends on
 		// the call (Once, WithRerun, OnceTx), unknown here.
 		{sentinel.LossExecution, "hard TTL reached", sentinel.ErrHardTTL,
-			`sentinel: lease "ns"/"k" (token 3) lost: hard TTL reached (writes fenced by token 3 (VerifyExecutionToken) were refused after the loss)`},
+			`sentinel: lease "ns"/"k" (token 3) lost: hard TTL reached (writes fenced by token 3 (VerifyExecutionToken) are refused once the lease expires on the database clock)`},
 		// Not a loss of the key to another: nothing added.
 		{sentinel.LossLease, "client closed", sentinel.ErrClosed, `sentinel: lease "ns"/"k" (token 3) lost: client closed: sentinel: client closed`},
 		{sentinel.LossMember, "hard TTL reached", sentinel.ErrHardTTL, `sentinel: membership of group "ns"/"k" (member token 3) lost: hard TTL reached`},
@@ -68,7 +68,7 @@ func TestLostLeaseTermAndExecutionSayWhatItMeansForTheWork(t *testing.T) {
 	require.ErrorIs(t, l.Err(), sentinel.ErrHardTTL)
 	for _, err := range []error{l.Err(), l.Release(ctx)} {
 		require.Contains(t, err.Error(), "lost: hard TTL reached (another holder may have taken the key: writes fenced by token")
-		require.Contains(t, err.Error(), "unfenced ones may have overlapped its work)")
+		require.Contains(t, err.Error(), "unfenced ones may have)")
 	}
 
 	// A lease found taken over by its renewal.
@@ -98,7 +98,7 @@ func TestLostLeaseTermAndExecutionSayWhatItMeansForTheWork(t *testing.T) {
 	require.ErrorIs(t, err, sentinel.ErrHardTTL)
 	for _, err := range []error{err, cause} {
 		require.Contains(t, err.Error(), "lost: hard TTL reached (no other call runs fn for the key (it is left to an operator): writes fenced by token", "%v", err)
-		require.Contains(t, err.Error(), "(VerifyExecutionToken) were refused after the loss)")
+		require.Contains(t, err.Error(), "(VerifyExecutionToken) are refused once the lease expires on the database clock)")
 	}
 	// With WithRerun and an attempt left, a re-run may.
 	_, err = sentinel.Once(ctx, c, "rerun", func(ctx context.Context) (int, error) {
@@ -138,6 +138,6 @@ func TestLostLeaseTermAndExecutionSayWhatItMeansForTheWork(t *testing.T) {
 	}
 	msg := cause.Error()
 	require.Contains(t, msg, "lost: taken over, released or expired (another elector may lead now: writes fenced by term ", msg)
-	require.Contains(t, msg, "(VerifyTerm) were refused after the loss, unfenced ones may have overlapped its work)")
+	require.Contains(t, msg, "(VerifyTerm) cannot have overlapped another leader's, unfenced ones may have)")
 	require.Equal(t, 1, strings.Count(msg, "lost"), msg)
 }

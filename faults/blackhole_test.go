@@ -610,6 +610,24 @@ func TestBlackholeVanishedServer(t *testing.T) {
 
 	lc := lr.check(t, ctx, &v)
 	time.Sleep(blackholeTTL + 100*time.Millisecond)
+	// A side effect a victim sent while its path was cut can still be in
+	// its kernel's send queue, retransmitted only at the next backoff
+	// after the heal (seconds after a long cut), and commit after the
+	// audit read the key as never run, and after the operator reset it
+	// and ran it again: two effects, as a card charge that reaches the
+	// provider late would make. The operator's evidence must be final:
+	// the victims' sessions end first (a backend gone, nothing queued
+	// for it can run), as an operator makes sure the old worker's
+	// requests are over before reconciling. CI saw it once.
+	rows, err := admin.Query(ctx, `SELECT pid FROM pg_catalog.pg_stat_activity
+		WHERE application_name = ANY ($1::text[]) AND pg_catalog.pg_terminate_backend(pid)`, []string{"defaults", "recommended"})
+	require.NoError(t, err)
+	ended, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var left int
+		return admin.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE pid = ANY ($1::int[])`, ended).Scan(&left) == nil && left == 0
+	}, 10*time.Second, 20*time.Millisecond, "the victims' sessions did not end")
 	opClient := newClient(t, admin, sentinel.Config{DefaultTTL: blackholeTTL, Owner: "operator"})
 	facts := map[string]any{"rounds": len(rounds), "round_facts": rounds,
 		"lease_ops_checked": lc.Ops, "grants": lc.Grants, "lost": lc.Lost, "porcupine": lc.Result, "guarded_writes": lc.GuardedWrites,

@@ -151,7 +151,8 @@
 //	│ follower │                                         │ leader (T)  │   │ (owner+T guard)
 //	└──────────┘ ◀───────────────────────────────────── └─────────────┘ ◀─┘
 //	   │    ▲   OnElected's ctx ends; after it returned: release (NOTIFY if followers wait) on
-//	   └────┘   Resign / Run's ctx / panic; on a loss the row expires by itself
+//	   └────┘   Resign / Run's ctx / Client.Close / panic; on a loss by the local deadline
+//	            the release is still tried until the row's expiry, else it expires by itself
 //	   sleeps until the release or the expiry the database reported
 //
 // OnElected's ctx ends at the leader's local deadline, before the row's

@@ -16,8 +16,9 @@
 //
 //	cd examples/river && go run .
 //
-// It uses $DATABASE_URL when set, otherwise a throwaway local PostgreSQL
-// started for the run (server binaries must be installed).
+// It uses $DATABASE_URL when set, otherwise a throwaway PostgreSQL
+// started for the run (from local server binaries, else in a Docker
+// container).
 package main
 
 import (

@@ -106,6 +106,12 @@ func (c *Client) waitAcquire(ctx context.Context, key string, o callOptions) (l 
 		}
 	}
 	defer func() {
+		if err != nil && lastHeld != nil && ctx.Err() != nil && !errors.Is(err, ErrNotAcquired) {
+			// Cut short by ctx where the wait did not say who held the
+			// key (a statement in flight, a database outage): someone
+			// did, and the error matches ErrNotAcquired, as documented.
+			err = fmt.Errorf("%w (last holder: %w)", err, lastHeld)
+		}
 		if reg != 0 && l == nil {
 			w := c.leaseWaitWithdraw(ctx, o, key, reg, regEpoch, regExact)
 			// Said as a Turn's withdrawn ticket is: the error alone

@@ -509,14 +509,25 @@ func newEnv(t testing.TB) *env {
 }
 
 // closePool reports whether p can be closed at once: no connection of it
-// is still acquired when t ends. Otherwise (a transaction neither
-// committed nor rolled back, an Acquire without Release) pgxpool's Close
-// would wait for it forever, and the test binary would hang until go
-// test's timeout with a stack trace that does not say why: closePool fails
-// the test saying so and starts the Close on a goroutine of its own, which
-// ends once the connection is released.
+// is still acquired when t ends, or within closeGrace after (a statement
+// the test's last step left running, such as one waiting for a lock the
+// test released as it returned, or one cut by its ctx whose cancellation
+// is still under way, gives its connection back within milliseconds).
+// Otherwise (a transaction neither committed nor rolled back, an Acquire
+// without Release) pgxpool's Close would wait for it forever, and the
+// test binary would hang until go test's timeout with a stack trace that
+// does not say why: closePool fails the test saying so and starts the
+// Close on a goroutine of its own, which ends once the connection is
+// released.
+// closeGrace is how long closePool waits for a connection still in use
+// when the test ended to be given back.
+const closeGrace = 2 * time.Second
+
 func closePool(t testing.TB, p *pgxpool.Pool) bool {
 	held := p.Stat().AcquiredConns()
+	for deadline := time.Now().Add(closeGrace); held > 0 && time.Now().Before(deadline); held = p.Stat().AcquiredConns() {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if held == 0 {
 		return true
 	}
